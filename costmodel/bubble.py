@@ -1,0 +1,38 @@
+"""Pipeline bubbles per schedule.
+
+DeepSeek-V3 report (arXiv 2412.19437) Table 2, as tabulated in seed 000 §4, with F the forward time of
+a chunk, B the backward time, W the weight-gradient part of B, F&B an overlapped forward+backward pair:
+1F1B ``(PP-1)(F+B)``; ZB1P (ZB-H1) ``(PP-1)(F+B-2W)``; DualPipe ``(PP/2-1)(F&B+B-3W)``.
+Interleaved 1F1B with v virtual stages divides the 1F1B bubble by v (seed 001 §4.3,
+``(p-1)/(m·v+p-1)``).
+"""
+
+from __future__ import annotations
+
+
+def bubble_time(schedule: str, pp: int, F: float, B: float, W: float = 0.0, FandB: float | None = None,
+                vpp: int = 1) -> float:
+    if pp <= 1:
+        return 0.0
+    if schedule == "1f1b":
+        return (pp - 1) * (F + B)
+    if schedule == "interleaved":
+        return (pp - 1) * (F + B) / vpp
+    if schedule == "zb-h1":
+        return (pp - 1) * (F + B - 2 * W)
+    if schedule == "dualpipe":
+        fb = F + B if FandB is None else FandB
+        return max(0.0, (pp / 2 - 1) * (fb + B - 3 * W))
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def bubble_ratio(schedule: str, pp: int, m: int, F: float = 1.0, B: float = 2.0, W: float = 0.5,
+                 FandB: float = 2.0, vpp: int = 1) -> float:
+    """Bubble over total time, ``b / (m(F+B) + b)`` (seed 000 ``bubble.py``)."""
+    b = bubble_time(schedule, pp, F, B, W, FandB, vpp)
+    return b / (m * (F + B) + b)
+
+
+def bubble_fraction(pp: int, m: int, vpp: int = 1) -> float:
+    """Seed 001: 1F1B ``(p-1)/(m+p-1)``; interleaved ``(p-1)/(m·v+p-1)``."""
+    return (pp - 1) / (m * vpp + pp - 1)

@@ -1,0 +1,363 @@
+"""Per-layer and per-stage costs of one discrete choice of degrees (the cost model's core).
+
+A *choice* fixes everything in a plan except how many layers each stage holds and how many of them
+it recomputes. Given a choice, every per-stage quantity is affine in the stage's layer counts:
+
+    time per micro-batch  = Σ_class n_class·t_class + r·t_recompute + [first]·t_first + [last]·t_last + t_p2p
+    memory                = Σ_class n_class·(states_class + inflight·act_class) - r·inflight·act_saved
+                            + [first]·mem_first + [last]·mem_last
+    DP time per step      = Σ_class n_class·dp_class + [first]·dp_first + [last]·dp_last
+
+(class = dense or MoE layer). The evaluator applies these to a plan's stage list; the solver encodes the
+same coefficients, integer-scaled, so both always agree. Sources of every term are in the docstrings of
+:mod:`architecture`, :mod:`memory`, :mod:`collectives`, :mod:`bubble` and :mod:`assumptions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.collectives import ring_gather_time_s
+from parplan.costmodel.hardware import GIB, GPU
+from parplan.costmodel.memory import dense_layer_activation_items, model_state_bytes
+from parplan.costmodel.mesh import span_within_domain
+from parplan.costmodel.spec import Spec
+
+
+@dataclass(frozen=True)
+class Choice:
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int = 1
+    etp: int = 1
+    micro_batch_size: int = 1
+    num_microbatches: int = 1
+    vpp: int = 1
+    schedule: str = "1f1b"
+    recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
+    zero_stage: int = 1
+    sequence_parallel: bool = True
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Link:
+    """One communication group's tier: bandwidth in B/s and latency in s."""
+
+    nvlink: bool
+    bandwidth_Bps: float
+    latency_s: float
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Costs of one layer of a class on one GPU, per micro-batch (times) or resident (bytes)."""
+
+    compute_s: float  # fwd+bwd FLOPs time
+    tp_s: float  # exposed TP comm, fwd+bwd
+    cp_s: float  # exposed CP ring comm
+    ep_s: float  # exposed EP all-to-all
+    zero3_s: float  # exposed ZeRO-3 parameter gathers
+    recompute_s: float  # extra time when this layer is fully recomputed
+    recompute_comm: tuple[float, float, float]  # (tp, cp, ep) part of recompute_s
+    selective_s: float  # extra time from selective recompute (already included in compute when chosen)
+    states_bytes: float  # weights + grads + optimizer states
+    act_bytes: float  # stored activations per in-flight micro-batch
+    act_recomputed_bytes: float  # stored activations when fully recomputed
+    dp_s: float  # exposed DP comm per step
+    model_flops: float  # per micro-batch on this GPU, no recompute
+
+    @property
+    def time_s(self) -> float:
+        return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero3_s
+
+
+@dataclass(frozen=True)
+class ChoiceCosts:
+    choice: Choice
+    dense: LayerCost
+    moe: LayerCost | None
+    first_extra_time_s: float
+    last_extra_time_s: float
+    last_extra_compute_s: float
+    p2p_s: float
+    first_extra_bytes: float
+    last_extra_bytes: float  # head weights/states (resident)
+    logits_bytes: float  # last stage, once (not per in-flight micro-batch)
+    first_extra_dp_s: float
+    last_extra_dp_s: float
+    dp_const_s: float  # per-stage DP latency terms
+    first_extra_flops: float
+    last_extra_flops: float
+    usable_memory_bytes: float
+    peak_flops: float
+    links: dict[str, Link] = field(default_factory=dict)
+
+    # ---- pipeline schedule terms
+    def inflight(self, stage: int) -> float:
+        """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
+        c = self.choice
+        p, m, v = c.pp, c.num_microbatches, c.vpp
+        if c.schedule in ("1f1b", "zb-h1"):
+            return float(min(p - stage, m))
+        if c.schedule == "interleaved":
+            # Megatron: warmup = (p - i - 1)·2 + (v - 1)·p chunk micro-batches, plus the one in flight;
+            # stage 0 gives p + (p-1)/v stages' worth, Megatron's theoretical-memory penalty.
+            return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v) / v
+        if c.schedule == "dualpipe":
+            return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
+        raise ValueError(c.schedule)
+
+    def bubble_s(self, t_stage_s: float, a: Assumptions) -> float:
+        """Bubble for the slowest stage's per-micro-batch time, split F : B = 1 : ratio."""
+        from parplan.costmodel.bubble import bubble_time
+
+        c = self.choice
+        r = a.backward_to_forward_ratio
+        F = t_stage_s / (1 + r)
+        B = t_stage_s * r / (1 + r)
+        W = a.zb_weight_grad_fraction * B
+        FandB = B + (1 - a.dualpipe_chunk_overlap) * F
+        return bubble_time(c.schedule, c.pp, F, B, W, FandB, c.vpp)
+
+
+def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
+    if a.memory_from_nominal_gb and spec.cluster.memory_gib is None:
+        total = gpu.memory_gb_nominal * 1e9
+    else:
+        total = gpu.memory_gib * GIB
+    return total * a.memory_usable_fraction - a.memory_reserve_gib * GIB
+
+
+def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
+    """NVLink domain: the override, a multi-node domain from the catalog (NVL72), else one node."""
+    if spec.cluster.nvlink_domain_size is not None:
+        return spec.cluster.nvlink_domain_size
+    if gpu.nvlink_domain_size > 8:
+        return gpu.nvlink_domain_size
+    return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
+
+
+def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions) -> Link:
+    nv = span_within_domain(stride, size, domain)
+    if nv:
+        bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
+        lat = gpu.intra_node_latency_us * 1e-6
+    else:
+        bw = gpu.inter_node_bandwidth_gbps * 1e9 * a.inter_node_bandwidth_efficiency
+        lat = gpu.inter_node_latency_us * 1e-6
+    return Link(nv, bw, lat if a.include_latency else 0.0)
+
+
+def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None) -> ChoiceCosts:
+    """Every coefficient of the stage-affine model for one choice."""
+    arch = arch or Architecture(spec.model)
+    m = spec.model
+    c = choice
+    h = m.hidden_size
+    seq = spec.training.seq_len
+    domain = nvlink_domain_size(spec, gpu)
+    peak = gpu.peak_tflops(spec.training.precision) * 1e12
+    rate = peak * a.matmul_efficiency
+
+    links = {
+        "tp": link(1, c.tp, domain, gpu, a),
+        "cp": link(c.tp, c.cp, domain, gpu, a),
+        "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a),
+        "pp": link(c.tp * c.cp * c.dp, c.pp, domain, gpu, a),
+        "ep": link(c.etp, c.ep, domain, gpu, a),
+        "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a),
+    }
+
+    s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
+    tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
+    tokens_gpu = tokens_tp_group / c.tp  # per-GPU share of token-FLOPs
+    sp = c.sequence_parallel and c.tp > 1
+    fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
+
+    # ---- communication per layer per micro-batch (fwd+bwd), seed 001 §3 / seed 003
+    act_group_bytes = tokens_tp_group * h * 2  # one b·s·h bf16 activation of the TP group
+    L = links["tp"]
+    tp_layer = 8 * ring_gather_time_s(act_group_bytes, c.tp, L.latency_s, L.bandwidth_Bps) * (1 - a.tp_comm_overlap)
+    kv_bytes = 2 * tokens_tp_group * arch.kv_dim * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
+    Lc = links["cp"]
+    ring = 3 * (c.cp - 1) * (Lc.latency_s + kv_bytes / Lc.bandwidth_Bps) if c.cp > 1 else 0.0
+    attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / rate
+    cp_layer = max(0.0, ring - attn_core_s) if a.cp_comm_overlaps_attention else ring
+
+    # ---- data-parallel / ZeRO traffic per parameter on this GPU
+    def dp_time_per_param(link_: Link, n: int) -> float:
+        """Exposed seconds per parameter resident on this GPU: grad reduce-scatter + param all-gather."""
+        if n <= 1:
+            return 0.0
+        per_param = (n - 1) / n * (a.grad_reduce_bytes + a.weight_bytes) / link_.bandwidth_Bps
+        return per_param * (1 - a.dp_comm_overlap)
+
+    def dp_latency(link_: Link, n: int) -> float:
+        return 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
+
+    def zero3_time_per_param(link_: Link, n: int) -> float:
+        """ZeRO-3 gathers the weights before forward and again before backward, every micro-batch."""
+        if c.zero_stage != 3 or n <= 1:
+            return 0.0
+        return 2 * (n - 1) / n * a.weight_bytes / link_.bandwidth_Bps * (1 - a.zero3_gather_overlap)
+
+    g_dense = c.dp * c.cp
+    g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
+
+    def states(params_gpu: float, shards: int) -> float:
+        return model_state_bytes(params_gpu, c.zero_stage, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+
+    # ---- activations per layer
+    if a.activation_sbh_coefficient is not None:
+        dense_act_per_token = a.activation_sbh_coefficient * h / c.tp
+        attn_act_per_token = dense_act_per_token * 0.5
+    else:
+        items = dense_layer_activation_items(
+            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
+            a.flash_attention, a.dropout_masks, keep_scores=(c.recompute != "selective"))
+        dense_act_per_token = items.per_token(c.tp, sp)
+        mlp_items = (6 if m.gated_mlp else 4) * m.ffn_hidden_size
+        attn_act_per_token = dense_act_per_token - mlp_items / c.tp
+    rc_act_per_token = a.recomputed_layer_sbh_coefficient * h / (c.tp if (sp or a.activation_sbh_coefficient is not None) else 1)
+
+    selective_dense = 0.0
+    if c.recompute == "selective" and not a.flash_attention:
+        selective_dense = attn_core_s * fwd_share
+
+    def recompute_comm(tp_s: float, cp_s: float, ep_s: float) -> tuple[float, float, float]:
+        if not a.recompute_repeats_comm:
+            return (0.0, 0.0, 0.0)
+        return (tp_s / 2, cp_s / 3, ep_s / 2)
+
+    # ---- dense layer
+    dense_params_gpu = arch.dense_layer_params / c.tp
+    dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
+    dense_compute = dense_flops / rate
+    rc_comm = recompute_comm(tp_layer, cp_layer, 0.0)
+    dense = LayerCost(
+        compute_s=dense_compute + selective_dense,
+        tp_s=tp_layer,
+        cp_s=cp_layer,
+        ep_s=0.0,
+        zero3_s=dense_params_gpu * zero3_time_per_param(links["dp_cp"], g_dense),
+        recompute_s=dense_compute * fwd_share + sum(rc_comm),
+        recompute_comm=rc_comm,
+        selective_s=selective_dense,
+        states_bytes=states(dense_params_gpu, g_dense),
+        act_bytes=tokens_tp_group * dense_act_per_token,
+        act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
+        dp_s=dense_params_gpu * dp_time_per_param(links["dp_cp"], g_dense),
+        model_flops=dense_flops,
+    )
+
+    moe_cost = None
+    moe = m.moe
+    if moe is not None:
+        nonexpert_gpu = arch.moe_layer_nonexpert_params / c.tp
+        expert_gpu = arch.expert_params_per_layer / (c.ep * c.etp)
+        moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
+                                        + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
+        moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops
+                                     + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
+                       + tokens_gpu * arch.moe_layer_expert_flops * a.moe_load_imbalance) / rate
+        Le = links["ep"]
+        token_bytes = tokens_gpu * moe.top_k * h
+        a2a = (ring_gather_time_s(token_bytes * a.ep_dispatch_bytes, c.ep, Le.latency_s, Le.bandwidth_Bps)
+               + ring_gather_time_s(token_bytes * 2, c.ep, Le.latency_s, Le.bandwidth_Bps))
+        ep_overlap = a.ep_comm_overlap_dualpipe if c.schedule == "dualpipe" else a.ep_comm_overlap
+        ep_layer = 2 * a2a * (1 - ep_overlap)  # dispatch + combine, forward and backward
+        if a.activation_sbh_coefficient is not None:
+            moe_act_per_token = a.activation_sbh_coefficient * h / c.tp
+        else:
+            shared = moe.num_shared_experts * (6 if m.gated_mlp else 4) * arch.shared_expert_ffn / c.tp
+            routed = moe.top_k * (2 * h * c.etp + (6 if m.gated_mlp else 4) * moe.expert_ffn_hidden_size) / c.tp
+            moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
+        rc_comm_m = recompute_comm(tp_layer, cp_layer, ep_layer)
+        moe_cost = LayerCost(
+            compute_s=moe_compute + selective_dense,
+            tp_s=tp_layer,
+            cp_s=cp_layer,
+            ep_s=ep_layer,
+            zero3_s=(nonexpert_gpu * zero3_time_per_param(links["dp_cp"], g_dense)
+                     + expert_gpu * zero3_time_per_param(links["edp"], g_expert)),
+            recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
+            recompute_comm=rc_comm_m,
+            selective_s=selective_dense,
+            states_bytes=states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert),
+            act_bytes=tokens_tp_group * moe_act_per_token,
+            act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
+            dp_s=(nonexpert_gpu * dp_time_per_param(links["dp_cp"], g_dense)
+                  + expert_gpu * dp_time_per_param(links["edp"], g_expert)),
+            model_flops=moe_model_flops,
+        )
+
+    # ---- first / last stage extras: embedding, LM head, logits
+    emb_gpu = arch.embedding_params / c.tp
+    head_gpu = arch.head_params / c.tp
+    if m.tie_embeddings and c.pp > 1:
+        head_gpu += arch.embedding_params / c.tp  # the last stage keeps its own copy for the output layer
+    if a.spread_embedding_evenly:
+        first_params = last_params = 0.0  # textbook: folded into the per-layer weights below
+    else:
+        first_params, last_params = emb_gpu, head_gpu
+    head_flops = tokens_gpu * arch.head_flops
+    head_s = head_flops / rate
+    logits = tokens_tp_group * m.vocab_size / c.tp * a.logits_bytes_per_element
+
+    Lp = links["pp"]
+    p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
+    p2p = 0.0
+    if c.pp > 1:
+        p2p = 2 * c.vpp * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
+
+    dp_lat = dp_latency(links["dp_cp"], g_dense)
+
+    costs = ChoiceCosts(
+        choice=c,
+        dense=dense,
+        moe=moe_cost,
+        first_extra_time_s=first_params * zero3_time_per_param(links["dp_cp"], g_dense),
+        last_extra_time_s=head_s + last_params * zero3_time_per_param(links["dp_cp"], g_dense),
+        last_extra_compute_s=head_s,
+        p2p_s=p2p,
+        first_extra_bytes=states(first_params, g_dense),
+        last_extra_bytes=states(last_params, g_dense),
+        logits_bytes=logits,
+        first_extra_dp_s=first_params * dp_time_per_param(links["dp_cp"], g_dense),
+        last_extra_dp_s=last_params * dp_time_per_param(links["dp_cp"], g_dense),
+        dp_const_s=dp_lat,
+        first_extra_flops=0.0,
+        last_extra_flops=head_flops,
+        usable_memory_bytes=usable_memory_bytes(spec, gpu, a),
+        peak_flops=peak,
+        links=links,
+    )
+    if a.spread_embedding_evenly:
+        costs = _spread_embedding(costs, arch, c, states, dp_time_per_param(links["dp_cp"], g_dense), spec)
+    return costs
+
+
+def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states, dp_per_param: float,
+                      spec: Spec) -> ChoiceCosts:
+    """Textbook convention: embedding and head weights spread evenly over the layers (psi = N/(tp·pp))."""
+    from dataclasses import replace
+
+    extra_params_per_layer = (arch.embedding_params + arch.head_params) / spec.model.num_layers / c.tp
+    g = c.dp * c.cp
+
+    def bump(lc: LayerCost | None) -> LayerCost | None:
+        if lc is None:
+            return None
+        return replace(lc, states_bytes=lc.states_bytes + states(extra_params_per_layer, g),
+                       dp_s=lc.dp_s + extra_params_per_layer * dp_per_param)
+
+    return replace(costs, dense=bump(costs.dense), moe=bump(costs.moe))
+

@@ -1,0 +1,293 @@
+"""The exact evaluator: one (spec, plan) in, the full ledger out.
+
+Step time (seed 003): the slowest stage sets the pace, ``step = m·t_max + bubble(t_max) + DP exposed``;
+its breakdown is compute (the mean stage's), recompute, TP, CP, EP, PP (means over stages), imbalance
+(slowest minus mean), bubble and DP, and sums to the step time. MFU counts model FLOPs only
+(no recomputation) against the dense peak of the training precision.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
+from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
+from parplan.costmodel.legality import choice_violations, stage_violations
+from parplan.costmodel.spec import Plan, PlanSpec, Spec
+
+
+class PlanError(ValueError):
+    """A plan that cannot be evaluated (its shape contradicts the spec); the message names the field."""
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StageReport(_Out):
+    index: int
+    layers: int
+    dense_layers: int
+    moe_layers: int
+    recomputed_layers: int
+    inflight_microbatches: float
+    time_per_microbatch_s: float
+    compute_s: float
+    recompute_s: float
+    tp_s: float
+    cp_s: float
+    ep_s: float
+    pp_s: float
+    zero3_s: float
+    dp_s: float
+    model_states_gib: float
+    activations_gib: float
+    logits_gib: float
+    memory_gib: float
+
+
+class Metrics(_Out):
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+    peak_memory_gib: float
+    stage_memory_gib: list[float]
+    breakdown_s: dict[str, float]
+    hfu: float
+    model_tflops_per_gpu: float
+    usable_memory_gib: float
+    fits: bool
+
+
+class Evaluation(_Out):
+    plan: Plan
+    metrics: Metrics
+    stages: list[StageReport]
+    violations: list[str]
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+
+BREAKDOWN_KEYS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "imbalance")
+
+
+def even_stage_layers(num_layers: int, pp: int) -> list[int]:
+    """As even as possible; the remainder goes to the middle stages first (the ends carry embedding/head)."""
+    base, rem = divmod(num_layers, pp)
+    order = sorted(range(pp), key=lambda i: (abs(i - (pp - 1) / 2), i))
+    layers = [base] * pp
+    for i in order[:rem]:
+        layers[i] += 1
+    return layers
+
+
+def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
+    """Fill a YAML plan's defaults (dp, num_microbatches, stage_layers, recompute_layers)."""
+    gpus, gbs, L = spec.cluster.num_gpus, spec.training.global_batch_size, spec.model.num_layers
+    mp = ps.tp * ps.cp * ps.pp
+    dp = ps.dp
+    if dp is None:
+        if gpus % mp:
+            raise PlanError(f"plan: tp·cp·pp = {mp} does not divide cluster.num_gpus = {gpus}")
+        dp = gpus // mp
+    m = ps.num_microbatches
+    if m is None:
+        if gbs % (dp * ps.micro_batch_size):
+            raise PlanError(f"plan: dp·micro_batch_size = {dp * ps.micro_batch_size} does not divide "
+                            f"training.global_batch_size = {gbs}")
+        m = gbs // (dp * ps.micro_batch_size)
+    stage_layers = list(ps.stage_layers) if ps.stage_layers is not None else even_stage_layers(L, ps.pp)
+    if ps.recompute_layers is not None:
+        rc = list(ps.recompute_layers)
+    else:
+        rc = list(stage_layers) if ps.recompute == "full" else [0] * len(stage_layers)
+    return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
+                num_microbatches=m, vpp=ps.vpp, schedule=ps.schedule, stage_layers=stage_layers,
+                recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
+                sequence_parallel=ps.sequence_parallel and ps.tp > 1)
+
+
+def plan_choice(plan: Plan) -> Choice:
+    return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
+                  micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
+                  schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
+                  sequence_parallel=plan.sequence_parallel)
+
+
+def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:
+    """(dense, moe) layer counts per stage; MoE models put their leading dense layers first."""
+    k = spec.model.num_layers if spec.model.moe is None else spec.model.moe.first_dense_layers
+    out, start = [], 0
+    for n in stage_layers:
+        dense = max(0, min(k, start + n) - start)
+        out.append((dense, n - dense))
+        start += n
+    return out
+
+
+class StageTotals(BaseModel):
+    """One stage's per-micro-batch times, resident bytes and per-step DP time (before schedule pairing)."""
+
+    compute_s: float = 0.0
+    recompute_s: float = 0.0
+    tp_s: float = 0.0
+    cp_s: float = 0.0
+    ep_s: float = 0.0
+    pp_s: float = 0.0
+    zero3_s: float = 0.0
+    dp_s: float = 0.0
+    states_bytes: float = 0.0
+    act_bytes: float = 0.0  # per in-flight micro-batch
+    logits_bytes: float = 0.0
+    model_flops: float = 0.0
+
+    @property
+    def time_s(self) -> float:
+        return self.compute_s + self.recompute_s + self.tp_s + self.cp_s + self.ep_s + self.pp_s + self.zero3_s
+
+    def __add__(self, other: "StageTotals") -> "StageTotals":
+        return StageTotals(**{k: getattr(self, k) + getattr(other, k) for k in StageTotals.model_fields})
+
+    def scaled(self, f: float) -> "StageTotals":
+        return StageTotals(**{k: getattr(self, k) * f for k in StageTotals.model_fields})
+
+
+def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recomputed: int) -> StageTotals:
+    c = costs.choice
+    t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s)
+    for lc, n, r in ((costs.dense, dense, min(recomputed, dense)), (costs.moe, moe, max(0, recomputed - dense))):
+        if n == 0 or lc is None:
+            continue
+        t = t + _layers(lc, n, r)
+    if index == 0:
+        t = t + StageTotals(zero3_s=costs.first_extra_time_s, states_bytes=costs.first_extra_bytes,
+                            dp_s=costs.first_extra_dp_s, model_flops=costs.first_extra_flops)
+    if index == c.pp - 1:
+        t = t + StageTotals(compute_s=costs.last_extra_compute_s,
+                            zero3_s=costs.last_extra_time_s - costs.last_extra_compute_s,
+                            states_bytes=costs.last_extra_bytes, logits_bytes=costs.logits_bytes,
+                            dp_s=costs.last_extra_dp_s, model_flops=costs.last_extra_flops)
+    return t
+
+
+def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
+    rc_tp, rc_cp, rc_ep = lc.recompute_comm
+    rc_compute = lc.recompute_s - rc_tp - rc_cp - rc_ep
+    return StageTotals(
+        compute_s=n * (lc.compute_s - lc.selective_s),
+        recompute_s=n * lc.selective_s + r * rc_compute,
+        tp_s=n * lc.tp_s + r * rc_tp,
+        cp_s=n * lc.cp_s + r * rc_cp,
+        ep_s=n * lc.ep_s + r * rc_ep,
+        zero3_s=n * lc.zero3_s,
+        dp_s=n * lc.dp_s,
+        states_bytes=n * lc.states_bytes,
+        act_bytes=(n - r) * lc.act_bytes + r * lc.act_recomputed_bytes,
+        model_flops=n * lc.model_flops,
+    )
+
+
+def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Optional[Assumptions] = None,
+             gpu: Optional[GPU] = None) -> Evaluation:
+    """Evaluate ``plan`` (default: the spec's ``plan:``) under the spec's assumptions."""
+    if plan is None:
+        plan = spec.plan if spec.plan is not None else PlanSpec()
+    if isinstance(plan, PlanSpec):
+        plan = resolve_plan(spec, plan)
+    a = assumptions or resolve_assumptions(spec.assumptions)
+    gpu = gpu or resolve_gpu(spec.cluster)
+    c = plan_choice(plan)
+    structural = stage_violations(spec, c, plan.stage_layers, plan.recompute_layers)
+    if plan.num_gpus != spec.cluster.num_gpus:
+        structural.insert(0, f"tp·cp·pp·dp = {plan.num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}")
+    if structural:
+        raise PlanError("plan: " + "; ".join(structural))
+    domain = nvlink_domain_size(spec, gpu)
+    violations = choice_violations(spec, c, a, domain)
+    costs = choice_costs(spec, c, gpu, a)
+    return evaluate_costs(spec, plan, costs, a, violations)
+
+
+def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, violations: list[str]) -> Evaluation:
+    c = costs.choice
+    classes = layer_classes(spec, plan.stage_layers)
+    stages = [stage_totals(costs, i, d, e, r) for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
+    p = c.pp
+    if c.schedule == "dualpipe":
+        # rank i runs stage i for one direction and stage p-1-i for the other: half the micro-batches each
+        ranks = []
+        for i in range(p):
+            j = p - 1 - i
+            both = stages[i] + stages[j]
+            per_mb = both.scaled(0.5)
+            ranks.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
+                                                   "logits_bytes": both.logits_bytes}))
+    else:
+        ranks = stages
+
+    m = c.num_microbatches
+    times = [r.time_s for r in ranks]
+    t_max = max(times)
+    slowest = times.index(t_max)
+    bubble = costs.bubble_s(t_max, a)
+    dp_exposed = max(r.dp_s for r in ranks)
+    n = len(ranks)
+    mean = lambda attr: sum(getattr(r, attr) for r in ranks) / n  # noqa: E731
+    breakdown = {
+        "compute": m * mean("compute_s"),
+        "recompute": m * mean("recompute_s"),
+        "tp": m * mean("tp_s"),
+        "cp": m * mean("cp_s"),
+        "ep": m * mean("ep_s"),
+        "pp": m * mean("pp_s"),
+        "dp": dp_exposed + m * mean("zero3_s"),
+        "bubble": bubble,
+        "imbalance": m * (t_max - sum(times) / n),
+    }
+    step = m * t_max + bubble + dp_exposed
+
+    stage_reports, mem = [], []
+    for i, (r, (d, e)) in enumerate(zip(ranks, classes)):
+        inflight = costs.inflight(i)
+        total = r.states_bytes + inflight * r.act_bytes + r.logits_bytes
+        mem.append(total / GIB)
+        stage_reports.append(StageReport(
+            index=i, layers=plan.stage_layers[i], dense_layers=d, moe_layers=e,
+            recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
+            time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
+            cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero3_s=r.zero3_s, dp_s=r.dp_s,
+            model_states_gib=r.states_bytes / GIB, activations_gib=inflight * r.act_bytes / GIB,
+            logits_gib=r.logits_bytes / GIB, memory_gib=total / GIB))
+
+    usable_gib = costs.usable_memory_bytes / GIB
+    violations = list(violations)
+    for i, g in enumerate(mem):
+        if g > usable_gib:
+            violations.append(f"stage {i} needs {g:.1f} GiB, more than the {usable_gib:.1f} GiB usable per GPU")
+
+    arch = Architecture(spec.model)
+    tokens = spec.training.global_batch_size * spec.training.seq_len
+    model_flops = arch.model_flops_per_token(spec.training.seq_len, a.attention_flops_causal_fraction) * tokens
+    gpus = c.num_gpus
+    peak = costs.peak_flops
+    recompute_flops = breakdown["recompute"] * peak * a.matmul_efficiency * gpus  # recompute time at compute rate
+    metrics = Metrics(
+        step_time_s=step,
+        mfu=model_flops / (step * gpus * peak),
+        tokens_per_s=tokens / step,
+        peak_memory_gib=max(mem),
+        stage_memory_gib=mem,
+        breakdown_s=breakdown,
+        hfu=(model_flops + recompute_flops) / (step * gpus * peak),
+        model_tflops_per_gpu=model_flops / step / gpus / 1e12,
+        usable_memory_gib=usable_gib,
+        fits=all(g <= usable_gib for g in mem),
+    )
+    del slowest
+    return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations)

@@ -1,0 +1,110 @@
+"""Hardware catalog: one entry per GPU, every value with its source, every field overridable in the spec.
+
+Bandwidths are per GPU and per direction (GB/s = 1e9 B/s), as the alpha-beta model uses them.
+Latencies (alpha) default to seed 001 §2.3: about 5 us inside a node, about 30 us across nodes
+(its worked example: 2·7·5 us = 70 us and 2·7·30 us = 420 us of latency for an 8-way all-reduce).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_gib: float  # usable HBM as the driver reports it
+    memory_gb_nominal: float  # the marketing figure in 1e9 bytes ("80 GB")
+    peak_bf16_tflops: float  # dense
+    peak_fp8_tflops: Optional[float]  # dense; None where the GPU has no FP8 tensor cores
+    nvlink_domain_size: int  # GPUs that reach each other over NVLink/xGMI
+    intra_node_bandwidth_gbps: float  # NVLink per GPU per direction
+    inter_node_bandwidth_gbps: float  # network (NIC) per GPU per direction
+    intra_node_latency_us: float = 5.0
+    inter_node_latency_us: float = 30.0
+    generation: str = ""
+    sources: tuple[str, ...] = ()
+
+    def peak_tflops(self, precision: str) -> float:
+        if precision == "fp8":
+            if self.peak_fp8_tflops is None:
+                raise ValueError(f"{self.name} has no FP8 tensor cores; use precision bf16")
+            return self.peak_fp8_tflops
+        return self.peak_bf16_tflops
+
+
+CATALOG: dict[str, GPU] = {
+    gpu.name: gpu
+    for gpu in (
+        GPU("A100-SXM-80GB", 80.0, 80, 312.0, None, 8, 300.0, 25.0, generation="ampere",
+            sources=("NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, NVLink3 600 GB/s bidirectional",
+                     "DGX A100: 8x 200 Gb/s HDR InfiniBand per node -> 25 GB/s per GPU")),
+        GPU("A100-SXM-40GB", 40.0, 40, 312.0, None, 8, 300.0, 25.0, generation="ampere",
+            sources=("NVIDIA A100 datasheet (40 GB HBM2)",)),
+        GPU("H100-SXM-80GB", 79.65, 80, 989.0, 1979.0, 8, 450.0, 50.0, generation="hopper",
+            sources=("NVIDIA H100 SXM datasheet: 1979/3958 TFLOPS BF16/FP8 with sparsity -> 989/1979 dense",
+                     "NVLink4 900 GB/s bidirectional -> 450 GB/s per direction (seed 003: NVLINK = 450e9)",
+                     "DGX H100: 8x 400 Gb/s ConnectX-7 -> 50 GB/s per GPU (seed 003: NET = 50e9)",
+                     "nvidia-smi reports 81559 MiB = 79.65 GiB")),
+        GPU("H800", 79.65, 80, 989.0, 1979.0, 8, 200.0, 50.0, generation="hopper",
+            sources=("H100 compute with NVLink cut to 400 GB/s bidirectional",
+                     "DeepSeek-V3 report (arXiv 2412.19437) 3.2: IB 50 GB/s per GPU, NVLink 160 GB/s achievable")),
+        GPU("H200-SXM-141GB", 140.4, 141, 989.0, 1979.0, 8, 450.0, 50.0, generation="hopper",
+            sources=("NVIDIA H200 datasheet: 141 GB HBM3e, H100 compute; nvidia-smi 143771 MiB",)),
+        GPU("B200", 178.4, 180, 2250.0, 4500.0, 8, 900.0, 50.0, generation="blackwell",
+            sources=("NVIDIA DGX B200 datasheet: 72 PFLOPS FP8 (sparse) for 8 GPUs -> 4.5 PF dense FP8, "
+                     "2.25 PF dense BF16 per GPU; 1440 GB HBM3e total",
+                     "NVLink5 1.8 TB/s bidirectional -> 900 GB/s per direction; 8x 400 Gb/s NICs")),
+        GPU("GB200-NVL72", 184.0, 186, 2500.0, 5000.0, 72, 900.0, 50.0, generation="blackwell",
+            sources=("NVIDIA GB200 NVL72 datasheet: 360 PFLOPS BF16 / 720 PFLOPS FP8 (sparse) for 72 GPUs, "
+                     "13.4 TB HBM3e; one 72-GPU NVLink domain at 1.8 TB/s per GPU bidirectional",)),
+        GPU("MI300X", 192.0, 192, 1307.4, 2614.9, 8, 448.0, 50.0, generation="cdna3",
+            sources=("AMD Instinct MI300X datasheet: 1307.4 TFLOPS BF16 dense, 2614.9 FP8 dense, 192 GB HBM3",
+                     "Infinity Fabric: 7 links x 64 GB/s per direction = 448 GB/s; 400 Gb/s NIC per GPU")),
+    )
+}
+
+# Names used by papers and the published-runs data for the same parts.
+ALIASES: dict[str, str] = {
+    "H100": "H100-SXM-80GB",
+    "H100-SXM": "H100-SXM-80GB",
+    "H100-80GB": "H100-SXM-80GB",
+    "A100": "A100-SXM-80GB",
+    "A100-80GB": "A100-SXM-80GB",
+    "A100-SXM4-80GB": "A100-SXM-80GB",
+    "A100-40GB": "A100-SXM-40GB",
+    "H200": "H200-SXM-141GB",
+    "GB200": "GB200-NVL72",
+}
+
+OVERRIDABLE_FIELDS = (
+    "memory_gib",
+    "peak_bf16_tflops",
+    "peak_fp8_tflops",
+    "nvlink_domain_size",
+    "intra_node_bandwidth_gbps",
+    "inter_node_bandwidth_gbps",
+    "intra_node_latency_us",
+    "inter_node_latency_us",
+)
+
+
+class UnknownGPU(ValueError):
+    pass
+
+
+def lookup_gpu(name: str) -> GPU:
+    key = ALIASES.get(name, name)
+    if key not in CATALOG:
+        raise UnknownGPU(f"unknown GPU {name!r}; known: {', '.join(sorted(CATALOG))}")
+    return CATALOG[key]
+
+
+def resolve_gpu(cluster) -> GPU:
+    """The catalog entry for ``cluster.gpu`` with the spec's per-field overrides applied."""
+    gpu = lookup_gpu(cluster.gpu)
+    overrides = {f: getattr(cluster, f) for f in OVERRIDABLE_FIELDS if getattr(cluster, f) is not None}
+    return replace(gpu, **overrides) if overrides else gpu

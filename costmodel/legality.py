@@ -1,0 +1,82 @@
+"""Which plans are legal: one list of rules shared by the evaluator, the enumerator and the solver.
+
+Rules follow Megatron-LM's argument checks (arguments.py, num_microbatches_calculator.py) and the
+schedules' own requirements; each returns a sentence naming the rule, so "why not" is always printable.
+"""
+
+from __future__ import annotations
+
+from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.choice import Choice
+from parplan.costmodel.mesh import span_within_domain
+from parplan.costmodel.spec import Spec
+
+
+def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
+    """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
+    m = spec.model
+    out: list[str] = []
+    if c.num_gpus != spec.cluster.num_gpus:
+        out.append(f"tp·cp·pp·dp = {c.num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}")
+    if c.dp * c.micro_batch_size * c.num_microbatches != spec.training.global_batch_size:
+        out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
+                   f"must equal training.global_batch_size = {spec.training.global_batch_size}")
+    if m.num_attention_heads % c.tp:
+        out.append(f"num_attention_heads ({m.num_attention_heads}) must be divisible by tp ({c.tp})")
+    if m.kv_heads % c.tp:
+        out.append(f"num_kv_heads ({m.kv_heads}) must be divisible by tp ({c.tp})")
+    if a.tp_requires_nvlink and not span_within_domain(1, c.tp, domain):
+        out.append(f"tp ({c.tp}) must fit inside one NVLink domain of {domain} GPUs")
+    if c.cp > 1:
+        seq = spec.training.seq_len
+        if seq % (2 * c.cp):
+            out.append(f"seq_len ({seq}) must be divisible by 2·cp ({2 * c.cp}) for load-balanced causal CP")
+        if seq // c.cp < a.min_tokens_per_cp_rank:
+            out.append(f"seq_len/cp = {seq // c.cp} tokens is below min_tokens_per_cp_rank ({a.min_tokens_per_cp_rank})")
+    if m.moe is None:
+        if c.ep != 1 or c.etp != 1:
+            out.append("ep and etp must be 1 for a dense model")
+    else:
+        if m.moe.num_experts % c.ep:
+            out.append(f"moe.num_experts ({m.moe.num_experts}) must be divisible by ep ({c.ep})")
+        if (c.tp * c.cp * c.dp) % (c.ep * c.etp):
+            out.append(f"ep·etp ({c.ep * c.etp}) must divide tp·cp·dp ({c.tp * c.cp * c.dp}) (EP folds into DP×CP)")
+        if a.tp_requires_nvlink and not span_within_domain(1, c.etp, domain):
+            out.append(f"etp ({c.etp}) must fit inside one NVLink domain of {domain} GPUs")
+    p, mb, v = c.pp, c.num_microbatches, c.vpp
+    if c.schedule != "interleaved" and v != 1:
+        out.append(f"vpp ({v}) > 1 needs schedule interleaved")
+    if c.schedule == "interleaved":
+        if p < 2 or v < 2:
+            out.append("schedule interleaved needs pp ≥ 2 and vpp ≥ 2")
+        if mb % p:
+            out.append(f"interleaved: num_microbatches ({mb}) must be divisible by pp ({p})")
+    elif c.schedule in ("1f1b", "zb-h1"):
+        if p > 1 and mb < p:
+            out.append(f"{c.schedule}: num_microbatches ({mb}) must be at least pp ({p})")
+    elif c.schedule == "dualpipe":
+        if p < 2 or p % 2:
+            out.append(f"dualpipe needs an even pp ≥ 2 (got {p})")
+        if mb < 2 * p or mb % 2:
+            out.append(f"dualpipe needs an even num_microbatches ≥ 2·pp (got {mb})")
+    if c.schedule in ("zb-h1", "dualpipe") and p == 1:
+        out.append(f"{c.schedule} needs pp ≥ 2")
+    return out
+
+
+def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_layers: list[int]) -> list[str]:
+    out: list[str] = []
+    if len(stage_layers) != c.pp:
+        out.append(f"stage_layers has {len(stage_layers)} entries for pp = {c.pp}")
+    if sum(stage_layers) != spec.model.num_layers:
+        out.append(f"stage_layers sum to {sum(stage_layers)}, model.num_layers is {spec.model.num_layers}")
+    if len(recompute_layers) != len(stage_layers):
+        out.append("recompute_layers must have one entry per stage")
+    for i, (l, r) in enumerate(zip(stage_layers, recompute_layers)):
+        if not 0 <= r <= l:
+            out.append(f"recompute_layers[{i}] = {r} must lie in [0, {l}]")
+        if c.vpp > 1 and l % c.vpp:
+            out.append(f"stage_layers[{i}] = {l} must be divisible by vpp ({c.vpp})")
+    if c.recompute != "full" and any(recompute_layers):
+        out.append("recompute_layers must be 0 unless recompute is full")
+    return out

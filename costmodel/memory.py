@@ -1,0 +1,66 @@
+"""Memory ledger terms: model states under ZeRO, activations per layer.
+
+Model states (seed 000 §1 ``mem_ledger.py``): per parameter, weights w, gradients g and optimizer
+states o bytes (bf16 + AdamW: 2 + 2 + 12 = 16). ZeRO-1 shards o, ZeRO-2 also g, ZeRO-3 also w over the
+data-parallel group (Megatron's distributed optimizer shards over DP × CP).
+
+Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2), itemized
+so that GQA and a gated MLP count what they store: bytes per token, bf16.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def model_state_bytes(params: float, zero_stage: int, shards: int, weight_bytes: float = 2.0,
+                      grad_bytes: float = 2.0, optimizer_bytes: float = 12.0) -> float:
+    """Per-GPU bytes of weights + gradients + optimizer states for ``params`` parameters.
+
+    Seed 000: DDP 16P; ZeRO-1 P(12/N + 4); ZeRO-2 P(14/N + 2); ZeRO-3 16P/N.
+    """
+    w, g, o = weight_bytes, grad_bytes, optimizer_bytes
+    n = shards
+    if zero_stage == 0:
+        return params * (w + g + o)
+    if zero_stage == 1:
+        return params * (w + g + o / n)
+    if zero_stage == 2:
+        return params * (w + (g + o) / n)
+    if zero_stage == 3:
+        return params * (w + g + o) / n
+    raise ValueError(f"zero_stage must be 0..3, got {zero_stage}")
+
+
+@dataclass(frozen=True)
+class ActivationItems:
+    """Bytes stored per token of one layer, split by whether tensor/sequence parallelism shards them.
+
+    ``sharded`` is divided by TP always; ``replicated`` is divided by TP only with sequence parallelism
+    (LayerNorm inputs, the inputs of the first linear of each block, dropout masks).
+    """
+
+    sharded: float
+    replicated: float
+
+    def per_token(self, tp: int, sequence_parallel: bool) -> float:
+        return self.sharded / tp + self.replicated / (tp if sequence_parallel else 1)
+
+
+def dense_layer_activation_items(hidden: int, q_dim: int, kv_dim: int, ffn: int, gated: bool,
+                                 num_heads: int, seq_len: int, flash_attention: bool = True,
+                                 dropout: bool = False, keep_scores: bool = True) -> ActivationItems:
+    """Itemized activation bytes per token of one transformer layer.
+
+    Replicated without SP: two LayerNorm inputs 2·2h, QKV input 2h, first MLP linear input 2h, dropout
+    masks h + h. Sharded by TP: Q 2·d_q, K and V 2·d_kv each (GQA), attention output 2·d_q, fp32
+    softmax statistics 4·a; MLP: gated 3·2f (gate, up, their product), else 2·2f (GeLU in and out).
+    Without FlashAttention the scores, softmax and its dropout add 5·a·s bytes (Korthikanti's 5as/h
+    term); selective recompute drops them (``keep_scores=False``).
+    GPT-3 shapes (MHA, f = 4h, dropout) give 34 bytes·h, Korthikanti's constant.
+    """
+    replicated = 4 * hidden + 2 * hidden + 2 * hidden + (2 * hidden if dropout else 0)
+    attn = 2 * q_dim + 4 * kv_dim + 2 * q_dim + 4 * num_heads
+    mlp = 6 * ffn if gated else 4 * ffn
+    scores = 5 * num_heads * seq_len if (not flash_attention and keep_scores) else 0
+    return ActivationItems(sharded=attn + mlp + scores, replicated=replicated)

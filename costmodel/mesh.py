@@ -1,0 +1,61 @@
+"""Device mesh: which ranks form each parallel group, and whether a group sits inside an NVLink domain.
+
+Rank order follows Megatron's default ``tp-cp-dp-pp`` (innermost first) as in seed 003's ``mesh.py``:
+``mesh = arange(PP·DP·CP·TP).reshape(PP, DP, CP, TP)``; adjacent ranks share a node, so the innermost
+axes land on NVLink. MoE layers regroup the same ranks of a stage as expert-TP × EP × expert-DP
+(Megatron's MoE parallel folding), expert-TP innermost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first, as in the reshape
+
+
+def build_mesh(tp: int, cp: int, dp: int, pp: int) -> np.ndarray:
+    return np.arange(pp * dp * cp * tp).reshape(pp, dp, cp, tp)
+
+
+def groups(mesh: np.ndarray, axis: str) -> np.ndarray:
+    """Every group along ``axis``: one row per group (a 'line' of the mesh along that axis)."""
+    a = MESH_AXES.index(axis)
+    return np.moveaxis(mesh, a, -1).reshape(-1, mesh.shape[a])
+
+
+def coordinates(mesh: np.ndarray, rank: int) -> dict[str, int]:
+    idx = np.argwhere(mesh == rank)[0]
+    return {name: int(i) for name, i in zip(MESH_AXES, idx)}
+
+
+def groups_within_domain(group_rows: np.ndarray, domain_size: int) -> bool:
+    """True when every group's ranks share one NVLink domain (rank // domain_size)."""
+    nodes = group_rows // domain_size
+    return bool((nodes == nodes[:, :1]).all())
+
+
+def span_within_domain(stride: int, size: int, domain_size: int) -> bool:
+    """Closed form of :func:`groups_within_domain` for a strided group in a domain-aligned layout.
+
+    A group of ``size`` ranks with stride ``stride`` (product of the inner axes) covers a block of
+    stride·size consecutive ranks; all blocks stay inside domains iff the block divides the domain.
+    """
+    if size <= 1:
+        return True
+    span = stride * size
+    return span <= domain_size and domain_size % span == 0
+
+
+def group_strides(tp: int, cp: int, dp: int, etp: int = 1) -> dict[str, tuple[int, int]]:
+    """(stride, size) of each communication group in the mesh order tp-cp-dp-pp.
+
+    ``dp_cp`` is the gradient/ZeRO group (DP × CP, as Megatron's distributed optimizer shards over it);
+    ``ep`` groups are folded inside the tp·cp·dp ranks of a stage with expert-TP innermost.
+    """
+    return {
+        "tp": (1, tp),
+        "cp": (tp, cp),
+        "dp_cp": (tp, cp * dp),
+        "pp": (tp * cp * dp, 0),  # size filled by caller
+        "ep": (etp, 0),
+    }
