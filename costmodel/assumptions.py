@@ -46,7 +46,7 @@ class Assumptions(BaseModel):
     tp_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of TP comm hidden (Megatron --tp-comm-overlap); seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
     dp_comm_overlap: float = Field(0.8, ge=0, le=1, description="share of DP grad reduce / param gather hidden behind backward (seed 003: 80 %)")
-    zero3_gather_overlap: float = Field(0.8, ge=0, le=1, description="share of ZeRO-3 per-micro-batch parameter all-gathers hidden")
+    zero_microbatch_comm_overlap: float = Field(0.8, ge=0, le=1, description="share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter)")
     pp_comm_overlap: float = Field(0.5, ge=0, le=1, description="share of stage-boundary p2p hidden (seed 003: half)")
     ep_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of EP all-to-all hidden without DualPipe")
     ep_comm_overlap_dualpipe: float = Field(0.9, ge=0, le=1, description="share hidden under DualPipe's paired chunks (DeepSeek-V3 §3.2.1)")

@@ -64,7 +64,7 @@ class LayerCost:
     tp_s: float  # exposed TP comm, fwd+bwd
     cp_s: float  # exposed CP ring comm
     ep_s: float  # exposed EP all-to-all
-    zero3_s: float  # exposed ZeRO-3 parameter gathers
+    zero_s: float  # exposed per-micro-batch ZeRO-2/3 traffic
     recompute_s: float  # extra time when this layer is fully recomputed
     recompute_comm: tuple[float, float, float]  # (tp, cp, ep) part of recompute_s
     selective_s: float  # extra time from selective recompute (already included in compute when chosen)
@@ -76,7 +76,7 @@ class LayerCost:
 
     @property
     def time_s(self) -> float:
-        return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero3_s
+        return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero_s
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
     return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
 
 
-def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions) -> Link:
-    nv = span_within_domain(stride, size, domain)
+def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions, num_gpus: int | None = None) -> Link:
+    nv = span_within_domain(stride, size, domain, num_gpus)
     if nv:
         bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
         lat = gpu.intra_node_latency_us * 1e-6
@@ -167,13 +167,14 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
     rate = peak * a.matmul_efficiency
 
+    n = c.num_gpus
     links = {
-        "tp": link(1, c.tp, domain, gpu, a),
-        "cp": link(c.tp, c.cp, domain, gpu, a),
-        "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a),
-        "pp": link(c.tp * c.cp * c.dp, c.pp, domain, gpu, a),
-        "ep": link(c.etp, c.ep, domain, gpu, a),
-        "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a),
+        "tp": link(1, c.tp, domain, gpu, a, n),
+        "cp": link(c.tp, c.cp, domain, gpu, a, n),
+        "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a, n),
+        "pp": link(c.tp * c.cp * c.dp, c.pp, domain, gpu, a, n),
+        "ep": link(c.etp, c.ep, domain, gpu, a, n),
+        "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a, n),
     }
 
     s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
@@ -194,20 +195,27 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 
     # ---- data-parallel / ZeRO traffic per parameter on this GPU
     def dp_time_per_param(link_: Link, n: int) -> float:
-        """Exposed seconds per parameter resident on this GPU: grad reduce-scatter + param all-gather."""
+        """Exposed seconds per step per parameter on this GPU (once per step, after the last micro-batch).
+
+        ZeRO-0 all-reduces gradients; ZeRO-1 (Megatron's distributed optimizer) reduce-scatters them and
+        all-gathers the updated weights -- the same volume; ZeRO-2 reduce-scatters every micro-batch
+        (see zero_time_per_param) and gathers weights once; ZeRO-3 keeps weights sharded.
+        """
         if n <= 1:
             return 0.0
-        per_param = (n - 1) / n * (a.grad_reduce_bytes + a.weight_bytes) / link_.bandwidth_Bps
-        return per_param * (1 - a.dp_comm_overlap)
+        step_bytes = {0: a.grad_reduce_bytes + a.weight_bytes, 1: a.grad_reduce_bytes + a.weight_bytes,
+                      2: a.weight_bytes, 3: 0.0}[c.zero_stage]
+        return (n - 1) / n * step_bytes / link_.bandwidth_Bps * (1 - a.dp_comm_overlap)
 
     def dp_latency(link_: Link, n: int) -> float:
         return 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
 
-    def zero3_time_per_param(link_: Link, n: int) -> float:
-        """ZeRO-3 gathers the weights before forward and again before backward, every micro-batch."""
-        if c.zero_stage != 3 or n <= 1:
+    def zero_time_per_param(link_: Link, n: int) -> float:
+        """Per micro-batch: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers weights for fwd and bwd."""
+        if c.zero_stage < 2 or n <= 1:
             return 0.0
-        return 2 * (n - 1) / n * a.weight_bytes / link_.bandwidth_Bps * (1 - a.zero3_gather_overlap)
+        mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if c.zero_stage == 3 else 0.0)
+        return (n - 1) / n * mb_bytes / link_.bandwidth_Bps * (1 - a.zero_microbatch_comm_overlap)
 
     g_dense = c.dp * c.cp
     g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
@@ -247,7 +255,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         tp_s=tp_layer,
         cp_s=cp_layer,
         ep_s=0.0,
-        zero3_s=dense_params_gpu * zero3_time_per_param(links["dp_cp"], g_dense),
+        zero_s=dense_params_gpu * zero_time_per_param(links["dp_cp"], g_dense),
         recompute_s=dense_compute * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=selective_dense,
@@ -286,8 +294,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             tp_s=tp_layer,
             cp_s=cp_layer,
             ep_s=ep_layer,
-            zero3_s=(nonexpert_gpu * zero3_time_per_param(links["dp_cp"], g_dense)
-                     + expert_gpu * zero3_time_per_param(links["edp"], g_expert)),
+            zero_s=(nonexpert_gpu * zero_time_per_param(links["dp_cp"], g_dense)
+                     + expert_gpu * zero_time_per_param(links["edp"], g_expert)),
             recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
             recompute_comm=rc_comm_m,
             selective_s=selective_dense,
@@ -324,8 +332,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         choice=c,
         dense=dense,
         moe=moe_cost,
-        first_extra_time_s=first_params * zero3_time_per_param(links["dp_cp"], g_dense),
-        last_extra_time_s=head_s + last_params * zero3_time_per_param(links["dp_cp"], g_dense),
+        first_extra_time_s=first_params * zero_time_per_param(links["dp_cp"], g_dense),
+        last_extra_time_s=head_s + last_params * zero_time_per_param(links["dp_cp"], g_dense),
         last_extra_compute_s=head_s,
         p2p_s=p2p,
         first_extra_bytes=states(first_params, g_dense),

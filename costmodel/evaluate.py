@@ -42,7 +42,7 @@ class StageReport(_Out):
     cp_s: float
     ep_s: float
     pp_s: float
-    zero3_s: float
+    zero_s: float
     dp_s: float
     model_states_gib: float
     activations_gib: float
@@ -140,7 +140,7 @@ class StageTotals(BaseModel):
     cp_s: float = 0.0
     ep_s: float = 0.0
     pp_s: float = 0.0
-    zero3_s: float = 0.0
+    zero_s: float = 0.0
     dp_s: float = 0.0
     states_bytes: float = 0.0
     act_bytes: float = 0.0  # per in-flight micro-batch
@@ -149,7 +149,7 @@ class StageTotals(BaseModel):
 
     @property
     def time_s(self) -> float:
-        return self.compute_s + self.recompute_s + self.tp_s + self.cp_s + self.ep_s + self.pp_s + self.zero3_s
+        return self.compute_s + self.recompute_s + self.tp_s + self.cp_s + self.ep_s + self.pp_s + self.zero_s
 
     def __add__(self, other: "StageTotals") -> "StageTotals":
         return StageTotals(**{k: getattr(self, k) + getattr(other, k) for k in StageTotals.model_fields})
@@ -166,11 +166,11 @@ def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recompute
             continue
         t = t + _layers(lc, n, r)
     if index == 0:
-        t = t + StageTotals(zero3_s=costs.first_extra_time_s, states_bytes=costs.first_extra_bytes,
+        t = t + StageTotals(zero_s=costs.first_extra_time_s, states_bytes=costs.first_extra_bytes,
                             dp_s=costs.first_extra_dp_s, model_flops=costs.first_extra_flops)
     if index == c.pp - 1:
         t = t + StageTotals(compute_s=costs.last_extra_compute_s,
-                            zero3_s=costs.last_extra_time_s - costs.last_extra_compute_s,
+                            zero_s=costs.last_extra_time_s - costs.last_extra_compute_s,
                             states_bytes=costs.last_extra_bytes, logits_bytes=costs.logits_bytes,
                             dp_s=costs.last_extra_dp_s, model_flops=costs.last_extra_flops)
     return t
@@ -185,7 +185,7 @@ def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
         tp_s=n * lc.tp_s + r * rc_tp,
         cp_s=n * lc.cp_s + r * rc_cp,
         ep_s=n * lc.ep_s + r * rc_ep,
-        zero3_s=n * lc.zero3_s,
+        zero_s=n * lc.zero_s,
         dp_s=n * lc.dp_s,
         states_bytes=n * lc.states_bytes,
         act_bytes=(n - r) * lc.act_bytes + r * lc.act_recomputed_bytes,
@@ -246,7 +246,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
         "cp": m * mean("cp_s"),
         "ep": m * mean("ep_s"),
         "pp": m * mean("pp_s"),
-        "dp": dp_exposed + m * mean("zero3_s"),
+        "dp": dp_exposed + m * mean("zero_s"),
         "bubble": bubble,
         "imbalance": m * (t_max - sum(times) / n),
     }
@@ -261,7 +261,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
             index=i, layers=plan.stage_layers[i], dense_layers=d, moe_layers=e,
             recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
             time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
-            cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero3_s=r.zero3_s, dp_s=r.dp_s,
+            cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
             model_states_gib=r.states_bytes / GIB, activations_gib=inflight * r.act_bytes / GIB,
             logits_gib=r.logits_bytes / GIB, memory_gib=total / GIB))
 

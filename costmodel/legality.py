@@ -25,7 +25,7 @@ def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
         out.append(f"num_attention_heads ({m.num_attention_heads}) must be divisible by tp ({c.tp})")
     if m.kv_heads % c.tp:
         out.append(f"num_kv_heads ({m.kv_heads}) must be divisible by tp ({c.tp})")
-    if a.tp_requires_nvlink and not span_within_domain(1, c.tp, domain):
+    if a.tp_requires_nvlink and not span_within_domain(1, c.tp, domain, c.num_gpus):
         out.append(f"tp ({c.tp}) must fit inside one NVLink domain of {domain} GPUs")
     if c.cp > 1:
         seq = spec.training.seq_len
@@ -41,7 +41,7 @@ def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
             out.append(f"moe.num_experts ({m.moe.num_experts}) must be divisible by ep ({c.ep})")
         if (c.tp * c.cp * c.dp) % (c.ep * c.etp):
             out.append(f"ep·etp ({c.ep * c.etp}) must divide tp·cp·dp ({c.tp * c.cp * c.dp}) (EP folds into DP×CP)")
-        if a.tp_requires_nvlink and not span_within_domain(1, c.etp, domain):
+        if a.tp_requires_nvlink and not span_within_domain(1, c.etp, domain, c.num_gpus):
             out.append(f"etp ({c.etp}) must fit inside one NVLink domain of {domain} GPUs")
     p, mb, v = c.pp, c.num_microbatches, c.vpp
     if c.schedule != "interleaved" and v != 1:

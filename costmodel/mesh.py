@@ -34,16 +34,25 @@ def groups_within_domain(group_rows: np.ndarray, domain_size: int) -> bool:
     return bool((nodes == nodes[:, :1]).all())
 
 
-def span_within_domain(stride: int, size: int, domain_size: int) -> bool:
-    """Closed form of :func:`groups_within_domain` for a strided group in a domain-aligned layout.
+def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int | None = None) -> bool:
+    """Closed form of :func:`groups_within_domain` for a strided group.
 
-    A group of ``size`` ranks with stride ``stride`` (product of the inner axes) covers a block of
-    stride·size consecutive ranks; all blocks stay inside domains iff the block divides the domain.
+    A group of ``size`` ranks with stride ``stride`` (product of the inner axes) lies in the block of
+    stride·size consecutive ranks that contains it; the group is local iff every such block of the
+    ``num_gpus`` ranks stays inside one domain: always when the block divides the domain or the whole
+    job fits in one domain (64 GPUs of an NVL72), otherwise block by block.
     """
     if size <= 1:
         return True
     span = stride * size
-    return span <= domain_size and domain_size % span == 0
+    if span > domain_size:
+        return False
+    if domain_size % span == 0 or (num_gpus is not None and num_gpus <= domain_size):
+        return True
+    if num_gpus is None:
+        return False
+    starts = np.arange(0, num_gpus, span)
+    return bool((starts // domain_size == (starts + span - 1) // domain_size).all())
 
 
 def group_strides(tp: int, cp: int, dp: int, etp: int = 1) -> dict[str, tuple[int, int]]:
