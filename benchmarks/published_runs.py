@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Predicted vs published throughput for every row of published-runs.yaml the cost model can express.
+
+    python benchmarks/published_runs.py [--data PATH] [--json OUT] [--preset default] [--verbose]
+
+Default data: ``benchmarks/data/published-runs.yaml`` (a copy of ``shared/data/published-runs.yaml``),
+falling back to ``<repo>/../shared/data/published-runs.yaml``. The row -> (Spec, PlanSpec) mapping and
+the comparison live in :mod:`benchmarks.runs`. Exit status is 0 whatever the errors are: this is a
+report, the bounds are asserted by ``tests/test_benchmark_published_runs.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import (  # noqa: E402
+    KNOWN_OUT_OF_BAND,
+    METRIC_LABEL,
+    OUT_OF_BAND_CAUSES,
+    compare_all,
+    default_data_path,
+    load_runs,
+    summarize,
+)
+from parplan.costmodel.assumptions import PRESETS  # noqa: E402
+
+
+def _fmt(v: Optional[float], digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, verbose: bool = False) -> None:
+    done = [r for r in results if r["expressed"]]
+    w = lambda s="": print(s, file=out)  # noqa: E731
+
+    header = ["id", "gpus", "plan", "metric", "published", "predicted", "ratio", "error", "mem GiB pred/pub"]
+    rows = []
+    for r in done:
+        err = f"{r['error_pct']:+.0f}%"
+        if r.get("error_points") is not None:
+            err += f" ({r['error_points']:+.1f} pt)"
+        mem = f"{r['predicted_peak_memory_gib']:.0f}"
+        if r.get("published_peak_memory_gib") is not None:
+            mem += f"/{r['published_peak_memory_gib']:.0f}"
+        if not r["fits"]:
+            mem += " !fit"
+        flag = "  <-- >2x" if not 0.5 <= r["ratio"] <= 2.0 else ""
+        rows.append([r["id"], str(r["num_gpus"]), r["plan_summary"], METRIC_LABEL[r["metric"]],
+                     _fmt(r["published"]), _fmt(r["predicted"]), f"{r['ratio']:.2f}", err, mem + flag])
+    for line in _table(header, rows, right={1, 4, 5, 6}):
+        w(line)
+    w()
+    w("metric: MFU % -> our mfu; HFU % (counts recomputation) -> our hfu; TFLOP/s/GPU -> our hfu x peak when the")
+    w("row's FLOPs count the recompute forward (Narayanan 2021), else model TFLOP/s; tok/s/GPU -> tokens/s / GPUs.")
+    w("ratio = predicted / published; error = ratio - 1 (and predicted - published in points for MFU/HFU).")
+    w("plan: mbAxM = micro-batch size x micro-batches; interv = interleaved 1F1B; rc = recompute; z = ZeRO stage;")
+    w("sp = sequence parallel. '!fit' = the model predicts more memory than usable (the run did fit).")
+
+    if verbose:
+        w()
+        w("Values not in the row (chosen by benchmarks/runs.py):")
+        for r in results:
+            for k, v in r["assumed"].items():
+                w(f"  {r['id']}: {k} = {v}")
+
+    w()
+    w(f"Not expressible ({len(summary['not_expressed'])}):")
+    for r in summary["not_expressed"]:
+        w(f"  {r['id']}: {r['reason']}")
+
+    w()
+    w(f"Plans the model says do not fit ({len(summary['do_not_fit'])} of {summary['expressed']}; each ran, so each is a "
+      "memory-model miss):")
+    for r in summary["do_not_fit"]:
+        w(f"  {r['id']}: predicted peak {r['predicted_peak_memory_gib']:.1f} GiB > {r['usable_memory_gib']:.1f} GiB usable")
+    if summary["legality_violations"]:
+        w()
+        w("Legality rules the published plan breaks in the model:")
+        for r in summary["legality_violations"]:
+            w(f"  {r['id']}: {'; '.join(r['violations'])}")
+
+    if summary["memory_published"]:
+        w()
+        w("Peak memory where published (GiB, predicted / published):")
+        for r in summary["memory_published"]:
+            w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x)")
+
+    w()
+    w("Summary")
+    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")
+    bm = summary["by_metric"]
+    w(f"  primary metric:              MFU {bm['mfu']}, HFU {bm['hfu']}, TFLOP/s {bm['tflops']}, tok/s {bm['tokens']}")
+    w(f"  median |error|:              {summary['median_abs_error_pct']:.1f} %  "
+      f"(signed median {summary['median_signed_error_pct']:+.1f} %; {summary['over_predicted']} over, "
+      f"{summary['under_predicted']} under)")
+    w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
+    w(f"  median |MFU/HFU error|:      {summary['median_abs_error_points']:.1f} points "
+      f"({summary['rows_with_utilisation_metric']} rows; p90 {summary['p90_abs_error_points']:.1f} points)")
+    hi, lo = summary["highest_ratio"], summary["lowest_ratio"]
+    if hi and lo:
+        w(f"  worst ratio:                 {hi['ratio']:.2f} ({hi['id']}); lowest {lo['ratio']:.2f} ({lo['id']})")
+    off = summary["off_by_more_than_2x"]
+    w(f"  rows off by more than 2x:    {len(off)}")
+    causes: dict[str, list[str]] = {}
+    for rid in off:
+        causes.setdefault(KNOWN_OUT_OF_BAND.get(rid, "not diagnosed"), []).append(rid)
+    for cause, ids in causes.items():
+        w(f"    [{cause}] {', '.join(ids)}")
+        if cause in OUT_OF_BAND_CAUSES:
+            for line in textwrap.wrap(OUT_OF_BAND_CAUSES[cause], 110):
+                w(f"        {line}")
+    w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
+
+
+def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, default=None, help=f"published-runs.yaml (default: {default_data_path()})")
+    p.add_argument("--json", type=Path, default=None, dest="json_out", help="write per-row results and the summary here")
+    p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="assumptions preset")
+    p.add_argument("--verbose", "-v", action="store_true", help="also list every value chosen for a null field")
+    args = p.parse_args(argv)
+
+    data = args.data or default_data_path()
+    rows = load_runs(data)
+    results = compare_all(rows, args.preset)
+    summary = summarize(results)
+    try:
+        shown = Path(data).resolve().relative_to(ROOT)
+    except ValueError:
+        shown = data
+    print(f"Published runs vs the parplan cost model (preset {args.preset}; data {shown})", file=out)
+    print(file=out)
+    render(results, summary, out, verbose=args.verbose)
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.json_out, "w") as f:
+            json.dump({"preset": args.preset, "data": str(data), "summary": summary, "rows": results}, f, indent=1)
+        print(f"\nwrote {args.json_out}", file=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Exact Pareto frontiers (step time vs peak memory, step time vs GPU count) and the min_gpus objective.
+
+Memory frontier: the ε-constraint method with a lexicographic second step (cpsat-modeling.md §2.11):
+minimise step time under a memory cap ε; then the least peak memory (MiB) any plan reaches at that step
+time; emit the point; set ε just below it; repeat until nothing fits. Every point is non-dominated.
+GPU frontier: the best step time at each candidate GPU count, kept where it strictly improves.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.evaluate import Evaluation
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.spec import Spec
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.problem import Problem
+from parplan.solver.result import PlanResult, SolveStats
+
+MIB_KIB = 1024
+MAX_POINTS = 200
+
+
+def memory_frontier(searcher) -> list[Evaluation]:
+    P = searcher.p
+    cap = P.cap_kib
+    points: list[Evaluation] = []
+    while len(points) < MAX_POINTS:
+        out = searcher.best(cap, 1)
+        if not out.found:
+            break
+        U = out.found[0].U
+        peak_mib = searcher.min_peak(upper_U=U)
+        if peak_mib is None:
+            break
+        at = searcher.best(min(cap, peak_mib * MIB_KIB), 1)
+        f = at.found[0] if at.found else out.found[0]
+        points.append(P.evaluate(P.plan(P.rows[f.row_index], f.x)))
+        cap = (peak_mib - 1) * MIB_KIB
+        if cap <= 0:
+            break
+    return points
+
+
+def candidate_gpu_counts(spec: Spec, upper: Optional[int] = None) -> list[int]:
+    """GPU counts the GPU-axis searches consider: whole nodes times 2^a·3^b·5^c, plus powers of two below a node."""
+    node = spec.cluster.gpus_per_node
+    upper = upper or spec.search.max_num_gpus or spec.cluster.num_gpus
+    smooth = set()
+    a = 1
+    while a * node <= upper:
+        b = a
+        while b * node <= upper:
+            c = b
+            while c * node <= upper:
+                smooth.add(c * node)
+                c *= 5
+            b *= 3
+        a *= 2
+    small = {2**i for i in range(0, 12) if 2**i < node and 2**i <= upper}
+    return sorted(smooth | small)
+
+
+def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: int = 1):
+    from parplan.solver.planner import _Searcher
+
+    problem = Problem.build(spec, num_gpus=n)
+    s = _Searcher(problem, method, controls)
+    out = s.best(problem.cap_kib, top_k)
+    return problem, out
+
+
+def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverControls] = None) -> list[Evaluation]:
+    controls = controls or SolverControls()
+    points: list[Evaluation] = []
+    best_time = None
+    for n in candidate_gpu_counts(spec):
+        problem, out = _best_at(spec, n, method, controls)
+        if not out.found:
+            continue
+        f = out.found[0]
+        ev = problem.evaluate(problem.plan(problem.rows[f.row_index], f.x))
+        if best_time is None or ev.metrics.step_time_s < best_time:
+            points.append(ev)
+            best_time = ev.metrics.step_time_s
+    return points
+
+
+def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float) -> PlanResult:
+    """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target."""
+    from ortools import __version__ as ORTOOLS_VERSION
+
+    gpu = resolve_gpu(spec.cluster)
+    tokens = spec.training.global_batch_size * spec.training.seq_len
+    target_s = spec.target_step_time_s
+    if spec.target_tokens_per_s is not None:
+        t = tokens / spec.target_tokens_per_s
+        target_s = t if target_s is None else min(target_s, t)
+    flops = Architecture(spec.model).model_flops_per_token(spec.training.seq_len) * tokens
+    peak = gpu.peak_tflops(spec.training.precision) * 1e12
+    tried = 0
+    for n in candidate_gpu_counts(spec):
+        if flops / (n * peak) > target_s:  # even at 100 % of peak n GPUs cannot meet the target
+            continue
+        tried += 1
+        problem, out = _best_at(spec, n, method, controls, top_k)
+        if not out.found:
+            continue
+        plans = [problem.evaluate(problem.plan(problem.rows[f.row_index], f.x)) for f in out.found]
+        if plans[0].metrics.step_time_s <= target_s * (1 + 1e-12):
+            stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.rows),
+                               choices_searched=out.searched, objective_value=float(n), workers=controls.workers,
+                               seed=controls.seed, deterministic=controls.deterministic,
+                               ortools_version=ORTOOLS_VERSION)
+            return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" else "FEASIBLE", objective="min_gpus",
+                              plans=plans, stats=stats)
+    from parplan.solver.result import Explanation
+
+    stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=0, choices_searched=tried,
+                       workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
+                       ortools_version=ORTOOLS_VERSION)
+    upper = spec.search.max_num_gpus or spec.cluster.num_gpus
+    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, explanation=Explanation(
+        summary=f"no GPU count up to {upper} meets a step time of {target_s:.3g} s",
+        conflicting=["target_step_time_s" if spec.target_step_time_s else "target_tokens_per_s",
+                     "search.max_num_gpus" if spec.search.max_num_gpus else "cluster.num_gpus"],
+        rejected_choices={}))

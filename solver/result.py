@@ -1,0 +1,56 @@
+"""What the planner returns: status as data, plans re-evaluated by the cost model, frontiers, reasons."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from parplan.costmodel.evaluate import Evaluation
+
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Relaxation(_Out):
+    """A concrete change to the request that makes it feasible (checked by solving it)."""
+
+    requirement: str  # the requirement relaxed, e.g. "search.tp", "memory", "cluster.num_gpus"
+    change: str  # what to change, in words a user can apply
+    plan: Optional[Evaluation] = None  # the best plan once relaxed
+
+
+class Explanation(_Out):
+    summary: str
+    conflicting: list[str]  # requirements that together admit no plan (an infeasibility core)
+    rejected_choices: dict[str, int]  # rule -> candidate choices it removed before search
+    min_memory_needed_gib: Optional[float] = None  # smallest peak memory any plan needs
+    usable_memory_gib: Optional[float] = None
+    relaxations: list[Relaxation] = []
+
+
+class SolveStats(_Out):
+    method: str
+    wall_time_s: float
+    choices_total: int  # legal discrete choices in the space
+    choices_searched: int  # candidates left after bounds
+    objective_value: Optional[float] = None  # step time (s) or peak memory (GiB) as the solver saw it
+    best_bound: Optional[float] = None
+    gap: Optional[float] = None
+    workers: int = 0
+    seed: int = 1
+    deterministic: bool = False
+    ortools_version: str = ""
+
+
+class PlanResult(_Out):
+    status: Status
+    objective: str
+    plans: list[Evaluation] = []
+    pareto: list[Evaluation] = []
+    pareto_axis: Optional[Literal["memory", "gpus"]] = None
+    explanation: Optional[Explanation] = None
+    stats: SolveStats

@@ -1,0 +1,148 @@
+"""The discrete search space: every legal choice of degrees, batch split, schedule, ZeRO and recompute.
+
+Candidate values come from the spec's ``search:`` restrictions (None = every legal value); legality is
+decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
+Two exact dominance reductions keep the space small without losing an optimum for any objective:
+ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), sequence parallelism is
+always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
+makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero
+recomputed layers is 'none'; plans are reported canonically).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.choice import Choice, nvlink_domain_size
+from parplan.costmodel.hardware import GPU
+from parplan.costmodel.legality import choice_violations
+from parplan.costmodel.spec import SCHEDULES, Spec
+
+DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
+DEFAULT_VPP = (2, 3, 4, 5, 6, 8)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass(frozen=True)
+class SpaceOptions:
+    """Pins that the explanation machinery may relax (a spec's ``search:``, resolved)."""
+
+    tp: tuple[int, ...] | None
+    cp: tuple[int, ...] | None
+    pp: tuple[int, ...] | None
+    dp: tuple[int, ...] | None
+    ep: tuple[int, ...] | None
+    etp: tuple[int, ...] | None
+    micro_batch_size: tuple[int, ...] | None
+    vpp: tuple[int, ...] | None
+    schedules: tuple[str, ...]
+    zero_stages: tuple[int, ...]
+    recompute: tuple[str, ...]
+    sequence_parallel: tuple[bool, ...] | None
+    uneven_stages: bool
+    uniform_recompute: bool
+
+    @staticmethod
+    def from_spec(spec: Spec) -> "SpaceOptions":
+        s = spec.search
+        t = lambda v: None if v is None else tuple(v)  # noqa: E731
+        return SpaceOptions(
+            tp=t(s.tp), cp=t(s.cp), pp=t(s.pp), dp=t(s.dp), ep=t(s.ep), etp=t(s.etp),
+            micro_batch_size=t(s.micro_batch_size), vpp=t(s.vpp),
+            schedules=tuple(s.schedules) if s.schedules else SCHEDULES,
+            zero_stages=tuple(s.zero_stages) if s.zero_stages else (0, 1, 2, 3),
+            recompute=tuple(s.recompute) if s.recompute else ("none", "selective", "full"),
+            sequence_parallel=t(s.sequence_parallel),
+            uneven_stages=s.uneven_stages, uniform_recompute=s.uniform_recompute,
+        )
+
+
+@dataclass
+class Space:
+    choices: list[Choice]
+    rejected: dict[str, int] = field(default_factory=dict)  # rule -> how many candidate choices it removed
+
+
+def _allowed(values, pins):
+    return [v for v in values if pins is None or v in pins]
+
+
+def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
+                      num_gpus: int | None = None) -> Space:
+    opts = opts or SpaceOptions.from_spec(spec)
+    n = num_gpus or spec.cluster.num_gpus
+    if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
+        spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
+    model = spec.model
+    L = model.num_layers
+    gbs = spec.training.global_batch_size
+    domain = nvlink_domain_size(spec, gpu)
+    moe = model.moe
+    rejected: dict[str, int] = {}
+
+    zero = list(opts.zero_stages)
+    if 1 in zero and 0 in zero:
+        zero.remove(0)
+    recompute = list(opts.recompute)
+    if a.flash_attention and "selective" in recompute and "none" in recompute:
+        recompute.remove("selective")
+    if "full" in recompute and "none" in recompute:
+        recompute.remove("none")
+
+    out: list[Choice] = []
+    for tp in _allowed(divisors(n), opts.tp):
+        for cp in _allowed(divisors(n // tp), opts.cp):
+            for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
+                if pp > L:
+                    continue
+                if not opts.uneven_stages and L % pp:
+                    rejected["even stages need num_layers divisible by pp"] = rejected.get(
+                        "even stages need num_layers divisible by pp", 0) + 1
+                    continue
+                dp = n // (tp * cp * pp)
+                if opts.dp is not None and dp not in opts.dp:
+                    continue
+                sps = [True, False] if tp > 1 else [False]
+                if opts.sequence_parallel is not None:
+                    sps = [s for s in sps if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
+                elif tp > 1:
+                    sps = [True]
+                if moe is None:
+                    ep_etp = [(1, 1)]
+                else:
+                    ep_etp = [(ep, etp)
+                              for etp in _allowed(sorted({1, tp}) if opts.etp is None else divisors(n), opts.etp)
+                              for ep in _allowed(divisors(moe.num_experts), opts.ep)
+                              if (tp * cp * dp) % (ep * etp) == 0]
+                mbs_values = opts.micro_batch_size or DEFAULT_MICRO_BATCH_SIZES
+                for mbs in mbs_values:
+                    if gbs % (dp * mbs):
+                        continue
+                    m = gbs // (dp * mbs)
+                    for schedule in opts.schedules:
+                        vpps = [1]
+                        if schedule == "interleaved":
+                            vpps = [v for v in (opts.vpp or DEFAULT_VPP) if v >= 2 and L % v == 0 and L // (pp * v) >= 1]
+                        elif opts.vpp is not None and 1 not in opts.vpp:
+                            continue
+                        for vpp in vpps:
+                            for ep, etp in ep_etp:
+                                for z in zero:
+                                    for rc in recompute:
+                                        for sp in sps:
+                                            c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
+                                                       micro_batch_size=mbs, num_microbatches=m, vpp=vpp,
+                                                       schedule=schedule, recompute=rc, zero_stage=z,
+                                                       sequence_parallel=sp)
+                                            why = choice_violations(spec, c, a, domain)
+                                            if why:
+                                                key = why[0].split("(")[0].strip()
+                                                rejected[key] = rejected.get(key, 0) + 1
+                                                continue
+                                            out.append(c)
+    return Space(out, rejected)
