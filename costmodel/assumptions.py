@@ -35,6 +35,8 @@ class Assumptions(BaseModel):
 
     # ---- compute
     matmul_efficiency: float = Field(0.6, gt=0, le=1, description="achieved share of dense peak for layer compute (seed 003: EFF = 0.6)")
+    fp8_matmul_efficiency: Optional[float] = Field(0.4, gt=0, le=1, description="achieved share of the FP8 peak for linear layers under FP8 training (casts and scaling included): 0.4 of FP8 peak is 1.33x the BF16 default, the 1.3-1.5x end-to-end FP8 speed-ups of the NeMo 24.07 and torchtitan rows (published-runs.md); None: matmul_efficiency")
+    attention_efficiency: Optional[float] = Field(0.33, gt=0, le=1, description="achieved share of the BF16 peak in the attention core (QKᵀ, AV), which runs in BF16 even under FP8 training; FlashAttention-2/3 reach roughly 35-60 % on H100 (Shah et al. 2024, FlashAttention-3 §4); None: matmul_efficiency (textbook)")
     attention_flops_causal_fraction: float = Field(0.5, gt=0, le=1, description="causal masking halves the score/context FLOPs (seed 003: 6*s*h per token per layer)")
     backward_to_forward_ratio: float = Field(2.0, gt=0, description="B = 2F for matmuls (seed 000 bubble example: F=1, B=2)")
     moe_load_imbalance: float = Field(1.1, ge=1, description="busiest expert rank over the mean (seed 003 exercise: 1.1-1.3)")
@@ -45,6 +47,7 @@ class Assumptions(BaseModel):
     inter_node_bandwidth_efficiency: float = Field(0.8, gt=0, le=1, description="achieved bus bandwidth over NIC line rate")
     tp_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of TP comm hidden (Megatron --tp-comm-overlap); seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
+    overlap_limited_by_compute: bool = Field(True, description="hidden DP/ZeRO traffic cannot exceed the compute it hides behind (per layer: the backward of the last micro-batch for per-step traffic, the layer's fwd+bwd for ZeRO-2/3); textbook: fixed fractions")
     dp_comm_overlap: float = Field(0.8, ge=0, le=1, description="share of DP grad reduce / param gather hidden behind backward (seed 003: 80 %)")
     zero_microbatch_comm_overlap: float = Field(0.8, ge=0, le=1, description="share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter)")
     pp_comm_overlap: float = Field(0.5, ge=0, le=1, description="share of stage-boundary p2p hidden (seed 003: half)")
@@ -76,6 +79,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "memory_reserve_gib": 0.0,
         "memory_from_nominal_gb": True,
         "matmul_efficiency": 0.6,
+        "attention_efficiency": None,
+        "fp8_matmul_efficiency": None,
+        "overlap_limited_by_compute": False,
         "moe_load_imbalance": 1.0,
         "include_latency": False,
         "intra_node_bandwidth_efficiency": 1.0,

@@ -73,6 +73,7 @@ class LayerCost:
     act_recomputed_bytes: float  # stored activations when fully recomputed
     dp_s: float  # exposed DP comm per step
     model_flops: float  # per micro-batch on this GPU, no recompute
+    recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
 
     @property
     def time_s(self) -> float:
@@ -165,7 +166,12 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     seq = spec.training.seq_len
     domain = nvlink_domain_size(spec, gpu)
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
-    rate = peak * a.matmul_efficiency
+    linear_eff = a.matmul_efficiency
+    if spec.training.precision == "fp8" and a.fp8_matmul_efficiency is not None:
+        linear_eff = a.fp8_matmul_efficiency
+    rate = peak * linear_eff  # linear layers, at the training precision's peak
+    attn_rate = (gpu.peak_bf16_tflops * 1e12 * a.attention_efficiency if a.attention_efficiency is not None
+                 else rate)  # attention core: BF16 FlashAttention
 
     n = c.num_gpus
     links = {
@@ -190,32 +196,52 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     kv_bytes = 2 * tokens_tp_group * arch.kv_dim * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
     Lc = links["cp"]
     ring = 3 * (c.cp - 1) * (Lc.latency_s + kv_bytes / Lc.bandwidth_Bps) if c.cp > 1 else 0.0
-    attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / rate
+    attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate
     cp_layer = max(0.0, ring - attn_core_s) if a.cp_comm_overlaps_attention else ring
 
     # ---- data-parallel / ZeRO traffic per parameter on this GPU
-    def dp_time_per_param(link_: Link, n: int) -> float:
-        """Exposed seconds per step per parameter on this GPU (once per step, after the last micro-batch).
+    def dp_comm_per_param(link_: Link, n: int) -> tuple[float, float]:
+        """Seconds per step per parameter on this GPU of the once-per-step DP traffic, before overlap:
+        (gradient part, weight part).
 
-        ZeRO-0 all-reduces gradients; ZeRO-1 (Megatron's distributed optimizer) reduce-scatters them and
-        all-gathers the updated weights -- the same volume; ZeRO-2 reduce-scatters every micro-batch
-        (see zero_time_per_param) and gathers weights once; ZeRO-3 keeps weights sharded.
+        ZeRO-0 all-reduces gradients (2(n-1)/n); ZeRO-1 (Megatron's distributed optimizer) reduce-scatters
+        them and all-gathers the updated weights; ZeRO-2 reduce-scatters every micro-batch (see
+        zero_comm_per_param) and gathers weights once; ZeRO-3 keeps weights sharded. The gradient part
+        hides behind the last micro-batch's backward (--overlap-grad-reduce), the weight part behind the
+        next step's first forward (--overlap-param-gather).
         """
         if n <= 1:
-            return 0.0
-        step_bytes = {0: a.grad_reduce_bytes + a.weight_bytes, 1: a.grad_reduce_bytes + a.weight_bytes,
-                      2: a.weight_bytes, 3: 0.0}[c.zero_stage]
-        return (n - 1) / n * step_bytes / link_.bandwidth_Bps * (1 - a.dp_comm_overlap)
+            return 0.0, 0.0
+        f = (n - 1) / n / link_.bandwidth_Bps
+        grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[c.zero_stage]
+        weight = {0: 0.0, 1: a.weight_bytes, 2: a.weight_bytes, 3: 0.0}[c.zero_stage]
+        return grad * f, weight * f
+
+    def dp_exposed(parts: list[tuple[float, Link, int]], layer_compute_s: float) -> float:
+        """Exposed per-step DP time of the (params, link, group size) parts of one layer."""
+        grad_s = sum(p_ * dp_comm_per_param(l_, n_)[0] for p_, l_, n_ in parts)
+        weight_s = sum(p_ * dp_comm_per_param(l_, n_)[1] for p_, l_, n_ in parts)
+        return (exposed(grad_s, a.dp_comm_overlap, layer_compute_s * (1.0 - fwd_share))
+                + exposed(weight_s, a.dp_comm_overlap, layer_compute_s * fwd_share))
 
     def dp_latency(link_: Link, n: int) -> float:
         return 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
 
-    def zero_time_per_param(link_: Link, n: int) -> float:
-        """Per micro-batch: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers weights for fwd and bwd."""
+    def zero_comm_per_param(link_: Link, n: int) -> float:
+        """Per micro-batch, before overlap: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers the
+        weights for forward and for backward."""
         if c.zero_stage < 2 or n <= 1:
             return 0.0
         mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if c.zero_stage == 3 else 0.0)
-        return (n - 1) / n * mb_bytes / link_.bandwidth_Bps * (1 - a.zero_microbatch_comm_overlap)
+        return (n - 1) / n * mb_bytes / link_.bandwidth_Bps
+
+    def exposed(comm_s: float, overlap: float, window_s: float) -> float:
+        """Traffic left on the critical path: the fixed fraction, or more when the compute it can hide
+        behind (``window_s``) is shorter than the traffic."""
+        hidden_share = comm_s * (1 - overlap)
+        if a.overlap_limited_by_compute:
+            return max(hidden_share, comm_s - window_s)
+        return hidden_share
 
     g_dense = c.dp * c.cp
     g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
@@ -248,22 +274,25 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     # ---- dense layer
     dense_params_gpu = arch.dense_layer_params / c.tp
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-    dense_compute = dense_flops / rate
+    dense_compute = (tokens_gpu * arch.dense_layer_linear_flops / rate
+                     + tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate)
     rc_comm = recompute_comm(tp_layer, cp_layer, 0.0)
     dense = LayerCost(
         compute_s=dense_compute + selective_dense,
         tp_s=tp_layer,
         cp_s=cp_layer,
         ep_s=0.0,
-        zero_s=dense_params_gpu * zero_time_per_param(links["dp_cp"], g_dense),
+        zero_s=exposed(dense_params_gpu * zero_comm_per_param(links["dp_cp"], g_dense),
+                       a.zero_microbatch_comm_overlap, dense_compute),
         recompute_s=dense_compute * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=selective_dense,
         states_bytes=states(dense_params_gpu, g_dense),
         act_bytes=tokens_tp_group * dense_act_per_token,
         act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-        dp_s=dense_params_gpu * dp_time_per_param(links["dp_cp"], g_dense),
+        dp_s=dp_exposed([(dense_params_gpu, links["dp_cp"], g_dense)], dense_compute),
         model_flops=dense_flops,
+        recompute_flops=dense_flops * fwd_share,
     )
 
     moe_cost = None
@@ -274,8 +303,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
                                         + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
         moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops
-                                     + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-                       + tokens_gpu * arch.moe_layer_expert_flops * a.moe_load_imbalance) / rate
+                                     + arch.moe_layer_expert_flops * a.moe_load_imbalance) / rate
+                       + tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate)
         Le = links["ep"]
         token_bytes = tokens_gpu * moe.top_k * h
         a2a = (ring_gather_time_s(token_bytes * a.ep_dispatch_bytes, c.ep, Le.latency_s, Le.bandwidth_Bps)
@@ -294,17 +323,19 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             tp_s=tp_layer,
             cp_s=cp_layer,
             ep_s=ep_layer,
-            zero_s=(nonexpert_gpu * zero_time_per_param(links["dp_cp"], g_dense)
-                     + expert_gpu * zero_time_per_param(links["edp"], g_expert)),
+            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(links["dp_cp"], g_dense)
+                           + expert_gpu * zero_comm_per_param(links["edp"], g_expert),
+                           a.zero_microbatch_comm_overlap, moe_compute),
             recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
             recompute_comm=rc_comm_m,
             selective_s=selective_dense,
             states_bytes=states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert),
             act_bytes=tokens_tp_group * moe_act_per_token,
             act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-            dp_s=(nonexpert_gpu * dp_time_per_param(links["dp_cp"], g_dense)
-                  + expert_gpu * dp_time_per_param(links["edp"], g_expert)),
+            dp_s=dp_exposed([(nonexpert_gpu, links["dp_cp"], g_dense), (expert_gpu, links["edp"], g_expert)],
+                            moe_compute),
             model_flops=moe_model_flops,
+            recompute_flops=moe_model_flops * fwd_share,
         )
 
     # ---- first / last stage extras: embedding, LM head, logits
@@ -332,15 +363,17 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         choice=c,
         dense=dense,
         moe=moe_cost,
-        first_extra_time_s=first_params * zero_time_per_param(links["dp_cp"], g_dense),
-        last_extra_time_s=head_s + last_params * zero_time_per_param(links["dp_cp"], g_dense),
+        first_extra_time_s=exposed(first_params * zero_comm_per_param(links["dp_cp"], g_dense),
+                                   a.zero_microbatch_comm_overlap, 0.0),
+        last_extra_time_s=head_s + exposed(last_params * zero_comm_per_param(links["dp_cp"], g_dense),
+                                           a.zero_microbatch_comm_overlap, head_s),
         last_extra_compute_s=head_s,
         p2p_s=p2p,
         first_extra_bytes=states(first_params, g_dense),
         last_extra_bytes=states(last_params, g_dense),
         logits_bytes=logits,
-        first_extra_dp_s=first_params * dp_time_per_param(links["dp_cp"], g_dense),
-        last_extra_dp_s=last_params * dp_time_per_param(links["dp_cp"], g_dense),
+        first_extra_dp_s=dp_exposed([(first_params, links["dp_cp"], g_dense)], 0.0),
+        last_extra_dp_s=dp_exposed([(last_params, links["dp_cp"], g_dense)], head_s),
         dp_const_s=dp_lat,
         first_extra_flops=0.0,
         last_extra_flops=head_flops,
@@ -349,7 +382,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         links=links,
     )
     if a.spread_embedding_evenly:
-        costs = _spread_embedding(costs, arch, c, states, dp_time_per_param(links["dp_cp"], g_dense), spec)
+        costs = _spread_embedding(costs, arch, c, states,
+                                  sum(dp_comm_per_param(links["dp_cp"], g_dense)) * (1 - a.dp_comm_overlap), spec)
     return costs
 
 

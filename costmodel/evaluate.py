@@ -146,6 +146,7 @@ class StageTotals(BaseModel):
     act_bytes: float = 0.0  # per in-flight micro-batch
     logits_bytes: float = 0.0
     model_flops: float = 0.0
+    recompute_flops: float = 0.0
 
     @property
     def time_s(self) -> float:
@@ -190,6 +191,7 @@ def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
         states_bytes=n * lc.states_bytes,
         act_bytes=(n - r) * lc.act_bytes + r * lc.act_recomputed_bytes,
         model_flops=n * lc.model_flops,
+        recompute_flops=r * lc.recompute_flops,
     )
 
 
@@ -234,7 +236,6 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     m = c.num_microbatches
     times = [r.time_s for r in ranks]
     t_max = max(times)
-    slowest = times.index(t_max)
     bubble = costs.bubble_s(t_max, a)
     dp_exposed = max(r.dp_s for r in ranks)
     n = len(ranks)
@@ -276,7 +277,8 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     model_flops = arch.model_flops_per_token(spec.training.seq_len, a.attention_flops_causal_fraction) * tokens
     gpus = c.num_gpus
     peak = costs.peak_flops
-    recompute_flops = breakdown["recompute"] * peak * a.matmul_efficiency * gpus  # recompute time at compute rate
+    # hardware FLOPs add the recomputed forwards: every stage's GPUs (tp·cp·dp) run m micro-batches
+    recompute_flops = m * sum(st.recompute_flops for st in stages) * (gpus // c.pp)
     metrics = Metrics(
         step_time_s=step,
         mfu=model_flops / (step * gpus * peak),
@@ -289,5 +291,4 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
         usable_memory_gib=usable_gib,
         fits=all(g <= usable_gib for g in mem),
     )
-    del slowest
     return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations)

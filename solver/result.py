@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,6 +20,7 @@ class Relaxation(_Out):
 
     requirement: str  # the requirement relaxed, e.g. "search.tp", "memory", "cluster.num_gpus"
     change: str  # what to change, in words a user can apply
+    patch: dict[str, Any] = {}  # the same change as spec keys (dotted path -> new value; None removes a pin)
     plan: Optional[Evaluation] = None  # the best plan once relaxed
 
 

@@ -46,6 +46,7 @@ class SpaceOptions:
     sequence_parallel: tuple[bool, ...] | None
     uneven_stages: bool
     uniform_recompute: bool
+    prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -86,13 +87,14 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     rejected: dict[str, int] = {}
 
     zero = list(opts.zero_stages)
-    if 1 in zero and 0 in zero:
-        zero.remove(0)
     recompute = list(opts.recompute)
-    if a.flash_attention and "selective" in recompute and "none" in recompute:
-        recompute.remove("selective")
-    if "full" in recompute and "none" in recompute:
-        recompute.remove("none")
+    if opts.prune_dominated:
+        if 1 in zero and 0 in zero:
+            zero.remove(0)
+        if a.flash_attention and "selective" in recompute and "none" in recompute:
+            recompute.remove("selective")
+        if "full" in recompute and "none" in recompute:
+            recompute.remove("none")
 
     out: list[Choice] = []
     for tp in _allowed(divisors(n), opts.tp):
@@ -110,7 +112,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                 sps = [True, False] if tp > 1 else [False]
                 if opts.sequence_parallel is not None:
                     sps = [s for s in sps if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
-                elif tp > 1:
+                elif tp > 1 and opts.prune_dominated:
                     sps = [True]
                 if moe is None:
                     ep_etp = [(1, 1)]
