@@ -15,6 +15,7 @@ same coefficients, integer-scaled, so both always agree. Sources of every term a
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass, field
 
 from parplan.costmodel.architecture import Architecture
@@ -117,16 +118,34 @@ class ChoiceCosts:
         raise ValueError(c.schedule)
 
     def bubble_s(self, t_stage_s: float, a: Assumptions) -> float:
-        """Bubble for the slowest stage's per-micro-batch time, split F : B = 1 : ratio."""
-        from parplan.costmodel.bubble import bubble_time
+        """Bubble for the slowest stage's per-micro-batch time."""
+        return t_stage_s * bubble_factor(self.choice, a)
 
-        c = self.choice
-        r = a.backward_to_forward_ratio
-        F = t_stage_s / (1 + r)
-        B = t_stage_s * r / (1 + r)
-        W = a.zb_weight_grad_fraction * B
-        FandB = B + (1 - a.dualpipe_chunk_overlap) * F
-        return bubble_time(c.schedule, c.pp, F, B, W, FandB, c.vpp)
+
+def bubble_factor(c: Choice, a: Assumptions) -> float:
+    """The schedule's bubble in units of the slowest stage's per-micro-batch time, F : B = 1 : ratio."""
+    from parplan.costmodel.bubble import bubble_time
+
+    r = a.backward_to_forward_ratio
+    F, B = 1 / (1 + r), r / (1 + r)
+    W = a.zb_weight_grad_fraction * B
+    FandB = B + (1 - a.dualpipe_chunk_overlap) * F
+    return bubble_time(c.schedule, c.pp, F, B, W, FandB, c.vpp)
+
+
+def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
+    """The costs of ``choice``, which differs from ``costs.choice`` only in a non-DualPipe schedule and vpp.
+
+    Only the stage-boundary p2p depends on them (it scales with vpp; inflight and bubble read the
+    choice); DualPipe also changes the EP overlap and is computed in full.
+    """
+    base = costs.choice
+    if "dualpipe" in (choice.schedule, base.schedule):
+        raise ValueError("DualPipe changes the EP overlap: compute its costs in full")
+    out = copy(costs)
+    object.__setattr__(out, "choice", choice)
+    object.__setattr__(out, "p2p_s", costs.p2p_s * choice.vpp / base.vpp)
+    return out
 
 
 def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:

@@ -14,13 +14,15 @@ from parplan.costmodel.spec import Spec
 
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
     """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
+    return degree_violations(spec, c, a, domain) + schedule_violations(spec, c)
+
+
+def degree_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
+    """Rules on tp, cp, pp, dp, ep, etp alone."""
     m = spec.model
     out: list[str] = []
     if c.num_gpus != spec.cluster.num_gpus:
         out.append(f"tp·cp·pp·dp = {c.num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}")
-    if c.dp * c.micro_batch_size * c.num_microbatches != spec.training.global_batch_size:
-        out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
-                   f"must equal training.global_batch_size = {spec.training.global_batch_size}")
     if m.num_attention_heads % c.tp:
         out.append(f"num_attention_heads ({m.num_attention_heads}) must be divisible by tp ({c.tp})")
     if m.kv_heads % c.tp:
@@ -43,6 +45,15 @@ def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
             out.append(f"ep·etp ({c.ep * c.etp}) must divide tp·cp·dp ({c.tp * c.cp * c.dp}) (EP folds into DP×CP)")
         if a.tp_requires_nvlink and not span_within_domain(1, c.etp, domain, c.num_gpus):
             out.append(f"etp ({c.etp}) must fit inside one NVLink domain of {domain} GPUs")
+    return out
+
+
+def schedule_violations(spec: Spec, c: Choice) -> list[str]:
+    """Rules on the batch split and the pipeline schedule."""
+    out: list[str] = []
+    if c.dp * c.micro_batch_size * c.num_microbatches != spec.training.global_batch_size:
+        out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
+                   f"must equal training.global_batch_size = {spec.training.global_batch_size}")
     p, mb, v = c.pp, c.num_microbatches, c.vpp
     if c.schedule != "interleaved" and v != 1:
         out.append(f"vpp ({v}) > 1 needs schedule interleaved")

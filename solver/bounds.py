@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from parplan.solver.tables import D, Row
+from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.choice import Choice, bubble_factor
+from parplan.costmodel.hardware import GPU
+from parplan.costmodel.memory import model_state_bytes
+from parplan.costmodel.spec import Spec
+from parplan.solver.tables import D, KIB, NS, Row
 
 _VAR_L = {"F": "lf", "M": "lm", "L": "ll", "R0": None, "RM": None}
 
@@ -110,3 +116,44 @@ def lower_bounds(rows: list[Row], num_layers: int, cap_kib: int) -> np.ndarray:
     out = M * np.floor(np.maximum(tau - 1e-6 * tau - 1, 0)) + D * np.floor(dp_lb * (1 - 1e-9))
     out = np.maximum(out, M * np.array([r.lb_time_ns for r in rows], float))
     return np.where(feasible, out, np.inf)
+
+
+def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
+                 arch: Architecture) -> tuple[np.ndarray, np.ndarray]:
+    """Lower bounds computed from a choice alone, before its coefficient table is built.
+
+    Time: every stage's mean share of the model FLOPs at the fastest rate the assumptions allow, times
+    (m + bubble); no communication, no recomputation. Memory: the mean stage's weights, gradients and
+    optimizer states (no activations). Both are lower bounds of the full model's values.
+    """
+    if not choices:
+        return np.zeros(0), np.zeros(0)
+    seq = spec.training.seq_len
+    peak = gpu.peak_tflops(spec.training.precision) * 1e12
+    effs = [a.matmul_efficiency]
+    if spec.training.precision == "fp8" and a.fp8_matmul_efficiency is not None:
+        effs = [a.fp8_matmul_efficiency]
+    rates = [peak * e for e in effs]
+    if a.attention_efficiency is not None:
+        rates.append(gpu.peak_bf16_tflops * 1e12 * a.attention_efficiency)
+    fastest = max(rates)
+    flops_token = arch.model_flops_per_token(seq, a.attention_flops_causal_fraction)
+    expert_total = arch.num_moe_layers * arch.expert_params_per_layer
+    other_total = arch.total_params - expert_total
+    U = np.empty(len(choices))
+    mem = np.empty(len(choices))
+    for i, c in enumerate(choices):
+        tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
+        t_mean_ns = tokens_gpu * flops_token / fastest / c.pp * NS
+        factor = c.num_microbatches + bubble_factor(c, a)
+        U[i] = max(0.0, np.floor(D * factor) - 1) * max(0.0, np.floor(t_mean_ns * (1 - 1e-9)) - 1)
+        g_dense = c.dp * c.cp
+        g_expert = max(1, (c.tp * c.cp * c.dp) // (c.ep * c.etp))
+        states = (model_state_bytes(other_total / c.tp / c.pp, c.zero_stage, g_dense, a.weight_bytes,
+                                    a.grad_bytes, a.optimizer_bytes)
+                  + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, c.zero_stage, g_expert,
+                                      a.weight_bytes, a.grad_bytes, a.optimizer_bytes))
+        if c.schedule == "dualpipe":
+            states *= 2
+        mem[i] = np.floor(states * (1 - 1e-9) / KIB)
+    return U, mem

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass
 from typing import Callable, Literal, Optional
@@ -18,11 +19,11 @@ from parplan.costmodel.spec import Spec
 from parplan.solver import cpsat
 from parplan.solver.bounds import lower_bounds
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.exhaustive import Assignment, search, solve_row
+from parplan.solver.exhaustive import solve_row
 from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.space import SpaceOptions
-from parplan.solver.tables import D, KIB
+from parplan.solver.tables import D, KIB, evaluate_row
 
 Method = Literal["cpsat", "exhaustive"]
 MIB_KIB = 1024
@@ -48,40 +49,78 @@ class SearchOutcome:
 
 
 class _Searcher:
-    """Minimum-U searches over one problem under a memory cap, by either method."""
+    """Minimum-U searches over one problem under a memory cap, by either method.
+
+    Choices are visited in the order of their quick bound (from the choice alone); a choice's table and
+    its relaxation bound are built only when that bound could still beat the best plan known.
+    """
+
+    CHUNK = 64
 
     def __init__(self, problem: Problem, method: Method, controls: SolverControls,
                  on_solution: Optional[Callable[[Evaluation, float, float], None]] = None):
         self.p, self.method, self.controls, self.on_solution = problem, method, controls, on_solution
-        self._lb: dict[int, np.ndarray] = {}
+        self._lb: dict = {}
+        self.solved = 0
 
-    def lb(self, cap: int) -> np.ndarray:
-        if cap not in self._lb:
-            self._lb[cap] = lower_bounds(self.p.rows, self.p.num_layers, cap)
-        return self._lb[cap]
+    def lbs(self, idx: list[int], cap: int) -> np.ndarray:
+        """Relaxation lower bounds of U (np.inf: cannot fit) for the choices ``idx``."""
+        cache = self._lb.setdefault(cap, {})
+        missing = [i for i in idx if i not in cache]
+        if missing:
+            vals = lower_bounds([self.p.row(i) for i in missing], self.p.num_layers, cap)
+            cache.update(zip(missing, vals.tolist()))
+        return np.array([cache[i] for i in idx], dtype=float)
 
     def _row_solve(self, i: int, cap: int):
         P = self.p
-        return solve_row(P.rows[i], P.num_layers, P.options.uneven_stages, P.options.uniform_recompute, cap)
+        self.solved += 1
+        return solve_row(P.row(i), P.num_layers, P.options.uneven_stages, P.options.uniform_recompute, cap)
+
+    def ranked(self, cap: int) -> list[tuple[int, float]]:
+        """(choice, relaxation bound) for every choice that may fit under ``cap``, best bound first.
+
+        Choices whose weights and optimizer states alone exceed the cap are skipped without building
+        their tables (a valid memory bound)."""
+        key = ("ranked", cap)
+        if key not in self._lb:
+            eligible = self.p.order(cap)
+            lbs = self.lbs(eligible, cap)
+            self._lb[key] = sorted(((i, lb) for i, lb in zip(eligible, lbs.tolist()) if np.isfinite(lb)),
+                                   key=lambda t: (t[1], t[0]))
+        return self._lb[key]
+
+    def _exhaustive(self, cap: int, k: int, upper_bound: Optional[int]) -> list[Found]:
+        heap: list[tuple] = []  # max-heap of (-U, -peak, -i, x)
+        for i, lb in self.ranked(cap):
+            limit = -heap[0][0] if len(heap) >= k else None
+            if upper_bound is not None:
+                limit = upper_bound if limit is None else min(limit, upper_bound)
+            if limit is not None and lb > limit:
+                break
+            res = self._row_solve(i, cap)
+            if res is None or (upper_bound is not None and res[0] > upper_bound):
+                continue
+            U, peak, x = res
+            item = (-U, -peak, -i, x)
+            if len(heap) < k:
+                heapq.heappush(heap, item)
+            elif (U, peak, i) < (-heap[0][0], -heap[0][1], -heap[0][2]):
+                heapq.heapreplace(heap, item)
+        out = sorted(heap, key=lambda t: (-t[0], -t[1], -t[2]))
+        return [Found(-ni, x, -nU, -npk) for nU, npk, ni, x in out]
 
     def best(self, cap: int, k: int = 1, upper_bound: Optional[int] = None) -> SearchOutcome:
         P = self.p
-        if not P.rows:
-            return SearchOutcome("INFEASIBLE", [], None, 0)
-        lb = self.lb(cap)
         if self.method == "exhaustive":
-            rows = [P.rows[i] for i in range(len(P.rows))]
-            res = _exhaustive(rows, P, cap, k, lb, upper_bound)
-            return SearchOutcome("OPTIMAL" if res else "INFEASIBLE", res, res[0].U if res else None,
-                                 int(np.isfinite(lb).sum()))
-        # heuristic: exact per-row solves in bound order give the hint and the pruning bound
-        order = [int(i) for i in np.argsort(lb, kind="stable") if np.isfinite(lb[i])]
+            res = self._exhaustive(cap, k, upper_bound)
+            return SearchOutcome("OPTIMAL" if res else "INFEASIBLE", res, res[0].U if res else None, self.solved)
+        ranked = self.ranked(cap)
+        # heuristic: exact per-choice solves in bound order give the hint and the pruning bound
         heur: list[Found] = []
-        tried = 0
-        for i in order:
-            if len(heur) >= max(k, HEURISTIC_ROWS) or tried >= 4 * HEURISTIC_ROWS + k:
+        for n, (i, _) in enumerate(ranked):
+            if len(heur) >= max(k, HEURISTIC_ROWS) or n >= 4 * HEURISTIC_ROWS + k:
                 break
-            tried += 1
             r = self._row_solve(i, cap)
             if r is not None:
                 heur.append(Found(i, r[2], r[0], r[1]))
@@ -89,7 +128,7 @@ class _Searcher:
         bound = heur[k - 1].U if len(heur) >= k else upper_bound
         if upper_bound is not None and bound is not None:
             bound = min(bound, upper_bound)
-        cand = [i for i in order if bound is None or lb[i] <= bound]
+        cand = [i for i, lb in ranked if bound is None or lb <= bound]
         found: list[Found] = []
         status = "OPTIMAL"
         best_bound = None
@@ -100,7 +139,7 @@ class _Searcher:
             res = cpsat.solve(P.rows, idx, P.num_layers, cap, P.options.uneven_stages, P.options.uniform_recompute,
                               self.controls, upper_bound=bound, hint=hint,
                               on_solution=self._stream if j == 0 else None)
-            if res.status in ("INFEASIBLE",) or res.row_index is None:
+            if res.row_index is None:
                 if res.status == "UNKNOWN":
                     status = "UNKNOWN" if not found else "FEASIBLE"
                 break
@@ -108,10 +147,7 @@ class _Searcher:
                 status = "FEASIBLE"
             if j == 0:
                 best_bound = res.bound
-            r = P.rows[res.row_index]
-            from parplan.solver.tables import evaluate_row
-
-            U, peak, _ = evaluate_row(r, res.x)
+            U, peak, _ = evaluate_row(P.row(res.row_index), res.x)
             found.append(Found(res.row_index, res.x, U, peak))
             excluded.add(res.row_index)
         if not found:
@@ -121,11 +157,11 @@ class _Searcher:
     def _stream(self, row_index: int, x: dict, objective: int, bound: int, wall: float) -> None:
         if self.on_solution is None:
             return
-        plan = self.p.plan(self.p.rows[row_index], x)
+        plan = self.p.plan(self.p.row(row_index), x)
         self.on_solution(self.p.evaluate(plan), objective / D / 1e9, bound / D / 1e9)
 
     def min_peak(self, upper_U: Optional[int] = None) -> Optional[int]:
-        """Smallest peak memory (MiB) over plans with U ≤ upper_U (no cap), by bisection on the cap."""
+        """Smallest peak memory (MiB) over plans with U ≤ upper_U, by bisection on the cap."""
         lo, hi = 0, self.p.cap_kib // MIB_KIB
         if not self._feasible(hi * MIB_KIB, upper_U):
             return None
@@ -138,23 +174,7 @@ class _Searcher:
         return hi
 
     def _feasible(self, cap: int, upper_U: Optional[int]) -> bool:
-        P = self.p
-        lb = self.lb(cap)
-        order = np.argsort(lb, kind="stable")
-        for i in order:
-            if not np.isfinite(lb[i]) or (upper_U is not None and lb[i] > upper_U):
-                return False
-            r = self._row_solve(int(i), cap)
-            if r is not None and (upper_U is None or r[0] <= upper_U):
-                return True
-        return False
-
-
-def _exhaustive(rows, P: Problem, cap: int, k: int, lb: np.ndarray, upper_bound: Optional[int]) -> list[Found]:
-    res: list[Assignment] = search(rows, P.num_layers, P.options.uneven_stages, P.options.uniform_recompute, cap,
-                                   top_k=k, upper_bound=upper_bound, bounds=lb)
-    index = {id(r): i for i, r in enumerate(P.rows)}
-    return [Found(index[id(a.row)], a.x, a.U, a.peak_kib) for a in res]
+        return bool(self._exhaustive(cap, 1, upper_U))
 
 
 def _stats(method, t0, problem, outcome: SearchOutcome, controls: SolverControls, objective_scale: float) -> SolveStats:
@@ -163,7 +183,7 @@ def _stats(method, t0, problem, outcome: SearchOutcome, controls: SolverControls
     gap = None
     if value is not None and bound is not None and value > 0:
         gap = max(0.0, (value - bound) / value)
-    return SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.rows),
+    return SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.choices),
                       choices_searched=outcome.searched, objective_value=value, best_bound=bound, gap=gap,
                       workers=1 if controls.deterministic else controls.workers, seed=controls.seed,
                       deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
@@ -187,7 +207,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
         outcome = s.best(cap, top_k) if peak is None else s.best(peak * MIB_KIB, top_k)
     else:
         outcome = s.best(cap, top_k)
-    plans = [problem.evaluate(problem.plan(problem.rows[f.row_index], f.x)) for f in outcome.found]
+    plans = [problem.evaluate(problem.plan(problem.row(f.row_index), f.x)) for f in outcome.found]
     status = outcome.status if plans else ("INFEASIBLE" if outcome.status in ("OPTIMAL", "INFEASIBLE") else outcome.status)
     result = PlanResult(status=status, objective=spec.objective, plans=plans,
                         stats=_stats(method, t0, problem, outcome, controls, 1 / D / 1e9))

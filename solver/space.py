@@ -3,7 +3,8 @@
 Candidate values come from the spec's ``search:`` restrictions (None = every legal value); legality is
 decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
 Two exact dominance reductions keep the space small without losing an optimum for any objective:
-ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), sequence parallelism is
+ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
+memory and stage times, a smaller bubble), sequence parallelism is
 always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
 makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero
 recomputed layers is 'none'; plans are reported canonically).
@@ -11,12 +12,12 @@ recomputed layers is 'none'; plans are reported canonically).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import choice_violations
+from parplan.costmodel.legality import degree_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
 
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
@@ -96,6 +97,15 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         if "full" in recompute and "none" in recompute:
             recompute.remove("none")
 
+    schedules = list(opts.schedules)
+    if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
+        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble
+    mbs_values = opts.micro_batch_size or DEFAULT_MICRO_BATCH_SIZES
+
+    def reject(why: list[str], count: int = 1) -> None:
+        key = why[0]
+        rejected[key] = rejected.get(key, 0) + count
+
     out: list[Choice] = []
     for tp in _allowed(divisors(n), opts.tp):
         for cp in _allowed(divisors(n // tp), opts.cp):
@@ -103,8 +113,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                 if pp > L:
                     continue
                 if not opts.uneven_stages and L % pp:
-                    rejected["even stages need num_layers divisible by pp"] = rejected.get(
-                        "even stages need num_layers divisible by pp", 0) + 1
+                    reject([f"even stages need num_layers ({L}) divisible by pp"])
                     continue
                 dp = n // (tp * cp * pp)
                 if opts.dp is not None and dp not in opts.dp:
@@ -121,30 +130,35 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                               for etp in _allowed(sorted({1, tp}) if opts.etp is None else divisors(n), opts.etp)
                               for ep in _allowed(divisors(moe.num_experts), opts.ep)
                               if (tp * cp * dp) % (ep * etp) == 0]
-                mbs_values = opts.micro_batch_size or DEFAULT_MICRO_BATCH_SIZES
-                for mbs in mbs_values:
-                    if gbs % (dp * mbs):
+                for ep, etp in ep_etp:
+                    # rules on the degrees alone: checked once for all batch splits and schedules
+                    probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
+                                   num_microbatches=gbs // dp if gbs % dp == 0 else 1)
+                    why = degree_violations(spec, probe, a, domain)
+                    if why:
+                        reject(why)
                         continue
-                    m = gbs // (dp * mbs)
-                    for schedule in opts.schedules:
-                        vpps = [1]
-                        if schedule == "interleaved":
-                            vpps = [v for v in (opts.vpp or DEFAULT_VPP) if v >= 2 and L % v == 0 and L // (pp * v) >= 1]
-                        elif opts.vpp is not None and 1 not in opts.vpp:
+                    for mbs in mbs_values:
+                        if gbs % (dp * mbs):
+                            reject([f"dp·micro_batch_size must divide training.global_batch_size ({gbs})"])
                             continue
-                        for vpp in vpps:
-                            for ep, etp in ep_etp:
+                        m = gbs // (dp * mbs)
+                        for schedule in schedules:
+                            vpps = [1]
+                            if schedule == "interleaved":
+                                vpps = [v for v in (opts.vpp or DEFAULT_VPP)
+                                        if v >= 2 and L % v == 0 and L // (pp * v) >= 1]
+                            elif opts.vpp is not None and 1 not in opts.vpp:
+                                continue
+                            for vpp in vpps:
+                                head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
+                                              num_microbatches=m, vpp=vpp, schedule=schedule)
+                                why = schedule_violations(spec, head)
+                                if why:
+                                    reject(why)
+                                    continue
                                 for z in zero:
                                     for rc in recompute:
                                         for sp in sps:
-                                            c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
-                                                       micro_batch_size=mbs, num_microbatches=m, vpp=vpp,
-                                                       schedule=schedule, recompute=rc, zero_stage=z,
-                                                       sequence_parallel=sp)
-                                            why = choice_violations(spec, c, a, domain)
-                                            if why:
-                                                key = why[0].split("(")[0].strip()
-                                                rejected[key] = rejected.get(key, 0) + 1
-                                                continue
-                                            out.append(c)
+                                            out.append(replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp))
     return Space(out, rejected)

@@ -113,7 +113,12 @@ def _time_form(terms: list[tuple[str, float]], const: float) -> Form:
     acc: dict[str, float] = {}
     for v, c in terms:
         acc[v] = acc.get(v, 0.0) + c
-    return Form(tuple((v, int(round(c * NS))) for v, c in acc.items() if round(c * NS)), int(round(const * NS)))
+    coef = []
+    for v, c in acc.items():
+        q = round(c * NS)
+        if q:
+            coef.append((v, q))
+    return Form(tuple(coef), round(const * NS))
 
 
 def _memory_form(up: list[tuple[str, float]], saves: list[tuple[str, float]], const: float) -> Form:

@@ -1,0 +1,150 @@
+"""Time to a proven optimum over the full space, CP-SAT vs the exhaustive oracle, on 12+ scenarios.
+
+    python benchmarks/solver_speed.py [--quick] [--workers N] [--out FILE]
+
+Each scenario is solved for its best plan (top 1) with default assumptions and the whole default search
+space (``search:`` omitted). The table prints the legal choices, the candidates left after the
+bounds, CP-SAT's wall time and status, the exhaustive search's wall time, whether both found the same
+optimum, and the plan. ``--quick`` runs three small scenarios (the CI smoke).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+LLAMA8B = dict(name="llama3-8b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+               num_kv_heads=8, vocab_size=128256)
+LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                num_kv_heads=8, vocab_size=128256)
+LLAMA405B = dict(name="llama3-405b", num_layers=126, hidden_size=16384, ffn_hidden_size=53248,
+                 num_attention_heads=128, num_kv_heads=8, vocab_size=128256)
+GPT175B = dict(name="gpt3-175b", num_layers=96, hidden_size=12288, ffn_hidden_size=49152, num_attention_heads=96,
+               vocab_size=51200, gated_mlp=False)
+LLAMA13B = dict(name="llama2-13b", num_layers=40, hidden_size=5120, ffn_hidden_size=13824, num_attention_heads=40,
+                vocab_size=32000)
+MIXTRAL = dict(name="mixtral-8x7b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+               num_kv_heads=8, vocab_size=32000,
+               moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128,
+            num_kv_heads=128, vocab_size=129280,
+            moe=dict(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1,
+                     first_dense_layers=3))
+
+
+def scenario(name, model, gpus, seq, gbs, gpu="H100-SXM-80GB", per_node=8, precision="bf16", search=None):
+    spec = {"model": model, "training": {"seq_len": seq, "global_batch_size": gbs, "precision": precision},
+            "cluster": {"gpu": gpu, "num_gpus": gpus, "gpus_per_node": per_node}}
+    if search:
+        spec["search"] = search
+    return name, spec
+
+
+SCENARIOS = [
+    scenario("8B / 8 H100, 8K", LLAMA8B, 8, 8192, 64),
+    scenario("8B / 64 H100, 8K", LLAMA8B, 64, 8192, 512),
+    scenario("13B / 32 A100, 4K", LLAMA13B, 32, 4096, 256, gpu="A100-SXM-80GB"),
+    scenario("70B / 64 H100, 8K", LLAMA70B, 64, 8192, 512),
+    scenario("70B / 64 H100, 128K", LLAMA70B, 64, 131072, 32),
+    scenario("70B / 256 H100, 8K", LLAMA70B, 256, 8192, 1024),
+    scenario("70B / 1024 H100, 8K", LLAMA70B, 1024, 8192, 512),
+    scenario("70B / 144 GB200-NVL72, 8K", LLAMA70B, 144, 8192, 576, gpu="GB200-NVL72", per_node=4),
+    scenario("Mixtral 8x7B / 64 H100, 4K", MIXTRAL, 64, 4096, 512),
+    scenario("175B / 1024 A100, 2K", GPT175B, 1024, 2048, 1536, gpu="A100-SXM-80GB"),
+    scenario("405B / 2048 H100, 8K", LLAMA405B, 2048, 8192, 1024),
+    scenario("405B / 16384 H100, 8K", LLAMA405B, 16384, 8192, 2048),
+    scenario("DeepSeek-V3 671B / 2048 H800, 4K", DSV3, 2048, 4096, 15360, gpu="H800"),
+]
+QUICK = [SCENARIOS[0], SCENARIOS[2], SCENARIOS[8]]
+
+
+def run(scenarios, workers: int, with_oracle: bool = True):
+    from parplan.costmodel.spec import Spec
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    rows = []
+    for name, raw in scenarios:
+        spec = Spec.model_validate(raw)
+        t0 = time.perf_counter()
+        res = optimize(spec, method="cpsat", controls=SolverControls(workers=workers, time_limit_s=120))
+        t_cp = time.perf_counter() - t0
+        t_ex, same = None, None
+        if with_oracle:
+            t0 = time.perf_counter()
+            ex = optimize(spec, method="exhaustive")
+            t_ex = time.perf_counter() - t0
+            if res.plans and ex.plans:
+                a, b = res.plans[0].metrics.step_time_s, ex.plans[0].metrics.step_time_s
+                same = abs(a - b) <= 1e-3 * b
+            else:
+                same = not res.plans and not ex.plans
+        best = res.plans[0] if res.plans else None
+        rows.append(dict(name=name, gpus=spec.cluster.num_gpus, choices=res.stats.choices_total,
+                         candidates=res.stats.choices_searched, status=res.status, cpsat_s=t_cp, exhaustive_s=t_ex,
+                         same=same, plan=_plan(best), mfu=best.metrics.mfu if best else None))
+        print(_line(rows[-1]), flush=True)
+    return rows
+
+
+def _plan(ev) -> str:
+    if ev is None:
+        return "-"
+    p = ev.plan
+    s = f"tp{p.tp} cp{p.cp} pp{p.pp} dp{p.dp}"
+    if p.ep > 1:
+        s += f" ep{p.ep}"
+    s += f" mbs{p.micro_batch_size} {p.schedule}"
+    if p.vpp > 1:
+        s += f"/v{p.vpp}"
+    s += f" z{p.zero_stage}"
+    if any(p.recompute_layers):
+        s += f" rc{sum(p.recompute_layers)}"
+    if len(set(p.stage_layers)) > 1:
+        s += f" layers {p.stage_layers[0]}/{p.stage_layers[1] if p.pp > 2 else ''}/{p.stage_layers[-1]}"
+    return s
+
+
+HEADER = f"{'scenario':36} {'GPUs':>6} {'choices':>8} {'cands':>6} {'CP-SAT s':>9} {'status':>8} {'oracle s':>9} {'same':>5}  {'MFU':>6}  plan"
+
+
+def _line(r) -> str:
+    ex = f"{r['exhaustive_s']:.2f}" if r["exhaustive_s"] is not None else "-"
+    same = {True: "yes", False: "NO", None: "-"}[r["same"]]
+    mfu = f"{r['mfu'] * 100:.1f}%" if r["mfu"] is not None else "-"
+    return (f"{r['name']:36} {r['gpus']:>6} {r['choices']:>8} {r['candidates']:>6} {r['cpsat_s']:>9.2f} "
+            f"{r['status']:>8} {ex:>9} {same:>5}  {mfu:>6}  {r['plan']}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="three small scenarios (CI smoke)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-oracle", action="store_true")
+    ap.add_argument("--out", type=Path, help="also write the table to this file")
+    args = ap.parse_args(argv)
+    print(f"# python benchmarks/solver_speed.py{' --quick' if args.quick else ''} --workers {args.workers}"
+          f"  ({platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')})")
+    print(HEADER)
+    rows = run(QUICK if args.quick else SCENARIOS, args.workers, not args.no_oracle)
+    times = [r["cpsat_s"] for r in rows]
+    ex = [r["exhaustive_s"] for r in rows if r["exhaustive_s"] is not None]
+    summary = (f"\nCP-SAT to proven optimum: median {statistics.median(times):.2f} s, max {max(times):.2f} s "
+               f"over {len(rows)} scenarios (goal on 2 cores: median <= 1 s, max <= 10 s)")
+    if ex:
+        summary += f"\nexhaustive oracle: median {statistics.median(ex):.2f} s, max {max(ex):.2f} s"
+    summary += f"\nsame optimum: {sum(1 for r in rows if r['same'])}/{len(rows)}"
+    print(summary)
+    if args.out:
+        args.out.write_text("\n".join([HEADER] + [_line(r) for r in rows]) + "\n" + summary + "\n")
+    return 0 if all(r["same"] is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
