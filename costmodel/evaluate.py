@@ -92,6 +92,12 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     gpus, gbs, L = spec.cluster.num_gpus, spec.training.global_batch_size, spec.model.num_layers
     mp = ps.tp * ps.cp * ps.pp
     dp = ps.dp
+    if ps.pp > L:
+        raise PlanError(f"plan.pp: {ps.pp} pipeline stages for model.num_layers = {L} layers")
+    if dp is not None and mp * dp != gpus:
+        raise PlanError(f"plan: tp·cp·pp·dp = {mp * dp} must equal cluster.num_gpus = {gpus}")
+    if (ps.tp * ps.cp * (dp or max(1, gpus // mp))) % (ps.ep * ps.etp):
+        raise PlanError(f"plan: ep·etp = {ps.ep * ps.etp} must divide tp·cp·dp (EP folds into DP×CP)")
     if dp is None:
         if gpus % mp:
             raise PlanError(f"plan: tp·cp·pp = {mp} does not divide cluster.num_gpus = {gpus}")

@@ -199,6 +199,10 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "Spec":
+        if self.training.precision == "fp8" and self.cluster.peak_fp8_tflops is None \
+                and lookup_gpu(self.cluster.gpu).peak_fp8_tflops is None:
+            raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {self.cluster.gpu} has none "
+                             "(set cluster.peak_fp8_tflops or use bf16)")
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:
             raise ValueError("objective min_gpus needs target_step_time_s or target_tokens_per_s")
         return self

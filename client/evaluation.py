@@ -1,0 +1,87 @@
+"""Evaluate a spec's plan for the CLI and the service: only :class:`SpecError` or :class:`PlanError` escape.
+
+:func:`evaluate_spec` wraps :func:`parplan.costmodel.evaluate.evaluate` with the checks that let any
+validated spec be evaluated safely:
+
+* an MoE plan whose ``ep·etp`` does not divide ``tp·cp·dp`` is refused (the cost model lists it as a
+  violation but then divides by the zero-sized expert-data-parallel group);
+* a plan whose ``tp·cp·pp·dp`` differs from ``cluster.num_gpus`` (explicit ``dp``) or whose ``pp``
+  exceeds ``model.num_layers`` (default ``stage_layers``) is refused before the cost model builds
+  per-stage lists (the pipeline degree would otherwise be unbounded, and zero-layer stages fail the
+  ``Plan`` schema inside ``resolve_plan``);
+* a schema error raised while resolving the plan becomes a :class:`PlanError`;
+* an evaluation whose metrics are not finite numbers (extreme sizes or assumption values) becomes a
+  :class:`SpecError`, so no report ever carries ``inf``/``nan`` (invalid JSON).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Union
+
+from pydantic import ValidationError
+
+from parplan.client.spec_io import SpecError, format_path, one_line, validation_error_message
+from parplan.costmodel.evaluate import Evaluation, PlanError, evaluate
+from parplan.costmodel.spec import Plan, PlanSpec, Spec
+
+
+COST_MODEL_FAILED = "the cost model failed"
+
+
+def check_plan_shape(spec: Spec, ps: PlanSpec) -> None:
+    """Shape rules checked before the cost model builds per-stage lists (see the module docstring)."""
+    gpus = spec.cluster.num_gpus
+    mp = ps.tp * ps.cp * ps.pp
+    if ps.dp is not None and mp * ps.dp != gpus:
+        raise PlanError(f"plan: tp·cp·pp·dp = {mp * ps.dp} must equal cluster.num_gpus = {gpus}")
+    if spec.model.moe is not None:
+        dp = ps.dp if ps.dp is not None else max(1, gpus // mp)
+        if (ps.tp * ps.cp * dp) % (ps.ep * ps.etp):
+            raise PlanError(f"plan: ep·etp ({ps.ep * ps.etp}) must divide tp·cp·dp ({ps.tp * ps.cp * dp}) "
+                            f"(EP folds into DP×CP)")
+    if ps.stage_layers is None and ps.pp > spec.model.num_layers:
+        raise PlanError(f"plan.pp: {ps.pp} pipeline stages for model.num_layers = {spec.model.num_layers}; "
+                        f"every stage needs at least one layer")
+
+
+def _non_finite(data: Any, path: tuple[Any, ...] = ()) -> Optional[tuple[tuple[Any, ...], float]]:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found = _non_finite(value, path + (key,))
+            if found:
+                return found
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            found = _non_finite(value, path + (i,))
+            if found:
+                return found
+    elif isinstance(data, float) and not math.isfinite(data):
+        return path, data
+    return None
+
+
+def evaluate_spec(spec: Spec, plan: Union[Plan, PlanSpec, None] = None) -> Evaluation:
+    """Evaluate ``plan`` (default: the spec's ``plan:``, else all defaults). Raises only SpecError/PlanError."""
+    if plan is None:
+        plan = spec.plan if spec.plan is not None else PlanSpec()
+    if isinstance(plan, PlanSpec):
+        check_plan_shape(spec, plan)
+    try:
+        evaluation = evaluate(spec, plan)
+    except PlanError as err:
+        raise PlanError(one_line(str(err))) from None
+    except ValidationError as err:
+        raise PlanError(validation_error_message(err, prefix=("plan",))) from None
+    except (ArithmeticError, RecursionError) as err:  # a cost-model bug; the fuzz tests flag COST_MODEL_FAILED
+        raise SpecError(f"spec: {COST_MODEL_FAILED} on this spec and plan ({type(err).__name__}: {err})") from None
+    found = _non_finite({"metrics": evaluation.metrics.model_dump(),
+                         "stages": [s.model_dump() for s in evaluation.stages]})
+    if found:
+        path, value = found
+        raise SpecError(f"spec: the cost model produced {format_path(path)} = {value!r}; some sizes or "
+                        f"assumption values in the spec are out of range")
+    return evaluation
+
+
+__all__ = ["evaluate_spec", "check_plan_shape", "SpecError", "PlanError", "COST_MODEL_FAILED"]

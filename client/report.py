@@ -1,0 +1,310 @@
+"""Evaluations as CONTRACT.md objects (for ``--format json`` and the service) and as rich tables.
+
+Pure functions, shared by ``solver-cli evaluate``, ``solver-cli optimize`` and the gRPC service:
+
+* :func:`plan_entry` -> one element of ``plans``: ``{"plan", "metrics", "stages", "violations"}``;
+* :func:`evaluation_to_dict` -> the whole CONTRACT object for one evaluated plan;
+* :func:`result_to_dict` -> the CONTRACT object for any status and list of evaluations;
+* :func:`to_json` -> strict JSON text (no NaN/Infinity);
+* :func:`render_evaluation` -> the human-readable report on a rich console.
+
+Keys beyond CONTRACT.md: ``plans[i].stages`` (the per-stage ledger: StageReport fields),
+``plans[i].violations`` (rules the plan breaks; empty when feasible), and in ``metrics`` the extra
+fields ``hfu``, ``model_tflops_per_gpu``, ``usable_memory_gib`` and ``fits``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Optional
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from parplan.costmodel.evaluate import BREAKDOWN_KEYS, Evaluation
+from parplan.costmodel.spec import Plan, Spec
+
+PLAN_KEYS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule",
+             "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+METRIC_KEYS = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s")
+
+BREAKDOWN_NOTES = {
+    "compute": "layer and LM-head FLOPs (mean stage)",
+    "recompute": "forward recomputation (mean stage)",
+    "tp": "TP collectives, exposed",
+    "cp": "CP ring KV exchange, exposed",
+    "ep": "EP all-to-all, exposed",
+    "pp": "stage-boundary send/recv, exposed",
+    "dp": "DP grad/param sync, ZeRO-3 gathers, exposed",
+    "bubble": "pipeline fill and drain",
+    "imbalance": "slowest stage minus mean stage",
+}
+
+
+# ------------------------------------------------------------------------------------------- dicts
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The canonical plan in CONTRACT key order."""
+    data = plan.model_dump(mode="json")
+    return {key: data[key] for key in PLAN_KEYS}
+
+
+def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
+    """CONTRACT metrics first (breakdown in BREAKDOWN_KEYS order), then the extra metric fields."""
+    data = evaluation.metrics.model_dump(mode="json")
+    out = {key: data[key] for key in METRIC_KEYS}
+    out["breakdown_s"] = {key: data["breakdown_s"][key] for key in BREAKDOWN_KEYS if key in data["breakdown_s"]}
+    out.update({key: value for key, value in data.items() if key not in out})
+    return out
+
+
+def plan_entry(evaluation: Evaluation) -> dict[str, Any]:
+    """One element of CONTRACT ``plans``."""
+    return {
+        "plan": plan_to_dict(evaluation.plan),
+        "metrics": metrics_to_dict(evaluation),
+        "stages": [stage.model_dump(mode="json") for stage in evaluation.stages],
+        "violations": list(evaluation.violations),
+    }
+
+
+def result_to_dict(status: str, evaluations: Iterable[Evaluation],
+                   pareto: Iterable[Evaluation] = ()) -> dict[str, Any]:
+    """A CONTRACT object: ``{"status", "plans", "pareto"}`` (``pareto`` entries have the ``plans`` shape)."""
+    return {"status": status, "plans": [plan_entry(e) for e in evaluations], "pareto": [plan_entry(e) for e in pareto]}
+
+
+def evaluation_status(evaluation: Evaluation) -> str:
+    return "FEASIBLE" if evaluation.feasible else "INFEASIBLE"
+
+
+def evaluation_to_dict(evaluation: Evaluation) -> dict[str, Any]:
+    """``solver-cli evaluate --format json``: one plan, status FEASIBLE or INFEASIBLE (it has violations)."""
+    return result_to_dict(evaluation_status(evaluation), [evaluation])
+
+
+def to_json(obj: Any, indent: Optional[int] = 2) -> str:
+    """Strict JSON (raises ValueError on NaN/Infinity rather than writing invalid JSON)."""
+    return json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+
+def _ints(values: Iterable[int]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _num(value: float, decimals: int) -> str:
+    return f"{value:,.{decimals}f}"
+
+
+def spec_summary(spec: Spec) -> str:
+    m, t, c = spec.model, spec.training, spec.cluster
+    preset = spec.assumptions.preset
+    overrides = [k for k, v in spec.assumptions.model_dump(exclude={"preset"}).items() if v is not None]
+    assumptions = preset + (f" + {len(overrides)} override{'s' if len(overrides) != 1 else ''}" if overrides else "")
+    return (f"{m.name} on {c.num_gpus} × {c.gpu} · {t.precision}\n"
+            f"seq_len {t.seq_len} · global_batch_size {t.global_batch_size} · assumptions {assumptions}")
+
+
+def plan_table(plan: Plan) -> Table:
+    table = Table(title="Plan", title_justify="left", box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    table.add_row("tp · cp · pp · dp", f"{plan.tp} · {plan.cp} · {plan.pp} · {plan.dp}")
+    table.add_row("ep · etp", f"{plan.ep} · {plan.etp}")
+    table.add_row("micro_batch_size", str(plan.micro_batch_size))
+    table.add_row("num_microbatches", str(plan.num_microbatches))
+    table.add_row("schedule · vpp", f"{plan.schedule} · {plan.vpp}")
+    table.add_row("stage_layers", _ints(plan.stage_layers))
+    if plan.recompute == "full":
+        table.add_row("recompute", f"full · recompute_layers {_ints(plan.recompute_layers)}")
+    else:
+        table.add_row("recompute", plan.recompute)
+    table.add_row("zero_stage", str(plan.zero_stage))
+    table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
+    return table
+
+
+def metrics_table(evaluation: Evaluation) -> Table:
+    m = evaluation.metrics
+    table = Table(title="Metrics", title_justify="left", box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    table.add_column("note")
+    peak_stage = max(range(len(m.stage_memory_gib)), key=m.stage_memory_gib.__getitem__) if m.stage_memory_gib else 0
+    table.add_row("step time (s)", _num(m.step_time_s, 3), "")
+    table.add_row("MFU (%)", _num(100 * m.mfu, 2), "model FLOPs / (step · GPUs · dense peak)")
+    table.add_row("HFU (%)", _num(100 * m.hfu, 2), "including recomputation")
+    table.add_row("tokens/s", _num(m.tokens_per_s, 0), "whole cluster")
+    table.add_row("model TFLOP/s per GPU", _num(m.model_tflops_per_gpu, 1), "")
+    table.add_row("peak memory (GiB)", _num(m.peak_memory_gib, 2), f"stage {peak_stage}")
+    table.add_row("usable memory (GiB)", _num(m.usable_memory_gib, 2), "per GPU")
+    table.add_row("fits", Text("yes", style="green") if m.fits else Text("no", style="bold red"), "")
+    return table
+
+
+def breakdown_table(evaluation: Evaluation) -> Table:
+    m = evaluation.metrics
+    step = m.step_time_s
+    table = Table(title="Step time breakdown", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  show_footer=True)
+    table.add_column("component", footer="step")
+    table.add_column("time (s)", justify="right", footer=_num(step, 3))
+    table.add_column("share (%)", justify="right", footer=_num(100.0, 1) if step > 0 else "-")
+    table.add_column("what", footer="")
+    for key in BREAKDOWN_KEYS:
+        seconds = m.breakdown_s.get(key, 0.0)
+        share = _num(100 * seconds / step, 1) if step > 0 else "-"
+        style = "dim" if seconds == 0 else ""
+        table.add_row(key, _num(seconds, 3), share, BREAKDOWN_NOTES.get(key, ""), style=style)
+    return table
+
+
+def stage_table(evaluation: Evaluation) -> Table:
+    m = evaluation.metrics
+    times = [s.time_per_microbatch_s for s in evaluation.stages]
+    slowest = max(range(len(times)), key=times.__getitem__) if times else -1
+    table = Table(title="Per-stage ledger (per GPU)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+    for header in ("stage", "layers", "recomp\nlayers", "in-flight\nµbatches", "time/µb\n(ms)", "states\n(GiB)",
+                   "activ.\n(GiB)", "logits\n(GiB)", "total\n(GiB)"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for s in evaluation.stages:
+        over = s.memory_gib > m.usable_memory_gib
+        time_text = Text(_num(1e3 * s.time_per_microbatch_s, 1), style="bold" if s.index == slowest else "")
+        total_text = Text(_num(s.memory_gib, 2), style="bold red" if over else "")
+        table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
+                      time_text, _num(s.model_states_gib, 2), _num(s.activations_gib, 2), _num(s.logits_gib, 2),
+                      total_text)
+    table.caption = (f"bold time: slowest stage (sets the pace); usable memory {_num(m.usable_memory_gib, 2)} GiB "
+                     f"per GPU")
+    table.caption_justify = "left"
+    return table
+
+
+def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optional[Spec] = None,
+                      title: Optional[str] = None) -> None:
+    """Print the plan, metrics, breakdown, per-stage ledger and violations of one evaluation."""
+    if title:
+        console.print(Text(title, style="bold"))
+    if spec is not None:
+        console.print(Text(spec_summary(spec), style="bold"))
+    status = evaluation_status(evaluation)
+    console.print(Text.assemble("status: ", (status, "bold green" if evaluation.feasible else "bold red")))
+    console.print(plan_table(evaluation.plan))
+    console.print(metrics_table(evaluation))
+    console.print(breakdown_table(evaluation))
+    console.print(stage_table(evaluation))
+    if evaluation.violations:
+        console.print(Text(f"Violations ({len(evaluation.violations)})", style="bold red"))
+        for v in evaluation.violations:
+            console.print(Text(f"  - {v}", style="red"))
+
+
+# ------------------------------------------------------------------------------------------ optimize
+
+
+def plan_result_to_dict(result) -> dict[str, Any]:
+    """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation and solver stats."""
+    out = result_to_dict(result.status, result.plans, result.pareto)
+    out["objective"] = result.objective
+    out["pareto_axis"] = result.pareto_axis
+    out["explanation"] = None
+    if result.explanation is not None:
+        ex = result.explanation.model_dump(mode="json", exclude={"relaxations"})
+        ex["relaxations"] = [{"requirement": r.requirement, "change": r.change, "patch": r.patch,
+                              "plan": plan_entry(r.plan) if r.plan is not None else None}
+                             for r in result.explanation.relaxations]
+        out["explanation"] = ex
+    out["solver"] = result.stats.model_dump(mode="json")
+    return out
+
+
+def _short_plan(p: Plan) -> str:
+    s = f"TP{p.tp} CP{p.cp} PP{p.pp} DP{p.dp}"
+    if p.ep > 1 or p.etp > 1:
+        s += f" EP{p.ep} ETP{p.etp}"
+    s += f" mbs{p.micro_batch_size}×{p.num_microbatches} {p.schedule}"
+    if p.vpp > 1:
+        s += f" v{p.vpp}"
+    s += f" ZeRO-{p.zero_stage}"
+    if len(set(p.stage_layers)) > 1:
+        s += " layers " + _ints(p.stage_layers) if p.pp <= 4 else f" layers {p.stage_layers[0]}/{p.stage_layers[1]}…/{p.stage_layers[-1]}"
+    if any(p.recompute_layers):
+        s += " recompute " + (_ints(p.recompute_layers) if p.pp <= 4 else f"{sum(p.recompute_layers)} layers")
+    elif p.recompute == "selective":
+        s += " selective"
+    return s
+
+
+def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Evaluation] = None) -> Table:
+    """One row per plan: step time, the difference to the best, MFU, memory and the plan."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for header, justify in (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"),
+                            ("tokens/s", "right"), ("peak GiB", "right"), ("plan", "left")):
+        table.add_column(header, justify=justify, no_wrap=header != "plan")
+    ref = best or (evaluations[0] if evaluations else None)
+    for i, e in enumerate(evaluations, 1):
+        m = e.metrics
+        delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
+        table.add_row(str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
+                      f"{m.peak_memory_gib:.1f}", _short_plan(e.plan))
+    return table
+
+
+def why_it_wins(best: Evaluation, other: Evaluation) -> str:
+    """The breakdown terms that differ most between the best plan and a runner-up, in words."""
+    a, b = best.metrics.breakdown_s, other.metrics.breakdown_s
+    diffs = sorted(((b[k] - a[k], k) for k in a), reverse=True)
+    parts = [f"{k} {d:+.2f} s" for d, k in diffs if abs(d) >= 0.005 * best.metrics.step_time_s][:3]
+    return ", ".join(parts) if parts else "same breakdown within 0.5 %"
+
+
+def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> None:
+    """``solver-cli optimize`` for people: status, the best plan with its ledger, runners-up, frontier, reasons."""
+    if spec is not None:
+        console.print(Text(spec_summary(spec), style="bold"))
+    st = result.stats
+    ok = result.status in ("OPTIMAL", "FEASIBLE")
+    line = Text.assemble("status: ", (result.status, "bold green" if ok else "bold red"),
+                         f"  objective: {result.objective}  method: {st.method}  ",
+                         f"{st.choices_total} legal choices, {st.choices_searched} searched after bounds, "
+                         f"{st.wall_time_s:.2f} s")
+    if st.gap is not None and result.status != "OPTIMAL":
+        line.append(f"  gap {st.gap * 100:.2f} %")
+    console.print(line)
+    if result.plans:
+        best = result.plans[0]
+        console.print(Text("Best plan", style="bold"))
+        console.print(plan_table(best.plan))
+        console.print(metrics_table(best))
+        console.print(breakdown_table(best))
+        console.print(stage_table(best))
+        if len(result.plans) > 1:
+            console.print(ranking_table(result.plans, f"Top {len(result.plans)} (distinct choices, best first)"))
+            for i, e in enumerate(result.plans[1:], 2):
+                console.print(Text(f"  #{i} loses on: {why_it_wins(best, e)}", style="dim"))
+    if result.pareto:
+        axis = "peak memory per GPU" if result.pareto_axis == "memory" else "GPU count"
+        console.print(ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)"))
+    if result.explanation is not None:
+        ex = result.explanation
+        console.print(Text("Why nothing fits", style="bold red"))
+        console.print(Text(f"  {ex.summary}"))
+        if ex.conflicting:
+            console.print(Text("  conflicting requirements: " + ", ".join(ex.conflicting)))
+        if ex.relaxations:
+            console.print(Text("What would fit", style="bold"))
+            for r in ex.relaxations:
+                tail = f"  -> {_short_plan(r.plan.plan)}, {r.plan.metrics.step_time_s:.2f} s" if r.plan else ""
+                console.print(Text(f"  - {r.requirement}: {r.change}{tail}"))
+
+
+__all__ = ["plan_result_to_dict", "render_result", "ranking_table", "why_it_wins", "plan_to_dict", "metrics_to_dict", "plan_entry", "result_to_dict", "evaluation_to_dict",
+           "evaluation_status", "to_json", "render_evaluation", "spec_summary", "plan_table", "metrics_table",
+           "breakdown_table", "stage_table", "PLAN_KEYS", "METRIC_KEYS"]
