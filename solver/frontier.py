@@ -23,24 +23,93 @@ MIB_KIB = 1024
 MAX_POINTS = 200
 
 
+class _RowCache:
+    """Per-choice optima under shrinking memory caps, reused along the frontier sweep.
+
+    A choice's optimum at cap c is still its optimum at any c' < c that it fits under (the feasible set
+    only shrank), it is infeasible at every c' < c if it is at c, and its optimum can only get worse as
+    the cap shrinks -- so an earlier optimum is also a lower bound.
+    """
+
+    def __init__(self, searcher):
+        self.s = searcher
+        self.res: dict[int, tuple[int, Optional[tuple]]] = {}
+
+    def solve(self, i: int, cap: int):
+        hit = self.res.get(i)
+        if hit is not None:
+            c0, r = hit
+            if cap == c0 or (cap < c0 and (r is None or r[1] <= cap)):
+                return r
+        r = self.s._row_solve(i, cap)
+        if hit is None or cap < hit[0]:
+            self.res[i] = (cap, r)
+        return r
+
+    def bound(self, i: int, lb0: float, cap: int) -> float:
+        hit = self.res.get(i)
+        if hit is not None and cap <= hit[0]:
+            if hit[1] is None:
+                return float("inf")
+            return max(lb0, hit[1][0])
+        return lb0
+
+    def best(self, ranked0: list[tuple[int, float]], cap: int):
+        """Minimum U under ``cap`` over all choices (exact; branch and bound on cached bounds)."""
+        order = sorted(((self.bound(i, lb, cap), i) for i, lb in ranked0), key=lambda t: (t[0], t[1]))
+        best = None
+        for b, i in order:
+            if best is not None and b > best[0]:
+                break
+            r = self.solve(i, cap)
+            if r is not None and (best is None or (r[0], r[1], i) < (best[0], best[1], best[2])):
+                best = (r[0], r[1], i, r[2])
+        return best
+
+    def min_peak(self, ranked0: list[tuple[int, float]], cap: int, upper_U: int) -> Optional[int]:
+        """Least peak (MiB) of any plan with U ≤ upper_U under ``cap``: per choice, bisection on its cap."""
+        best_mib = None
+        for i, lb in ranked0:
+            if self.bound(i, lb, cap) > upper_U:
+                continue
+            r = self.solve(i, cap)
+            if r is None or r[0] > upper_U:
+                continue
+            lo, hi = 0, -(-r[1] // MIB_KIB)  # hi: this choice's own peak, rounded up to MiB
+            if best_mib is not None:
+                if lo >= best_mib:
+                    continue
+                hi = min(hi, best_mib)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                rr = self.s._row_solve(i, mid * MIB_KIB)
+                if rr is not None and rr[0] <= upper_U:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            best_mib = hi if best_mib is None else min(best_mib, hi)
+        return best_mib
+
+
 def memory_frontier(searcher) -> list[Evaluation]:
+    """Exact frontier of step time vs peak memory (MiB resolution), on the same integer model."""
     P = searcher.p
     cap = P.cap_kib
+    ranked0 = searcher.ranked(cap)
+    cache = _RowCache(searcher)
     points: list[Evaluation] = []
-    while len(points) < MAX_POINTS:
-        out = searcher.best(cap, 1)
-        if not out.found:
+    while len(points) < MAX_POINTS and cap > 0:
+        best = cache.best(ranked0, cap)
+        if best is None:
             break
-        U = out.found[0].U
-        peak_mib = searcher.min_peak(upper_U=U)
+        U = best[0]
+        peak_mib = cache.min_peak(ranked0, cap, U)
         if peak_mib is None:
             break
-        at = searcher.best(min(cap, peak_mib * MIB_KIB), 1)
-        f = at.found[0] if at.found else out.found[0]
-        points.append(P.evaluate(P.plan(P.rows[f.row_index], f.x)))
+        at = cache.best(ranked0, min(cap, peak_mib * MIB_KIB))
+        U2, _, i, x = at if at is not None else best
+        points.append(P.evaluate(P.plan(P.row(i), x)))
         cap = (peak_mib - 1) * MIB_KIB
-        if cap <= 0:
-            break
     return points
 
 
