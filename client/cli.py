@@ -12,7 +12,6 @@ import sys
 from enum import Enum
 from typing import Any, Iterator
 
-import click
 import typer
 from rich import box
 from rich.console import Console
@@ -77,13 +76,15 @@ def _errors() -> Iterator[None]:
     """Bad input -> exit 2 with one line; anything unexpected -> exit 1 with one line, never a traceback."""
     try:
         yield
-    except (typer.Exit, click.exceptions.Exit, click.ClickException, click.Abort):
+    except (typer.Exit, typer.Abort):
         raise
     except (SpecError, PlanError) as err:
         _fail(str(err), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
-    except Exception as err:  # a bug: report it on one line
+    except Exception as err:  # a bug: report it on one line (usage errors of the CLI framework pass through)
+        if type(err).__module__.split(".")[0] in ("click", "typer"):
+            raise
         _fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
 
 
