@@ -67,7 +67,7 @@ def lower_bounds(rows: list[Row], num_layers: int, cap_kib: int) -> np.ndarray:
                     saves.append(save)
             if ratios:
                 kap[i, j] = min(ratios)
-                rho = max(saves)
+                rho = max(saves) * (2 if cl.name == "RM" else 1)  # DualPipe: rm ≤ 2·lm
                 lfull[i, j] = (cap_kib - c[i, j]) / (sig[i, j] - rho) if sig[i, j] > rho else np.inf
             else:
                 kap[i, j] = np.inf

@@ -115,7 +115,7 @@ class _Model:
             E(v["rf1"] + v["rf2"] <= v["lf"])
             if r.k_dense:
                 E(v["rf2"] <= v["lf"] - r.k_dense)
-            E(v["rm"] <= v["lm"])
+            E(v["rm"] <= (2 if c.schedule == "dualpipe" else 1) * v["lm"])
             E(v["rl"] <= v["ll"])
             if p < 3:
                 E(v["rm"] == 0)
@@ -123,7 +123,7 @@ class _Model:
                 E(v["rl"] == 0)
             if uniform:
                 if p >= 3:
-                    E(v["rm"] == v["rf1"] + v["rf2"])
+                    E(v["rm"] == (2 if c.schedule == "dualpipe" else 1) * (v["rf1"] + v["rf2"]))
                 if p >= 2:
                     E(v["rl"] == v["rf1"] + v["rf2"])
         for cl in r.classes:

@@ -131,7 +131,8 @@ def _candidates(row: Row, x: dict, n: int, full: bool, uniform: bool, k: int, ca
             rf1 = np.minimum(rr, k) if k else rr
             rf2 = rr - rf1 if k else zeros
             big = np.where(ok, 0, BIG)
-            yield {"rf1": rf1 + big, "rf2": rf2, "rm": (rr if "M" in names else zeros) + big,
+            pair = 2 if row.choice.schedule == "dualpipe" else 1  # DualPipe: rm totals a pair of stages
+            yield {"rf1": rf1 + big, "rf2": rf2, "rm": (pair * rr if "M" in names else zeros) + big,
                    "rl": (rr if "L" in names else zeros) + big}
         return
     # independent classes (not DualPipe): the least recompute that fits, per class, is exact
@@ -140,7 +141,7 @@ def _candidates(row: Row, x: dict, n: int, full: bool, uniform: bool, k: int, ca
         yield _independent_minima(row, x, n, k, cap)
         return
     # DualPipe couples F and L in rank 0: enumerate the first stage's count, least last-stage count
-    rm = _class_min(row, "RM", x, n, "rm", lm, cap) if len(row.classes) > 1 else zeros
+    rm = _class_min(row, "RM", x, n, "rm", 2 * lm, cap) if len(row.classes) > 1 else zeros
     for rf in range(0, int(lf.max()) + 1):
         rft = np.full(n, rf, np.int64)
         ok = rft <= lf

@@ -15,6 +15,7 @@ import math
 from dataclasses import replace
 from typing import Optional
 
+from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
@@ -182,7 +183,8 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
                     change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "
                            f"{min_needed - usable:.1f} GiB more than the {usable:.1f} GiB usable on "
                            f"{spec.cluster.gpu}: a GPU with {need_gib:.1f} GiB (cluster.memory_gib) fits it",
-                    patch={"cluster.memory_gib": need_gib}, plan=min_mem_plan))
+                    patch={"cluster.memory_gib": need_gib},
+                    plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan)))  # under the relaxed spec
             continue
         opts = _relaxed_options(problem.options, [r])
         _, ev, _ = _best(spec, method, controls, options=opts)
@@ -201,6 +203,10 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         summary += f"; the least memory any allowed plan needs is {min_needed:.1f} GiB per GPU against {usable:.1f} GiB usable"
     return Explanation(summary=summary, conflicting=core, rejected_choices=rejected, min_memory_needed_gib=min_needed,
                        usable_memory_gib=usable, relaxations=relaxations)
+
+
+def _with_memory(spec: Spec, memory_gib: float) -> Spec:
+    return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"memory_gib": memory_gib})})
 
 
 def _describe_change(requirement: str, ev) -> str:

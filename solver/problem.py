@@ -103,10 +103,14 @@ class Problem:
             rc = [x["rf1"] + x["rf2"]]
         else:
             layers = [x["lf"]] + [x["lm"]] * (p - 2) + [x["ll"]]
-            rc = [x["rf1"] + x["rf2"]] + [x["rm"]] * (p - 2) + [x["rl"]]
+            if c.schedule == "dualpipe":  # rm totals the pair (i, p-1-i) of middle stages a rank holds
+                rc = [x["rf1"] + x["rf2"]] + [(x["rm"] + 1) // 2 if i < p - 1 - i else x["rm"] // 2
+                                              for i in range(1, p - 1)] + [x["rl"]]
+            else:
+                rc = [x["rf1"] + x["rf2"]] + [x["rm"]] * (p - 2) + [x["rl"]]
         recompute = c.recompute
-        if recompute == "full" and not any(rc):
-            recompute = "none"  # canonical: full recompute of zero layers is no recompute
+        if recompute == "full" and not any(rc) and "none" in self.options.recompute:
+            recompute = "none"  # canonical: full recompute of zero layers is no recompute (when 'none' is allowed)
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=recompute, recompute_layers=rc, zero_stage=c.zero_stage,

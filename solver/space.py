@@ -99,7 +99,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
 
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
-        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble
+        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
     mbs_values = opts.micro_batch_size or DEFAULT_MICRO_BATCH_SIZES
 
     def reject(why: list[str], count: int = 1) -> None:
@@ -143,7 +143,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                             reject([f"dp·micro_batch_size must divide training.global_batch_size ({gbs})"])
                             continue
                         m = gbs // (dp * mbs)
-                        for schedule in schedules:
+                        for schedule in (schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
                             vpps = [1]
                             if schedule == "interleaved":
                                 vpps = [v for v in (opts.vpp or DEFAULT_VPP)

@@ -5,7 +5,8 @@ integer objective; returned plans are then re-evaluated with the float cost mode
 
 Variables (per plan): ``lf, lm, ll`` layers of the first, each middle and the last stage; ``rf1`` the
 first stage's recomputed dense layers, ``rf2`` its recomputed MoE layers (MoE models keep their leading
-dense layers on the first stage), ``rm``, ``rl`` recomputed layers of the middle and last stages.
+dense layers on the first stage), ``rm``, ``rl`` recomputed layers of the middle and last stages (under
+DualPipe ``rm`` is the total of the two middle stages a rank holds, 0 ≤ rm ≤ 2·lm).
 Middle stages share one count: under every schedule here stage 1 holds the most in-flight micro-batches
 among the middle stages, so equal middles lose nothing (cpsat-modeling.md §2.7).
 
@@ -135,15 +136,20 @@ _VAR_L = {"F": "lf", "M": "lm", "L": "ll"}
 _VAR_R = {"F": "rf1", "M": "rm", "L": "rl"}
 
 
-def _rank_class(name: str, members: list[tuple[_StageLin, str]], time_w: float, act_w: float) -> RankClass:
-    """A pipeline rank made of ``members`` stages: time weighted by time_w, activations by act_w."""
+def _rank_class(name: str, members: list[tuple[_StageLin, str]], time_w: float, act_w: float,
+                r_scale: float = 1.0) -> RankClass:
+    """A pipeline rank made of ``members`` stages: time weighted by time_w, activations by act_w.
+
+    ``r_scale`` scales the recompute variables' coefficients: a DualPipe middle rank holds two middle
+    stages whose time and memory depend only on their recompute total R, so its variable is R and each
+    stage counts R/2."""
     t_terms, up, saves, dp_terms = [], [], [], []
     t_const = states_const = act_const = dp_const = 0.0
     for x, s in members:
         vl, vr = _VAR_L[s], _VAR_R[s]
-        t_terms += [(vl, time_w * x.t_l), (vr, time_w * x.t_r1)]
+        t_terms += [(vl, time_w * x.t_l), (vr, time_w * x.t_r1 * r_scale)]
         up += [(vl, x.states_l + act_w * x.act_l)]
-        saves += [(vr, act_w * x.save_r1)]
+        saves += [(vr, act_w * x.save_r1 * r_scale)]
         if s == "F":
             t_terms.append(("rf2", time_w * x.t_r2))
             saves.append(("rf2", act_w * x.save_r2))
@@ -171,7 +177,8 @@ def build_row(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model
     if c.schedule == "dualpipe":  # rank i runs stages i and p-1-i (DeepSeek-V3 §3.2.1)
         classes = [_rank_class("R0", [(lin["F"], "F"), (lin["L"], "L")], 0.5, 0.5)]
         if p >= 4:
-            classes.append(_rank_class("RM", [(lin["M"], "M"), (lin["M"], "M")], 0.5, 0.5))
+            # rm is the recompute total of the pair of middle stages a rank holds (0 ≤ rm ≤ 2·lm)
+            classes.append(_rank_class("RM", [(lin["M"], "M"), (lin["M"], "M")], 0.5, 0.5, r_scale=0.5))
     else:
         classes = [_rank_class(s, [(lin[s], s)], 1.0, 1.0) for s in names]
 

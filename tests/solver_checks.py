@@ -1,0 +1,97 @@
+"""Shared checks for the solver tests: a returned plan is legal, fits, and respects the spec's ``search:``.
+
+Used by test_solver_oracle.py, test_solver_seed_table.py and test_solver_infeasible.py.
+"""
+
+from __future__ import annotations
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import choice_costs, nvlink_domain_size
+from parplan.costmodel.evaluate import Evaluation, evaluate, plan_choice
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.legality import choice_violations, stage_violations
+from parplan.costmodel.spec import Plan, Spec
+from parplan.solver.tables import D, build_row, evaluate_row
+
+SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
+
+PIN_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp")
+
+
+def search_violations(spec: Spec, plan: Plan) -> list[str]:
+    """Every way ``plan`` breaks the spec's ``search:`` restrictions (empty: it respects them all)."""
+    s = spec.search
+    out = []
+    for f in PIN_FIELDS:
+        allowed = getattr(s, f)
+        if allowed is not None and getattr(plan, f) not in allowed:
+            out.append(f"{f} = {getattr(plan, f)} not in search.{f} = {allowed}")
+    if s.schedules is not None and plan.schedule not in s.schedules:
+        out.append(f"schedule {plan.schedule} not in search.schedules = {s.schedules}")
+    if s.zero_stages is not None and plan.zero_stage not in s.zero_stages:
+        out.append(f"zero_stage {plan.zero_stage} not in search.zero_stages = {s.zero_stages}")
+    if s.recompute is not None and plan.recompute not in s.recompute:
+        out.append(f"recompute {plan.recompute!r} (layers {plan.recompute_layers}) not in search.recompute = "
+                   f"{s.recompute}")
+    # sequence parallelism is meaningless at tp = 1 and always reported off there
+    if s.sequence_parallel is not None and plan.tp > 1 and plan.sequence_parallel not in s.sequence_parallel:
+        out.append(f"sequence_parallel {plan.sequence_parallel} not in search.sequence_parallel = "
+                   f"{s.sequence_parallel}")
+    if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
+        out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
+    if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:
+        out.append(f"uniform_recompute is true but recompute_layers = {plan.recompute_layers}")
+    return out
+
+
+def check_plan(spec: Spec, ev: Evaluation) -> None:
+    """A returned plan: no violations, fits, passes the legality rules, respects ``search:``, and its
+    evaluation is what the float cost model gives for it."""
+    plan = ev.plan
+    assert ev.violations == [], (plan, ev.violations)
+    assert ev.metrics.fits, plan
+    a = resolve_assumptions(spec.assumptions)
+    gpu = resolve_gpu(spec.cluster)
+    c = plan_choice(plan)
+    assert choice_violations(spec, c, a, nvlink_domain_size(spec, gpu)) == [], plan
+    assert stage_violations(spec, c, plan.stage_layers, plan.recompute_layers) == [], plan
+    assert plan.num_gpus == spec.cluster.num_gpus, plan
+    assert plan.dp * plan.micro_batch_size * plan.num_microbatches == spec.training.global_batch_size, plan
+    assert search_violations(spec, plan) == [], search_violations(spec, plan)
+    again = evaluate(spec, plan)
+    assert again.metrics.step_time_s == ev.metrics.step_time_s, plan
+    assert again.metrics.peak_memory_gib == ev.metrics.peak_memory_gib, plan
+
+
+def integer_step_time_s(spec: Spec, plan: Plan) -> float:
+    """The solver's integer objective U of ``plan`` (its coefficient table, tables.evaluate_row), in seconds."""
+    a = resolve_assumptions(spec.assumptions)
+    gpu = resolve_gpu(spec.cluster)
+    moe = spec.model.moe
+    k = moe.first_dense_layers if moe else 0
+    row = build_row(choice_costs(spec, plan_choice(plan), gpu, a), a, spec.model.num_layers, k, moe is not None)
+    p = plan.pp
+    rc = plan.recompute_layers
+    x = {"lf": plan.stage_layers[0], "lm": plan.stage_layers[1] if p >= 3 else 0,
+         "ll": plan.stage_layers[-1] if p >= 2 else 0,
+         "rf1": min(rc[0], k) if k else rc[0], "rf2": max(0, rc[0] - k) if k else 0,
+         "rm": rc[1] if p >= 3 else 0, "rl": rc[-1] if p >= 2 else 0}
+    U, _, _ = evaluate_row(row, x)
+    return U / D / 1e9
+
+
+def check_integer_scaling(spec: Spec, result) -> None:
+    """'Integer scaling error below 0.1 %': the solver's objective value against the re-evaluated best plan,
+    and every returned plan's integer objective against its float step time."""
+    if not result.plans:
+        return
+    best = result.plans[0].metrics.step_time_s
+    if result.objective == "max_throughput":
+        assert result.stats.objective_value is not None
+        assert abs(result.stats.objective_value - best) / best < SCALE_TOL, (result.stats.objective_value, best)
+    for ev in result.plans:
+        t = ev.metrics.step_time_s
+        if len(set(ev.plan.stage_layers[1:-1])) > 1 or len(set(ev.plan.recompute_layers[1:-1])) > 1:
+            continue  # not expressible in the first/middle/last table (never returned by the solver)
+        u = integer_step_time_s(spec, ev.plan)
+        assert abs(u - t) / t < SCALE_TOL, (ev.plan, u, t)
