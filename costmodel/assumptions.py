@@ -7,9 +7,20 @@ knob by name; an unknown name is an error. ``textbook`` adopts the conventions o
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from parplan.costmodel.calibration import FITTED, FIXED
+
+_CAL: dict[str, float] = {**FIXED, **FITTED}
+_FIT = "fitted by benchmarks/fit.py on published-runs.yaml (costmodel/calibration.py)"
+# ceilings: the largest per-generation value, so that the ceiling knob never binds under the default preset
+_CEIL = {
+    "matmul": max(v for k, v in _CAL.items() if k.startswith("matmul_efficiency_")),
+    "fp8": max(v for k, v in _CAL.items() if k.startswith("fp8_matmul_efficiency_")),
+    "attention": max(v for k, v in _CAL.items() if k.startswith("attention_efficiency_")),
+}
 
 
 class Assumptions(BaseModel):
@@ -25,7 +36,7 @@ class Assumptions(BaseModel):
         None, ge=0, description="bytes per s*b*h per layer (before /TP); None: itemized from the architecture "
         "(GQA, gated MLP, flash attention), Korthikanti et al. 2022 Table 2 style; textbook: 34")
     recomputed_layer_sbh_coefficient: float = Field(2.0, ge=0, description="a fully recomputed layer keeps its bf16 input: 2*s*b*h (Korthikanti 2022 §4)")
-    flash_attention: bool = Field(True, description="attention scores are never stored (FlashAttention); False adds Korthikanti's 5·a·s/h term, which selective recompute removes")
+    flash_attention: bool = Field(True, description="fused attention (FlashAttention): scores never stored, causal blocks skipped; False (Megatron-LM before 2023): Korthikanti's 5·a·s/h activation term (selective recompute removes it), the whole s x s score matrix computed by batched GEMMs, and the scores moved through memory (activation_traffic_passes)")
     dropout_masks: bool = Field(False, description="count 1-byte dropout masks (GPT-3 style); Llama-style models use no dropout")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
     spread_embedding_evenly: bool = Field(False, description="textbook: weights spread evenly over stages instead of embedding on the first and LM head on the last stage")
@@ -33,24 +44,40 @@ class Assumptions(BaseModel):
     memory_reserve_gib: float = Field(2.0, ge=0, description="CUDA context, NCCL and workspace buffers per GPU")
     memory_from_nominal_gb: bool = Field(False, description="textbook: read '80 GB' as 80e9 bytes")
 
-    # ---- compute
-    matmul_efficiency: float = Field(0.6, gt=0, le=1, description="achieved share of dense peak for layer compute (seed 003: EFF = 0.6)")
-    fp8_matmul_efficiency: Optional[float] = Field(0.4, gt=0, le=1, description="achieved share of the FP8 peak for linear layers under FP8 training (casts and scaling included): 0.4 of FP8 peak is 1.33x the BF16 default, the 1.3-1.5x end-to-end FP8 speed-ups of the NeMo 24.07 and torchtitan rows (published-runs.md); None: matmul_efficiency")
-    attention_efficiency: Optional[float] = Field(0.33, gt=0, le=1, description="achieved share of the BF16 peak in the attention core (QKᵀ, AV), which runs in BF16 even under FP8 training; FlashAttention-2/3 reach roughly 35-60 % on H100 (Shah et al. 2024, FlashAttention-3 §4); None: matmul_efficiency (textbook)")
+    # ---- compute (efficiency model: costmodel/efficiency.py; fitted values: costmodel/calibration.py)
+    matmul_efficiency: float = Field(_CEIL["matmul"], gt=0, le=1, description="ceiling on the share of the dense BF16 peak any linear layer reaches (the solver's time bounds use it); default: the largest fitted per-generation value, so it never binds; textbook: 0.6 flat (seed 003: EFF = 0.6)")
+    matmul_efficiency_ampere: Optional[float] = Field(_CAL["matmul_efficiency_ampere"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on A100; {_FIT}; None: matmul_efficiency")
+    matmul_efficiency_hopper: Optional[float] = Field(_CAL["matmul_efficiency_hopper"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on H100/H800/H200; {_FIT}; None: matmul_efficiency")
+    matmul_efficiency_blackwell: Optional[float] = Field(_CAL["matmul_efficiency_blackwell"], gt=0, le=1, description="share of the BF16 peak that large GEMMs reach on B200/GB200; no expressible Blackwell row, so the fitted Hopper value; None: matmul_efficiency")
+    matmul_shape_penalty: float = Field(_CAL["matmul_shape_penalty"], ge=0, description=f"kappa: a GEMM of M x K x N takes 1 + kappa*R*(1/M + 1/K + 1/N) times its large-GEMM time, R = BF16 peak / HBM bandwidth (roofline ridge); TP, CP and small micro-batches shrink M, K, N; {_FIT}; textbook 0")
+    fp8_matmul_efficiency: Optional[float] = Field(_CEIL["fp8"], gt=0, le=1, description="ceiling on the share of the FP8 peak that linear layers reach under FP8 training (casts and scaling included; the solver's bounds use it); default: the largest fitted per-generation value; None: matmul_efficiency against the FP8 peak (textbook)")
+    fp8_matmul_efficiency_hopper: Optional[float] = Field(_CAL["fp8_matmul_efficiency_hopper"], gt=0, le=1, description=f"share of the FP8 peak that large FP8 GEMMs reach on Hopper; {_FIT}; None: fp8_matmul_efficiency")
+    fp8_matmul_efficiency_blackwell: Optional[float] = Field(_CAL["fp8_matmul_efficiency_blackwell"], gt=0, le=1, description="share of the FP8 peak that large FP8 GEMMs reach on Blackwell; no expressible Blackwell row, so the fitted Hopper value; None: fp8_matmul_efficiency")
+    attention_efficiency: Optional[float] = Field(_CEIL["attention"], gt=0, le=1, description="ceiling on the share of the BF16 peak reached in the attention core (QK^T, AV), which runs in BF16 even under FP8 training; default: the largest fitted per-generation value; None: the linear layers' rate (textbook)")
+    attention_efficiency_ampere: Optional[float] = Field(_CAL["attention_efficiency_ampere"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on A100; {_FIT}; None: attention_efficiency")
+    attention_efficiency_hopper: Optional[float] = Field(_CAL["attention_efficiency_hopper"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on Hopper (FlashAttention-2/3 reach roughly 35-75 %, Shah et al. 2024 §4); {_FIT}; None: attention_efficiency")
+    attention_efficiency_blackwell: Optional[float] = Field(_CAL["attention_efficiency_blackwell"], gt=0, le=1, description="long-sequence attention-core share of the BF16 peak on Blackwell; no expressible Blackwell row, so the fitted Hopper value; None: attention_efficiency")
+    attention_seq_penalty: float = Field(_CAL["attention_seq_penalty"], ge=0, description=f"s0 in tokens: attention efficiency = e_attn / (1 + s0 / (seq_len/cp)); FlashAttention is slower on short sequences (FlashAttention-2 Fig. 4-6); {_FIT}; textbook 0")
+    activation_traffic_passes: float = Field(_CAL["activation_traffic_passes"], ge=0, description=f"memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused softmax): a layer's activation bytes (the memory ledger's items, all of them) times this many passes at HBM bandwidth, per micro-batch fwd+bwd; {_FIT}; textbook 0")
+    hbm_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="HBM bandwidth per GPU in GB/s for the GEMM roofline and the elementwise traffic; None: the GPU's datasheet value (costmodel/efficiency.py)")
     attention_flops_causal_fraction: float = Field(0.5, gt=0, le=1, description="causal masking halves the score/context FLOPs (seed 003: 6*s*h per token per layer)")
     backward_to_forward_ratio: float = Field(2.0, gt=0, description="B = 2F for matmuls (seed 000 bubble example: F=1, B=2)")
     moe_load_imbalance: float = Field(1.1, ge=1, description="busiest expert rank over the mean (seed 003 exercise: 1.1-1.3)")
 
     # ---- communication (alpha-beta, seed 001 §2.3)
     include_latency: bool = Field(True, description="alpha term of the alpha-beta model; textbook: bandwidth only")
-    intra_node_bandwidth_efficiency: float = Field(0.8, gt=0, le=1, description="achieved bus bandwidth over NVLink link rate")
-    inter_node_bandwidth_efficiency: float = Field(0.8, gt=0, le=1, description="achieved bus bandwidth over NIC line rate")
-    tp_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of TP comm hidden (Megatron --tp-comm-overlap); seed 003: none")
+    intra_node_bandwidth_efficiency: float = Field(_CAL["intra_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NVLink link rate; {_FIT}")
+    inter_node_bandwidth_efficiency: float = Field(_CAL["inter_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NIC line rate; {_FIT}")
+    intra_node_latency_factor: float = Field(_CAL["intra_node_latency_factor"], gt=0, description=f"achieved per-step latency of NVLink collectives over the GPU catalog's alpha (seed 001: 5 us); {_FIT}")
+    inter_node_latency_factor: float = Field(_CAL["inter_node_latency_factor"], gt=0, description=f"achieved per-step latency of network collectives over the GPU catalog's alpha (seed 001: 30 us); {_FIT}")
+    hierarchical_collectives: bool = Field(True, description="DP/ZeRO reduce-scatters and all-gathers of a group with k members per NVLink domain move 1/k of each GPU's ring bytes over its NIC (the ring crosses the network once per domain; NCCL rings traverse the local GPUs over NVLink); textbook: every GPU's bytes over its own NIC")
+    tp_comm_overlap: float = Field(_CAL["tp_comm_overlap"], ge=0, le=1, description=f"share of TP comm hidden behind GEMMs (Megatron --tp-comm-overlap, torchtitan AsyncTP); {_FIT} on the rows that use it; set 0 for frameworks without it; seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
+    cp_comm_overlap: float = Field(_CAL["cp_comm_overlap"], ge=0, le=1, description=f"share of the CP ring KV exchange hidden behind the attention core (never more than that compute); {_FIT}; textbook 1 (all of it, as far as attention lasts)")
     overlap_limited_by_compute: bool = Field(True, description="hidden DP/ZeRO traffic cannot exceed the compute it hides behind (per layer: the backward of the last micro-batch for per-step traffic, the layer's fwd+bwd for ZeRO-2/3); textbook: fixed fractions")
-    dp_comm_overlap: float = Field(0.8, ge=0, le=1, description="share of DP grad reduce / param gather hidden behind backward (seed 003: 80 %)")
-    zero_microbatch_comm_overlap: float = Field(0.8, ge=0, le=1, description="share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter)")
-    pp_comm_overlap: float = Field(0.5, ge=0, le=1, description="share of stage-boundary p2p hidden (seed 003: half)")
+    dp_comm_overlap: float = Field(_CAL["dp_comm_overlap"], ge=0, le=1, description=f"share of DP grad reduce / param gather hidden behind backward / forward (Megatron --overlap-grad-reduce/--overlap-param-gather, PyTorch DDP buckets); {_FIT} on the rows that overlap; seed 003: 80 %")
+    zero_microbatch_comm_overlap: float = Field(_CAL["zero_microbatch_comm_overlap"], ge=0, le=1, description=f"share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter; FSDP prefetch); {_FIT}")
+    pp_comm_overlap: float = Field(_CAL["pp_comm_overlap"], ge=0, le=1, description=f"share of stage-boundary p2p hidden; {_FIT}; seed 003: half")
     ep_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of EP all-to-all hidden without DualPipe")
     ep_comm_overlap_dualpipe: float = Field(0.9, ge=0, le=1, description="share hidden under DualPipe's paired chunks (DeepSeek-V3 §3.2.1)")
     ep_dispatch_bytes: float = Field(2.0, gt=0, description="bytes per element of dispatched tokens (DeepSeek-V3 dispatches FP8: 1)")
@@ -79,16 +106,32 @@ PRESETS: dict[str, dict[str, Any]] = {
         "memory_reserve_gib": 0.0,
         "memory_from_nominal_gb": True,
         "matmul_efficiency": 0.6,
+        "matmul_efficiency_ampere": None,
+        "matmul_efficiency_hopper": None,
+        "matmul_efficiency_blackwell": None,
+        "matmul_shape_penalty": 0.0,
         "attention_efficiency": None,
+        "attention_efficiency_ampere": None,
+        "attention_efficiency_hopper": None,
+        "attention_efficiency_blackwell": None,
+        "attention_seq_penalty": 0.0,
+        "activation_traffic_passes": 0.0,
         "fp8_matmul_efficiency": None,
+        "fp8_matmul_efficiency_hopper": None,
+        "fp8_matmul_efficiency_blackwell": None,
         "overlap_limited_by_compute": False,
         "moe_load_imbalance": 1.0,
         "include_latency": False,
+        "hierarchical_collectives": False,
+        "intra_node_latency_factor": 1.0,
+        "inter_node_latency_factor": 1.0,
         "intra_node_bandwidth_efficiency": 1.0,
         "inter_node_bandwidth_efficiency": 1.0,
         "tp_comm_overlap": 0.0,
         "cp_comm_overlaps_attention": True,
+        "cp_comm_overlap": 1.0,
         "dp_comm_overlap": 0.8,
+        "zero_microbatch_comm_overlap": 0.8,
         "pp_comm_overlap": 0.5,
         "recompute_repeats_comm": False,
         "grad_reduce_bytes": 2.0,
@@ -103,7 +146,9 @@ AssumptionsSpec = create_model(  # the spec's ``assumptions:`` section: a preset
     "AssumptionsSpec",
     __config__=ConfigDict(extra="forbid", strict=True, frozen=True),
     preset=(Literal[tuple(PRESETS)], "default"),
-    **{name: (Optional[field.annotation], None) for name, field in Assumptions.model_fields.items()},
+    # overrides keep each knob's own range checks (ge/le/gt) so a bad value is a spec error naming it
+    **{name: (Optional[Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation], None)
+       for name, field in Assumptions.model_fields.items()},
 )
 
 

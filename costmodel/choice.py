@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import ring_gather_time_s
+from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
+                                          max_linear_efficiency)
 from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.memory import dense_layer_activation_items, model_state_bytes
 from parplan.costmodel.mesh import span_within_domain
@@ -169,10 +171,10 @@ def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions, num_gpus
     nv = span_within_domain(stride, size, domain, num_gpus)
     if nv:
         bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
-        lat = gpu.intra_node_latency_us * 1e-6
+        lat = gpu.intra_node_latency_us * 1e-6 * a.intra_node_latency_factor
     else:
         bw = gpu.inter_node_bandwidth_gbps * 1e9 * a.inter_node_bandwidth_efficiency
-        lat = gpu.inter_node_latency_us * 1e-6
+        lat = gpu.inter_node_latency_us * 1e-6 * a.inter_node_latency_factor
     return Link(nv, bw, lat if a.include_latency else 0.0)
 
 
@@ -184,13 +186,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     h = m.hidden_size
     seq = spec.training.seq_len
     domain = nvlink_domain_size(spec, gpu)
-    peak = gpu.peak_tflops(spec.training.precision) * 1e12
-    linear_eff = a.matmul_efficiency
-    if spec.training.precision == "fp8" and a.fp8_matmul_efficiency is not None:
-        linear_eff = a.fp8_matmul_efficiency
-    rate = peak * linear_eff  # linear layers, at the training precision's peak
-    attn_rate = (gpu.peak_bf16_tflops * 1e12 * a.attention_efficiency if a.attention_efficiency is not None
-                 else rate)  # attention core: BF16 FlashAttention
+    precision = spec.training.precision
+    peak = gpu.peak_tflops(precision) * 1e12
+    rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
 
     n = c.num_gpus
     links = {
@@ -202,9 +200,38 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a, n),
     }
 
+    # DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
+    # domain: the ring crosses the network once per domain and the k members share the domain's NICs, so
+    # each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth,
+    # at most NVLink's (hierarchical_collectives; textbook: every GPU's bytes over its own NIC)
+    def collective(name: str, stride: int) -> Link:
+        L_ = links[name]
+        if L_.nvlink or not a.hierarchical_collectives:
+            return L_
+        k = max(1, domain // stride) if stride < domain else 1
+        nv_bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
+        return Link(False, min(L_.bandwidth_Bps * k, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
+
+    coll = {"dp_cp": collective("dp_cp", c.tp), "edp": collective("edp", c.etp * c.ep)}
+
     s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
     tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
     tokens_gpu = tokens_tp_group / c.tp  # per-GPU share of token-FLOPs
+    attn_eff = attention_efficiency(a, gpu, s_rank)  # attention core: BF16 FlashAttention
+    attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else rate
+    hbm_Bps = hbm_bandwidth_gbps(gpu, a) * 1e9
+
+    # ---- seconds per linear FLOP of each GEMM group, by its per-GPU shape (costmodel/efficiency.py)
+    def spf(gemms: list[tuple[float, float, float, float]]) -> float:
+        return linear_seconds_per_flop(a, gpu, precision, peak, gemms)
+
+    M = float(tokens_tp_group)  # GEMM rows: with or without SP, each TP rank multiplies every token
+    f_mlp = m.ffn_hidden_size
+    up = 2 if m.gated_mlp else 1
+    attn_gemms = [(h * (arch.q_dim + 2 * arch.kv_dim), M, h, (arch.q_dim + 2 * arch.kv_dim) / c.tp),
+                  (arch.q_dim * h, M, arch.q_dim / c.tp, h)]
+    mlp_gemms = [(up * h * f_mlp, M, h, up * f_mlp / c.tp), (h * f_mlp, M, f_mlp / c.tp, h)]
+    spf_dense = spf(attn_gemms + mlp_gemms)
     sp = c.sequence_parallel and c.tp > 1
     fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
 
@@ -215,8 +242,16 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     kv_bytes = 2 * tokens_tp_group * arch.kv_dim * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
     Lc = links["cp"]
     ring = 3 * (c.cp - 1) * (Lc.latency_s + kv_bytes / Lc.bandwidth_Bps) if c.cp > 1 else 0.0
-    attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate
-    cp_layer = max(0.0, ring - attn_core_s) if a.cp_comm_overlaps_attention else ring
+    if a.flash_attention:
+        attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate
+    else:
+        # unfused attention (before FlashAttention): batched GEMMs over the whole s x s score matrix, mask
+        # applied afterwards, at the GEMM rate for their shapes (QK^T: s x d_head x s, AV: s x s x d_head);
+        # the softmax/dropout passes over the scores are memory traffic (activation_traffic_passes)
+        d_head = m.head_size
+        attn_core_s = tokens_gpu * arch.attention_core_flops(seq, 1.0) * spf(
+            [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
+    cp_layer = max(ring * (1 - a.cp_comm_overlap), ring - attn_core_s) if a.cp_comm_overlaps_attention else ring
 
     # ---- data-parallel / ZeRO traffic per parameter on this GPU
     def dp_comm_per_param(link_: Link, n: int) -> tuple[float, float]:
@@ -254,6 +289,13 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if c.zero_stage == 3 else 0.0)
         return (n - 1) / n * mb_bytes / link_.bandwidth_Bps
 
+    def zero_latency(link_: Link, n: int) -> float:
+        """Per layer and micro-batch: the ring latency (n-1)·alpha of each of the layer's ZeRO-2/3
+        collectives (ZeRO-2: the gradient reduce-scatter; ZeRO-3: also two parameter all-gathers)."""
+        if c.zero_stage < 2 or n <= 1:
+            return 0.0
+        return (3 if c.zero_stage == 3 else 1) * (n - 1) * link_.latency_s
+
     def exposed(comm_s: float, overlap: float, window_s: float) -> float:
         """Traffic left on the critical path: the fixed fraction, or more when the compute it can hide
         behind (``window_s``) is shorter than the traffic."""
@@ -281,6 +323,18 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         attn_act_per_token = dense_act_per_token - mlp_items / c.tp
     rc_act_per_token = a.recomputed_layer_sbh_coefficient * h / (c.tp if (sp or a.activation_sbh_coefficient is not None) else 1)
 
+    # ---- memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
+    # softmax): activation_traffic_passes x the layer's activation bytes (all of them, whatever is stored)
+    traffic_per_token = dense_act_per_token
+    if a.activation_sbh_coefficient is None and c.recompute == "selective":
+        traffic_per_token = dense_layer_activation_items(
+            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
+            a.flash_attention, a.dropout_masks, keep_scores=True).per_token(c.tp, sp)
+    scores_per_token = traffic_per_token - dense_act_per_token  # dropped by selective recompute, still moved
+
+    def traffic_s(per_token: float) -> float:
+        return a.activation_traffic_passes * tokens_tp_group * per_token / hbm_Bps
+
     selective_dense = 0.0
     if c.recompute == "selective" and not a.flash_attention:
         selective_dense = attn_core_s * fwd_share
@@ -293,23 +347,22 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     # ---- dense layer
     dense_params_gpu = arch.dense_layer_params / c.tp
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-    dense_compute = (tokens_gpu * arch.dense_layer_linear_flops / rate
-                     + tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate)
+    dense_compute = tokens_gpu * arch.dense_layer_linear_flops * spf_dense + attn_core_s + traffic_s(traffic_per_token)
     rc_comm = recompute_comm(tp_layer, cp_layer, 0.0)
     dense = LayerCost(
         compute_s=dense_compute + selective_dense,
         tp_s=tp_layer,
         cp_s=cp_layer,
         ep_s=0.0,
-        zero_s=exposed(dense_params_gpu * zero_comm_per_param(links["dp_cp"], g_dense),
-                       a.zero_microbatch_comm_overlap, dense_compute),
+        zero_s=exposed(dense_params_gpu * zero_comm_per_param(coll["dp_cp"], g_dense)
+                       + zero_latency(coll["dp_cp"], g_dense), a.zero_microbatch_comm_overlap, dense_compute),
         recompute_s=dense_compute * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=selective_dense,
         states_bytes=states(dense_params_gpu, g_dense),
         act_bytes=tokens_tp_group * dense_act_per_token,
         act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-        dp_s=dp_exposed([(dense_params_gpu, links["dp_cp"], g_dense)], dense_compute),
+        dp_s=dp_exposed([(dense_params_gpu, coll["dp_cp"], g_dense)], dense_compute),
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
     )
@@ -321,9 +374,16 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         expert_gpu = arch.expert_params_per_layer / (c.ep * c.etp)
         moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
                                         + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-        moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops
-                                     + arch.moe_layer_expert_flops * a.moe_load_imbalance) / rate
-                       + tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate)
+        f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
+        # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
+        M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
+        shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
+                        (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
+        nonexpert = attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
+        expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
+        moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
+                                     + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
+                       + attn_core_s)
         Le = links["ep"]
         token_bytes = tokens_gpu * moe.top_k * h
         a2a = (ring_gather_time_s(token_bytes * a.ep_dispatch_bytes, c.ep, Le.latency_s, Le.bandwidth_Bps)
@@ -336,14 +396,16 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             shared = moe.num_shared_experts * (6 if m.gated_mlp else 4) * arch.shared_expert_ffn / c.tp
             routed = moe.top_k * (2 * h * c.etp + (6 if m.gated_mlp else 4) * moe.expert_ffn_hidden_size) / c.tp
             moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
+        moe_compute += traffic_s(moe_act_per_token + scores_per_token)
         rc_comm_m = recompute_comm(tp_layer, cp_layer, ep_layer)
         moe_cost = LayerCost(
             compute_s=moe_compute + selective_dense,
             tp_s=tp_layer,
             cp_s=cp_layer,
             ep_s=ep_layer,
-            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(links["dp_cp"], g_dense)
-                           + expert_gpu * zero_comm_per_param(links["edp"], g_expert),
+            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(coll["dp_cp"], g_dense)
+                           + expert_gpu * zero_comm_per_param(coll["edp"], g_expert)
+                           + zero_latency(coll["dp_cp"], g_dense) + zero_latency(coll["edp"], g_expert),
                            a.zero_microbatch_comm_overlap, moe_compute),
             recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
             recompute_comm=rc_comm_m,
@@ -351,7 +413,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             states_bytes=states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert),
             act_bytes=tokens_tp_group * moe_act_per_token,
             act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-            dp_s=dp_exposed([(nonexpert_gpu, links["dp_cp"], g_dense), (expert_gpu, links["edp"], g_expert)],
+            dp_s=dp_exposed([(nonexpert_gpu, coll["dp_cp"], g_dense), (expert_gpu, coll["edp"], g_expert)],
                             moe_compute),
             model_flops=moe_model_flops,
             recompute_flops=moe_model_flops * fwd_share,
@@ -367,7 +429,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     else:
         first_params, last_params = emb_gpu, head_gpu
     head_flops = tokens_gpu * arch.head_flops
-    head_s = head_flops / rate
+    head_s = head_flops * spf([(1.0, M, h, m.vocab_size / c.tp)])
     logits = tokens_tp_group * m.vocab_size / c.tp * a.logits_bytes_per_element
 
     Lp = links["pp"]
@@ -376,23 +438,23 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     if c.pp > 1:
         p2p = 2 * c.vpp * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
 
-    dp_lat = dp_latency(links["dp_cp"], g_dense)
+    dp_lat = dp_latency(coll["dp_cp"], g_dense)
 
     costs = ChoiceCosts(
         choice=c,
         dense=dense,
         moe=moe_cost,
-        first_extra_time_s=exposed(first_params * zero_comm_per_param(links["dp_cp"], g_dense),
+        first_extra_time_s=exposed(first_params * zero_comm_per_param(coll["dp_cp"], g_dense),
                                    a.zero_microbatch_comm_overlap, 0.0),
-        last_extra_time_s=head_s + exposed(last_params * zero_comm_per_param(links["dp_cp"], g_dense),
+        last_extra_time_s=head_s + exposed(last_params * zero_comm_per_param(coll["dp_cp"], g_dense),
                                            a.zero_microbatch_comm_overlap, head_s),
         last_extra_compute_s=head_s,
         p2p_s=p2p,
         first_extra_bytes=states(first_params, g_dense),
         last_extra_bytes=states(last_params, g_dense),
         logits_bytes=logits,
-        first_extra_dp_s=dp_exposed([(first_params, links["dp_cp"], g_dense)], 0.0),
-        last_extra_dp_s=dp_exposed([(last_params, links["dp_cp"], g_dense)], head_s),
+        first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
+        last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s),
         dp_const_s=dp_lat,
         first_extra_flops=0.0,
         last_extra_flops=head_flops,
@@ -402,7 +464,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     )
     if a.spread_embedding_evenly:
         costs = _spread_embedding(costs, arch, c, states,
-                                  sum(dp_comm_per_param(links["dp_cp"], g_dense)) * (1 - a.dp_comm_overlap), spec)
+                                  sum(dp_comm_per_param(coll["dp_cp"], g_dense)) * (1 - a.dp_comm_overlap), spec)
     return costs
 
 

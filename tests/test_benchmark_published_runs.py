@@ -117,7 +117,12 @@ def test_metric_choice(results):
     assert by_id["narayanan2021-t1-gpt-1.7b"]["metric"] == "hfu"
     r = by_id["narayanan2021-t2-zero3-174.6b-384gpu"]
     assert r["metric"] == "tflops" and r["tflops_accounting"].startswith("hardware")
-    assert r["predicted"] == pytest.approx(r["predicted_hfu_pct"] / 100 * r["peak_tflops"])
+    # the row's own accounting: hardware FLOPs (recompute forward, full s x s attention) per second per GPU
+    spec, plan = runs.row_to_spec(runs.load_runs()[[x["id"] for x in runs.load_runs()].index(r["id"])])
+    from parplan.costmodel.evaluate import resolve_plan
+    _, f_hw = runs.source_flops_per_step(spec, resolve_plan(spec, plan))
+    assert r["predicted"] == pytest.approx(f_hw / (r["step_time_s"] * r["num_gpus"]) / 1e12)
+    assert r["published_step_time_s"] == pytest.approx(f_hw / (r["published"] * 1e12 * r["num_gpus"]))
     r = by_id["nemo2407-h100-fp8-llama2-7b-8gpu"]
     assert r["metric"] == "tflops" and r["tflops_accounting"] == "model" and r["peak_tflops"] == 1979.0
     r = by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"]

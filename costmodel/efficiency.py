@@ -1,0 +1,133 @@
+"""Achieved kernel efficiency: the share of a GPU's peak that a GEMM or the attention core reaches.
+
+**Linear layers.** A GEMM with M rows (tokens), reduction width K and output width N on one GPU takes
+
+    t = 2·M·K·N / (P · e_max) · (1 + κ · R · (1/M + 1/K + 1/N)),
+
+so its efficiency is ``e_max / (1 + κ·R·(1/M + 1/K + 1/N))``. P is the dense peak of the precision and
+e_max the share of P that large GEMMs reach on the GPU's generation (knobs ``matmul_efficiency_<gen>``,
+``fp8_matmul_efficiency_<gen>``). The bracket is the additive roofline: a GEMM moves at least the
+2·(MK + KN + MN) bytes of its operands and result, so at HBM bandwidth W it also costs
+2(MK + KN + MN)/W = 2MKN/P · R·(1/M + 1/K + 1/N) with R = P/W, the roofline ridge point in FLOP per
+byte (A100 153, H100 295, H200 206, B200 281 in BF16). κ (``matmul_shape_penalty``) scales that
+traffic term for what kernels hide or add: operand reuse and prefetching make κ < 1, tile and wave
+quantisation and launch overheads make it larger. TP shrinks K or N (hidden/tp, ffn/tp), CP and small
+micro-batches shrink M (micro_batch_size·seq_len/cp tokens), and efficiency drops accordingly. FP8
+GEMMs double P and halve the bytes per element, so they use the same R.
+
+**Attention core** (QKᵀ and AV, FlashAttention, BF16 even under FP8 training):
+
+    efficiency = e_attn / (1 + s0 / s_rank),
+
+with s_rank = seq_len/cp the keys and queries of one sequence on a CP rank (each ring step works on
+blocks of that length) and s0 (``attention_seq_penalty``) the length at which half of e_attn is reached:
+FlashAttention's throughput grows with sequence length (Dao 2023, FlashAttention-2 Fig. 4-6; Shah et
+al. 2024, FlashAttention-3 Fig. 5) because short sequences leave SMs idle and pay fixed per-block costs.
+
+Every value above is a per-choice constant, so the model stays stage-affine. The fitted defaults live in
+:mod:`parplan.costmodel.calibration` (written by ``python benchmarks/fit.py``); the knobs are in
+:mod:`parplan.costmodel.assumptions`. Under the ``textbook`` preset κ = s0 = 0 and every efficiency is
+the flat ``matmul_efficiency`` (seed 003: 0.6).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from parplan.costmodel.assumptions import Assumptions
+    from parplan.costmodel.hardware import GPU
+
+# HBM bandwidth per GPU in GB/s (datasheets), for the roofline ridge R = peak / bandwidth.
+HBM_BANDWIDTH_GBPS: dict[str, float] = {
+    "A100-SXM-80GB": 2039.0,  # NVIDIA A100 datasheet: 2,039 GB/s HBM2e (80 GB SXM)
+    "A100-SXM-40GB": 1555.0,  # NVIDIA A100 datasheet: 1,555 GB/s HBM2 (40 GB)
+    "H100-SXM-80GB": 3350.0,  # NVIDIA H100 datasheet: 3.35 TB/s HBM3 (SXM)
+    "H800": 3350.0,  # H100 SXM memory system
+    "H200-SXM-141GB": 4800.0,  # NVIDIA H200 datasheet: 4.8 TB/s HBM3e
+    "B200": 8000.0,  # NVIDIA DGX B200 datasheet: 64 TB/s for 8 GPUs
+    "GB200-NVL72": 8000.0,  # NVIDIA GB200 NVL72 datasheet: 576 TB/s for 72 GPUs
+    "MI300X": 5300.0,  # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3
+}
+_GENERATION_BANDWIDTH = {"ampere": 2039.0, "hopper": 3350.0, "blackwell": 8000.0, "cdna3": 5300.0}
+
+GENERATIONS = ("ampere", "hopper", "blackwell")  # generations with their own fitted knobs
+
+
+def hbm_bandwidth_gbps(gpu: "GPU", a: Optional["Assumptions"] = None) -> float:
+    """HBM bandwidth in GB/s: the ``hbm_bandwidth_gbps`` knob, else the datasheet value of the GPU."""
+    if a is not None and a.hbm_bandwidth_gbps is not None:
+        return a.hbm_bandwidth_gbps
+    if gpu.name in HBM_BANDWIDTH_GBPS:
+        return HBM_BANDWIDTH_GBPS[gpu.name]
+    return _GENERATION_BANDWIDTH.get(gpu.generation, 3350.0)
+
+
+def ridge_flops_per_byte(gpu: "GPU", a: Optional["Assumptions"] = None) -> float:
+    """Roofline ridge point in BF16: dense BF16 peak over HBM bandwidth (FLOP per byte)."""
+    return gpu.peak_bf16_tflops * 1e12 / (hbm_bandwidth_gbps(gpu, a) * 1e9)
+
+
+def _by_generation(a: "Assumptions", stem: str, gpu: "GPU") -> Optional[float]:
+    if gpu.generation in GENERATIONS:
+        return getattr(a, f"{stem}_{gpu.generation}", None)
+    return None
+
+
+def max_linear_efficiency(a: "Assumptions", gpu: "GPU", precision: str) -> float:
+    """e_max of the linear layers: the share of the precision's dense peak that large GEMMs reach.
+
+    Never above the ceiling knob (``matmul_efficiency``, or ``fp8_matmul_efficiency`` under FP8), which
+    the solver's lower bounds use as the fastest rate.
+    """
+    if precision == "fp8" and a.fp8_matmul_efficiency is not None:
+        cap = a.fp8_matmul_efficiency
+        gen = _by_generation(a, "fp8_matmul_efficiency", gpu)
+    else:
+        cap = a.matmul_efficiency
+        gen = _by_generation(a, "matmul_efficiency", gpu)
+    return cap if gen is None else min(cap, gen)
+
+
+def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> float:
+    """Time multiplier ``1 + κ·R·(1/M + 1/K + 1/N)`` of one GEMM (1 when κ = 0)."""
+    if a.matmul_shape_penalty == 0 or min(m, k, n) <= 0:
+        return 1.0
+    return 1.0 + a.matmul_shape_penalty * ridge_flops_per_byte(gpu, a) * (1.0 / m + 1.0 / k + 1.0 / n)
+
+
+def linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_flops: float,
+                            gemms: list[tuple[float, float, float, float]]) -> float:
+    """Seconds per FLOP of a group of GEMMs, each ``(flops_weight, M, K, N)``: the FLOP-weighted mean of
+    ``shape_factor / (P·e_max)``. With κ = 0 it is exactly ``1 / (P·e_max)``."""
+    base = 1.0 / (peak_flops * max_linear_efficiency(a, gpu, precision))
+    if a.matmul_shape_penalty == 0:
+        return base
+    total = sum(w for w, *_ in gemms)
+    if total <= 0:
+        return base
+    return base * sum(w * shape_factor(a, gpu, m, k, n) for w, m, k, n in gemms) / total
+
+
+def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float) -> Optional[float]:
+    """Share of the BF16 peak that the attention core reaches for ``s_rank`` tokens per CP rank, or None
+    (``attention_efficiency`` None: the attention core runs at the linear layers' rate, textbook)."""
+    if a.attention_efficiency is None:
+        return None
+    gen = _by_generation(a, "attention_efficiency", gpu)
+    e = a.attention_efficiency if gen is None else min(a.attention_efficiency, gen)
+    if a.attention_seq_penalty > 0:
+        e = e / (1.0 + a.attention_seq_penalty / max(s_rank, 1.0))
+    return e
+
+
+__all__ = [
+    "HBM_BANDWIDTH_GBPS",
+    "GENERATIONS",
+    "hbm_bandwidth_gbps",
+    "ridge_flops_per_byte",
+    "max_linear_efficiency",
+    "shape_factor",
+    "linear_seconds_per_flop",
+    "attention_efficiency",
+]

@@ -1,0 +1,220 @@
+"""Fidelity guard: the cost model against the published runs, with the fitted defaults.
+
+* The in-sample median |MFU error| of the default preset must not get worse by more than 0.5 points than
+  the figure recorded in ``benchmarks/results/fidelity.json`` (rerun ``python benchmarks/fit.py`` and
+  ``python benchmarks/fidelity.py`` after a deliberate change, and update benchmarks/README.md).
+* Every fitted value lies inside its physical bounds; the default preset reads them; textbook does not.
+* The FLOP accounting reproduces the sources' closed forms (Narayanan 2021, Korthikanti 2022).
+
+Runs in a few seconds (no refit, except one tiny fit when scipy is installed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import fidelity, fit, runs  # noqa: E402
+from parplan.costmodel import calibration, efficiency  # noqa: E402
+from parplan.costmodel.assumptions import resolve_assumptions  # noqa: E402
+from parplan.costmodel.evaluate import resolve_plan  # noqa: E402
+from parplan.costmodel.hardware import lookup_gpu  # noqa: E402
+
+TOLERANCE_POINTS = 0.5
+RECORD = ROOT / "benchmarks" / "results" / "fidelity.json"
+
+
+@pytest.fixture(scope="module")
+def cases():
+    cs, skipped = fit.prepare_cases(runs.load_runs())
+    return cs
+
+
+@pytest.fixture(scope="module")
+def records(cases):
+    return fidelity.evaluate_cases(cases)
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return json.loads(RECORD.read_text())
+
+
+def _median_abs(values):
+    return statistics.median(abs(v) for v in values)
+
+
+# ----------------------------------------------------------------------------------------- the guard
+def test_in_sample_median_error_not_worse_than_recorded(records, recorded):
+    now = _median_abs([r["error_points"] for r in records])
+    was = recorded["summary"]["in_sample"]["median"]
+    assert now <= was + TOLERANCE_POINTS, (
+        f"in-sample median |MFU error| is {now:.2f} points, {now - was:+.2f} against the recorded {was:.2f}: a cost-"
+        "model change made the fit to the published runs worse. If deliberate, refit (python benchmarks/fit.py), "
+        "rerun python benchmarks/fidelity.py and update benchmarks/README.md")
+
+
+def test_every_expressible_row_is_compared(cases, recorded):
+    assert len(cases) >= 80
+    assert {c.id for c in cases} == {r["id"] for r in recorded["rows"]}
+    assert set(recorded["loso_errors"]) == {c.id for c in cases}, "LOSO figures must cover every row"
+
+
+def test_recorded_in_sample_matches_the_committed_calibration(records, recorded):
+    """fidelity.json was produced with the calibration that is committed (no stale record)."""
+    now = _median_abs([r["error_points"] for r in records])
+    assert now == pytest.approx(recorded["summary"]["in_sample"]["median"], abs=0.05)
+
+
+def test_readme_states_the_measured_errors(recorded):
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    s = recorded["summary"]
+    for label, key in (("in-sample", "in_sample"), ("leave-one-source-out", "loso")):
+        m = re.search(label + r"[^|\n]*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)", text)
+        assert m, f"benchmarks/README.md must state the {label} median and p90"
+        assert float(m.group(1)) == pytest.approx(s[key]["median"], abs=0.06), label
+        assert float(m.group(2)) == pytest.approx(s[key]["p90"], abs=0.06), label
+    assert "python benchmarks/fidelity.py" in text and "python benchmarks/fit.py" in text
+
+
+# ----------------------------------------------------------------------------------------- calibration
+def test_fitted_values_are_physically_sane():
+    for name, value in calibration.FITTED.items():
+        lo, hi = calibration.BOUNDS[name]
+        assert lo <= value <= hi, name
+        if "efficiency" in name or "overlap" in name:
+            assert 0.0 <= value <= 1.0, name
+        assert value >= 0, name
+    for name, value in calibration.FIXED.items():
+        assert value == calibration.FITTED[name.replace("blackwell", "hopper")], name
+
+
+def test_fit_parameters_and_calibration_agree():
+    assert {p.name for p in fit.PARAMS} == set(calibration.FITTED)
+    for p in fit.PARAMS:
+        assert calibration.BOUNDS[p.name] == (p.lo, p.hi)
+        if "efficiency" in p.name or "overlap" in p.name:
+            assert 0 <= p.lo <= p.hi <= 1, p.name
+
+
+def test_default_preset_reads_the_calibration_and_ceilings_do_not_bind():
+    a = resolve_assumptions(None)
+    for name, value in {**calibration.FIXED, **calibration.FITTED}.items():
+        assert getattr(a, name) == value, name
+    assert a.matmul_efficiency >= max(a.matmul_efficiency_ampere, a.matmul_efficiency_hopper, a.matmul_efficiency_blackwell)
+    assert a.fp8_matmul_efficiency >= max(a.fp8_matmul_efficiency_hopper, a.fp8_matmul_efficiency_blackwell)
+    assert a.attention_efficiency >= max(a.attention_efficiency_ampere, a.attention_efficiency_hopper)
+
+
+def test_textbook_keeps_flat_efficiency():
+    t = resolve_assumptions({"preset": "textbook"})
+    h100 = lookup_gpu("H100-SXM-80GB")
+    assert t.matmul_shape_penalty == 0 and t.attention_seq_penalty == 0 and t.activation_traffic_passes == 0
+    assert efficiency.max_linear_efficiency(t, h100, "bf16") == 0.6
+    assert efficiency.max_linear_efficiency(t, h100, "fp8") == 0.6
+    assert efficiency.attention_efficiency(t, h100, 4096) is None
+    assert not t.hierarchical_collectives
+
+
+# ----------------------------------------------------------------------------------------- efficiency
+def test_shape_efficiency_drops_as_tp_cp_and_micro_batches_shrink_the_gemms():
+    a = resolve_assumptions(None)
+    h100 = lookup_gpu("H100-SXM-80GB")
+    h, f = 8192, 28672
+
+    def spf(mbs, seq, cp, tp):
+        m = mbs * seq / cp
+        return efficiency.linear_seconds_per_flop(a, h100, "bf16", 989e12, [(1.0, m, h, f / tp), (1.0, m, f / tp, h)])
+
+    base = spf(1, 8192, 1, 1)
+    assert spf(1, 8192, 1, 8) > base  # TP shrinks N and K
+    assert spf(1, 8192, 4, 1) > base  # CP shrinks M
+    assert spf(4, 8192, 1, 1) < base  # bigger micro-batches grow M
+    assert 1 / (base * 989e12) <= a.matmul_efficiency_hopper
+    # the ridge point: H200's faster HBM makes the same GEMM more efficient than on H100
+    h200 = lookup_gpu("H200-SXM-141GB")
+    assert efficiency.ridge_flops_per_byte(h200) < efficiency.ridge_flops_per_byte(h100)
+    assert round(efficiency.ridge_flops_per_byte(h100)) == 295
+
+
+def test_attention_efficiency_grows_with_sequence_per_cp_rank():
+    a = resolve_assumptions(None)
+    h100 = lookup_gpu("H100-SXM-80GB")
+    e = [efficiency.attention_efficiency(a, h100, s) for s in (1024, 8192, 131072)]
+    assert e[0] < e[1] < e[2] <= a.attention_efficiency_hopper
+
+
+# ----------------------------------------------------------------------------------------- FLOP accounting
+def _row(rid):
+    return next(r for r in runs.load_runs() if r["id"] == rid)
+
+
+def test_hardware_flops_match_narayanan_formula():
+    """96·B·s·l·h²·(1 + s/6h + V/16lh) per step (Narayanan 2021 eq. 3) for a GPT row with full recompute."""
+    row = _row("narayanan2021-t1-gpt-145.6b")
+    ex = runs.express(row)
+    plan = resolve_plan(ex.spec, ex.plan)
+    B, s, l, h, V = row["global_batch_size"], row["seq_len"], row["num_layers"], row["hidden_size"], ex.spec.model.vocab_size
+    _, f_hw = runs.source_flops_per_step(ex.spec, plan)
+    assert f_hw == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-9)
+
+
+def test_model_flops_match_korthikanti_formula():
+    """72·B·s·l·h²·(1 + s/6h + V/12lh) (Korthikanti 2022 app. A): full s x s attention."""
+    row = _row("korthikanti2022-175b-sp-selective")
+    ex = runs.express(row)
+    plan = resolve_plan(ex.spec, ex.plan)
+    B, s, l, h, V = row["global_batch_size"], row["seq_len"], row["num_layers"], row["hidden_size"], ex.spec.model.vocab_size
+    f_model, _ = runs.source_flops_per_step(ex.spec, plan)
+    assert f_model == pytest.approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-9)
+
+
+def test_published_mfu_is_the_rows_mfu_and_fp8_rows_use_the_fp8_peak(cases):
+    by_id = {c.id: c for c in cases}
+    c = by_id["korthikanti2022-175b-sp-selective"]
+    assert c.published_mfu == pytest.approx(51.4)
+    c = by_id["nemo2407-h100-fp8-llama2-7b-8gpu"]
+    assert c.precision == "fp8"
+    assert c.published_mfu == pytest.approx(780 / 1979 * 100, rel=1e-9)  # model TFLOP/s over the FP8 peak
+    c = by_id["narayanan2021-t1-gpt-145.6b"]  # HFU 47 % -> MFU = 47 % x model / hardware FLOPs
+    assert c.published_mfu == pytest.approx(47 * 3 / 4, rel=0.02)
+    c = by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"]  # 500 W part: slower clock, MFU against the SXM peak
+    assert c.gpu.peak_bf16_tflops == pytest.approx(989 * (500 / 700) ** (1 / 3), abs=0.1)
+    f_model, _ = runs.source_flops_per_step(c.spec, c.plan)
+    assert c.mfu_scale == pytest.approx(100 * f_model / (8 * 989e12))
+
+
+def test_row_technique_facts(cases):
+    by_id = {c.id: c for c in cases}
+    legacy = by_id["narayanan2021-t1-gpt-145.6b"].overrides
+    assert legacy["tp_comm_overlap"] == 0 and legacy["dp_comm_overlap"] == 0 and legacy["flash_attention"] is False
+    assert "dp_comm_overlap" not in by_id["narayanan2021-t1-gpt-1.7b"].overrides  # --DDP-impl torch overlaps
+    assert "tp_comm_overlap" not in by_id["torchtitan-202412-t4-llama3-70b-256gpu-11"].overrides  # AsyncTP
+    assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["tp_comm_overlap"] == 0
+    assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["hbm_bandwidth_gbps"] == 2400
+    assert not by_id["mcore-readme2024-h100-gpt-70b"].overrides
+
+
+# ----------------------------------------------------------------------------------------- the fit machinery
+def test_a_small_fit_recovers_its_own_values():
+    """Fit two knobs on predictions made with known values: the fit returns them (scipy needed)."""
+    pytest.importorskip("scipy")
+    own, _ = fit.prepare_cases(runs.load_runs())
+    sub = [c for c in own if c.source == "Korthikanti 2022"][:6]
+    truth = {"matmul_efficiency_ampere": 0.7, "activation_traffic_passes": 3.0}
+    a = fit.assumptions_with(truth)
+    for c in sub:  # make the cases' published numbers those of the truth
+        c.published_step_time_s = fit.predict(c, a).step_time_s
+    params = tuple(p for p in fit.PARAMS if p.name in truth)
+    res = fit.fit(sub, params=params, starts=1, max_nfev=50)
+    for k, v in truth.items():
+        assert res.values[k] == pytest.approx(v, rel=0.02), k
