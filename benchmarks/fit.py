@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import math
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ from parplan.costmodel.architecture import Architecture  # noqa: E402
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions  # noqa: E402
 from parplan.costmodel.choice import choice_costs  # noqa: E402
 from parplan.costmodel.evaluate import PlanError, evaluate_costs, plan_choice, resolve_plan  # noqa: E402
-from parplan.costmodel.hardware import GIB, GPU, resolve_gpu  # noqa: E402
+from parplan.costmodel.hardware import GPU, resolve_gpu  # noqa: E402
 from parplan.costmodel.spec import Plan, Spec  # noqa: E402
 
 CALIBRATION_PY = ROOT / "costmodel" / "calibration.py"

@@ -31,7 +31,7 @@ import yaml
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.evaluate import PlanError, evaluate, even_stage_layers
-from parplan.costmodel.hardware import lookup_gpu, resolve_gpu
+from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.spec import ClusterSpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 
 HERE = Path(__file__).resolve().parent

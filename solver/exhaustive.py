@@ -2,28 +2,18 @@
 
 For every choice (a row of :mod:`tables`) it enumerates every stage split, and for each split the
 least recomputation that fits the memory cap -- exact, because recomputing only adds time and only
-saves memory (cpsat-modeling.md §2.7). Rows are visited in order of their lower bound, and the search
-stops when the bound reaches the K-th best value found (branch and bound: still exhaustive).
+saves memory (cpsat-modeling.md §2.7). The planner (``planner._Searcher``) visits choices in order of
+their lower bound and stops when the bound passes the K-th best value found (branch and bound: still
+exhaustive).
 """
 
 from __future__ import annotations
-
-import heapq
-from dataclasses import dataclass
 
 import numpy as np
 
 from parplan.solver.tables import D, Form, Row
 
 BIG = np.int64(1) << np.int64(62)
-
-
-@dataclass(frozen=True)
-class Assignment:
-    row: Row
-    x: dict  # variable -> int
-    U: int
-    peak_kib: int
 
 
 def _form(f: Form, x: dict[str, np.ndarray], shape) -> np.ndarray:
@@ -185,38 +175,3 @@ def _independent_minima(row: Row, x: dict, n: int, k: int, cap: int) -> dict:
         elif cl.name == "L":
             out["rl"] = _min_r(need, -coef.get("rl", 0), x["ll"])
     return out
-
-
-def search(rows: list[Row], num_layers: int, uneven: bool, uniform: bool, cap_kib: int, top_k: int = 1,
-           upper_bound: int | None = None, bounds: np.ndarray | None = None) -> list[Assignment]:
-    """The top_k rows by their best assignment (one plan per choice), best first.
-
-    ``bounds`` are valid lower bounds of each row's U (np.inf: cannot fit); without them the weak
-    mean-stage bound of :mod:`tables` is used.
-    """
-    if bounds is None:
-        bounds = np.array([r.M_int * r.lb_time_ns for r in rows], dtype=float)
-    order = sorted(range(len(rows)), key=lambda i: (bounds[i], i))
-    heap: list[tuple[int, int, int, dict]] = []  # max-heap on (U, peak, index) via negation
-    for i in order:
-        row = rows[i]
-        bound = bounds[i]
-        if not np.isfinite(bound):
-            break
-        if len(heap) >= top_k and bound > -heap[0][0]:
-            break
-        if upper_bound is not None and bound > upper_bound:
-            break
-        res = solve_row(row, num_layers, uneven, uniform, cap_kib)
-        if res is None:
-            continue
-        U, peak, xd = res
-        if upper_bound is not None and U > upper_bound:
-            continue
-        item = (-U, -peak, -i, xd)
-        if len(heap) < top_k:
-            heapq.heappush(heap, item)
-        elif (U, peak, i) < (-heap[0][0], -heap[0][1], -heap[0][2]):
-            heapq.heapreplace(heap, item)
-    out = sorted(heap, key=lambda t: (-t[0], -t[1], -t[2]))
-    return [Assignment(rows[-ni], xd, -nU, -npk) for nU, npk, ni, xd in out]

@@ -22,7 +22,6 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.exhaustive import solve_row
 from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
-from parplan.solver.space import SpaceOptions
 from parplan.solver.tables import D, KIB, evaluate_row
 
 Method = Literal["cpsat", "exhaustive"]
