@@ -171,10 +171,14 @@ def solve(rows: list[Row], idx: list[int], num_layers: int, cap_kib: int, uneven
         model.hint(idx.index(hint[0]), hint[1])
     solver = cp_model.CpSolver()
     prm = solver.parameters
+    # The LP relaxation of the enforced rows is weak; a stronger linearization closes proofs that otherwise
+    # stall on ties (tests/test_solver_oracle.py: SLOW_PROOF_CASE, >10 min at level 1, 0.2 s at level 2).
+    prm.linearization_level = 2
     if controls.deterministic:
         prm.num_workers = 1
         prm.random_seed = controls.seed
         prm.max_deterministic_time = controls.time_limit_s
+        prm.max_time_in_seconds = 10 * controls.time_limit_s  # wall-clock backstop if deterministic time stalls
     else:
         prm.num_workers = controls.workers
         prm.random_seed = controls.seed
