@@ -196,7 +196,8 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     if core == ["memory"]:
         summary = "no plan fits in GPU memory, even with every search restriction lifted"
     elif core:
-        summary = f"no plan satisfies {', '.join(core)} together"
+        summary = (f"no plan satisfies {core[0]}" if len(core) == 1
+                   else f"no plan satisfies {', '.join(core)} together")
     else:
         summary = "no plan found within the solver's limits"
     if min_needed is not None and "memory" in core:

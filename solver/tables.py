@@ -7,8 +7,11 @@ Variables (per plan): ``lf, lm, ll`` layers of the first, each middle and the la
 first stage's recomputed dense layers, ``rf2`` its recomputed MoE layers (MoE models keep their leading
 dense layers on the first stage), ``rm``, ``rl`` recomputed layers of the middle and last stages (under
 DualPipe ``rm`` is the total of the two middle stages a rank holds, 0 ≤ rm ≤ 2·lm).
-Middle stages share one count: under every schedule here stage 1 holds the most in-flight micro-batches
-among the middle stages, so equal middles lose nothing (cpsat-modeling.md §2.7).
+Middle stages share one layer count, as the contract's space defines it (Megatron's first/last-stage
+flags). Sharing one *recompute* count loses nothing for equal layer counts: stage 1 holds the most
+in-flight micro-batches among the middle stages, so it needs the most recomputation and sets their pace
+(cpsat-modeling.md §2.7). Unequal middle layer counts can win under memory pressure or DualPipe pairing;
+those plans are outside the searched space (pinned by strict xfails in tests/test_solver_oracle.py).
 
 Units: time in ns, memory in KiB (memory rounded up, savings down: never under-estimated), objective
 ``U = round(D·(m + β))·t_max + D·dp_max`` with ``β`` the schedule's bubble in units of t_max.
