@@ -254,6 +254,12 @@ def test_printed_table_row(row):
             assert ours[key] < 1.0, (zh, ours[key])
 
 
+def seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers) -> str:
+    """One printed row of seed 003's table, as the script formats it (without the breakdown shares)."""
+    text = f"TP={tp} CP={cp} PP={pp} DP={dp}：MFU {mfu:.1f}%，{gib} GiB/卡"
+    return text + (f"，重算 {rc}/{layers} 层" if rc else "")
+
+
 def test_printed_rows_are_in_the_seed_text():
     """Guard against typos in the hard-coded table: every row's line appears verbatim in seed 003."""
     files = sorted(SEEDS_DIR.glob("003_*.txt"))
@@ -262,9 +268,7 @@ def test_printed_rows_are_in_the_seed_text():
     text = files[0].read_text(encoding="utf-8")
     for sid, tp, cp, pp, dp, mfu, gib, rc, printed in PRINTED:
         layers = SCENARIO_BY_ID[sid][1]["num_layers"] // pp
-        head = f"TP={tp} CP={cp} PP={pp} DP={dp}：MFU {mfu:.1f}%，{gib} GiB/卡"
-        if rc:
-            head += f"，重算 {rc}/{layers} 层"
+        head = seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers)
         share = " ".join(f"{k} {v}%" for k, v in printed.items())
         assert re.search(re.escape(f"{head}｜{share}") + r"\s*$", text, re.M), f"{head}｜{share}"
 

@@ -25,7 +25,7 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 
 from solver_checks import check_integer_scaling, check_plan
-from test_seed_table import GRID, LLAMA3_8B, LLAMA3_70B, SEEDS_DIR, seed_model, seed_oracle
+from test_seed_table import GRID, LLAMA3_8B, LLAMA3_70B, SEEDS_DIR, seed_model, seed_oracle, seed_row_text
 
 MFU_TOL = 0.3  # percentage points
 MEM_TOL = 1.0  # GiB
@@ -134,9 +134,7 @@ def test_printed_rows_are_in_the_seed_text():
     text = files[0].read_text(encoding="utf-8")
     for sid, rank, tp, cp, pp, dp, mfu, gib, rc in PRINTED:
         layers = SCENARIOS[sid][0]["num_layers"] // pp
-        line = f"TP={tp} CP={cp} PP={pp} DP={dp}：MFU {mfu:.1f}%，{gib} GiB/卡"
-        if rc:
-            line += f"，重算 {rc}/{layers} 层"
+        line = seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers)
         prefix = f"  第 {rank} 名：" if rank > 3 else ""
         assert re.search("^" + re.escape(prefix + line + "｜"), text, re.M), prefix + line
 
