@@ -171,16 +171,16 @@ def stage_table(evaluation: Evaluation) -> Table:
     slowest = max(range(len(times)), key=times.__getitem__) if times else -1
     table = Table(title="Per-stage ledger (per GPU)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 1, 0, 0))
-    for header in ("stage", "layers", "recomp\nlayers", "in-flight\nµbatches", "time/µb\n(ms)", "states\n(GiB)",
-                   "activ.\n(GiB)", "logits\n(GiB)", "total\n(GiB)"):
+    for header in ("stage", "layers", "recomp", "in-flight\nµb", "t/µb\n(ms)", "states\n(GiB)",
+                   "activ.\n(GiB)", "logits\n(GiB)", "work\n(GiB)", "total\n(GiB)"):
         table.add_column(header, justify="right", no_wrap=True)
     for s in evaluation.stages:
         over = s.memory_gib > m.usable_memory_gib
         time_text = Text(_num(1e3 * s.time_per_microbatch_s, 1), style="bold" if s.index == slowest else "")
-        total_text = Text(_num(s.memory_gib, 2), style="bold red" if over else "")
+        total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
-                      time_text, _num(s.model_states_gib, 2), _num(s.activations_gib, 2), _num(s.logits_gib, 2),
-                      total_text)
+                      time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
+                      _num(s.workspace_gib, 1), total_text)
     table.caption = (f"bold time: slowest stage (sets the pace); usable memory {_num(m.usable_memory_gib, 2)} GiB "
                      f"per GPU")
     table.caption_justify = "left"

@@ -39,6 +39,11 @@ class Assumptions(BaseModel):
     flash_attention: bool = Field(True, description="fused attention (FlashAttention): scores never stored, causal blocks skipped; False (Megatron-LM before 2023): Korthikanti's 5·a·s/h activation term (selective recompute removes it), the whole s x s score matrix computed by batched GEMMs, and the scores moved through memory (activation_traffic_passes)")
     dropout_masks: bool = Field(False, description="count 1-byte dropout masks (GPT-3 style); Llama-style models use no dropout")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
+    recompute_workspace_layers: float = Field(1.0, ge=0, description="full recompute: while a recomputed layer runs its backward, its activations exist in full again; every stage holds this many layers' full activations of one micro-batch on top of the stored inputs (PyTorch/Megatron activation checkpointing); textbook 0")
+    selective_recompute_policy: Literal["attention", "alternate_matmuls"] = Field("attention", description="what recompute='selective' recomputes: 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py)")
+    zero3_collectives_per_layer: float = Field(3.0, ge=0, description="ZeRO-3 collectives per layer and micro-batch, each paying a ring latency (n-1)*alpha: FSDP gathers a wrapped block once for forward and once for backward and reduce-scatters it once (3); DeepSpeed ZeRO-3 before mid-2021 issued one per parameter tensor (3 x tensors per layer; DeepSpeed issue #1069, PR #1188)")
+    zero3_unsharded_layers: float = Field(2.0, ge=0, description="ZeRO-3/FSDP: layers whose weights (and, in backward, gradients) are held unsharded at once: the one computing and the one prefetched (FSDP2 forward/backward prefetch, DeepSpeed stage-3 prefetch); textbook 0")
+    zero_unsharded_across_microbatches_with_pp: bool = Field(True, description="ZeRO-2/3 with pipeline parallelism: a stage keeps its weights unsharded and its gradients unreduced across micro-batches and syncs once per step (PyTorch pipelining with FSDP2, as torchtitan runs it: reshard_after_forward off, gradient sync on the last micro-batch only), so it costs ZeRO-1's memory and traffic; False: gather and reduce every micro-batch; textbook False")
     spread_embedding_evenly: bool = Field(False, description="textbook: weights spread evenly over stages instead of embedding on the first and LM head on the last stage")
     memory_usable_fraction: float = Field(0.95, gt=0, le=1, description="share of HBM usable by tensors (fragmentation); textbook 0.9")
     memory_reserve_gib: float = Field(2.0, ge=0, description="CUDA context, NCCL and workspace buffers per GPU")
@@ -57,6 +62,8 @@ class Assumptions(BaseModel):
     attention_efficiency_ampere: Optional[float] = Field(_CAL["attention_efficiency_ampere"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on A100; {_FIT}; None: attention_efficiency")
     attention_efficiency_hopper: Optional[float] = Field(_CAL["attention_efficiency_hopper"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on Hopper (FlashAttention-2/3 reach roughly 35-75 %, Shah et al. 2024 §4); {_FIT}; None: attention_efficiency")
     attention_efficiency_blackwell: Optional[float] = Field(_CAL["attention_efficiency_blackwell"], gt=0, le=1, description="long-sequence attention-core share of the BF16 peak on Blackwell; no expressible Blackwell row, so the fitted Hopper value; None: attention_efficiency")
+    attention_kernel: Literal["fused", "flash2"] = Field("fused", description="attention kernel on Hopper and newer: 'fused' (cuDNN fused attention / FlashAttention-3, Transformer Engine's default in Megatron-Core and NeMo: attention_efficiency_<generation>) or 'flash2' (FlashAttention-2-class kernels without Hopper's asynchronous tensor-core instructions, e.g. PyTorch SDPA in 2024: attention_efficiency_flash2; FlashAttention-3 paper: FA2 reaches about 35 % of H100's peak, FA3 up to 75 %); on Ampere both are FlashAttention-2")
+    attention_efficiency_flash2: Optional[float] = Field(_CAL.get("attention_efficiency_flash2", _CAL["attention_efficiency_hopper"]), gt=0, le=1, description=f"long-sequence share of the BF16 peak of a FlashAttention-2-class kernel on Hopper and newer (attention_kernel = 'flash2'); {_FIT}")
     attention_seq_penalty: float = Field(_CAL["attention_seq_penalty"], ge=0, description=f"s0 in tokens: attention efficiency = e_attn / (1 + s0 / (seq_len/cp)); FlashAttention is slower on short sequences (FlashAttention-2 Fig. 4-6); {_FIT}; textbook 0")
     activation_traffic_passes: float = Field(_CAL["activation_traffic_passes"], ge=0, description=f"memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused softmax): a layer's activation bytes (the memory ledger's items, all of them) times this many passes at HBM bandwidth, per micro-batch fwd+bwd; {_FIT}; textbook 0")
     hbm_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="HBM bandwidth per GPU in GB/s for the GEMM roofline and the elementwise traffic; None: the GPU's datasheet value (costmodel/efficiency.py)")
@@ -71,6 +78,7 @@ class Assumptions(BaseModel):
     intra_node_latency_factor: float = Field(_CAL["intra_node_latency_factor"], gt=0, description=f"achieved per-step latency of NVLink collectives over the GPU catalog's alpha (seed 001: 5 us); {_FIT}")
     inter_node_latency_factor: float = Field(_CAL["inter_node_latency_factor"], gt=0, description=f"achieved per-step latency of network collectives over the GPU catalog's alpha (seed 001: 30 us); {_FIT}")
     hierarchical_collectives: bool = Field(True, description="DP/ZeRO reduce-scatters and all-gathers of a group with k members per NVLink domain move 1/k of each GPU's ring bytes over its NIC (the ring crosses the network once per domain; NCCL rings traverse the local GPUs over NVLink); textbook: every GPU's bytes over its own NIC")
+    hierarchical_collective_efficiency: float = Field(_CAL.get("hierarchical_collective_efficiency", 1.0), ge=0, le=1, description=f"share of that k-fold speed-up realized: a group with k members per domain runs at NIC x (1 + (k-1) x this); {_FIT}")
     tp_comm_overlap: float = Field(_CAL["tp_comm_overlap"], ge=0, le=1, description=f"share of TP comm hidden behind GEMMs (Megatron --tp-comm-overlap, torchtitan AsyncTP); {_FIT} on the rows that use it; set 0 for frameworks without it; seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
     cp_comm_overlap: float = Field(_CAL["cp_comm_overlap"], ge=0, le=1, description=f"share of the CP ring KV exchange hidden behind the attention core (never more than that compute); {_FIT}; textbook 1 (all of it, as far as attention lasts)")
@@ -101,6 +109,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "activation_sbh_coefficient": 34.0,
         "recomputed_layer_sbh_coefficient": 2.0,
         "logits_bytes_per_element": 0.0,
+        "recompute_workspace_layers": 0.0,
+        "zero3_unsharded_layers": 0.0,
+        "zero_unsharded_across_microbatches_with_pp": False,
         "spread_embedding_evenly": True,
         "memory_usable_fraction": 0.9,
         "memory_reserve_gib": 0.0,

@@ -24,7 +24,8 @@ from parplan.costmodel.collectives import ring_gather_time_s
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GIB, GPU
-from parplan.costmodel.memory import dense_layer_activation_items, model_state_bytes
+from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
+                                     model_state_bytes)
 from parplan.costmodel.mesh import span_within_domain
 from parplan.costmodel.spec import Spec
 
@@ -95,6 +96,7 @@ class ChoiceCosts:
     first_extra_bytes: float
     last_extra_bytes: float  # head weights/states (resident)
     logits_bytes: float  # last stage, once (not per in-flight micro-batch)
+    workspace_bytes: float  # every stage, once: a recomputed layer's activations, ZeRO-3's gathered layers
     first_extra_dp_s: float
     last_extra_dp_s: float
     dp_const_s: float  # per-stage DP latency terms
@@ -150,6 +152,20 @@ def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
     return out
 
 
+def effective_zero_stage(c: Choice, a: Assumptions) -> int:
+    """The ZeRO stage whose memory and traffic ``c`` pays.
+
+    ZeRO-2/3 under pipeline parallelism, as PyTorch pipelining runs FSDP2 stages (torchtitan): the
+    stage's weights stay unsharded after forward and its gradients accumulate unsharded until the last
+    micro-batch, then reduce-scatter once; the sharded optimizer step and the next gather are once per
+    step. That is ZeRO-1 (``zero_unsharded_across_microbatches_with_pp``); FSDP2's sharded fp32 copy of
+    the weights (4/N bytes per parameter more than ZeRO-1's 12/N) is not counted.
+    """
+    if c.zero_stage >= 2 and c.pp > 1 and a.zero_unsharded_across_microbatches_with_pp:
+        return 1
+    return c.zero_stage
+
+
 def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
     if a.memory_from_nominal_gb and spec.cluster.memory_gib is None:
         total = gpu.memory_gb_nominal * 1e9
@@ -191,6 +207,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
 
     n = c.num_gpus
+    zero = effective_zero_stage(c, a)
     links = {
         "tp": link(1, c.tp, domain, gpu, a, n),
         "cp": link(c.tp, c.cp, domain, gpu, a, n),
@@ -202,15 +219,17 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 
     # DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
     # domain: the ring crosses the network once per domain and the k members share the domain's NICs, so
-    # each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth,
-    # at most NVLink's (hierarchical_collectives; textbook: every GPU's bytes over its own NIC)
+    # each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth
+    # ideally, 1 + (k-1)·hierarchical_collective_efficiency as achieved, at most NVLink's
+    # (hierarchical_collectives; textbook: every GPU's bytes over its own NIC)
     def collective(name: str, stride: int) -> Link:
         L_ = links[name]
         if L_.nvlink or not a.hierarchical_collectives:
             return L_
         k = max(1, domain // stride) if stride < domain else 1
         nv_bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
-        return Link(False, min(L_.bandwidth_Bps * k, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
+        speedup = 1 + (k - 1) * a.hierarchical_collective_efficiency
+        return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
 
     coll = {"dp_cp": collective("dp_cp", c.tp), "edp": collective("edp", c.etp * c.ep)}
 
@@ -267,8 +286,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         if n <= 1:
             return 0.0, 0.0
         f = (n - 1) / n / link_.bandwidth_Bps
-        grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[c.zero_stage]
-        weight = {0: 0.0, 1: a.weight_bytes, 2: a.weight_bytes, 3: 0.0}[c.zero_stage]
+        grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[zero]
+        weight = {0: 0.0, 1: a.weight_bytes, 2: a.weight_bytes, 3: 0.0}[zero]
         return grad * f, weight * f
 
     def dp_exposed(parts: list[tuple[float, Link, int]], layer_compute_s: float) -> float:
@@ -284,17 +303,18 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     def zero_comm_per_param(link_: Link, n: int) -> float:
         """Per micro-batch, before overlap: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers the
         weights for forward and for backward."""
-        if c.zero_stage < 2 or n <= 1:
+        if zero < 2 or n <= 1:
             return 0.0
-        mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if c.zero_stage == 3 else 0.0)
+        mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if zero == 3 else 0.0)
         return (n - 1) / n * mb_bytes / link_.bandwidth_Bps
 
     def zero_latency(link_: Link, n: int) -> float:
         """Per layer and micro-batch: the ring latency (n-1)·alpha of each of the layer's ZeRO-2/3
-        collectives (ZeRO-2: the gradient reduce-scatter; ZeRO-3: also two parameter all-gathers)."""
-        if c.zero_stage < 2 or n <= 1:
+        collectives (ZeRO-2: the gradient reduce-scatter; ZeRO-3: ``zero3_collectives_per_layer``, by
+        default two parameter all-gathers and the reduce-scatter)."""
+        if zero < 2 or n <= 1:
             return 0.0
-        return (3 if c.zero_stage == 3 else 1) * (n - 1) * link_.latency_s
+        return (a.zero3_collectives_per_layer if zero == 3 else 1) * (n - 1) * link_.latency_s
 
     def exposed(comm_s: float, overlap: float, window_s: float) -> float:
         """Traffic left on the critical path: the fixed fraction, or more when the compute it can hide
@@ -308,12 +328,20 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
 
     def states(params_gpu: float, shards: int) -> float:
-        return model_state_bytes(params_gpu, c.zero_stage, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+        return model_state_bytes(params_gpu, zero, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
 
     # ---- activations per layer
+    per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
+                  and a.activation_sbh_coefficient is None)
+    sac_recompute_share = 0.0
     if a.activation_sbh_coefficient is not None:
         dense_act_per_token = a.activation_sbh_coefficient * h / c.tp
         attn_act_per_token = dense_act_per_token * 0.5
+    elif per_op_sac:
+        items, sac_mlp_items, sac_recompute_share = alternate_matmul_activation_items(
+            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads)
+        dense_act_per_token = items.per_token(c.tp, sp)
+        attn_act_per_token = dense_act_per_token - sac_mlp_items.per_token(c.tp, sp)
     else:
         items = dense_layer_activation_items(
             h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
@@ -336,7 +364,10 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         return a.activation_traffic_passes * tokens_tp_group * per_token / hbm_Bps
 
     selective_dense = 0.0
-    if c.recompute == "selective" and not a.flash_attention:
+    if per_op_sac:  # the forward of the matmuls not saved and of every elementwise op, again
+        selective_dense = fwd_share * (sac_recompute_share * tokens_gpu * arch.dense_layer_linear_flops * spf_dense
+                                       + traffic_s(traffic_per_token))
+    elif c.recompute == "selective" and not a.flash_attention:
         selective_dense = attn_core_s * fwd_share
 
     def recompute_comm(tp_s: float, cp_s: float, ep_s: float) -> tuple[float, float, float]:
@@ -367,6 +398,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         recompute_flops=dense_flops * fwd_share,
     )
 
+    full_layer_bytes = [tokens_tp_group * traffic_per_token]  # a layer's activations, all of them
     moe_cost = None
     moe = m.moe
     if moe is not None:
@@ -397,6 +429,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             routed = moe.top_k * (2 * h * c.etp + (6 if m.gated_mlp else 4) * moe.expert_ffn_hidden_size) / c.tp
             moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
         moe_compute += traffic_s(moe_act_per_token + scores_per_token)
+        full_layer_bytes.append(tokens_tp_group * (moe_act_per_token + scores_per_token))
         rc_comm_m = recompute_comm(tp_layer, cp_layer, ep_layer)
         moe_cost = LayerCost(
             compute_s=moe_compute + selective_dense,
@@ -440,6 +473,15 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 
     dp_lat = dp_latency(coll["dp_cp"], g_dense)
 
+    # ---- per-stage working set, held once whatever the layer count: a fully recomputed layer's
+    # activations regenerated for its backward, and ZeRO-3's gathered weights and unreduced gradients
+    workspace = 0.0
+    if c.recompute == "full" or per_op_sac:
+        workspace += a.recompute_workspace_layers * max(full_layer_bytes)
+    if zero == 3:
+        layer_params_gpu = dense_params_gpu if moe is None else max(dense_params_gpu, nonexpert_gpu + expert_gpu)
+        workspace += a.zero3_unsharded_layers * layer_params_gpu * (a.weight_bytes + a.grad_bytes)
+
     costs = ChoiceCosts(
         choice=c,
         dense=dense,
@@ -453,6 +495,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         first_extra_bytes=states(first_params, g_dense),
         last_extra_bytes=states(last_params, g_dense),
         logits_bytes=logits,
+        workspace_bytes=workspace,
         first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
         last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s),
         dp_const_s=dp_lat,

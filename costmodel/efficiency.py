@@ -115,6 +115,8 @@ def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float) -> Optiona
     if a.attention_efficiency is None:
         return None
     gen = _by_generation(a, "attention_efficiency", gpu)
+    if a.attention_kernel == "flash2" and gpu.generation in ("hopper", "blackwell") and a.attention_efficiency_flash2:
+        gen = a.attention_efficiency_flash2
     e = a.attention_efficiency if gen is None else min(a.attention_efficiency, gen)
     if a.attention_seq_penalty > 0:
         e = e / (1.0 + a.attention_seq_penalty / max(s_rank, 1.0))

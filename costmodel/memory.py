@@ -64,3 +64,44 @@ def dense_layer_activation_items(hidden: int, q_dim: int, kv_dim: int, ffn: int,
     mlp = 6 * ffn if gated else 4 * ffn
     scores = 5 * num_heads * seq_len if (not flash_attention and keep_scores) else 0
     return ActivationItems(sharded=attn + mlp + scores, replicated=replicated)
+
+
+def alternate_matmul_activation_items(hidden: int, q_dim: int, kv_dim: int, ffn: int, gated: bool,
+                                      num_heads: int) -> tuple[ActivationItems, ActivationItems, float]:
+    """Per-op selective checkpointing as torchtitan runs it (``_save_list``: save the output of every
+    attention kernel and of every other matmul, recompute everything else): (layer items, of which the
+    MLP's, share of the layer's matmul FLOPs recomputed).
+
+    Stored per token: the block's input 2h (sequence-sharded under SP), the attention output 2·d_q and
+    its fp32 log-sum-exp 4·a, and the odd-numbered matmul outputs in call order q, k, v, o, [gate,] up,
+    down. With an odd number of matmuls per layer the counter's parity flips every layer call, so the
+    mean of both parities is used. Outputs of the row-parallel matmuls (o, down) are full width on every
+    TP rank (replicated unless SP); the column-parallel ones are sharded.
+    """
+    # (output bytes per token, sharded by TP, FLOPs per token of the matmul)
+    mms = [(2 * q_dim, True, hidden * q_dim), (2 * kv_dim, True, hidden * kv_dim),
+           (2 * kv_dim, True, hidden * kv_dim), (2 * hidden, False, q_dim * hidden)]
+    mlp_start = len(mms)
+    mms += [(2 * ffn, True, hidden * ffn)] * (2 if gated else 1) + [(2 * hidden, False, ffn * hidden)]
+    parities = [[i for i in range(len(mms)) if i % 2 == 0]]  # 1st, 3rd, ... (0-based even)
+    if len(mms) % 2:
+        parities.append([i for i in range(len(mms)) if i % 2 == 1])
+    w = 1.0 / len(parities)
+    sharded = 2 * q_dim + 4 * num_heads
+    replicated = 2 * hidden
+    mlp_sharded = mlp_replicated = 0.0
+    total_flops = sum(f for _, _, f in mms)
+    recomputed_flops = 0.0
+    for saved in parities:
+        for i, (b, is_sharded, f) in enumerate(mms):
+            if i not in saved:
+                recomputed_flops += w * f
+                continue
+            if is_sharded:
+                sharded += w * b
+                mlp_sharded += w * b if i >= mlp_start else 0.0
+            else:
+                replicated += w * b
+                mlp_replicated += w * b if i >= mlp_start else 0.0
+    return (ActivationItems(sharded=sharded, replicated=replicated),
+            ActivationItems(sharded=mlp_sharded, replicated=mlp_replicated), recomputed_flops / total_flops)

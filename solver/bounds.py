@@ -15,7 +15,7 @@ import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.choice import Choice, bubble_factor
+from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.spec import Spec
@@ -149,9 +149,10 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
         U[i] = max(0.0, np.floor(D * factor) - 1) * max(0.0, np.floor(t_mean_ns * (1 - 1e-9)) - 1)
         g_dense = c.dp * c.cp
         g_expert = max(1, (c.tp * c.cp * c.dp) // (c.ep * c.etp))
-        states = (model_state_bytes(other_total / c.tp / c.pp, c.zero_stage, g_dense, a.weight_bytes,
+        zero = effective_zero_stage(c, a)
+        states = (model_state_bytes(other_total / c.tp / c.pp, zero, g_dense, a.weight_bytes,
                                     a.grad_bytes, a.optimizer_bytes)
-                  + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, c.zero_stage, g_expert,
+                  + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,
                                       a.weight_bytes, a.grad_bytes, a.optimizer_bytes))
         if c.schedule == "dualpipe":
             states *= 2

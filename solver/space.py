@@ -92,10 +92,17 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     if opts.prune_dominated:
         if 1 in zero and 0 in zero:
             zero.remove(0)
-        if a.flash_attention and "selective" in recompute and "none" in recompute:
+        if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
+                and "none" in recompute):
             recompute.remove("selective")
         if "full" in recompute and "none" in recompute:
             recompute.remove("none")
+
+    def zero_at_pp(pp: int) -> list[int]:
+        """ZeRO-2/3 cost ZeRO-1's memory and traffic under PP (choice.effective_zero_stage): one of them."""
+        if pp == 1 or not (opts.prune_dominated and 1 in zero and a.zero_unsharded_across_microbatches_with_pp):
+            return zero
+        return [z for z in zero if z < 2]
 
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
@@ -157,7 +164,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                 if why:
                                     reject(why)
                                     continue
-                                for z in zero:
+                                for z in zero_at_pp(pp):
                                     for rc in recompute:
                                         for sp in sps:
                                             out.append(replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp))

@@ -90,7 +90,8 @@ def _stage(costs: ChoiceCosts, main: LayerCost, dense: LayerCost | None, k_dense
            first: bool, last: bool) -> _StageLin:
     """Stage ``index``: its layers are of class ``main`` except ``k_dense`` leading dense layers."""
     inflight = costs.inflight(index)
-    t_0, states_0, act_0, dp_0 = costs.p2p_s, 0.0, 0.0, costs.dp_const_s
+    # the working set is held once per stage; on a DualPipe rank (activations weighted 1/2 per stage) once
+    t_0, states_0, act_0, dp_0 = costs.p2p_s, 0.0, costs.workspace_bytes, costs.dp_const_s
     if first:
         t_0 += costs.first_extra_time_s
         states_0 += costs.first_extra_bytes

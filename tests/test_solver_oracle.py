@@ -116,7 +116,17 @@ def small_specs(draw, tiny: bool = False) -> Spec:
         model=model,
         training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),
                       global_batch_size=draw(st.sampled_from([2, 4, 8, 12, 16, 24, 32, 48, 64]))),
-        cluster=cluster, search=search, assumptions=dict(preset=draw(st.sampled_from(["default", "textbook"])))))
+        cluster=cluster, search=search, assumptions=_assumptions(draw)))
+
+
+def _assumptions(draw) -> dict:
+    preset = draw(st.sampled_from(["default", "textbook"]))
+    out = dict(preset=preset)
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # torchtitan's per-op selective checkpointing
+        out["selective_recompute_policy"] = "alternate_matmuls"
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # ZeRO-2/3 re-gather every micro-batch under PP
+        out["zero_unsharded_across_microbatches_with_pp"] = False
+    return out
 
 
 def _spec_repr(spec: Spec) -> str:

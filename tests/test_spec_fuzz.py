@@ -177,6 +177,9 @@ def _knob_strategy(name: str):
         return st.booleans()
     if annotation is int:
         return st.one_of(st.integers(1, 8192), st.sampled_from([0, -1, 2**53]))
+    choices = getattr(annotation, "__args__", ())
+    if choices and all(isinstance(c, str) for c in choices):  # Literal[...] knobs: a valid value or junk
+        return st.one_of(st.sampled_from(choices), st.sampled_from(["", "other", 1]))
     typical = st.floats(min_value=0.0, max_value=1.0) if field.default is not None and 0 < field.default <= 1 \
         else st.floats(min_value=0.0, max_value=64.0)
     return st.one_of(typical, typical, typical, typical, st.sampled_from([0.0, 1e-320, 1e-9, 1e9, 1e308, -1.0, 2.0]),

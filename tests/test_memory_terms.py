@@ -1,0 +1,155 @@
+"""Memory terms added by the calibration against torchtitan's published peaks, term by term.
+
+* the per-stage working set (``ChoiceCosts.workspace_bytes``): a fully recomputed layer's activations
+  regenerated for its backward, ZeRO-3's gathered layers; held once per stage, once per DualPipe rank;
+* ZeRO-2/3 under pipeline parallelism costing ZeRO-1 (PyTorch pipelining keeps FSDP2 stages unsharded
+  across micro-batches);
+* torchtitan's per-op selective checkpointing (``selective_recompute_policy = alternate_matmuls``);
+* ZeRO-3's collective count per layer (DeepSpeed 2021 gathered every parameter tensor on its own).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import Choice, choice_costs, effective_zero_stage
+from parplan.costmodel.evaluate import evaluate
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.memory import alternate_matmul_activation_items, dense_layer_activation_items
+from parplan.costmodel.spec import PlanSpec, Spec
+
+H, Q, KV, F, HEADS = 4096, 4096, 1024, 14336, 32  # Llama-3 8B
+
+
+def _spec(num_gpus: int = 16, **model) -> Spec:
+    m = dict(name="llama3-8b", num_layers=8, hidden_size=H, ffn_hidden_size=F, num_attention_heads=HEADS,
+             num_kv_heads=8, vocab_size=128256, gated_mlp=True, tie_embeddings=False)
+    m.update(model)
+    return Spec.model_validate(dict(
+        model=m, training=dict(seq_len=4096, global_batch_size=64, precision="bf16"),
+        cluster=dict(gpu="H100-SXM-80GB", num_gpus=num_gpus, gpus_per_node=8)))
+
+
+def _costs(spec: Spec, choice: Choice, **knobs):
+    return choice_costs(spec, choice, resolve_gpu(spec.cluster), resolve_assumptions(knobs))
+
+
+# ------------------------------------------------------------------------------- per-op selective (SAC)
+def test_alternate_matmul_items_by_hand_gated():
+    """Seven matmuls per layer (q, k, v, o, gate, up, down): the parity alternates, so the mean of the two
+    saved sets {q, v, gate, down} and {k, o, up}, plus the block input, attention output and fp32 LSE."""
+    items, mlp, share = alternate_matmul_activation_items(H, Q, KV, F, True, HEADS)
+    sharded = 2 * Q + 4 * HEADS + 0.5 * (2 * Q + 2 * KV + 2 * F) + 0.5 * (2 * KV + 2 * F)
+    replicated = 2 * H + 0.5 * 2 * H + 0.5 * 2 * H  # block input; down / o outputs (row-parallel)
+    assert items.sharded == pytest.approx(sharded)
+    assert items.replicated == pytest.approx(replicated)
+    assert mlp.sharded == pytest.approx(0.5 * 2 * F + 0.5 * 2 * F)
+    assert mlp.replicated == pytest.approx(0.5 * 2 * H)
+    assert share == pytest.approx(0.5)  # complementary sets: half the matmul FLOPs on average
+    assert items.per_token(1, False) == 59520  # bytes per token, Llama-3 8B, TP 1
+    full = dense_layer_activation_items(H, Q, KV, F, True, HEADS, 4096).per_token(1, False)
+    assert items.per_token(1, False) < 0.45 * full  # 43 % of what Megatron stores with FlashAttention
+
+
+def test_alternate_matmul_items_by_hand_plain_mlp():
+    """Six matmuls (q, k, v, o, fc1, fc2): always the 1st, 3rd and 5th (q, v, fc1) are kept."""
+    h = 1024
+    items, mlp, share = alternate_matmul_activation_items(h, h, h, 4 * h, False, 16)
+    assert items.sharded == 2 * h + 4 * 16 + 2 * h + 2 * h + 2 * 4 * h
+    assert items.replicated == 2 * h
+    assert (mlp.sharded, mlp.replicated) == (2 * 4 * h, 0)
+    flops = {"q": h * h, "k": h * h, "v": h * h, "o": h * h, "fc1": 4 * h * h, "fc2": 4 * h * h}
+    assert share == pytest.approx((flops["k"] + flops["o"] + flops["fc2"]) / sum(flops.values()))
+
+
+def test_per_op_sac_stores_less_and_recomputes_half_the_matmuls():
+    spec = _spec()
+    c = Choice(tp=2, cp=1, pp=1, dp=8, micro_batch_size=2, num_microbatches=4, recompute="selective")
+    none = _costs(spec, Choice(**{**c.__dict__, "recompute": "none"}))
+    megatron = _costs(spec, c)
+    sac = _costs(spec, c, selective_recompute_policy="alternate_matmuls")
+    tokens = 2 * 4096
+    items, _, _ = alternate_matmul_activation_items(H, Q, KV, F, True, HEADS)
+    assert sac.dense.act_bytes == pytest.approx(tokens * items.per_token(2, True))
+    assert megatron.dense.act_bytes == none.dense.act_bytes  # FlashAttention: Megatron's selective is free
+    assert megatron.dense.selective_s == 0
+    assert sac.dense.act_bytes < 0.5 * none.dense.act_bytes
+    assert sac.dense.selective_s > 0
+    assert sac.dense.compute_s == pytest.approx(none.dense.compute_s + sac.dense.selective_s)
+    # the recomputed layer is held in full during its backward, once per stage
+    assert sac.workspace_bytes == pytest.approx(none.dense.act_bytes)
+    assert none.workspace_bytes == 0 and megatron.workspace_bytes == 0
+
+
+# ------------------------------------------------------------------------------- the per-stage working set
+def test_full_recompute_workspace_is_one_full_layer_once_per_stage():
+    spec = _spec()
+    plan = PlanSpec(tp=2, pp=2, dp=4, micro_batch_size=1, schedule="1f1b", recompute="full", zero_stage=1)
+    ev = evaluate(spec, plan)
+    c = Choice(tp=2, cp=1, pp=2, dp=4, micro_batch_size=1, num_microbatches=16, recompute="none")
+    layer_full = _costs(spec, c).dense.act_bytes
+    for s in ev.stages:
+        assert s.workspace_gib * 2**30 == pytest.approx(layer_full)
+        parts = s.model_states_gib + s.activations_gib + s.logits_gib + s.workspace_gib
+        assert s.memory_gib == pytest.approx(parts)
+    off = evaluate(spec.model_copy(update={"assumptions": {"recompute_workspace_layers": 0.0}}), plan)
+    for s, t in zip(ev.stages, off.stages):
+        assert s.memory_gib - t.memory_gib == pytest.approx(layer_full / 2**30)
+
+
+def test_dualpipe_rank_holds_the_workspace_once():
+    spec = _spec()
+    plan = PlanSpec(tp=1, pp=4, dp=4, micro_batch_size=1, schedule="dualpipe", recompute="full", zero_stage=1)
+    ev = evaluate(spec, plan)
+    per_stage = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule="dualpipe",
+                                    recompute="full")).workspace_bytes
+    assert per_stage > 0
+    for s in ev.stages:
+        assert s.workspace_gib * 2**30 == pytest.approx(per_stage)
+
+
+def test_zero3_workspace_is_the_gathered_layers():
+    spec = _spec()
+    c = Choice(tp=2, cp=1, pp=1, dp=8, num_microbatches=4, zero_stage=3)
+    costs = _costs(spec, c)
+    layer_params_gpu = (2 * H * Q + 2 * H * KV + 3 * H * F + 2 * H) / 2  # attention, gated MLP, 2 norms; /TP
+    assert costs.workspace_bytes == pytest.approx(2 * layer_params_gpu * (2 + 4), rel=1e-3)
+    assert _costs(spec, c, zero3_unsharded_layers=0.5).workspace_bytes == pytest.approx(costs.workspace_bytes / 4)
+    assert _costs(spec, Choice(**{**c.__dict__, "zero_stage": 2})).workspace_bytes == 0
+
+
+# ------------------------------------------------------------------------------- ZeRO-2/3 under PP
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_2_3_under_pp_cost_zero_1(zero):
+    spec = _spec()
+    base = dict(tp=2, pp=2, dp=4, micro_batch_size=1, schedule="1f1b", recompute="none")
+    one = evaluate(spec, PlanSpec(**base, zero_stage=1))
+    z = evaluate(spec, PlanSpec(**base, zero_stage=zero))
+    assert z.metrics.step_time_s == pytest.approx(one.metrics.step_time_s)
+    assert z.metrics.peak_memory_gib == pytest.approx(one.metrics.peak_memory_gib)
+    regather = spec.model_copy(update={"assumptions": {"zero_unsharded_across_microbatches_with_pp": False}})
+    zr = evaluate(regather, PlanSpec(**base, zero_stage=zero))
+    assert zr.metrics.peak_memory_gib < one.metrics.peak_memory_gib  # sharded weights/gradients
+    assert zr.metrics.breakdown_s["dp"] != pytest.approx(one.metrics.breakdown_s["dp"])
+    a = resolve_assumptions(None)
+    assert effective_zero_stage(Choice(tp=1, cp=1, pp=2, dp=8, zero_stage=zero), a) == 1
+    assert effective_zero_stage(Choice(tp=1, cp=1, pp=1, dp=16, zero_stage=zero), a) == zero
+
+
+def test_textbook_keeps_the_old_ledger():
+    a = resolve_assumptions({"preset": "textbook"})
+    assert a.recompute_workspace_layers == 0 and a.zero3_unsharded_layers == 0
+    assert not a.zero_unsharded_across_microbatches_with_pp
+
+
+# ------------------------------------------------------------------------------- ZeRO-3 collectives per layer
+def test_zero3_collective_count_scales_the_ring_latency():
+    spec = _spec(num_gpus=64)
+    c = Choice(tp=1, cp=1, pp=1, dp=64, num_microbatches=1, zero_stage=3)
+    knobs = dict(zero_microbatch_comm_overlap=0.0)
+    fsdp = _costs(spec, c, **knobs)
+    per_tensor = _costs(spec, c, zero3_collectives_per_layer=36.0, **knobs)
+    alpha = fsdp.links["dp_cp"].latency_s
+    assert alpha > 0
+    assert per_tensor.dense.zero_s - fsdp.dense.zero_s == pytest.approx(33 * 63 * alpha)
