@@ -390,12 +390,14 @@ def _express(row: dict, ex: Expression) -> None:
     if mbs is None:
         if fw == "torchtitan" and pp > 1:
             local = gbs // dp
-            n_mb = pp * vpp  # torchtitan: n_microbatches defaults to the total number of pipeline stages
+            # torchtitan (pipelining_utils.build_pipeline_schedule, late 2024): n_microbatches defaults to
+            # the pipeline-parallel degree, for interleaved schedules too
+            n_mb = pp
             if local % n_mb:
                 raise NotExpressible(f"local batch {local} not divisible by torchtitan's {n_mb} micro-batches")
             mbs = local // n_mb
             a["micro_batch_size"] = (f"{mbs} (not stated; torchtitan splits the local batch {local} into "
-                                     f"pp·stages-per-rank = {n_mb} micro-batches by default)")
+                                     f"pipeline_parallel_degree = {n_mb} micro-batches by default)")
         else:
             mbs = 1
             a["micro_batch_size"] = "1 (not stated)"
@@ -424,16 +426,16 @@ def _express(row: dict, ex: Expression) -> None:
             if tp > 1:
                 a["sequence_parallel"] = "false (not stated)"
 
-    _techniques(row, fw, tp, pp, zero, ex)
-
     training = TrainingSpec(seq_len=seq, global_batch_size=gbs, precision=precision)
     ex.spec = Spec(model=model, training=training, cluster=cluster)
+    _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
                        sequence_parallel=bool(sp))
 
 
-def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, ex: Expression) -> None:
+def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,
+                ex: Expression) -> None:
     """Overlap techniques the row's framework did not have: their knobs are set to 0 for the row.
 
     * Megatron-LM 2021/2022 (Narayanan 2021, its README, Korthikanti 2022) had no TP communication
@@ -444,6 +446,16 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, ex: Expression)
       the overlap.
     * torchtitan overlaps TP communication only with AsyncTP (named in the row's notes).
     * LLM Foundry's FSDP ``mixed_precision PURE`` reduces gradients in bf16 (2 bytes, not fp32).
+    * DeepSpeed ZeRO-3 as of early 2021 (Narayanan 2021 Table 2) gathered each parameter tensor with its
+      own all-gather and reduce-scattered each gradient on its own (DeepSpeed issue #1069; coalesced in
+      PR #1188, June 2021): 3 collectives per parameter tensor, 12 tensors per GPT layer (two LayerNorms,
+      QKV, projection, two MLP linears, weights and biases); each all-gather synchronized the device
+      (PR #1188: "the async version is not async at all"), so nothing hides that traffic; at most
+      ``stage3_max_live_parameters`` = 1e9 parameters are gathered at once.
+    * torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
+      cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
+      loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
+      checkpointing is per-op (``_save_list``: attention kernels and every other matmul).
     """
     o, a = ex.overrides, ex.assumed
     sharding = (row.get("zero_or_sharding") or "").lower()
@@ -465,6 +477,24 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, ex: Expression)
     if "mixed_precision pure" in (row.get("precision") or "").lower():
         o["grad_reduce_bytes"] = 2.0
         a["grad_reduce_bytes"] = "2 (FSDP mixed_precision PURE: gradients reduced in bf16)"
+    if "zero-3 (deepspeed)" in sharding:
+        o["zero3_collectives_per_layer"] = 36.0
+        o["zero_microbatch_comm_overlap"] = 0.0
+        o["zero3_unsharded_layers"] = min(2.0, 1e9 / arch.dense_layer_params)
+        a["zero3_collectives_per_layer"] = "36 (DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer)"
+        a["zero_microbatch_comm_overlap"] = "0 (DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device)"
+        a["zero3_unsharded_layers"] = (f"{o['zero3_unsharded_layers']:.3g} (DeepSpeed stage3_max_live_parameters = 1e9 "
+                                       f"of {arch.dense_layer_params / 1e9:.2f}B per layer)")
+    if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
+        o["attention_kernel"] = "flash2"
+        a["attention_kernel"] = "flash2 (PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention)"
+    if fw == "torchtitan":
+        o["logits_bytes_per_element"] = 12.0
+        a["logits_bytes_per_element"] = ("12 (torchtitan: fp32 log-softmax saved, its gradient and the loss "
+                                         "gradient live at the start of backward)")
+        if recompute == "selective":
+            o["selective_recompute_policy"] = "alternate_matmuls"
+            a["selective_recompute_policy"] = "alternate_matmuls (torchtitan per-op SAC)"
     if fw == "torchtitan" and tp > 1 and "asynctp" not in notes:
         o["tp_comm_overlap"] = 0.0
         a["tp_comm_overlap"] = "0 (torchtitan without AsyncTP)"

@@ -92,9 +92,9 @@ def test_mapping_details(rows):
     assert ex.plan.zero_stage == 3 and ex.plan.cp == 2 and ex.plan.recompute == "full"
     assert ex.spec.training.precision == "fp8" and "precision" in ex.assumed
     assert ex.spec.model.gated_mlp and ex.spec.model.num_kv_heads == 8
-    # torchtitan PP: micro-batches default to the number of stages
+    # torchtitan PP: micro-batches default to the pipeline-parallel degree (32 per DP rank / 8 = 4)
     ex = runs.express(by_id["torchtitan-202412-t5-llama31-405b-512gpu-13"])
-    assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 2)
+    assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 4)
     assert sum(ex.plan.stage_layers) == 126 and all(n % 2 == 0 for n in ex.plan.stage_layers)
     # DeepSeek-V3: MoE, DualPipe, FP8 on H800, mbs recorded as derived
     ex = runs.express(by_id["deepseek-v3-production-2048xh800"])

@@ -63,6 +63,15 @@ def test_in_sample_median_error_not_worse_than_recorded(records, recorded):
         "rerun python benchmarks/fidelity.py and update benchmarks/README.md")
 
 
+def test_memory_error_not_worse_than_recorded(records, recorded):
+    """Peak memory where published (torchtitan): the median relative error may not grow by > 2 points."""
+    mem = [r for r in records if r["published_memory_gib"] is not None]
+    assert len(mem) == recorded["summary"]["memory"]["rows"] >= 18
+    now = 100 * statistics.median(abs(r["predicted_memory_gib"] / r["published_memory_gib"] - 1) for r in mem)
+    was = recorded["summary"]["memory"]["median_abs_error_pct"]
+    assert now <= was + 2.0, f"median |memory error| {now:.1f} % against the recorded {was:.1f} %"
+
+
 def test_every_expressible_row_is_compared(cases, recorded):
     assert len(cases) >= 80
     assert {c.id for c in cases} == {r["id"] for r in recorded["rows"]}
@@ -153,6 +162,20 @@ def test_attention_efficiency_grows_with_sequence_per_cp_rank():
     assert e[0] < e[1] < e[2] <= a.attention_efficiency_hopper
 
 
+def test_flash2_kernels_have_their_own_hopper_efficiency():
+    """attention_kernel = flash2 (PyTorch SDPA in 2024) reads attention_efficiency_flash2 on Hopper and
+    Blackwell; on Ampere FlashAttention-2 is the fused kernel, so nothing changes there."""
+    fused = resolve_assumptions(None)
+    fa2 = resolve_assumptions({"attention_kernel": "flash2"})
+    h100, a100 = lookup_gpu("H100-SXM-80GB"), lookup_gpu("A100-SXM-80GB")
+    s = 8192
+    penalty = 1 + fused.attention_seq_penalty / s
+    assert efficiency.attention_efficiency(fused, h100, s) == pytest.approx(fused.attention_efficiency_hopper / penalty)
+    assert efficiency.attention_efficiency(fa2, h100, s) == pytest.approx(fa2.attention_efficiency_flash2 / penalty)
+    assert efficiency.attention_efficiency(fa2, a100, s) == efficiency.attention_efficiency(fused, a100, s)
+    assert fa2.attention_efficiency_flash2 < fused.attention_efficiency_hopper  # the fit agrees with FA3's paper
+
+
 # ----------------------------------------------------------------------------------------- FLOP accounting
 def _row(rid):
     return next(r for r in runs.load_runs() if r["id"] == rid)
@@ -202,6 +225,16 @@ def test_row_technique_facts(cases):
     assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["tp_comm_overlap"] == 0
     assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["hbm_bandwidth_gbps"] == 2400
     assert not by_id["mcore-readme2024-h100-gpt-70b"].overrides
+    zero3 = by_id["narayanan2021-t2-zero3-174.6b-768gpu"].overrides  # DeepSpeed ZeRO-3, early 2021
+    assert zero3["zero3_collectives_per_layer"] == 36 and zero3["zero_microbatch_comm_overlap"] == 0
+    assert zero3["zero3_unsharded_layers"] == pytest.approx(1e9 / 1.812e9, rel=1e-3)  # 12h² + 13h, h = 12288
+    titan = by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"].overrides
+    assert titan["logits_bytes_per_element"] == 12 and titan["selective_recompute_policy"] == "alternate_matmuls"
+    assert "selective_recompute_policy" not in by_id["torchtitan-202412-t2-llama3-8b-8gpu-3"].overrides  # full AC
+    assert "zero3_collectives_per_layer" not in by_id["llmfoundry-mpt-70b-h100_80gb-64gpu-seq2048"].overrides
+    assert by_id["llmfoundry-mpt-70b-h100_80gb-64gpu-seq2048"].overrides["attention_kernel"] == "flash2"
+    assert "attention_kernel" not in by_id["llmfoundry-mpt-70b-a100_80gb-64gpu-seq2048"].overrides  # Ampere
+    assert titan["attention_kernel"] == "flash2"
 
 
 # ----------------------------------------------------------------------------------------- the fit machinery
