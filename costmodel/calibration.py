@@ -7,31 +7,31 @@ value was confined to. Sources and meaning of every knob: costmodel/assumptions.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8455,
-    "matmul_efficiency_hopper": 0.8159,
-    "fp8_matmul_efficiency_hopper": 0.6717,
-    "attention_efficiency_ampere": 0.5586,
-    "attention_efficiency_hopper": 0.3168,
-    "attention_efficiency_flash2": 0.2071,
-    "matmul_shape_penalty": 1.412,
-    "attention_seq_penalty": 2926.0862,
-    "intra_node_bandwidth_efficiency": 0.5908,
-    "inter_node_bandwidth_efficiency": 0.9997,
-    "hierarchical_collective_efficiency": 0.4097,
-    "intra_node_latency_factor": 1.9592,
-    "inter_node_latency_factor": 0.3749,
-    "tp_comm_overlap": 0.8648,
-    "dp_comm_overlap": 0.5852,
-    "zero_microbatch_comm_overlap": 0.4512,
-    "pp_comm_overlap": 0.5343,
-    "cp_comm_overlap": 0.7302,
-    "activation_traffic_passes": 5.2605,
+    "matmul_efficiency_ampere": 0.8484,
+    "matmul_efficiency_hopper": 0.8271,
+    "fp8_matmul_efficiency_hopper": 0.6809,
+    "attention_efficiency_ampere": 0.6034,
+    "attention_efficiency_hopper": 0.3424,
+    "attention_efficiency_flash2": 0.2151,
+    "matmul_shape_penalty": 1.466,
+    "attention_seq_penalty": 3563.4249,
+    "intra_node_bandwidth_efficiency": 0.5769,
+    "inter_node_bandwidth_efficiency": 0.9995,
+    "hierarchical_collective_efficiency": 0.402,
+    "intra_node_latency_factor": 1.5772,
+    "inter_node_latency_factor": 0.3708,
+    "tp_comm_overlap": 0.8462,
+    "dp_comm_overlap": 0.5798,
+    "zero_microbatch_comm_overlap": 0.4807,
+    "pp_comm_overlap": 0.5444,
+    "cp_comm_overlap": 0.5397,
+    "activation_traffic_passes": 5.1637,
 }
 
 FIXED: dict[str, float] = {  # no expressible Blackwell row: the Hopper value
-    "matmul_efficiency_blackwell": 0.8159,
-    "fp8_matmul_efficiency_blackwell": 0.6717,
-    "attention_efficiency_blackwell": 0.3168,
+    "matmul_efficiency_blackwell": 0.8271,
+    "fp8_matmul_efficiency_blackwell": 0.6809,
+    "attention_efficiency_blackwell": 0.3424,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

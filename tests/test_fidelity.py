@@ -251,3 +251,18 @@ def test_a_small_fit_recovers_its_own_values():
     res = fit.fit(sub, params=params, starts=1, max_nfev=50)
     for k, v in truth.items():
         assert res.values[k] == pytest.approx(v, rel=0.02), k
+
+
+def test_a_knob_no_row_identifies_keeps_its_prior():
+    """Korthikanti 2022 ran without FlashAttention, so its rows say nothing about the A100 attention-kernel
+    efficiency: fitted on them alone, that knob stays at its prior (FlashAttention-2 paper), while the
+    matmul efficiency moves to what the rows say."""
+    pytest.importorskip("scipy")
+    own, _ = fit.prepare_cases(runs.load_runs())
+    sub = [c for c in own if c.source == "Korthikanti 2022"][:4]
+    assert all(c.overrides.get("flash_attention") is False for c in sub)
+    params = tuple(p for p in fit.PARAMS if p.name in ("matmul_efficiency_ampere", "attention_efficiency_ampere"))
+    res = fit.fit(sub, params=params, starts=1, max_nfev=40)
+    mean, sd, _ = fit.PRIORS["attention_efficiency_ampere"]
+    assert res.values["attention_efficiency_ampere"] == pytest.approx(mean, abs=0.01 * sd)
+    assert fit.PRIOR_POINTS > 0 and set(fit.PRIORS) <= {p.name for p in fit.PARAMS}
