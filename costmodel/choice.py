@@ -152,8 +152,8 @@ def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
     return out
 
 
-def effective_zero_stage(c: Choice, a: Assumptions) -> int:
-    """The ZeRO stage whose memory and traffic ``c`` pays.
+def effective_zero_stage(zero_stage: int, pp: int, a: Assumptions) -> int:
+    """The ZeRO stage whose memory and traffic a plan with ``zero_stage`` and ``pp`` stages pays.
 
     ZeRO-2/3 under pipeline parallelism, as PyTorch pipelining runs FSDP2 stages (torchtitan): the
     stage's weights stay unsharded after forward and its gradients accumulate unsharded until the last
@@ -161,9 +161,9 @@ def effective_zero_stage(c: Choice, a: Assumptions) -> int:
     step. That is ZeRO-1 (``zero_unsharded_across_microbatches_with_pp``); FSDP2's sharded fp32 copy of
     the weights (4/N bytes per parameter more than ZeRO-1's 12/N) is not counted.
     """
-    if c.zero_stage >= 2 and c.pp > 1 and a.zero_unsharded_across_microbatches_with_pp:
+    if zero_stage >= 2 and pp > 1 and a.zero_unsharded_across_microbatches_with_pp:
         return 1
-    return c.zero_stage
+    return zero_stage
 
 
 def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
@@ -207,7 +207,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
 
     n = c.num_gpus
-    zero = effective_zero_stage(c, a)
+    zero = effective_zero_stage(c.zero_stage, c.pp, a)
     links = {
         "tp": link(1, c.tp, domain, gpu, a, n),
         "cp": link(c.tp, c.cp, domain, gpu, a, n),

@@ -149,7 +149,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
         U[i] = max(0.0, np.floor(D * factor) - 1) * max(0.0, np.floor(t_mean_ns * (1 - 1e-9)) - 1)
         g_dense = c.dp * c.cp
         g_expert = max(1, (c.tp * c.cp * c.dp) // (c.ep * c.etp))
-        zero = effective_zero_stage(c, a)
+        zero = effective_zero_stage(c.zero_stage, c.pp, a)
         states = (model_state_bytes(other_total / c.tp / c.pp, zero, g_dense, a.weight_bytes,
                                     a.grad_bytes, a.optimizer_bytes)
                   + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.choice import Choice, nvlink_domain_size
+from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import degree_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
@@ -99,10 +99,13 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             recompute.remove("none")
 
     def zero_at_pp(pp: int) -> list[int]:
-        """ZeRO-2/3 cost ZeRO-1's memory and traffic under PP (choice.effective_zero_stage): one of them."""
-        if pp == 1 or not (opts.prune_dominated and 1 in zero and a.zero_unsharded_across_microbatches_with_pp):
+        """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage)."""
+        if not opts.prune_dominated:
             return zero
-        return [z for z in zero if z < 2]
+        kept: dict[int, int] = {}
+        for z in sorted(zero):
+            kept.setdefault(effective_zero_stage(z, pp, a), z)
+        return list(kept.values())
 
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:

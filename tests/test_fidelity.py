@@ -181,23 +181,23 @@ def _row(rid):
     return next(r for r in runs.load_runs() if r["id"] == rid)
 
 
+def _shape_and_flops(rid):
+    """(B, s, l, h, V) of a row and its (model, hardware) FLOPs per step as ``runs`` counts them."""
+    row = _row(rid)
+    ex = runs.express(row)
+    shape = (row["global_batch_size"], row["seq_len"], row["num_layers"], row["hidden_size"], ex.spec.model.vocab_size)
+    return shape, runs.source_flops_per_step(ex.spec, resolve_plan(ex.spec, ex.plan))
+
+
 def test_hardware_flops_match_narayanan_formula():
     """96·B·s·l·h²·(1 + s/6h + V/16lh) per step (Narayanan 2021 eq. 3) for a GPT row with full recompute."""
-    row = _row("narayanan2021-t1-gpt-145.6b")
-    ex = runs.express(row)
-    plan = resolve_plan(ex.spec, ex.plan)
-    B, s, l, h, V = row["global_batch_size"], row["seq_len"], row["num_layers"], row["hidden_size"], ex.spec.model.vocab_size
-    _, f_hw = runs.source_flops_per_step(ex.spec, plan)
+    (B, s, l, h, V), (_, f_hw) = _shape_and_flops("narayanan2021-t1-gpt-145.6b")
     assert f_hw == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-9)
 
 
 def test_model_flops_match_korthikanti_formula():
     """72·B·s·l·h²·(1 + s/6h + V/12lh) (Korthikanti 2022 app. A): full s x s attention."""
-    row = _row("korthikanti2022-175b-sp-selective")
-    ex = runs.express(row)
-    plan = resolve_plan(ex.spec, ex.plan)
-    B, s, l, h, V = row["global_batch_size"], row["seq_len"], row["num_layers"], row["hidden_size"], ex.spec.model.vocab_size
-    f_model, _ = runs.source_flops_per_step(ex.spec, plan)
+    (B, s, l, h, V), (f_model, _) = _shape_and_flops("korthikanti2022-175b-sp-selective")
     assert f_model == pytest.approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-9)
 
 

@@ -133,8 +133,8 @@ def test_zero_2_3_under_pp_cost_zero_1(zero):
     assert zr.metrics.peak_memory_gib < one.metrics.peak_memory_gib  # sharded weights/gradients
     assert zr.metrics.breakdown_s["dp"] != pytest.approx(one.metrics.breakdown_s["dp"])
     a = resolve_assumptions(None)
-    assert effective_zero_stage(Choice(tp=1, cp=1, pp=2, dp=8, zero_stage=zero), a) == 1
-    assert effective_zero_stage(Choice(tp=1, cp=1, pp=1, dp=16, zero_stage=zero), a) == zero
+    assert effective_zero_stage(zero, 2, a) == 1
+    assert effective_zero_stage(zero, 1, a) == zero
 
 
 def test_textbook_keeps_the_old_ledger():
