@@ -455,7 +455,13 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     * torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
       cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
       loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
-      checkpointing is per-op (``_save_list``: attention kernels and every other matmul).
+      checkpointing is per-op (``_save_list``: attention kernels and every other matmul). With TP the loss
+      runs under ``loss_parallel`` on vocabulary-sharded logits, whose fused nll/log-softmax backward
+      (``torch/distributed/tensor/parallel/loss.py``: ``(grad_input + torch.exp(x)) * grad_output`` with
+      ``grad_input = zeros_like(x)``) holds four fp32 copies, 16 bytes per logit.
+    * torchtitan's TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered
+      input (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose
+      stages preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``).
     """
     o, a = ex.overrides, ex.assumed
     sharding = (row.get("zero_or_sharding") or "").lower()
@@ -489,12 +495,23 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         o["attention_kernel"] = "flash2"
         a["attention_kernel"] = "flash2 (PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention)"
     if fw == "torchtitan":
-        o["logits_bytes_per_element"] = 12.0
-        a["logits_bytes_per_element"] = ("12 (torchtitan: fp32 log-softmax saved, its gradient and the loss "
-                                         "gradient live at the start of backward)")
+        if tp > 1:
+            o["logits_bytes_per_element"] = 16.0
+            a["logits_bytes_per_element"] = ("16 (torchtitan TP: loss_parallel's backward holds the fp32 log-softmax, "
+                                             "zeros_like(x), exp(x) and their sum at once)")
+            o["sequence_parallel_saves_gathered_inputs"] = True
+            a["sequence_parallel_saves_gathered_inputs"] = ("true (torchtitan TP: DTensor SequenceParallel + "
+                                                            "PrepareModuleInput; ColwiseParallel saves the gathered input)")
+        else:
+            o["logits_bytes_per_element"] = 12.0
+            a["logits_bytes_per_element"] = ("12 (torchtitan: fp32 log-softmax saved, its gradient and the loss "
+                                             "gradient live at the start of backward)")
         if recompute == "selective":
             o["selective_recompute_policy"] = "alternate_matmuls"
             a["selective_recompute_policy"] = "alternate_matmuls (torchtitan per-op SAC)"
+        if pp > 1:
+            o["pipeline_runtime"] = "torch"
+            a["pipeline_runtime"] = "torch (torchtitan: torch.distributed.pipelining)"
     if fw == "torchtitan" and tp > 1 and "asynctp" not in notes:
         o["tp_comm_overlap"] = 0.0
         a["tp_comm_overlap"] = "0 (torchtitan without AsyncTP)"

@@ -180,9 +180,9 @@ def stage_table(evaluation: Evaluation) -> Table:
         total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
-                      _num(s.workspace_gib, 1), total_text)
-    table.caption = (f"bold time: slowest stage (sets the pace); usable memory {_num(m.usable_memory_gib, 2)} GiB "
-                     f"per GPU")
+                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text)
+    table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers; usable "
+                     f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU")
     table.caption_justify = "left"
     return table
 

@@ -97,6 +97,8 @@ class ChoiceCosts:
     last_extra_bytes: float  # head weights/states (resident)
     logits_bytes: float  # last stage, once (not per in-flight micro-batch)
     workspace_bytes: float  # every stage, once: a recomputed layer's activations, ZeRO-3's gathered layers
+    stage_io_bytes: float  # one stage-boundary activation of one micro-batch (pipeline_runtime 'torch'; else 0)
+    retained_output_bytes: float  # one micro-batch's bf16 output on the last stage (pipeline_runtime 'torch'; else 0)
     first_extra_dp_s: float
     last_extra_dp_s: float
     dp_const_s: float  # per-stage DP latency terms
@@ -120,6 +122,29 @@ class ChoiceCosts:
         if c.schedule == "dualpipe":
             return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
         raise ValueError(c.schedule)
+
+    def pipeline_buffer_bytes(self, stage: int) -> float:
+        """Bytes the pipeline runtime holds on stage ``stage`` besides its layers' activations.
+
+        ``torch.distributed.pipelining`` (``stage.py``, late 2024): ``_prepare_forward_infra`` and
+        ``_prepare_backward_infra`` preallocate a receive buffer for every micro-batch's input activation
+        (stages > 0) and output gradient (stages < p-1) of every model chunk; the input buffers of in-flight
+        micro-batches are the first layer's saved input, already counted with the activations.
+        ``fwd_cache`` keeps each in-flight micro-batch's output until its backward, and the last stage
+        appends every micro-batch's output to ``output_chunks`` until the next step (the current one is the
+        logits term). Megatron-LM holds none of these (zero bytes here).
+        """
+        c = self.choice
+        if c.pp == 1 or (self.stage_io_bytes == 0 and self.retained_output_bytes == 0):
+            return 0.0
+        m, v = c.num_microbatches, c.vpp
+        first, last = stage == 0, stage == c.pp - 1
+        inflight_chunks = self.inflight(stage) * v
+        grad_recv = m * v - (m if last else 0)
+        act_recv = max(0.0, m * v - (m if first else 0) - inflight_chunks)
+        outputs = max(0.0, inflight_chunks - (1 if last else 0))
+        retained = (m - 1) * self.retained_output_bytes if last else 0.0
+        return (grad_recv + act_recv + outputs) * self.stage_io_bytes + retained
 
     def bubble_s(self, t_stage_s: float, a: Assumptions) -> float:
         """Bubble for the slowest stage's per-micro-batch time."""
@@ -359,6 +384,12 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
             a.flash_attention, a.dropout_masks, keep_scores=True).per_token(c.tp, sp)
     scores_per_token = traffic_per_token - dense_act_per_token  # dropped by selective recompute, still moved
+    # DTensor sequence parallelism saves the all-gathered inputs of the column-parallel matmuls (QKV and the
+    # MLP's first linear), each 2·h per token unsharded instead of 2·h/TP; memory only, the time is unchanged
+    gathered_per_token = 0.0
+    if sp and a.sequence_parallel_saves_gathered_inputs and a.activation_sbh_coefficient is None:
+        gathered_per_token = 2 * h * (1 - 1 / c.tp)
+    stored_gathered = 0.0 if per_op_sac else gathered_per_token  # per-op SAC recomputes the all-gathers
 
     def traffic_s(per_token: float) -> float:
         return a.activation_traffic_passes * tokens_tp_group * per_token / hbm_Bps
@@ -391,14 +422,15 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         recompute_comm=rc_comm,
         selective_s=selective_dense,
         states_bytes=states(dense_params_gpu, g_dense),
-        act_bytes=tokens_tp_group * dense_act_per_token,
+        act_bytes=tokens_tp_group * (dense_act_per_token + 2 * stored_gathered),
         act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
         dp_s=dp_exposed([(dense_params_gpu, coll["dp_cp"], g_dense)], dense_compute),
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
     )
 
-    full_layer_bytes = [tokens_tp_group * traffic_per_token]  # a layer's activations, all of them
+    # a layer's activations, all of them (with DTensor SP, its gathered inputs too)
+    full_layer_bytes = [tokens_tp_group * (traffic_per_token + 2 * gathered_per_token)]
     moe_cost = None
     moe = m.moe
     if moe is not None:
@@ -429,7 +461,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             routed = moe.top_k * (2 * h * c.etp + (6 if m.gated_mlp else 4) * moe.expert_ffn_hidden_size) / c.tp
             moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
         moe_compute += traffic_s(moe_act_per_token + scores_per_token)
-        full_layer_bytes.append(tokens_tp_group * (moe_act_per_token + scores_per_token))
+        full_layer_bytes.append(tokens_tp_group * (moe_act_per_token + scores_per_token + gathered_per_token))
         rc_comm_m = recompute_comm(tp_layer, cp_layer, ep_layer)
         moe_cost = LayerCost(
             compute_s=moe_compute + selective_dense,
@@ -444,7 +476,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             recompute_comm=rc_comm_m,
             selective_s=selective_dense,
             states_bytes=states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert),
-            act_bytes=tokens_tp_group * moe_act_per_token,
+            act_bytes=tokens_tp_group * (moe_act_per_token + stored_gathered),
             act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
             dp_s=dp_exposed([(nonexpert_gpu, coll["dp_cp"], g_dense), (expert_gpu, coll["edp"], g_expert)],
                             moe_compute),
@@ -471,6 +503,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     if c.pp > 1:
         p2p = 2 * c.vpp * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
 
+    torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
+    stage_io = tokens_tp_group * h * 2 / (c.tp if sp else 1)  # the boundary tensor (sequence-sharded under SP)
+
     dp_lat = dp_latency(coll["dp_cp"], g_dense)
 
     # ---- per-stage working set, held once whatever the layer count: a fully recomputed layer's
@@ -496,6 +531,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         last_extra_bytes=states(last_params, g_dense),
         logits_bytes=logits,
         workspace_bytes=workspace,
+        stage_io_bytes=stage_io if torch_pipelining else 0.0,
+        retained_output_bytes=tokens_tp_group * m.vocab_size / c.tp * 2 if torch_pipelining else 0.0,
         first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
         last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s),
         dp_const_s=dp_lat,

@@ -48,6 +48,7 @@ class StageReport(_Out):
     activations_gib: float
     logits_gib: float
     workspace_gib: float
+    pipeline_buffers_gib: float
     memory_gib: float
 
 
@@ -153,6 +154,7 @@ class StageTotals(BaseModel):
     act_bytes: float = 0.0  # per in-flight micro-batch
     logits_bytes: float = 0.0
     workspace_bytes: float = 0.0  # once per stage (a DualPipe rank: the mean of its two stages')
+    buffer_bytes: float = 0.0  # the pipeline runtime's boundary buffers (a DualPipe rank: both stages')
     model_flops: float = 0.0
     recompute_flops: float = 0.0
 
@@ -169,7 +171,8 @@ class StageTotals(BaseModel):
 
 def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recomputed: int) -> StageTotals:
     c = costs.choice
-    t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s, workspace_bytes=costs.workspace_bytes)
+    t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s, workspace_bytes=costs.workspace_bytes,
+                    buffer_bytes=costs.pipeline_buffer_bytes(index))
     for lc, n, r in ((costs.dense, dense, min(recomputed, dense)), (costs.moe, moe, max(0, recomputed - dense))):
         if n == 0 or lc is None:
             continue
@@ -237,7 +240,8 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
             both = stages[i] + stages[j]
             per_mb = both.scaled(0.5)
             ranks.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
-                                                   "logits_bytes": both.logits_bytes}))
+                                                   "logits_bytes": both.logits_bytes,
+                                                   "buffer_bytes": both.buffer_bytes}))
     else:
         ranks = stages
 
@@ -264,7 +268,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     stage_reports, mem = [], []
     for i, (r, (d, e)) in enumerate(zip(ranks, classes)):
         inflight = costs.inflight(i)
-        total = r.states_bytes + inflight * r.act_bytes + r.logits_bytes + r.workspace_bytes
+        total = r.states_bytes + inflight * r.act_bytes + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
         mem.append(total / GIB)
         stage_reports.append(StageReport(
             index=i, layers=plan.stage_layers[i], dense_layers=d, moe_layers=e,
@@ -272,7 +276,8 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
             time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
             cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
             model_states_gib=r.states_bytes / GIB, activations_gib=inflight * r.act_bytes / GIB,
-            logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB, memory_gib=total / GIB))
+            logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB,
+            pipeline_buffers_gib=r.buffer_bytes / GIB, memory_gib=total / GIB))
 
     usable_gib = costs.usable_memory_bytes / GIB
     violations = list(violations)

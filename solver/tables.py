@@ -92,6 +92,7 @@ def _stage(costs: ChoiceCosts, main: LayerCost, dense: LayerCost | None, k_dense
     inflight = costs.inflight(index)
     # the working set is held once per stage; on a DualPipe rank (activations weighted 1/2 per stage) once
     t_0, states_0, act_0, dp_0 = costs.p2p_s, 0.0, costs.workspace_bytes, costs.dp_const_s
+    states_0 += costs.pipeline_buffer_bytes(index)  # resident like states: a DualPipe rank holds both stages'
     if first:
         t_0 += costs.first_extra_time_s
         states_0 += costs.first_extra_bytes

@@ -5,7 +5,9 @@
 * ZeRO-2/3 under pipeline parallelism costing ZeRO-1 (PyTorch pipelining keeps FSDP2 stages unsharded
   across micro-batches);
 * torchtitan's per-op selective checkpointing (``selective_recompute_policy = alternate_matmuls``);
-* ZeRO-3's collective count per layer (DeepSpeed 2021 gathered every parameter tensor on its own).
+* ZeRO-3's collective count per layer (DeepSpeed 2021 gathered every parameter tensor on its own);
+* DTensor sequence parallelism saving the all-gathered inputs of the column-parallel matmuls;
+* ``torch.distributed.pipelining``'s stage-boundary buffers (``pipeline_runtime = torch``).
 """
 
 from __future__ import annotations
@@ -153,3 +155,81 @@ def test_zero3_collective_count_scales_the_ring_latency():
     alpha = fsdp.links["dp_cp"].latency_s
     assert alpha > 0
     assert per_tensor.dense.zero_s - fsdp.dense.zero_s == pytest.approx(33 * 63 * alpha)
+
+
+# ------------------------------------------------------------------------------- DTensor SP gathered inputs
+def test_dtensor_sp_saves_two_gathered_inputs_per_layer():
+    """QKV and the MLP's first linear each keep 2·h bytes per token unsharded instead of 2·h/TP."""
+    spec = _spec()
+    c = Choice(tp=4, cp=1, pp=1, dp=4, micro_batch_size=2, num_microbatches=4, recompute="none")
+    megatron = _costs(spec, c)
+    dtensor = _costs(spec, c, sequence_parallel_saves_gathered_inputs=True)
+    tokens = 2 * 4096
+    assert dtensor.dense.act_bytes - megatron.dense.act_bytes == pytest.approx(tokens * 2 * 2 * H * (1 - 1 / 4))
+    assert dtensor.dense.compute_s == megatron.dense.compute_s  # memory only
+    no_sp = Choice(**{**c.__dict__, "sequence_parallel": False})  # without SP nothing is sharded anyway
+    assert _costs(spec, no_sp, sequence_parallel_saves_gathered_inputs=True).dense.act_bytes == \
+        _costs(spec, no_sp).dense.act_bytes
+
+
+@pytest.mark.parametrize("recompute", ["full", "selective"])
+def test_dtensor_sp_gathered_inputs_in_the_recomputed_layer_only(recompute):
+    """A fully recomputed layer stores its input only (a layer full recompute leaves alone stores everything,
+    gathered inputs included); per-op SAC recomputes the all-gathers. Either way the gathered inputs exist
+    again in the working set of the layer being recomputed."""
+    spec = _spec()
+    c = Choice(tp=4, cp=1, pp=1, dp=4, micro_batch_size=2, num_microbatches=4, recompute=recompute)
+    knobs = dict(selective_recompute_policy="alternate_matmuls")
+    megatron = _costs(spec, c, **knobs)
+    dtensor = _costs(spec, c, sequence_parallel_saves_gathered_inputs=True, **knobs)
+    stored_extra = 2 * 4096 * 2 * 2 * H * 3 / 4 if recompute == "full" else 0.0
+    assert dtensor.dense.act_bytes - megatron.dense.act_bytes == pytest.approx(stored_extra)
+    assert dtensor.dense.act_recomputed_bytes == megatron.dense.act_recomputed_bytes
+    assert dtensor.workspace_bytes - megatron.workspace_bytes == pytest.approx(2 * 4096 * 2 * 2 * H * 3 / 4)
+
+
+# ------------------------------------------------------------------------------- torch.distributed.pipelining
+def test_torch_pipelining_buffers_by_hand():
+    """1F1B, p = 4, m = 8: gradient receive buffers for every micro-batch on stages 0-2, activation receive
+    buffers on stages 1-3 beyond the in-flight ones (those are the first layer's saved input), one output
+    per in-flight micro-batch (the last stage's is the logits), and the last stage's 7 earlier outputs."""
+    spec = _spec(num_gpus=16)
+    c = Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=8, recompute="full")
+    torch_rt = _costs(spec, c, pipeline_runtime="torch")
+    boundary = 4096 * H * 2 / 2  # one micro-batch's stage output, sequence-sharded by TP 2
+    retained = 4096 * 128256 / 2 * 2  # one micro-batch's bf16 logits, vocabulary-sharded
+    assert torch_rt.stage_io_bytes == pytest.approx(boundary)
+    assert torch_rt.retained_output_bytes == pytest.approx(retained)
+    expected = {0: 8 + 0 + 4, 1: 8 + (8 - 3) + 3, 2: 8 + (8 - 2) + 2, 3: 0 + (8 - 1) + 0}
+    for stage, count in expected.items():
+        extra = 7 * retained if stage == 3 else 0.0
+        assert torch_rt.pipeline_buffer_bytes(stage) == pytest.approx(count * boundary + extra)
+    megatron = _costs(spec, c)
+    assert all(megatron.pipeline_buffer_bytes(i) == 0 for i in range(4))
+    one_stage = _costs(spec, Choice(**{**c.__dict__, "pp": 1, "dp": 8}), pipeline_runtime="torch")
+    assert one_stage.pipeline_buffer_bytes(0) == 0
+
+
+def test_torch_pipelining_buffers_in_the_evaluation():
+    spec = _spec(num_gpus=16)
+    plan = PlanSpec(tp=2, pp=4, dp=2, micro_batch_size=1, schedule="1f1b", recompute="full", zero_stage=1)
+    megatron = evaluate(spec, plan)
+    rt = spec.model_copy(update={"assumptions": {"pipeline_runtime": "torch"}})
+    torch_rt = evaluate(rt, plan)
+    costs = _costs(rt, Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=32,
+                              recompute="full"), pipeline_runtime="torch")
+    for a, b in zip(megatron.stages, torch_rt.stages):
+        assert b.pipeline_buffers_gib * 2**30 == pytest.approx(costs.pipeline_buffer_bytes(a.index))
+        assert b.memory_gib - a.memory_gib == pytest.approx(b.pipeline_buffers_gib)
+    assert torch_rt.metrics.step_time_s == megatron.metrics.step_time_s
+
+
+def test_dualpipe_rank_holds_both_stages_buffers():
+    spec = _spec().model_copy(update={"assumptions": {"pipeline_runtime": "torch"}})
+    plan = PlanSpec(tp=1, pp=4, dp=4, micro_batch_size=1, schedule="dualpipe", recompute="full", zero_stage=1)
+    ev = evaluate(spec, plan)
+    costs = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule="dualpipe",
+                                recompute="full"), pipeline_runtime="torch")
+    for s in ev.stages:
+        both = costs.pipeline_buffer_bytes(s.index) + costs.pipeline_buffer_bytes(3 - s.index)
+        assert s.pipeline_buffers_gib * 2**30 == pytest.approx(both)

@@ -126,6 +126,9 @@ def _assumptions(draw) -> dict:
         out["selective_recompute_policy"] = "alternate_matmuls"
     if preset == "default" and draw(st.integers(0, 3)) == 0:  # ZeRO-2/3 re-gather every micro-batch under PP
         out["zero_unsharded_across_microbatches_with_pp"] = False
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # torchtitan's runtime: DTensor SP, torch pipelining
+        out["sequence_parallel_saves_gathered_inputs"] = True
+        out["pipeline_runtime"] = "torch"
     return out
 
 
