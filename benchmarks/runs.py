@@ -451,7 +451,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
       PR #1188, June 2021): 3 collectives per parameter tensor, 12 tensors per GPT layer (two LayerNorms,
       QKV, projection, two MLP linears, weights and biases); each all-gather synchronized the device
       (PR #1188: "the async version is not async at all"), so nothing hides that traffic; at most
-      ``stage3_max_live_parameters`` = 1e9 parameters are gathered at once.
+      ``stage3_max_live_parameters`` = 1e9 parameters are gathered at once. Its gradients are reduced in
+      the fp16 training dtype (``gradient_reduction_w_predivide`` upcasts only with ``fp32_allreduce``,
+      default off): 2 bytes per element.
     * torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
       cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
       loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
@@ -487,6 +489,8 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         o["zero3_collectives_per_layer"] = 36.0
         o["zero_microbatch_comm_overlap"] = 0.0
         o["zero3_unsharded_layers"] = min(2.0, 1e9 / arch.dense_layer_params)
+        o["grad_reduce_bytes"] = 2.0
+        a["grad_reduce_bytes"] = "2 (DeepSpeed: gradients reduced in fp16 unless fp32_allreduce)"
         a["zero3_collectives_per_layer"] = "36 (DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer)"
         a["zero_microbatch_comm_overlap"] = "0 (DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device)"
         a["zero3_unsharded_layers"] = (f"{o['zero3_unsharded_layers']:.3g} (DeepSpeed stage3_max_live_parameters = 1e9 "

@@ -7,31 +7,31 @@ value was confined to. Sources and meaning of every knob: costmodel/assumptions.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8484,
-    "matmul_efficiency_hopper": 0.8271,
-    "fp8_matmul_efficiency_hopper": 0.6809,
-    "attention_efficiency_ampere": 0.6034,
-    "attention_efficiency_hopper": 0.3424,
-    "attention_efficiency_flash2": 0.2151,
-    "matmul_shape_penalty": 1.466,
-    "attention_seq_penalty": 3563.4249,
-    "intra_node_bandwidth_efficiency": 0.5769,
-    "inter_node_bandwidth_efficiency": 0.9995,
-    "hierarchical_collective_efficiency": 0.402,
-    "intra_node_latency_factor": 1.5772,
-    "inter_node_latency_factor": 0.3708,
-    "tp_comm_overlap": 0.8462,
-    "dp_comm_overlap": 0.5798,
-    "zero_microbatch_comm_overlap": 0.4807,
-    "pp_comm_overlap": 0.5444,
-    "cp_comm_overlap": 0.5397,
-    "activation_traffic_passes": 5.1637,
+    "matmul_efficiency_ampere": 0.8548,
+    "matmul_efficiency_hopper": 0.8367,
+    "fp8_matmul_efficiency_hopper": 0.6876,
+    "attention_efficiency_ampere": 0.6081,
+    "attention_efficiency_hopper": 0.3683,
+    "attention_efficiency_flash2": 0.2211,
+    "matmul_shape_penalty": 1.5505,
+    "attention_seq_penalty": 4092.0779,
+    "intra_node_bandwidth_efficiency": 0.596,
+    "inter_node_bandwidth_efficiency": 0.9972,
+    "hierarchical_collective_efficiency": 0.4249,
+    "intra_node_latency_factor": 1.9752,
+    "inter_node_latency_factor": 0.4529,
+    "tp_comm_overlap": 0.8438,
+    "dp_comm_overlap": 0.5976,
+    "zero_microbatch_comm_overlap": 0.4924,
+    "pp_comm_overlap": 0.5269,
+    "cp_comm_overlap": 0.348,
+    "activation_traffic_passes": 5.0626,
 }
 
 FIXED: dict[str, float] = {  # no expressible Blackwell row: the Hopper value
-    "matmul_efficiency_blackwell": 0.8271,
-    "fp8_matmul_efficiency_blackwell": 0.6809,
-    "attention_efficiency_blackwell": 0.3424,
+    "matmul_efficiency_blackwell": 0.8367,
+    "fp8_matmul_efficiency_blackwell": 0.6876,
+    "attention_efficiency_blackwell": 0.3683,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

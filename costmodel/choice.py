@@ -132,7 +132,10 @@ class ChoiceCosts:
         micro-batches are the first layer's saved input, already counted with the activations.
         ``fwd_cache`` keeps each in-flight micro-batch's output until its backward, and the last stage
         appends every micro-batch's output to ``output_chunks`` until the next step (the current one is the
-        logits term). Megatron-LM holds none of these (zero bytes here).
+        logits term). Megatron-LM holds none of these (zero bytes here). Versions: before PyTorch PR #153383
+        (May 2025) every stage kept all its outputs in ``output_chunks``, not only the in-flight ones (the same
+        count on the first stage when m = p, as in torchtitan's default); the last stage's retention is what
+        pytorch/pytorch issue #159251 asks to make optional.
         """
         c = self.choice
         if c.pp == 1 or (self.stage_io_bytes == 0 and self.retained_output_bytes == 0):

@@ -228,6 +228,7 @@ def test_row_technique_facts(cases):
     zero3 = by_id["narayanan2021-t2-zero3-174.6b-768gpu"].overrides  # DeepSpeed ZeRO-3, early 2021
     assert zero3["zero3_collectives_per_layer"] == 36 and zero3["zero_microbatch_comm_overlap"] == 0
     assert zero3["zero3_unsharded_layers"] == pytest.approx(1e9 / 1.812e9, rel=1e-3)  # 12h² + 13h, h = 12288
+    assert zero3["grad_reduce_bytes"] == 2  # DeepSpeed reduces fp16 gradients unless fp32_allreduce
     titan = by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"].overrides
     assert titan["logits_bytes_per_element"] == 12 and titan["selective_recompute_policy"] == "alternate_matmuls"
     assert "selective_recompute_policy" not in by_id["torchtitan-202412-t2-llama3-8b-8gpu-3"].overrides  # full AC
@@ -235,6 +236,12 @@ def test_row_technique_facts(cases):
     assert by_id["llmfoundry-mpt-70b-h100_80gb-64gpu-seq2048"].overrides["attention_kernel"] == "flash2"
     assert "attention_kernel" not in by_id["llmfoundry-mpt-70b-a100_80gb-64gpu-seq2048"].overrides  # Ampere
     assert titan["attention_kernel"] == "flash2"
+    assert "sequence_parallel_saves_gathered_inputs" not in titan and "pipeline_runtime" not in titan  # TP 1, PP 1
+    titan_tp = by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides  # FSDP 32 x TP 8, loss_parallel
+    assert titan_tp["logits_bytes_per_element"] == 16 and titan_tp["sequence_parallel_saves_gathered_inputs"] is True
+    titan_pp = by_id["torchtitan-202412-t5-llama31-405b-512gpu-12"].overrides
+    assert titan_pp["pipeline_runtime"] == "torch"
+    assert "pipeline_runtime" not in by_id["mcore-readme2024-h100-gpt-70b"].overrides  # Megatron's runtime
 
 
 # ----------------------------------------------------------------------------------------- the fit machinery
