@@ -176,7 +176,8 @@ def stage_table(evaluation: Evaluation) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     for s in evaluation.stages:
         over = s.memory_gib > m.usable_memory_gib
-        time_text = Text(_num(1e3 * s.time_per_microbatch_s, 1), style="bold" if s.index == slowest else "")
+        ms = 1e3 * s.time_per_microbatch_s
+        time_text = Text(_num(ms, 1 if ms < 100 else 0), style="bold" if s.index == slowest else "")
         total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
