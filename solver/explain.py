@@ -133,19 +133,18 @@ def _relaxed_options(opts: SpaceOptions, names: list[str]) -> SpaceOptions:
 
 def _best(spec: Spec, method: str, controls: SolverControls, options: Optional[SpaceOptions] = None,
           num_gpus: Optional[int] = None, cap_kib: Optional[int] = None, min_memory: bool = False):
-    from parplan.solver.planner import MIB_KIB, _Searcher
+    from parplan.solver.planner import MIB_KIB, _Searcher, best_plans
 
-    problem = Problem.build(spec, options=options, num_gpus=num_gpus)
-    s = _Searcher(problem, "exhaustive" if min_memory else method, controls)
     if min_memory:
-        big = cap_kib or problem.cap_kib
-        s.p.cap_kib = big
+        problem = Problem.build(spec, options=options, num_gpus=num_gpus)
+        s = _Searcher(problem, "exhaustive", controls)
+        s.p.cap_kib = cap_kib or problem.cap_kib
         peak = s.min_peak()
         if peak is None:
             return problem, None, None
         out = s.best(peak * MIB_KIB, 1)
     else:
-        out = s.best(cap_kib or problem.cap_kib, 1)
+        problem, out = best_plans(spec, method, controls, options=options, num_gpus=num_gpus, cap_kib=cap_kib)
     if not out.found:
         return problem, None, None
     f = out.found[0]

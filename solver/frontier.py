@@ -16,7 +16,6 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
 
 MIB_KIB = 1024
@@ -133,12 +132,9 @@ def candidate_gpu_counts(spec: Spec, upper: Optional[int] = None) -> list[int]:
 
 
 def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: int = 1):
-    from parplan.solver.planner import _Searcher
+    from parplan.solver.planner import best_plans
 
-    problem = Problem.build(spec, num_gpus=n)
-    s = _Searcher(problem, method, controls)
-    out = s.best(problem.cap_kib, top_k)
-    return problem, out
+    return best_plans(spec, method, controls, num_gpus=n, top_k=top_k)
 
 
 def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverControls] = None) -> list[Evaluation]:

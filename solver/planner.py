@@ -176,6 +176,14 @@ class _Searcher:
         return bool(self._exhaustive(cap, 1, upper_U))
 
 
+def best_plans(spec: Spec, method: Method, controls: SolverControls, *, options=None, num_gpus: Optional[int] = None,
+               cap_kib: Optional[int] = None, top_k: int = 1) -> tuple[Problem, SearchOutcome]:
+    """The ``top_k`` best plans of one space (GPU count, options, memory cap): the one search the frontiers and
+    the explanations repeat over GPU counts and relaxed options."""
+    problem = Problem.build(spec, options=options, num_gpus=num_gpus)
+    return problem, _Searcher(problem, method, controls).best(cap_kib or problem.cap_kib, top_k)
+
+
 def _stats(method, t0, problem, outcome: SearchOutcome, controls: SolverControls, objective_scale: float) -> SolveStats:
     value = outcome.found[0].U * objective_scale if outcome.found else None
     bound = outcome.bound * objective_scale if outcome.bound is not None else None
