@@ -102,8 +102,41 @@ def leave_one_source_out(cases: Sequence[Case], starts: int = STARTS, jobs: int 
     return {"errors": errors, "values": values}
 
 
+BOOTSTRAP_RESAMPLES = 4000
+INTERVAL_LEVEL = 0.90
+
+
+def bootstrap_interval(errors: Sequence[float], q: float, by_group: Optional[Sequence[str]] = None,
+                       resamples: int = BOOTSTRAP_RESAMPLES, level: float = INTERVAL_LEVEL,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the ``q``-th percentile of |error|: rows resampled with replacement, or,
+    with ``by_group``, whole sources (a cluster bootstrap: a source's rows share its unpublished settings, so
+    their errors are correlated and resampling rows alone would understate the spread). Fixed seed."""
+    e = np.abs(np.asarray(errors, float))
+    rng = np.random.default_rng(seed)
+    if by_group is None:
+        stats = np.percentile(e[rng.integers(0, len(e), size=(resamples, len(e)))], q, axis=1)
+    else:
+        groups = sorted(set(by_group))
+        members = [np.flatnonzero(np.asarray(by_group) == g) for g in groups]
+        stats = np.empty(resamples)
+        for i in range(resamples):
+            picked = rng.integers(0, len(groups), size=len(groups))
+            stats[i] = np.percentile(e[np.concatenate([members[j] for j in picked])], q)
+    lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _with_intervals(stats: dict[str, Any], errors: Sequence[float], sources: Sequence[str]) -> dict[str, Any]:
+    for q, key in ((50, "median"), (90, "p90")):
+        stats[f"{key}_interval_rows"] = bootstrap_interval(errors, q)
+        stats[f"{key}_interval_sources"] = bootstrap_interval(errors, q, by_group=sources)
+    return stats
+
+
 def summarize(records: list[dict[str, Any]], loso: Optional[dict[str, float]]) -> dict[str, Any]:
-    ins = error_stats([r["error_points"] for r in records])
+    ins = _with_intervals(error_stats([r["error_points"] for r in records]), [r["error_points"] for r in records],
+                          [r["source"] for r in records])
     out: dict[str, Any] = {"rows": len(records), "in_sample": ins}
     by_source: dict[str, dict[str, Any]] = {}
     for s in sorted({r["source"] for r in records}):
@@ -117,7 +150,9 @@ def summarize(records: list[dict[str, Any]], loso: Optional[dict[str, float]]) -
         by_source[s] = d
     out["by_source"] = by_source
     if loso:
-        out["loso"] = error_stats([loso[r["id"]] for r in records if r["id"] in loso])
+        held = [r for r in records if r["id"] in loso]
+        errs = [loso[r["id"]] for r in held]
+        out["loso"] = _with_intervals(error_stats(errs), errs, [r["source"] for r in held])
     mem = [r for r in records if r["published_memory_gib"] is not None]
     if mem:
         rel = [r["predicted_memory_gib"] / r["published_memory_gib"] - 1 for r in mem]
@@ -163,6 +198,14 @@ def render(records: list[dict[str, Any]], summary: dict[str, Any], loso: Optiona
     if "loso" in summary:
         lo = summary["loso"]
         w(f"  leave-one-source-out:     median {lo['median']:.2f}, p90 {lo['p90']:.2f}, mean {lo['mean']:.2f}, max {lo['max']:.2f}")
+    pct = int(round(100 * INTERVAL_LEVEL))
+    w(f"  {pct} % bootstrap intervals ({BOOTSTRAP_RESAMPLES} resamples, seed 0), rows resampled / whole sources resampled:")
+    for name, st in (("in-sample", ins), ("leave-one-source-out", summary.get("loso"))):
+        if st is None or "p90_interval_rows" not in st:
+            continue
+        iv = lambda k: f"{st[k][0]:.2f}-{st[k][1]:.2f}"  # noqa: E731
+        w(f"    {name + ':':24s} median {iv('median_interval_rows')} / {iv('median_interval_sources')}, "
+          f"p90 {iv('p90_interval_rows')} / {iv('p90_interval_sources')}")
     w("")
     w(f"  {'source':26s} {'rows':>4s}  {'in-sample med/p90 (signed mean)':>32s}  {'LOSO med/p90 (signed mean)':>28s}")
     for s, d in summary["by_source"].items():

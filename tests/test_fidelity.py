@@ -273,3 +273,15 @@ def test_a_knob_no_row_identifies_keeps_its_prior():
     mean, sd, _ = fit.PRIORS["attention_efficiency_ampere"]
     assert res.values["attention_efficiency_ampere"] == pytest.approx(mean, abs=0.01 * sd)
     assert fit.PRIOR_POINTS > 0 and set(fit.PRIORS) <= {p.name for p in fit.PARAMS}
+
+
+# ----------------------------------------------------------------------------------------- bootstrap intervals
+def test_bootstrap_interval_properties():
+    errors = [0.5, -1.0, 2.0, -3.5, 1.2, 0.1, -0.7, 4.0, 2.2, -1.9, 0.3, 6.5]
+    sources = ["a"] * 4 + ["b"] * 4 + ["c"] * 4
+    lo, hi = fidelity.bootstrap_interval(errors, 90)
+    assert lo <= fit.percentile([abs(e) for e in errors], 90) <= hi
+    assert fidelity.bootstrap_interval(errors, 90) == (lo, hi)  # fixed seed: reproducible
+    assert fidelity.bootstrap_interval([2.0] * 9, 50) == (2.0, 2.0)  # no spread, no interval
+    glo, ghi = fidelity.bootstrap_interval(errors, 90, by_group=sources)
+    assert glo <= ghi and min(map(abs, errors)) <= glo and ghi <= max(map(abs, errors))
