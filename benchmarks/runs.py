@@ -79,6 +79,13 @@ class Expression:
     def ok(self) -> bool:
         return self.reason is None
 
+    def override(self, knob: str, value: Any, why: str, shown: Optional[str] = None) -> None:
+        """Set an assumption knob for this row and record the value and its reason under ``assumed``."""
+        self.overrides[knob] = value
+        if shown is None:
+            shown = str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+        self.assumed[knob] = f"{shown} ({why})"
+
 
 # GPU names of the data set -> (catalog name, gpus per node when the row does not say)
 _GPU_MAP = (
@@ -343,8 +350,7 @@ def _express(row: dict, ex: Expression) -> None:
     cluster = ClusterSpec(gpu=catalog, num_gpus=gpus, gpus_per_node=gpn, memory_gib=mem_override, **peaks)
     hbm = re.search(r"HBM2e, ([0-9.]+) TB/s", row.get("interconnect") or "")
     if hbm:  # torchtitan's 96 GB HBM2e parts: the row states their memory bandwidth
-        ex.overrides["hbm_bandwidth_gbps"] = float(hbm.group(1)) * 1000.0
-        a["hbm_bandwidth_gbps"] = f"{ex.overrides['hbm_bandwidth_gbps']:g} (stated in the row: HBM2e at {hbm.group(1)} TB/s)"
+        ex.override("hbm_bandwidth_gbps", float(hbm.group(1)) * 1000.0, f"stated in the row: HBM2e at {hbm.group(1)} TB/s")
 
     # ---- training
     precision = _precision(row, a)
@@ -465,60 +471,46 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
       input (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose
       stages preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``).
     """
-    o, a = ex.overrides, ex.assumed
+    set_ = ex.override
     sharding = (row.get("zero_or_sharding") or "").lower()
     notes = (row.get("notes") or "").lower()
     if fw == "megatron-legacy":
-        o["flash_attention"] = False
-        o["dropout_masks"] = True
-        a["flash_attention"] = ("false (Megatron-LM 2021/2022 predates FlashAttention: unfused softmax over the "
-                                "stored s x s scores, GPT-3 dropout masks)")
+        set_("flash_attention", False, "Megatron-LM 2021/2022 predates FlashAttention: unfused softmax over the "
+                                       "stored s x s scores")
+        set_("dropout_masks", True, "Megatron-LM 2021/2022: GPT-3 dropout masks")
         if tp > 1:
-            o["tp_comm_overlap"] = 0.0
-            a["tp_comm_overlap"] = "0 (Megatron-LM 2021/2022: no TP communication overlap)"
+            set_("tp_comm_overlap", 0.0, "Megatron-LM 2021/2022: no TP communication overlap")
         if pp > 1:
-            o["pp_comm_overlap"] = 0.0
-            a["pp_comm_overlap"] = "0 (Megatron-LM 2021/2022: blocking pipeline p2p)"
+            set_("pp_comm_overlap", 0.0, "Megatron-LM 2021/2022: blocking pipeline p2p")
         if zero == 0 and "ddp-impl torch" not in sharding:
-            o["dp_comm_overlap"] = 0.0
-            a["dp_comm_overlap"] = "0 (Megatron-LM 2021/2022 local DDP: gradients all-reduced after the backward pass)"
+            set_("dp_comm_overlap", 0.0, "Megatron-LM 2021/2022 local DDP: gradients all-reduced after the backward pass")
     if "mixed_precision pure" in (row.get("precision") or "").lower():
-        o["grad_reduce_bytes"] = 2.0
-        a["grad_reduce_bytes"] = "2 (FSDP mixed_precision PURE: gradients reduced in bf16)"
+        set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:
-        o["zero3_collectives_per_layer"] = 36.0
-        o["zero_microbatch_comm_overlap"] = 0.0
-        o["zero3_unsharded_layers"] = min(2.0, 1e9 / arch.dense_layer_params)
-        o["grad_reduce_bytes"] = 2.0
-        a["grad_reduce_bytes"] = "2 (DeepSpeed: gradients reduced in fp16 unless fp32_allreduce)"
-        a["zero3_collectives_per_layer"] = "36 (DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer)"
-        a["zero_microbatch_comm_overlap"] = "0 (DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device)"
-        a["zero3_unsharded_layers"] = (f"{o['zero3_unsharded_layers']:.3g} (DeepSpeed stage3_max_live_parameters = 1e9 "
-                                       f"of {arch.dense_layer_params / 1e9:.2f}B per layer)")
+        set_("zero3_collectives_per_layer", 36.0,
+             "DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer")
+        set_("zero_microbatch_comm_overlap", 0.0, "DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device")
+        live = min(2.0, 1e9 / arch.dense_layer_params)
+        set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
+                                             f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
+        set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
-        o["attention_kernel"] = "flash2"
-        a["attention_kernel"] = "flash2 (PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention)"
+        set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
         if tp > 1:
-            o["logits_bytes_per_element"] = 16.0
-            a["logits_bytes_per_element"] = ("16 (torchtitan TP: loss_parallel's backward holds the fp32 log-softmax, "
-                                             "zeros_like(x), exp(x) and their sum at once)")
-            o["sequence_parallel_saves_gathered_inputs"] = True
-            a["sequence_parallel_saves_gathered_inputs"] = ("true (torchtitan TP: DTensor SequenceParallel + "
-                                                            "PrepareModuleInput; ColwiseParallel saves the gathered input)")
+            set_("logits_bytes_per_element", 16.0, "torchtitan TP: loss_parallel's backward holds the fp32 "
+                                                   "log-softmax, zeros_like(x), exp(x) and their sum at once")
+            set_("sequence_parallel_saves_gathered_inputs", True, "torchtitan TP: DTensor SequenceParallel + "
+                 "PrepareModuleInput; ColwiseParallel saves the gathered input")
         else:
-            o["logits_bytes_per_element"] = 12.0
-            a["logits_bytes_per_element"] = ("12 (torchtitan: fp32 log-softmax saved, its gradient and the loss "
-                                             "gradient live at the start of backward)")
+            set_("logits_bytes_per_element", 12.0, "torchtitan: fp32 log-softmax saved, its gradient and the loss "
+                                                   "gradient live at the start of backward")
         if recompute == "selective":
-            o["selective_recompute_policy"] = "alternate_matmuls"
-            a["selective_recompute_policy"] = "alternate_matmuls (torchtitan per-op SAC)"
+            set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
         if pp > 1:
-            o["pipeline_runtime"] = "torch"
-            a["pipeline_runtime"] = "torch (torchtitan: torch.distributed.pipelining)"
-    if fw == "torchtitan" and tp > 1 and "asynctp" not in notes:
-        o["tp_comm_overlap"] = 0.0
-        a["tp_comm_overlap"] = "0 (torchtitan without AsyncTP)"
+            set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
+        if tp > 1 and "asynctp" not in notes:
+            set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
 
 
 def row_to_spec(row: dict) -> Optional[tuple[Spec, PlanSpec]]:

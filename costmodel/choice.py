@@ -137,9 +137,7 @@ class ChoiceCosts:
         count on the first stage when m = p, as in torchtitan's default); the last stage's retention is what
         pytorch/pytorch issue #159251 asks to make optional.
         """
-        c = self.choice
-        if c.pp == 1 or (self.stage_io_bytes == 0 and self.retained_output_bytes == 0):
-            return 0.0
+        c = self.choice  # both byte sizes are 0 unless pipeline_runtime is 'torch' and pp > 1
         m, v = c.num_microbatches, c.vpp
         first, last = stage == 0, stage == c.pp - 1
         inflight_chunks = self.inflight(stage) * v
@@ -498,7 +496,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         first_params, last_params = emb_gpu, head_gpu
     head_flops = tokens_gpu * arch.head_flops
     head_s = head_flops * spf([(1.0, M, h, m.vocab_size / c.tp)])
-    logits = tokens_tp_group * m.vocab_size / c.tp * a.logits_bytes_per_element
+    logit_elements = tokens_tp_group * m.vocab_size / c.tp  # per micro-batch, vocabulary-sharded by TP
+    logits = logit_elements * a.logits_bytes_per_element
 
     Lp = links["pp"]
     p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
@@ -535,7 +534,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         logits_bytes=logits,
         workspace_bytes=workspace,
         stage_io_bytes=stage_io if torch_pipelining else 0.0,
-        retained_output_bytes=tokens_tp_group * m.vocab_size / c.tp * 2 if torch_pipelining else 0.0,
+        retained_output_bytes=logit_elements * 2 if torch_pipelining else 0.0,  # bf16 outputs
         first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
         last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s),
         dp_const_s=dp_lat,
