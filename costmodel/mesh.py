@@ -8,6 +8,8 @@ axes land on NVLink. MoE layers regroup the same ranks of a stage as expert-TP Ã
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first, as in the reshape
@@ -40,7 +42,8 @@ def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int |
     A group of ``size`` ranks with stride ``stride`` (product of the inner axes) lies in the block of
     strideÂ·size consecutive ranks that contains it; the group is local iff every such block of the
     ``num_gpus`` ranks stays inside one domain: always when the block divides the domain or the whole
-    job fits in one domain (64 GPUs of an NVL72), otherwise block by block.
+    job fits in one domain (64 GPUs of an NVL72), otherwise block by block -- over one period of the
+    pattern, lcm(block, domain) ranks, since block starts and domain boundaries both repeat with it.
     """
     if size <= 1:
         return True
@@ -51,7 +54,7 @@ def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int |
         return True
     if num_gpus is None:
         return False
-    starts = np.arange(0, num_gpus, span)
+    starts = np.arange(0, min(num_gpus, math.lcm(span, domain_size)), span)
     return bool((starts // domain_size == (starts + span - 1) // domain_size).all())
 
 

@@ -124,14 +124,26 @@ class SearchSpec(_Strict):
     vpp: Optional[list[PositiveInt]] = None
     schedules: Optional[list[Schedule]] = None
     uneven_stages: bool = True
+    stage_split: Optional[Literal["per_stage", "first_last", "even"]] = Field(
+        None, description="how layer counts vary across stages: per_stage (default), first_last (middle stages "
+                          "share one count) or even; uneven_stages: false means even")
     zero_stages: Optional[list[Literal[0, 1, 2, 3]]] = None
     recompute: Optional[list[Recompute]] = None
     uniform_recompute: bool = False
     sequence_parallel: Optional[list[bool]] = None
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
 
+    @property
+    def resolved_stage_split(self) -> str:
+        if self.stage_split is not None:
+            return self.stage_split
+        return "per_stage" if self.uneven_stages else "even"
+
     @model_validator(mode="after")
     def _lists_not_empty(self) -> "SearchSpec":
+        if not self.uneven_stages and self.stage_split not in (None, "even"):
+            raise ValueError(f"search.stage_split {self.stage_split!r} contradicts search.uneven_stages: false "
+                             "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
                      "zero_stages", "recompute", "sequence_parallel"):
             value = getattr(self, name)

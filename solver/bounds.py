@@ -1,12 +1,14 @@
-"""Per-choice lower bounds on the objective, from a continuous relaxation of the stage problem.
+"""Per-choice lower bounds on the objective: from the choice alone (cheap) and from a continuous relaxation.
 
-For one choice, stage s with l layers needs at least ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit
-(σ bytes per layer, ρ bytes saved per recomputed layer), so its time is at least the convex function
-``g_s(l) = a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte saved.
-The slowest stage is at least the smallest τ for which the stages' largest layer counts with
-``g_s(l) ≤ τ`` still add up to the model's layers (bisection on τ, vectorized over choices).
-Relaxing integrality, the minimum of one layer per stage and the coupling of DualPipe ranks only
-lowers the bound, so rows whose bound exceeds a known plan can be discarded without loss.
+Quick bound: every stage's mean share of the model FLOPs at the fastest rate the assumptions allow, times
+(m + bubble); memory: the mean stage's weights, gradients and optimizer states.
+
+Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
+``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
+time is at least the convex ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte
+saved. The slowest unit is at least the least τ at which the units' largest (fractional) layer counts add up
+to the model's layers. Relaxing integrality, the grid, shared counts and the split within a DualPipe rank only
+lowers the bound, so a choice whose bound exceeds a known plan's U cannot beat it.
 """
 
 from __future__ import annotations
@@ -19,112 +21,81 @@ from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.spec import Spec
-from parplan.solver.tables import D, KIB, NS, Row
-
-_VAR_L = {"F": "lf", "M": "lm", "L": "ll", "R0": None, "RM": None}
+from parplan.solver.tables import KIB, StageTable
 
 
-def lower_bounds(rows: list[Row], num_layers: int, cap_kib: int) -> np.ndarray:
-    """Lower bound of U for every row (np.inf where no split can fit in memory)."""
-    R = len(rows)
-    if R == 0:
-        return np.zeros(0)
-    a = np.zeros((R, 3)); d = np.zeros((R, 3)); sig = np.zeros((R, 3)); c = np.zeros((R, 3))  # noqa: E702
-    kap = np.zeros((R, 3)); lfull = np.full((R, 3), np.inf); mult = np.zeros((R, 3))  # noqa: E702
-    fixed = np.zeros(R, bool)  # pp == 1: l = L exactly
-    mean_only = np.zeros(R, bool)
-    M = np.array([r.M_int for r in rows], float)
-    dp_lb = np.zeros(R)
-    for i, r in enumerate(rows):
-        p = r.choice.pp
-        fixed[i] = p == 1
-        full = r.choice.recompute == "full"
-        dp_sum, dp_slope = 0.0, 0.0
-        for j, cl in enumerate(r.classes):
-            tc, mc, dpc = dict(cl.time.coef), dict(cl.memory.coef), dict(cl.dp.coef)
-            if cl.name == "R0":
-                # DualPipe rank 0 runs the first and last stage: time ≥ min slope · (lf + ll); its memory
-                # couples both stages and is dropped from the relaxation (a valid relaxation)
-                a[i, j] = min(tc.get("lf", 0), tc.get("ll", 0))
-                d[i, j] = cl.time.const
-                sig[i, j] = 0.0
-                kap[i, j] = np.inf
-                mult[i, j] = 1
-                mean_only[i] = False
-                continue
-            lv = {"F": "lf", "M": "lm", "L": "ll", "RM": "lm"}[cl.name]
-            a[i, j] = tc.get(lv, 0)
-            d[i, j] = cl.time.const
-            sig[i, j] = mc.get(lv, 0)
-            c[i, j] = cl.memory.const
-            mult[i, j] = (p - 2) if cl.name in ("M", "RM") else 1
-            rvars = ("rf1", "rf2") if cl.name == "F" else ("rm",) if cl.name in ("M", "RM") else ("rl",)
-            ratios, saves = [], []
-            for rv in rvars:
-                save = -mc.get(rv, 0)
-                if full and save > 0:
-                    ratios.append(tc.get(rv, 0) / save)
-                    saves.append(save)
-            if ratios:
-                kap[i, j] = min(ratios)
-                rho = max(saves) * (2 if cl.name == "RM" else 1)  # DualPipe: rm ≤ 2·lm
-                lfull[i, j] = (cap_kib - c[i, j]) / (sig[i, j] - rho) if sig[i, j] > rho else np.inf
-            else:
-                kap[i, j] = np.inf
-                lfull[i, j] = (cap_kib - c[i, j]) / sig[i, j] if sig[i, j] > 0 else np.inf
-            if r.choice.schedule != "dualpipe":
-                dp_slope = dpc.get(lv, 0)
-                dp_sum += mult[i, j] * cl.dp.const
-        if r.choice.schedule != "dualpipe":
-            dp_lb[i] = max(0.0, (dp_slope * num_layers + dp_sum) / p)
+def relaxed_bound(t: StageTable, cap_kib: int) -> float:
+    """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit).
 
-    def layers_at(tau: np.ndarray) -> np.ndarray:
-        t = tau[:, None]
+    Each unit's largest fractional layer count at a slowest-unit time τ is piecewise linear in τ (no
+    recompute needed, then recompute at the cheapest rate κ, then capped where everything is recomputed or at
+    the model's layers), so the least τ whose counts add up to the layers is found exactly from the pieces'
+    breakpoints: the count sum is evaluated at every breakpoint and interpolated inside the bracketing piece.
+    """
+    a = np.maximum(t.t_layer.astype(float), 1e-9)
+    d = t.t_const.astype(float)
+    sig = t.m_layer.astype(float)
+    lo = t.layers_min.astype(float)
+    L = float(t.num_layers)
+    room = cap_kib - t.m_const.astype(float)
+    s = t.m_saved.astype(float)
+    rho = t.t_recompute.astype(float)
+    if t.choice.recompute == "full":
         with np.errstate(divide="ignore", invalid="ignore"):
-            l_time = np.where(a > 0, (t - d) / a, np.inf)
-            mem_ok = sig * l_time + c <= cap_kib
-            k_fin = np.isfinite(kap)
-            l_rc = np.where(k_fin, (t - d + np.where(k_fin, kap, 0) * (cap_kib - c)) / (a + np.where(k_fin, kap, 0) * sig), 
-                            np.where(sig > 0, (cap_kib - c) / sig, np.inf))
-            l = np.where(mem_ok, l_time, l_rc)
-            l = np.minimum(l, lfull)
-            l = np.where(mult > 0, np.maximum(l, 0) * mult, 0)
-        return l.sum(axis=1)
+            kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
+        s_max = s.copy()
+        if t.k_dense and t.m_saved_dense > 0:
+            kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
+            s_max[0] = max(s_max[0], float(t.m_saved_dense))
+    else:
+        kappa = np.full(len(a), np.inf)
+        s_max = np.zeros(len(a))
+    if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
+        return float("inf")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l_mem0 = np.where(sig > 0, room / np.where(sig > 0, sig, 1), np.inf)  # fits without recompute up to here
+        l_full = np.where(sig > s_max, room / np.where(sig > s_max, sig - s_max, 1), np.inf)
+    fin = np.isfinite(kappa)
+    kap = np.where(fin, kappa, 0.0)
+    l_cap = np.minimum(np.where(fin, l_full, np.minimum(l_mem0, l_full)), L)
 
-    hi = np.full(R, 1.0)
-    # grow an upper bracket until every finite row is feasible (or give up: infeasible rows)
-    for _ in range(80):
-        need = layers_at(hi) < num_layers
-        if not need.any():
-            break
-        hi = np.where(need, hi * 2, hi)
-    feasible = layers_at(hi) >= num_layers
-    lo = np.zeros(R)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        ok = layers_at(mid) >= num_layers
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-    tau = lo
-    # pp == 1 and DualPipe: fall back to exact-at-L / the mean bound
-    for i, r in enumerate(rows):
-        if mean_only[i]:
-            tau[i] = r.lb_time_ns
-            feasible[i] = True
-        elif fixed[i] and not feasible[i]:
-            pass
-    out = M * np.floor(np.maximum(tau - 1e-6 * tau - 1, 0)) + D * np.floor(dp_lb * (1 - 1e-9))
-    out = np.maximum(out, M * np.array([r.lb_time_ns for r in rows], float))
-    return np.where(feasible, out, np.inf)
+    def time_at(l: np.ndarray) -> np.ndarray:
+        return a * l + d + kap * np.maximum(0.0, sig * l - room)
+
+    def layers_at(tau: np.ndarray) -> np.ndarray:  # tau: (B,) -> (B, n)
+        tt = tau[:, None]
+        l_a = (tt - d) / a
+        l_b = (tt - d + kap * room) / (a + kap * sig)
+        l = np.where(l_a <= l_mem0, l_a, np.where(fin, l_b, l_mem0))
+        return np.clip(l, 0.0, l_cap)
+
+    tau_lo = float(time_at(lo).max())
+    marks = [time_at(np.clip(l_mem0, 0.0, l_cap)), time_at(l_cap)]
+    bps = np.unique(np.concatenate([np.array([tau_lo])] + [m[np.isfinite(m)] for m in marks]))
+    bps = bps[bps >= tau_lo]
+    sums = layers_at(bps).sum(axis=1)
+    ok = np.nonzero(sums >= L - 1e-9)[0]
+    if len(ok) == 0:
+        return float("inf")  # every unit capped below the model's layers
+    j = int(ok[0])
+    if j == 0:
+        tau = float(bps[0])
+    else:
+        t0, t1, s0, s1 = float(bps[j - 1]), float(bps[j]), float(sums[j - 1]), float(sums[j])
+        tau = t0 + (t1 - t0) * (L - s0) / (s1 - s0) if s1 > s0 else t1
+    tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
+    dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
+    dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
+    return float(t.M) * tau + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
                  arch: Architecture) -> tuple[np.ndarray, np.ndarray]:
     """Lower bounds computed from a choice alone, before its coefficient table is built.
 
-    Time: every stage's mean share of the model FLOPs at the fastest rate the assumptions allow, times
-    (m + bubble); no communication, no recomputation. Memory: the mean stage's weights, gradients and
-    optimizer states (no activations). Both are lower bounds of the full model's values.
+    Step time (seconds): every stage's mean share of the model FLOPs at the fastest rate the assumptions
+    allow, times (m + bubble); no communication, no recomputation. Memory (KiB): the mean stage's weights,
+    gradients and optimizer states (no activations). Both are lower bounds of the full model's values.
     """
     if not choices:
         return np.zeros(0), np.zeros(0)
@@ -144,9 +115,8 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
     mem = np.empty(len(choices))
     for i, c in enumerate(choices):
         tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
-        t_mean_ns = tokens_gpu * flops_token / fastest / c.pp * NS
-        factor = c.num_microbatches + bubble_factor(c, a)
-        U[i] = max(0.0, np.floor(D * factor) - 1) * max(0.0, np.floor(t_mean_ns * (1 - 1e-9)) - 1)
+        t_mean_s = tokens_gpu * flops_token / fastest / c.pp
+        U[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)
         g_dense = c.dp * c.cp
         g_expert = max(1, (c.tp * c.cp * c.dp) // (c.ep * c.etp))
         zero = effective_zero_stage(c.zero_stage, c.pp, a)

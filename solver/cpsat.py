@@ -1,10 +1,13 @@
-"""The CP-SAT model: one literal per candidate choice, linear stage constraints enforced by it.
+"""The CP-SAT model of one choice's stage problem: every unit its own layer and recompute counts.
 
-Encoding (cpsat-modeling.md §2.2, variant "b+lb"): every coefficient is precomputed per choice in
-:mod:`tables`, so each enforced constraint is linear; the redundant cut ``U ≥ Σ LB_k·x_k`` gives the
-LP relaxation a useful bound. Candidate choices are those whose lower bound does not exceed a known
-plan's objective (the bound proves the others cannot win), so the optimum is proven over the whole
-space.
+Built in OR-Tools' order (cpsat-modeling.md; the cpsat-primer's ``*_vars.py`` shape): :class:`StageVars`
+holds the role-named variables, :func:`build_model` adds the constraints of :class:`tables.StageTable`
+(layers sum to the model, each unit's time under ``t_max``, its DP time under ``dp_max``, its memory under the
+cap and under ``peak``; dense-first recomputation on stage 0; shared counts for ``first_last``, fixed counts for
+``even``, one count for ``uniform_recompute``), then the objective: ``U = M·t_max + W·dp_max``, or the least
+``peak`` with U held. Before a solve :func:`check_headroom` proves no linear expression of the model can leave
+±2^62 over its variables' domains. Status is returned as data: ``MODEL_INVALID`` is an internal error, never
+INFEASIBLE.
 """
 
 from __future__ import annotations
@@ -12,198 +15,228 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 from ortools.sat.python import cp_model
 
-from parplan.solver.tables import D, Row
+from parplan.solver.tables import Assignment, StageTable
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
                 cp_model.MODEL_INVALID: "MODEL_INVALID", cp_model.UNKNOWN: "UNKNOWN"}
+HEADROOM = 1 << 62
 
 
 @dataclass
 class SolverControls:
     time_limit_s: float = 30.0
     workers: int = 0  # 0: all cores
-    deterministic: bool = False  # one worker, fixed seed, deterministic time limit
+    deterministic: bool = False  # one worker, fixed seed: the same answer every run
     seed: int = 1
     log: bool = False
     cancel: Optional[threading.Event] = None
 
 
+class ModelOverflow(Exception):
+    """A model whose linear expressions could exceed the solver's integer range (a scaling bug)."""
+
+
 @dataclass
-class CpResult:
+class StageVars:
+    """The variables of one stage model, by role; ``layers[u]``/``recompute[u]`` are unit u's counts."""
+
+    layers: list
+    recompute: list
+    dense_recompute: object
+    dense_done: object  # true: all of stage 0's dense layers are recomputed
+    stage_recompute: object  # uniform_recompute: the count every stage recomputes
+    t_max: object
+    dp_max: object
+    peak: object
+    objective: object = None  # U as a linear expression
+
+    def hint(self, model: cp_model.CpModel, x: Assignment) -> None:
+        for v, val in zip(self.layers, x.layers):
+            model.add_hint(v, int(val))
+        for v, val in zip(self.recompute, x.recompute):
+            model.add_hint(v, int(val))
+        model.add_hint(self.dense_recompute, int(x.dense))
+
+    def extract(self, solver: cp_model.CpSolver) -> Assignment:
+        return Assignment(tuple(solver.value(v) for v in self.layers), tuple(solver.value(v) for v in self.recompute),
+                          solver.value(self.dense_recompute))
+
+
+def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
+    n, L, g = t.num_units, t.num_layers, t.grid
+    spare = L - int(t.layers_min.sum())
+    layers = []
+    for u in range(n):
+        lo = int(t.layers_min[u])
+        hi = max(lo, lo + spare)
+        if g > 1:
+            q = m.new_int_var(lo // g, hi // g, f"layer_groups_{u}")
+            lv = m.new_int_var(lo, hi, f"layers_{u}")
+            m.add(lv == g * q)
+        else:
+            lv = m.new_int_var(lo, hi, f"layers_{u}")
+        layers.append(lv)
+    recompute = [m.new_int_var(0, L, f"recompute_{u}") for u in range(n)]
+    dense = m.new_int_var(0, t.k_dense, "dense_recompute")
+    dense_done = m.new_bool_var("dense_done")
+    stage_rc = m.new_int_var(0, L, "stage_recompute")
+    t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
+                      + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
+    if cutoff is not None:
+        t_hi = max(0, min(t_hi, cutoff // max(t.M, 1)))
+    dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
+    if cutoff is not None:
+        dp_hi = max(0, min(dp_hi, cutoff // t.scale.weight))
+    t_max = m.new_int_var(min(t.lb_time, t_hi), t_hi, "t_max")
+    dp_max = m.new_int_var(0, dp_hi, "dp_max")
+    peak = m.new_int_var(0, max(0, cap_kib), "peak_kib")
+    return StageVars(layers, recompute, dense, dense_done, stage_rc, t_max, dp_max, peak)
+
+
+def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+    n, L, k = t.num_units, t.num_layers, t.k_dense
+    full = t.choice.recompute == "full"
+    m.add(sum(v.layers) == L)
+    if t.layers_fixed is not None:
+        for u in range(n):
+            m.add(v.layers[u] == int(t.layers_fixed[u]))
+    # recompute: what a unit may recompute, and the dense-first rule of a plain stage 0
+    if not full:
+        for r in v.recompute:
+            m.add(r == 0)
+        m.add(v.dense_recompute == 0)
+    else:
+        for u in range(n):
+            m.add(v.recompute[u] <= v.layers[u] - (k if u == 0 else 0))
+        if k:
+            free = 0 if t.dense_first else min(t.free_moe_recompute, L)
+            m.add(v.recompute[0] <= free).only_enforce_if(v.dense_done.Not())
+            m.add(v.dense_recompute == k).only_enforce_if(v.dense_done)
+        else:
+            m.add(v.dense_recompute == 0)
+        if t.uniform_recompute:
+            r = v.stage_recompute
+            if k:
+                m.add_min_equality(v.dense_recompute, [r, k])
+            for u in range(n):
+                m.add(v.recompute[u] == t.members * r - (v.dense_recompute if u == 0 else 0))
+                if t.dualpipe and u == 0:
+                    for rhs in (k + r, 2 * r, k + 1, r + 1):
+                        m.add(v.layers[0] >= rhs)
+                else:
+                    m.add(v.layers[u] >= t.members * r)
+    if t.split == "first_last":
+        mid = list(range(1, n - 1)) if not t.dualpipe else list(range(1, n))
+        for u in mid[1:]:
+            m.add(v.layers[u] == v.layers[mid[0]])
+            m.add(v.recompute[u] == v.recompute[mid[0]])
+    # per-unit time, DP time and memory
+    for u in range(n):
+        time_u = int(t.t_layer[u]) * v.layers[u] + int(t.t_recompute[u]) * v.recompute[u] + int(t.t_const[u])
+        mem_u = int(t.m_layer[u]) * v.layers[u] - int(t.m_saved[u]) * v.recompute[u] + int(t.m_const[u])
+        if u == 0 and k:
+            time_u += int(t.t_recompute_dense) * v.dense_recompute
+            mem_u -= int(t.m_saved_dense) * v.dense_recompute
+        m.add(time_u <= v.t_max)
+        m.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
+        m.add(mem_u <= cap_kib)
+        m.add(mem_u <= v.peak)
+
+
+def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
+                hold_objective: Optional[int] = None,
+                lower_bound: Optional[int] = None) -> tuple[cp_model.CpModel, StageVars]:
+    """The model of ``t`` under ``cap_kib``: minimise U (≤ ``cutoff`` if given), or, with ``hold_objective``,
+    minimise the peak memory (whole MiB) among assignments of U ≤ ``hold_objective``."""
+    m = cp_model.CpModel()
+    v = _variables(m, t, cap_kib, cutoff if hold_objective is None else hold_objective)
+    _constraints(m, t, v, cap_kib)
+    v.objective = t.M * v.t_max + t.scale.weight * v.dp_max
+    if lower_bound is not None:  # the continuous relaxation's bound (bounds.relaxed_bound): a valid cut
+        m.add(v.objective >= lower_bound)
+    if cutoff is not None:
+        m.add(v.objective <= cutoff)
+    if hold_objective is not None:
+        m.add(v.objective <= hold_objective)
+        peak_mib = m.new_int_var(0, -(-max(0, cap_kib) // 1024), "peak_mib")
+        m.add(1024 * peak_mib >= v.peak)
+        m.minimize(peak_mib)  # ties are broken on whole MiB (oracle.peak_mib)
+    else:
+        m.minimize(v.objective)
+    return m, v
+
+
+def check_headroom(m: cp_model.CpModel) -> int:
+    """The largest magnitude any linear expression of ``m`` (and its objective) can take over the variables'
+    domains; raises :class:`ModelOverflow` at 2^62 or more."""
+    proto = m.proto
+    bound = [max(abs(var.domain[0]), abs(var.domain[-1])) for var in proto.variables]
+    worst = 0
+    exprs = [(c.linear.vars, c.linear.coeffs, 0) for c in proto.constraints if c.has_linear()]
+    exprs += [(proto.objective.vars, proto.objective.coeffs, int(proto.objective.offset))]
+    for vars_, coeffs, offset in exprs:
+        total = abs(offset)
+        for var, coef in zip(vars_, coeffs):
+            total += abs(coef) * bound[var if var >= 0 else -var - 1]
+        worst = max(worst, total)
+    if worst >= HEADROOM:
+        raise ModelOverflow(f"a linear expression may reach {worst:.3g} (limit 2^62)")
+    return worst
+
+
+@dataclass
+class CpOutcome:
     status: str
-    row_index: Optional[int] = None
-    x: dict = field(default_factory=dict)
-    objective: Optional[int] = None
+    x: Optional[Assignment] = None
+    value: Optional[int] = None  # U, or the peak with U held
     bound: Optional[int] = None
     wall_time_s: float = 0.0
+    headroom: int = 0
+    stats: dict = field(default_factory=dict)
 
 
-class _Model:
-    def __init__(self, rows: list[Row], idx: list[int], num_layers: int, cap_kib: int, uneven: bool,
-                 uniform: bool, upper_bound: Optional[int], objective: str = "time"):
-        self.m = m = cp_model.CpModel()
-        self.rows, self.idx = rows, idx
-        L = num_layers
-        v = {name: m.new_int_var(0, L, name) for name in ("lf", "lm", "ll", "rf1", "rf2", "rm", "rl")}
-        self.v = v
-        sel = [rows[i] for i in idx]
-        k_dense = sel[0].k_dense if sel else 0
-        moe = sel[0].moe if sel else False
-        t_hi = 1
-        for r in sel:
-            for cl in r.classes:
-                t_hi = max(t_hi, sum(max(0, c) for _, c in cl.time.coef) * L + max(0, cl.time.const))
-        dp_hi = 1
-        for r in sel:
-            for cl in r.classes:
-                dp_hi = max(dp_hi, sum(max(0, c) for _, c in cl.dp.coef) * L + max(0, cl.dp.const))
-        self.t_max = m.new_int_var(0, t_hi, "t_max")
-        self.dp_max = m.new_int_var(0, dp_hi, "dp_max")
-        u_hi = max(r.M_int for r in sel) * t_hi + D * dp_hi if sel else 1
-        if upper_bound is not None:
-            u_hi = min(u_hi, upper_bound)
-        self.U = m.new_int_var(0, u_hi, "U")
-        mem_hi = cap_kib
-        self.peak = m.new_int_var(0, mem_hi, "peak_kib")
-        self.x = [m.new_bool_var(f"x{i}") for i in idx]
-        m.add_exactly_one(self.x)
-        if moe and k_dense:
-            b = m.new_bool_var("first_stage_recomputes_moe")
-            m.add(v["rf1"] <= k_dense)
-            m.add(v["rf2"] <= L * b)
-            m.add(v["rf1"] >= k_dense * b)
-        else:
-            m.add(v["rf2"] == 0)
-        for lit, r in zip(self.x, sel):
-            self._row(m, lit, r, L, cap_kib, uneven, uniform)
-        m.add(self.U >= sum(r.M_int * r.lb_time_ns * lit for lit, r in zip(self.x, sel)))
-        if objective == "time":
-            m.minimize(self.U)
-        else:
-            m.minimize(self.peak)
-
-    def _row(self, m, lit, r: Row, L: int, cap: int, uneven: bool, uniform: bool):
-        v = self.v
-        c = r.choice
-        p, vp = c.pp, c.vpp
-        lo = max(1, vp)
-        E = lambda ct: m.add(ct).only_enforce_if(lit)  # noqa: E731
-        if p == 1:
-            E(v["lf"] == L); E(v["lm"] == 0); E(v["ll"] == 0)  # noqa: E702
-        elif p == 2:
-            E(v["lf"] + v["ll"] == L); E(v["lm"] == 0)  # noqa: E702
-        else:
-            E(v["lf"] + (p - 2) * v["lm"] + v["ll"] == L)
-        present = ["lf"] + (["lm"] if p >= 3 else []) + (["ll"] if p >= 2 else [])
-        for name in present:
-            E(v[name] >= lo)
-            if vp > 1:
-                q = m.new_int_var(0, L // vp, f"q_{name}_{id(lit)}")
-                E(v[name] == vp * q)
-            if not uneven:
-                E(v[name] == L // p)
-        if r.k_dense:
-            E(v["lf"] >= r.k_dense)
-        if c.recompute != "full":
-            for name in ("rf1", "rf2", "rm", "rl"):
-                E(v[name] == 0)
-        else:
-            E(v["rf1"] + v["rf2"] <= v["lf"])
-            if r.k_dense:
-                E(v["rf2"] <= v["lf"] - r.k_dense)
-            E(v["rm"] <= (2 if c.schedule == "dualpipe" else 1) * v["lm"])
-            E(v["rl"] <= v["ll"])
-            if p < 3:
-                E(v["rm"] == 0)
-            if p < 2:
-                E(v["rl"] == 0)
-            if uniform:
-                if p >= 3:
-                    E(v["rm"] == (2 if c.schedule == "dualpipe" else 1) * (v["rf1"] + v["rf2"]))
-                if p >= 2:
-                    E(v["rl"] == v["rf1"] + v["rf2"])
-        for cl in r.classes:
-            E(sum(cf * v[n] for n, cf in cl.time.coef) + cl.time.const <= self.t_max)
-            E(sum(cf * v[n] for n, cf in cl.dp.coef) + cl.dp.const <= self.dp_max)
-            mem = sum(cf * v[n] for n, cf in cl.memory.coef) + cl.memory.const
-            E(mem <= cap)
-            E(mem <= self.peak)
-        E(self.U >= r.M_int * self.t_max + D * self.dp_max)
-
-    def hint(self, row_pos: int, x: dict):
-        for j, lit in enumerate(self.x):
-            self.m.add_hint(lit, j == row_pos)
-        for name, var in self.v.items():
-            self.m.add_hint(var, int(x.get(name, 0)))
-
-
-class _Streamer(cp_model.CpSolverSolutionCallback):
-    def __init__(self, model: _Model, on_solution: Optional[Callable], cancel: Optional[threading.Event]):
-        super().__init__()
-        self.model, self.on_solution, self.cancel = model, on_solution, cancel
-
-    def on_solution_callback(self):
-        if self.on_solution is not None:
-            pos = next(j for j, lit in enumerate(self.model.x) if self.value(lit))
-            x = {n: self.value(var) for n, var in self.model.v.items()}
-            self.on_solution(self.model.idx[pos], x, int(self.objective_value), int(self.best_objective_bound),
-                             self.wall_time)
-        if self.cancel is not None and self.cancel.is_set():
-            self.stop_search()
-
-
-def solve(rows: list[Row], idx: list[int], num_layers: int, cap_kib: int, uneven: bool, uniform: bool,
-          controls: SolverControls, upper_bound: Optional[int] = None, hint: Optional[tuple[int, dict]] = None,
-          on_solution: Optional[Callable] = None, objective: str = "time",
-          extra: Optional[Callable] = None) -> CpResult:
-    """Minimise U (or peak memory) over the candidate rows ``idx``."""
-    if not idx:
-        return CpResult("INFEASIBLE")
-    t0 = time.perf_counter()
-    model = _Model(rows, idx, num_layers, cap_kib, uneven, uniform, upper_bound, objective)
-    if extra is not None:
-        extra(model)
-    if hint is not None and hint[0] in idx:
-        model.hint(idx.index(hint[0]), hint[1])
-    solver = cp_model.CpSolver()
+def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_s: float) -> None:
     prm = solver.parameters
-    # The LP relaxation of the enforced rows is weak; a stronger linearization closes proofs that otherwise
-    # stall on ties (tests/test_solver_oracle.py: SLOW_PROOF_CASE, >10 min at level 1, 0.2 s at level 2).
-    prm.linearization_level = 2
-    if controls.deterministic:
-        prm.num_workers = 1
-        prm.random_seed = controls.seed
-        prm.max_deterministic_time = controls.time_limit_s
-        prm.max_time_in_seconds = 10 * controls.time_limit_s  # wall-clock backstop if deterministic time stalls
-    else:
-        prm.num_workers = controls.workers
-        prm.random_seed = controls.seed
-        prm.max_time_in_seconds = controls.time_limit_s
+    prm.max_time_in_seconds = max(0.001, time_limit_s)
+    prm.random_seed = controls.seed
+    # small models: one worker avoids the portfolio's start-up, and keeps every run identical
+    prm.num_workers = 1 if controls.deterministic else max(1, min(controls.workers or 1, 8))
     prm.log_search_progress = controls.log
-    cb = _Streamer(model, on_solution, controls.cancel)
+    # these models are small and already tight: presolve costs more than it saves (benchmarks/solver_speed.py)
+    prm.cp_model_presolve = False
+
+
+def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: float,
+          cutoff: Optional[int] = None, hint: Optional[Assignment] = None,
+          hold_objective: Optional[int] = None, lower_bound: Optional[int] = None) -> CpOutcome:
+    """Solve one choice's model; ``INFEASIBLE`` means proven: no assignment fits (with U ≤ ``cutoff``)."""
+    t0 = time.perf_counter()
+    m, v = build_model(t, cap_kib, cutoff, hold_objective, lower_bound)
+    if hint is not None:
+        v.hint(m, hint)
+    headroom = check_headroom(m)
+    solver = cp_model.CpSolver()
+    _parameters(solver, controls, time_limit_s)
     stopper = None
+    done = threading.Event()
     if controls.cancel is not None:
         def watch():
-            while not controls.cancel.wait(0.05):
+            while not controls.cancel.wait(0.02):
                 if done.is_set():
                     return
             solver.stop_search()
-        done = threading.Event()
         stopper = threading.Thread(target=watch, daemon=True)
         stopper.start()
-    status = solver.solve(model.m, cb)
-    if stopper is not None:
-        done.set()
+    status = solver.solve(m)
+    done.set()
     name = STATUS_NAMES.get(status, "UNKNOWN")
-    res = CpResult(name, wall_time_s=time.perf_counter() - t0)
+    out = CpOutcome(name, wall_time_s=time.perf_counter() - t0, headroom=headroom)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        pos = next(j for j, lit in enumerate(model.x) if solver.boolean_value(lit))
-        res.row_index = idx[pos]
-        res.x = {n: solver.value(var) for n, var in model.v.items()}
-        res.objective = int(solver.objective_value)
-        res.bound = int(solver.best_objective_bound)
-    return res
+        out.x = v.extract(solver)
+        out.value = int(round(solver.objective_value))
+        out.bound = int(round(solver.best_objective_bound))
+    return out

@@ -12,17 +12,26 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import Optional
+
+import numpy as np
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
+from parplan.solver.frontier import candidate_gpu_counts
+from parplan.solver.deadline import TimeUp
+from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.result import Explanation, Relaxation
+from parplan.solver.search import MIB_KIB, Searcher, best_plans
 from parplan.solver.space import SpaceOptions
-from parplan.solver.tables import KIB, Row
+from parplan.solver.tables import KIB
+
+UNBOUNDED_KIB = 1 << 50  # a memory cap no plan reaches: structural feasibility only
 
 PIN_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp")
 
@@ -37,15 +46,15 @@ def _requirements(spec: Spec) -> list[str]:
     for f in ("schedules", "zero_stages", "recompute", "sequence_parallel"):
         if getattr(s, f) is not None:
             req.append(f"search.{f}")
-    if not s.uneven_stages:
-        req.append("search.uneven_stages")
+    if s.resolved_stage_split != "per_stage":
+        req.append("search.stage_split" if s.stage_split is not None else "search.uneven_stages")
     if s.uniform_recompute:
         req.append("search.uniform_recompute")
     return req
 
 
-def _violates(row: Row, spec: Spec, name: str, L: int) -> bool:
-    c, s = row.choice, spec.search
+def _violates(c, spec: Spec, name: str) -> bool:
+    s = spec.search
     if name in (f"search.{f}" for f in PIN_FIELDS):
         f = name.split(".")[1]
         attr = {"micro_batch_size": "micro_batch_size"}.get(f, f)
@@ -61,45 +70,44 @@ def _violates(row: Row, spec: Spec, name: str, L: int) -> bool:
     return False
 
 
-def _core(spec: Spec, relaxed: Problem, requirements: list[str]) -> list[str]:
+def _core(spec: Spec, relaxed: Problem, requirements: list[str], deadline: Optional[float]) -> list[str]:
     """A minimal set of requirements that together admit no plan (empty if all together admit one).
 
     Feasibility of a requirement set S is exact: some choice of the relaxed space violates no pin in S
-    and, when S holds the memory requirement, has a stage split and recompute counts that fit (solved
-    per choice as the exhaustive search does, cached). Deletion filter: drop each requirement whose
-    removal leaves the rest infeasible; what remains is a minimal conflicting set.
+    and has a stage split and recompute counts that fit (when S holds the memory requirement) under the stage
+    split and recompute rule S asks for (solved per choice as the exhaustive search does, cached). Deletion
+    filter: drop each requirement whose removal leaves the rest infeasible; what remains is a minimal
+    conflicting set. Raises TimeUp past ``deadline``.
     """
-    from parplan.solver.bounds import lower_bounds
-    from parplan.solver.exhaustive import solve_row, splits
-
-    L = relaxed.num_layers
     cap = relaxed.cap_kib
-    rows = relaxed.rows
-    pins = [r for r in requirements if r.startswith("search.") and r not in ("search.uneven_stages",
-                                                                              "search.uniform_recompute")]
-    violated = [frozenset(r for r in pins if _violates(row, spec, r, L)) for row in rows]
-    lb = lower_bounds(rows, L, cap)
-    cache: dict[tuple[int, bool, bool, bool], bool] = {}
+    split_req = {"search.uneven_stages", "search.stage_split"}
+    pins = [r for r in requirements if r.startswith("search.") and r not in split_req | {"search.uniform_recompute"}]
+    choices = relaxed.choices
+    violated = [frozenset(r for r in pins if _violates(c, spec, r)) for c in choices]
+    order = [int(i) for i in np.argsort(relaxed.quick_lb, kind="stable")]
+    wanted_split = spec.search.resolved_stage_split
+    cache: dict[tuple, bool] = {}
 
-    def row_ok(i: int, memory: bool, even: bool, uniform: bool) -> bool:
-        key = (i, memory, even, uniform)
+    def row_ok(i: int, memory: bool, split: str, uniform: bool) -> bool:
+        key = (i, memory, split, uniform)
         if key not in cache:
-            if not memory:
-                sp = splits(rows[i], L, uneven=not even)
-                cache[key] = len(sp["lf"]) > 0
-            elif lb[i] == float("inf"):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeUp()
+            if memory and relaxed.quick_mem_kib[i] > cap:
                 cache[key] = False
-            elif (even or uniform) and not row_ok(i, True, False, False):
+            elif memory and (split != "per_stage" or uniform) and not row_ok(i, True, "per_stage", False):
                 cache[key] = False
             else:
-                cache[key] = solve_row(rows[i], L, not even, uniform, cap) is not None
+                t = relaxed.table(i, split=split, uniform=uniform)
+                cache[key] = solve_table(t, cap if memory else UNBOUNDED_KIB, deadline) is not None
         return cache[key]
 
     def feasible(active: list[str]) -> bool:
         act = set(active)
-        memory, even, uniform = "memory" in act, "search.uneven_stages" in act, "search.uniform_recompute" in act
-        order = sorted(range(len(rows)), key=lambda i: lb[i])
-        return any(not (violated[i] & act) and row_ok(i, memory, even, uniform) for i in order)
+        memory = "memory" in act
+        split = wanted_split if act & split_req else "per_stage"
+        uniform = "search.uniform_recompute" in act
+        return any(not (violated[i] & act) and row_ok(i, memory, split, uniform) for i in order)
 
     if feasible(requirements):
         return []
@@ -124,52 +132,80 @@ def _relaxed_options(opts: SpaceOptions, names: list[str]) -> SpaceOptions:
                 changes[f] = (0, 1, 2, 3)
             elif f == "recompute":
                 changes[f] = ("none", "selective", "full")
-            elif f == "uneven_stages":
-                changes[f] = True
+            elif f in ("uneven_stages", "stage_split"):
+                changes["uneven_stages"] = True
+                changes["stage_split"] = "per_stage"
             elif f == "uniform_recompute":
                 changes[f] = False
     return replace(opts, **changes)
 
 
-def _best(spec: Spec, method: str, controls: SolverControls, options: Optional[SpaceOptions] = None,
-          num_gpus: Optional[int] = None, cap_kib: Optional[int] = None, min_memory: bool = False):
-    from parplan.solver.planner import MIB_KIB, _Searcher, best_plans
-
+def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float],
+          options: Optional[SpaceOptions] = None, num_gpus: Optional[int] = None, cap_kib: Optional[int] = None,
+          min_memory: bool = False):
+    """(problem, best evaluation or None) of a changed request; raises TimeUp past ``deadline``."""
     if min_memory:
-        problem = Problem.build(spec, options=options, num_gpus=num_gpus)
-        s = _Searcher(problem, "exhaustive", controls)
-        s.p.cap_kib = cap_kib or problem.cap_kib
+        problem = Problem.build(spec, options=options, num_gpus=num_gpus, deadline=deadline)
+        problem.cap_kib = cap_kib or problem.cap_kib
+        s = Searcher(problem, "exhaustive", controls, deadline)
         peak = s.min_peak()
         if peak is None:
-            return problem, None, None
+            return problem, None
         out = s.best(peak * MIB_KIB, 1)
     else:
-        problem, out = best_plans(spec, method, controls, options=options, num_gpus=num_gpus, cap_kib=cap_kib)
+        problem, out = best_plans(spec, method, controls, options=options, num_gpus=num_gpus, cap_kib=cap_kib,
+                                  deadline=deadline)
+    if out.status in ("UNKNOWN", "FEASIBLE") and not out.found:
+        raise TimeUp()
     if not out.found:
-        return problem, None, None
+        return problem, None
     f = out.found[0]
-    return problem, problem.evaluate(problem.plan(problem.rows[f.row_index], f.x)), f
+    return problem, problem.evaluate(problem.plan(f.row_index, f.x))
 
 
-def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optional[SolverControls] = None) -> Explanation:
+def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optional[SolverControls] = None,
+            deadline: Optional[float] = None) -> Explanation:
+    """Why nothing fits and what would, within ``deadline``: the conflicting requirements first (40 % of the time
+    left), the least memory any plan needs (20 %), then the relaxations; each part stops at its share with
+    what it has, and the summary says when the explanation is incomplete."""
     controls = controls or SolverControls()
+    now = time.perf_counter()
+    left = (deadline - now) if deadline is not None else None
+
+    def share(frac: float) -> Optional[float]:
+        return None if left is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) * frac
+
     usable = problem.cap_kib * KIB / GIB
     requirements = _requirements(spec)
-    relaxed_opts = replace(_relaxed_options(problem.options, requirements), prune_dominated=False)
-    relaxed = Problem.build(spec, options=relaxed_opts)
     rejected = dict(problem.space.rejected)
-    if not relaxed.rows:
+    incomplete = []
+    relaxed_opts = replace(_relaxed_options(problem.options, requirements), prune_dominated=False)
+    try:
+        relaxed = Problem.build(spec, options=relaxed_opts, deadline=share(0.4))
+    except TimeUp:
+        return Explanation(summary="no plan found; the explanation ran out of time before it could enumerate the "
+                                   "relaxed space", conflicting=[], rejected_choices=rejected, usable_memory_gib=usable)
+    if not relaxed.choices:
         top = sorted(relaxed.space.rejected.items(), key=lambda kv: -kv[1])[:3]
         reasons = "; ".join(f"{k} ({n} choices)" for k, n in top) or "no divisor combination of the GPU count"
+        sizes = _size_relaxations(spec, method, controls, deadline, incomplete)
         return Explanation(summary=f"no choice of degrees is legal for {spec.cluster.num_gpus} GPUs and a global batch "
-                                   f"of {spec.training.global_batch_size}: {reasons}",
+                                   f"of {spec.training.global_batch_size}: {reasons}" + _suffix(incomplete),
                            conflicting=["cluster.num_gpus", "training.global_batch_size"], rejected_choices=rejected,
-                           usable_memory_gib=usable,
-                           relaxations=_size_relaxations(spec, method, controls))
-    core = _core(spec, relaxed, requirements)
+                           usable_memory_gib=usable, relaxations=sizes)
+    try:
+        core = _core(spec, relaxed, requirements, share(0.4))
+    except TimeUp:
+        core = []
+        incomplete.append("the conflicting requirements")
     # the least memory any plan needs, with the user's pins kept
-    _, min_mem_plan, _ = _best(spec, method, controls, options=problem.options, cap_kib=problem.cap_kib * 64,
-                               min_memory=True)
+    min_mem_plan = None
+    if "memory" in core:
+        try:
+            _, min_mem_plan = _best(spec, method, controls, share(0.33), options=problem.options,
+                                    cap_kib=problem.cap_kib * 64, min_memory=True)
+        except TimeUp:
+            incomplete.append("the least memory a plan needs")
     min_needed = min_mem_plan.metrics.peak_memory_gib if min_mem_plan is not None else None
     relaxations: list[Relaxation] = []
     for r in core:
@@ -186,12 +222,17 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
                     plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan)))  # under the relaxed spec
             continue
         opts = _relaxed_options(problem.options, [r])
-        _, ev, _ = _best(spec, method, controls, options=opts)
+        try:
+            _, ev = _best(spec, method, controls, share(0.3), options=opts)
+        except TimeUp:
+            incomplete.append(f"relaxing {r}")
+            continue
         if ev is not None:
             f = r.split(".", 1)[1]
-            patch = {r: True if f == "uneven_stages" else False if f == "uniform_recompute" else None}
+            patch = ({"search.uneven_stages": True, "search.stage_split": None} if f in ("uneven_stages", "stage_split")
+                     else {r: False} if f == "uniform_recompute" else {r: None})
             relaxations.append(Relaxation(requirement=r, change=_describe_change(r, ev), patch=patch, plan=ev))
-    relaxations += _size_relaxations(spec, method, controls)
+    relaxations += _size_relaxations(spec, method, controls, deadline, incomplete)
     if core == ["memory"]:
         summary = "no plan fits in GPU memory, even with every search restriction lifted"
     elif core:
@@ -201,8 +242,12 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         summary = "no plan found within the solver's limits"
     if min_needed is not None and "memory" in core:
         summary += f"; the least memory any allowed plan needs is {min_needed:.1f} GiB per GPU against {usable:.1f} GiB usable"
-    return Explanation(summary=summary, conflicting=core, rejected_choices=rejected, min_memory_needed_gib=min_needed,
-                       usable_memory_gib=usable, relaxations=relaxations)
+    return Explanation(summary=summary + _suffix(incomplete), conflicting=core, rejected_choices=rejected,
+                       min_memory_needed_gib=min_needed, usable_memory_gib=usable, relaxations=relaxations)
+
+
+def _suffix(incomplete: list[str]) -> str:
+    return f" (out of time before: {', '.join(incomplete)})" if incomplete else ""
 
 
 def _with_memory(spec: Spec, memory_gib: float) -> Spec:
@@ -215,37 +260,56 @@ def _describe_change(requirement: str, ev) -> str:
     value = {"tp": p.tp, "cp": p.cp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "etp": p.etp,
              "micro_batch_size": p.micro_batch_size, "vpp": p.vpp, "schedules": p.schedule,
              "zero_stages": p.zero_stage, "recompute": p.recompute, "sequence_parallel": p.sequence_parallel,
-             "uneven_stages": p.stage_layers, "uniform_recompute": p.recompute_layers}.get(f)
-    if f in ("uneven_stages",):
-        return f"allow uneven stages (search.uneven_stages: true), e.g. stage_layers {value}"
+             "uneven_stages": p.stage_layers, "stage_split": p.stage_layers,
+             "uniform_recompute": p.recompute_layers}.get(f)
+    if f in ("uneven_stages", "stage_split"):
+        return f"allow every stage its own layer count (search.stage_split: per_stage), e.g. stage_layers {value}"
     if f == "uniform_recompute":
         return f"allow per-stage recompute counts (search.uniform_recompute: false), e.g. {value}"
     return f"allow {f} = {value} in search.{f}"
 
 
-def _size_relaxations(spec: Spec, method: str, controls: SolverControls) -> list[Relaxation]:
+def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float],
+                      incomplete: list[str]) -> list[Relaxation]:
+    """The nearest GPU counts below and above the request (down to one node's worth of powers of two, up to 8×,
+    and within ``search.max_num_gpus`` when set) and the nearest batch sizes that admit a plan, each solved."""
     out: list[Relaxation] = []
-    from parplan.solver.frontier import candidate_gpu_counts
-
     n0 = spec.cluster.num_gpus
-    for n in candidate_gpu_counts(spec, upper=8 * n0):
-        if n <= n0:
-            continue
-        try:
-            _, ev, _ = _best(spec, method, controls, num_gpus=n)
-        except Exception:  # a larger cluster may break a user pin's divisibility; skip it
-            ev = None
-        if ev is not None:
-            out.append(Relaxation(requirement="cluster.num_gpus", change=f"use {n} GPUs ({n - n0:+d})",
-                                  patch={"cluster.num_gpus": n}, plan=ev))
-            break
+    upper = 8 * n0 if spec.search.max_num_gpus is None else max(n0, spec.search.max_num_gpus)
+    counts = candidate_gpu_counts(spec, upper=upper)
+    fewer = [n for n in reversed(counts) if n < n0]
+    more = [n for n in counts if n > n0]
+    end = deadline
+    for label, seq in (("fewer", fewer), ("more", more)):
+        for n in seq:
+            if end is not None and time.perf_counter() > end:
+                incomplete.append(f"{label} GPUs")
+                break
+            try:
+                _, ev = _best(spec, method, controls, end, num_gpus=n)
+            except TimeUp:
+                incomplete.append(f"{label} GPUs")
+                break
+            except ValueError:  # a GPU count that breaks a user pin's divisibility: not a candidate
+                ev = None
+            if ev is not None:
+                out.append(Relaxation(requirement="cluster.num_gpus", change=f"use {n} GPUs ({n - n0:+d})",
+                                      patch={"cluster.num_gpus": n}, plan=ev))
+                break
     gbs = spec.training.global_batch_size
     for factor in (0.5, 2.0, 0.25, 4.0, 0.125, 8.0):
         g = int(gbs * factor)
         if g < 1 or g == gbs or gbs * factor != g:
             continue
+        if end is not None and time.perf_counter() > end:
+            incomplete.append("other batch sizes")
+            break
         s2 = spec.model_copy(update={"training": spec.training.model_copy(update={"global_batch_size": g})})
-        _, ev, _ = _best(s2, method, controls)
+        try:
+            _, ev = _best(s2, method, controls, end)
+        except TimeUp:
+            incomplete.append("other batch sizes")
+            break
         if ev is not None:
             out.append(Relaxation(requirement="training.global_batch_size",
                                   change=f"use a global batch of {g} sequences (was {gbs})",

@@ -11,12 +11,16 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from ortools import __version__ as ORTOOLS_VERSION
+
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.result import PlanResult, SolveStats
+from parplan.solver.deadline import TimeUp
+from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats
+from parplan.solver.search import SearchOutcome, Searcher, best_plans
 
 MIB_KIB = 1024
 MAX_POINTS = 200
@@ -30,7 +34,7 @@ class _RowCache:
     the cap shrinks -- so an earlier optimum is also a lower bound.
     """
 
-    def __init__(self, searcher):
+    def __init__(self, searcher: Searcher):
         self.s = searcher
         self.res: dict[int, tuple[int, Optional[tuple]]] = {}
 
@@ -38,9 +42,9 @@ class _RowCache:
         hit = self.res.get(i)
         if hit is not None:
             c0, r = hit
-            if cap == c0 or (cap < c0 and (r is None or r[1] <= cap)):
+            if cap == c0 or (cap < c0 and (r is None or r.peak_kib <= cap)):
                 return r
-        r = self.s._row_solve(i, cap)
+        r = self.s.solve_choice(i, cap)
         if hit is None or cap < hit[0]:
             self.res[i] = (cap, r)
         return r
@@ -50,7 +54,7 @@ class _RowCache:
         if hit is not None and cap <= hit[0]:
             if hit[1] is None:
                 return float("inf")
-            return max(lb0, hit[1][0])
+            return max(lb0, hit[1].U)
         return lb0
 
     def best(self, ranked0: list[tuple[int, float]], cap: int):
@@ -61,8 +65,8 @@ class _RowCache:
             if best is not None and b > best[0]:
                 break
             r = self.solve(i, cap)
-            if r is not None and (best is None or (r[0], r[1], i) < (best[0], best[1], best[2])):
-                best = (r[0], r[1], i, r[2])
+            if r is not None and (best is None or (r.U, r.peak_kib, i) < (best[0], best[1], best[2])):
+                best = (r.U, r.peak_kib, i, r.x)
         return best
 
     def min_peak(self, ranked0: list[tuple[int, float]], cap: int, upper_U: int) -> Optional[int]:
@@ -72,17 +76,17 @@ class _RowCache:
             if self.bound(i, lb, cap) > upper_U:
                 continue
             r = self.solve(i, cap)
-            if r is None or r[0] > upper_U:
+            if r is None or r.U > upper_U:
                 continue
-            lo, hi = 0, -(-r[1] // MIB_KIB)  # hi: this choice's own peak, rounded up to MiB
+            lo, hi = 0, -(-r.peak_kib // MIB_KIB)  # hi: this choice's own peak, rounded up to MiB
             if best_mib is not None:
                 if lo >= best_mib:
                     continue
                 hi = min(hi, best_mib)
             while lo < hi:
                 mid = (lo + hi) // 2
-                rr = self.s._row_solve(i, mid * MIB_KIB)
-                if rr is not None and rr[0] <= upper_U:
+                rr = self.s.solve_choice(i, mid * MIB_KIB)
+                if rr is not None and rr.U <= upper_U:
                     hi = mid
                 else:
                     lo = mid + 1
@@ -90,25 +94,35 @@ class _RowCache:
         return best_mib
 
 
-def memory_frontier(searcher) -> list[Evaluation]:
-    """Exact frontier of step time vs peak memory (MiB resolution), on the same integer model."""
+def memory_frontier(searcher: Searcher) -> list[Evaluation]:
+    """Exact frontier of step time vs peak memory (MiB resolution), on the same integer model; past the
+    searcher's deadline, the points found so far (each exact)."""
     P = searcher.p
     cap = P.cap_kib
-    ranked0 = searcher.ranked(cap)
     cache = _RowCache(searcher)
     points: list[Evaluation] = []
-    while len(points) < MAX_POINTS and cap > 0:
-        best = cache.best(ranked0, cap)
-        if best is None:
-            break
-        U = best[0]
-        peak_mib = cache.min_peak(ranked0, cap, U)
-        if peak_mib is None:
-            break
-        at = cache.best(ranked0, min(cap, peak_mib * MIB_KIB))
-        U2, _, i, x = at if at is not None else best
-        points.append(P.evaluate(P.plan(P.row(i), x)))
-        cap = (peak_mib - 1) * MIB_KIB
+    try:
+        ranked0 = []
+        for i in P.order(cap):
+            if searcher.remaining_s() <= 0:
+                raise TimeUp()
+            lb = searcher.bound(i, cap)
+            if lb != float("inf"):
+                ranked0.append((i, lb))
+        while len(points) < MAX_POINTS and cap > 0:
+            best = cache.best(ranked0, cap)
+            if best is None:
+                break
+            U = best[0]
+            peak_mib = cache.min_peak(ranked0, cap, U)
+            if peak_mib is None:
+                break
+            at = cache.best(ranked0, min(cap, peak_mib * MIB_KIB))
+            U2, _, i, x = at if at is not None else best
+            points.append(P.evaluate(P.plan(i, x)))
+            cap = (peak_mib - 1) * MIB_KIB
+    except TimeUp:
+        pass
     return points
 
 
@@ -131,32 +145,42 @@ def candidate_gpu_counts(spec: Spec, upper: Optional[int] = None) -> list[int]:
     return sorted(smooth | small)
 
 
-def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: int = 1):
-    from parplan.solver.planner import best_plans
+def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: int = 1,
+             deadline: Optional[float] = None):
+    """(problem, outcome) at ``n`` GPUs; an UNKNOWN outcome when the deadline passes while the space is built."""
+    try:
+        return best_plans(spec, method, controls, num_gpus=n, top_k=top_k, deadline=deadline)
+    except TimeUp:
+        return None, SearchOutcome("UNKNOWN", [], None, 0)
 
-    return best_plans(spec, method, controls, num_gpus=n, top_k=top_k)
+
+def _past(deadline: Optional[float]) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
-def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverControls] = None) -> list[Evaluation]:
+def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverControls] = None,
+                 deadline: Optional[float] = None) -> list[Evaluation]:
     controls = controls or SolverControls()
     points: list[Evaluation] = []
     best_time = None
     for n in candidate_gpu_counts(spec):
-        problem, out = _best_at(spec, n, method, controls)
+        if _past(deadline):
+            break
+        problem, out = _best_at(spec, n, method, controls, deadline=deadline)
         if not out.found:
             continue
         f = out.found[0]
-        ev = problem.evaluate(problem.plan(problem.rows[f.row_index], f.x))
+        ev = problem.evaluate(problem.plan(f.row_index, f.x))
         if best_time is None or ev.metrics.step_time_s < best_time:
             points.append(ev)
             best_time = ev.metrics.step_time_s
     return points
 
 
-def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float) -> PlanResult:
-    """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target."""
-    from ortools import __version__ as ORTOOLS_VERSION
-
+def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float,
+             deadline: Optional[float] = None) -> PlanResult:
+    """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target (past the
+    deadline: UNKNOWN, with the counts tried)."""
     gpu = resolve_gpu(spec.cluster)
     tokens = spec.training.global_batch_size * spec.training.seq_len
     target_s = spec.target_step_time_s
@@ -166,23 +190,32 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     flops = Architecture(spec.model).model_flops_per_token(spec.training.seq_len) * tokens
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
     tried = 0
+    undecided = False
     for n in candidate_gpu_counts(spec):
         if flops / (n * peak) > target_s:  # even at 100 % of peak n GPUs cannot meet the target
             continue
+        if _past(deadline):
+            undecided = True
+            break
         tried += 1
-        problem, out = _best_at(spec, n, method, controls, top_k)
+        problem, out = _best_at(spec, n, method, controls, top_k, deadline=deadline)
+        if out.status in ("UNKNOWN", "FEASIBLE"):
+            undecided = True
         if not out.found:
             continue
-        plans = [problem.evaluate(problem.plan(problem.rows[f.row_index], f.x)) for f in out.found]
+        plans = [problem.evaluate(problem.plan(f.row_index, f.x)) for f in out.found]
         if plans[0].metrics.step_time_s <= target_s * (1 + 1e-12):
-            stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.rows),
+            stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.choices),
                                choices_searched=out.searched, objective_value=float(n), workers=controls.workers,
                                seed=controls.seed, deterministic=controls.deterministic,
                                ortools_version=ORTOOLS_VERSION)
-            return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" else "FEASIBLE", objective="min_gpus",
-                              plans=plans, stats=stats)
-    from parplan.solver.result import Explanation, Relaxation
-
+            return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" and not undecided else "FEASIBLE",
+                              objective="min_gpus", plans=plans, stats=stats)
+    if undecided:
+        stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=0,
+                           choices_searched=tried, workers=controls.workers, seed=controls.seed,
+                           deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
+        return PlanResult(status="UNKNOWN", objective="min_gpus", stats=stats)
     upper = spec.search.max_num_gpus or spec.cluster.num_gpus
     limit_key = "search.max_num_gpus" if spec.search.max_num_gpus else "cluster.num_gpus"
     target_key = "target_step_time_s" if spec.target_step_time_s is not None else "target_tokens_per_s"
@@ -190,10 +223,12 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     # a looser target: the best step time any GPU count up to the limit reaches (checked: it is that plan)
     best = None
     for n in candidate_gpu_counts(spec, upper):
-        problem, out = _best_at(spec, n, method, controls)
+        if _past(deadline):
+            break
+        problem, out = _best_at(spec, n, method, controls, deadline=deadline)
         if out.found:
             f = out.found[0]
-            ev = problem.evaluate(problem.plan(problem.row(f.row_index), f.x))
+            ev = problem.evaluate(problem.plan(f.row_index, f.x))
             if best is None or ev.metrics.step_time_s < best[1].metrics.step_time_s:
                 best = (n, ev)
     if best is not None:
@@ -209,10 +244,12 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     for n in candidate_gpu_counts(wider):
         if n <= upper or flops / (n * peak) > target_s:
             continue
-        problem, out = _best_at(wider, n, method, controls)
+        if _past(deadline):
+            break
+        problem, out = _best_at(wider, n, method, controls, deadline=deadline)
         if out.found:
             f = out.found[0]
-            ev = problem.evaluate(problem.plan(problem.row(f.row_index), f.x))
+            ev = problem.evaluate(problem.plan(f.row_index, f.x))
             if ev.metrics.step_time_s <= target_s * (1 + 1e-12):
                 patch = {"search.max_num_gpus": n} if limit_key == "search.max_num_gpus" else {"cluster.num_gpus": n}
                 relaxations.append(Relaxation(requirement=limit_key, patch=patch, plan=ev,

@@ -1,4 +1,10 @@
-"""A planning problem: the spec resolved into the rows both search methods read, and plan reconstruction."""
+"""A planning problem: the spec resolved into choices, their integer stage tables (built on demand), and plans.
+
+The stage split (``search.stage_split``) decides how layer counts vary across stages: ``per_stage`` (each
+stage its own layer and recompute count, the default), ``first_last`` (first and last free, the middle stages
+sharing one count, as Megatron's ``--decoder-first/last-pipeline-num-layers`` express) or ``even``
+(``uneven_stages: false``).
+"""
 
 from __future__ import annotations
 
@@ -9,31 +15,20 @@ import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.choice import Choice, choice_costs, usable_memory_bytes, with_schedule
+from parplan.costmodel.choice import Choice, bubble_factor, choice_costs, usable_memory_bytes, with_schedule
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.bounds import quick_bounds
-from parplan.solver.tables import KIB, Row, build_row
+from parplan.solver.space import Space, SpaceOptions, enumerate_choices
+from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, build_table
 
-
-class RowView:
-    """``rows[i]`` for the solvers, building each choice's table on first use."""
-
-    def __init__(self, problem: "Problem"):
-        self.problem = problem
-
-    def __getitem__(self, i: int) -> Row:
-        return self.problem.row(i)
-
-    def __len__(self) -> int:
-        return len(self.problem.choices)
+QUICK_MARGIN = 1e-4  # the quick bound in seconds is lowered by this share before it bounds an integer U
 
 
 @dataclass
 class Problem:
-    """The choices of the space, cheap per-choice bounds, and coefficient rows built on demand."""
+    """The choices of the space, cheap per-choice bounds, and integer tables built on demand."""
 
     spec: Spec
     assumptions: Assumptions
@@ -43,39 +38,49 @@ class Problem:
     cap_kib: int
     num_layers: int
     arch: Architecture
-    quick_lb: np.ndarray  # lower bound of U per choice, from the choice alone
+    scale: Scale
+    quick_lb: np.ndarray  # lower bound of U per choice, from the choice alone (float)
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
-    _rows: dict = field(default_factory=dict)
+    _tables: dict = field(default_factory=dict)
     _base_costs: dict = field(default_factory=dict)
 
     @staticmethod
-    def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None) -> "Problem":
+    def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None,
+              deadline: float | None = None) -> "Problem":
+        """The problem of ``spec`` (at ``num_gpus`` if given); raises deadline.TimeUp past ``deadline``."""
         if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
             spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
         a = resolve_assumptions(spec.assumptions)
         gpu = resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
-        space = enumerate_choices(spec, gpu, a, options)
+        space = enumerate_choices(spec, gpu, a, options, deadline=deadline)
         arch = Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
-        q_u, q_mem = quick_bounds(spec, space.choices, gpu, a, arch)
-        return Problem(spec, a, gpu, options, space, int(math.floor(usable / KIB)), spec.model.num_layers, arch,
-                       q_u, q_mem)
+        step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch)
+        factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
+            if space.choices else np.ones(1)
+        if len(step_lb_s):
+            best = int(np.argmin(step_lb_s))
+            stage_ns = step_lb_s[best] / factors[best] * 1e9
+        else:
+            stage_ns = 1e6
+        scale = Scale.for_problem(stage_ns, float(factors.max()))
+        q_lb = np.floor(np.array([scale.objective_of_seconds(s) for s in step_lb_s]) * (1 - QUICK_MARGIN)) - 1 \
+            if len(step_lb_s) else np.zeros(0)
+        return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
+                       arch, scale, np.maximum(q_lb, 0), q_mem)
 
     @property
     def choices(self) -> list[Choice]:
         return self.space.choices
 
-    @property
-    def rows(self) -> RowView:
-        return RowView(self)
-
-    def all_rows(self) -> list[Row]:
-        return [self.row(i) for i in range(len(self.choices))]
-
-    def row(self, i: int) -> Row:
-        r = self._rows.get(i)
-        if r is None:
+    def table(self, i: int, split: StageSplit | None = None, uniform: bool | None = None) -> StageTable:
+        """Choice ``i``'s table under the problem's stage split and recompute rule, or under the ones given."""
+        split = self.options.stage_split if split is None else split
+        uniform = self.options.uniform_recompute if uniform is None else uniform
+        key = (i, split, uniform)
+        t = self._tables.get(key)
+        if t is None:
             c = self.choices[i]
             spec, a = self.spec, self.assumptions
             if c.schedule == "dualpipe":
@@ -86,35 +91,82 @@ class Problem:
                     self._base_costs[key] = choice_costs(spec, key, self.gpu, a, self.arch)
                 costs = with_schedule(self._base_costs[key], c)
             moe = spec.model.moe
-            r = build_row(costs, a, self.num_layers, moe.first_dense_layers if moe else 0, moe is not None)
-            self._rows[i] = r
-        return r
+            t = build_table(costs, a, self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                            split, uniform, self.scale)
+            self._tables[key] = t
+        return t
 
     def order(self, cap_kib: int) -> list[int]:
         """Choices that may fit under ``cap_kib``, by their quick bound (ties by index)."""
         ok = np.nonzero(self.quick_mem_kib <= cap_kib)[0]
         return [int(i) for i in ok[np.argsort(self.quick_lb[ok], kind="stable")]]
 
-    def plan(self, row: Row, x: dict) -> Plan:
-        c = row.choice
-        p = c.pp
-        if p == 1:
-            layers = [x["lf"]]
-            rc = [x["rf1"] + x["rf2"]]
-        else:
-            layers = [x["lf"]] + [x["lm"]] * (p - 2) + [x["ll"]]
-            if c.schedule == "dualpipe":  # rm totals the pair (i, p-1-i) of middle stages a rank holds
-                rc = [x["rf1"] + x["rf2"]] + [(x["rm"] + 1) // 2 if i < p - 1 - i else x["rm"] // 2
-                                              for i in range(1, p - 1)] + [x["rl"]]
-            else:
-                rc = [x["rf1"] + x["rf2"]] + [x["rm"]] * (p - 2) + [x["rl"]]
-        recompute = c.recompute
-        if recompute == "full" and not any(rc) and "none" in self.options.recompute:
-            recompute = "none"  # canonical: full recompute of zero layers is no recompute (when 'none' is allowed)
+    def plan(self, i: int, x: Assignment) -> Plan:
+        """The canonical plan of choice ``i`` with the unit assignment ``x``."""
+        t = self.table(i)
+        c = t.choice
+        layers, recompute = stage_counts(t, x)
+        rc = c.recompute
+        if rc == "full" and not any(recompute) and "none" in self.options.recompute \
+                and self.assumptions.recompute_workspace_layers == 0:
+            rc = "none"  # canonical: full recompute of zero layers is no recompute (when they cost the same)
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
-                    recompute=recompute, recompute_layers=rc, zero_stage=c.zero_stage,
+                    recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
                     sequence_parallel=c.sequence_parallel)
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)
+
+
+def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
+    """Per-stage layer and recompute counts of a unit assignment.
+
+    A DualPipe rank's cost depends only on its two stages' totals: a middle rank splits them as evenly as it
+    can; the rank of stages 0 and p-1 keeps the model's leading dense layers alone on stage 0 (so its MoE
+    layers, all on stage p-1, recompute in any number), or the even split when the split is fixed."""
+    p = t.choice.pp
+    if not t.dualpipe:
+        rec = list(x.recompute)
+        rec[0] += x.dense
+        return list(x.layers), rec
+    layers, rec = [0] * p, [0] * p
+    for u in range(t.num_units):
+        a, b = u, p - 1 - u
+        T, R = x.layers[u], x.recompute[u]
+        if t.layers_fixed is not None:
+            la = T // 2
+        elif u == 0 and t.k_dense:
+            la = max(t.k_dense, _uniform_stage_recompute(t, x) or 0)
+        else:
+            la = (T + 1) // 2
+        lb = T - la
+        if u == 0 and t.k_dense:
+            rb = min(R, lb) if not t.uniform_recompute else (R + x.dense) // 2
+            ra = R - rb + x.dense
+        else:
+            ra = min(la, (R + 1) // 2)
+            rb = R - ra
+        layers[a], layers[b], rec[a], rec[b] = la, lb, ra, rb
+    return layers, rec
+
+
+def _uniform_stage_recompute(t: StageTable, x: Assignment) -> int | None:
+    if not t.uniform_recompute:
+        return None
+    return (x.recompute[0] + x.dense) // 2
+
+
+def assignment_of(t: StageTable, stage_layers: list[int], recompute_layers: list[int]) -> Assignment:
+    """The unit assignment of per-stage counts (the inverse of :func:`stage_counts`, up to the split inside a
+    DualPipe rank, which costs nothing): stage 0 recomputes its dense layers first."""
+    p, k = t.choice.pp, t.k_dense
+    dense = min(recompute_layers[0], k)
+    if not t.dualpipe:
+        rec = list(recompute_layers)
+        rec[0] -= dense
+        return Assignment(tuple(stage_layers), tuple(rec), dense)
+    layers = tuple(stage_layers[u] + stage_layers[p - 1 - u] for u in range(p // 2))
+    rec = [recompute_layers[u] + recompute_layers[p - 1 - u] for u in range(p // 2)]
+    rec[0] -= dense
+    return Assignment(layers, tuple(rec), dense)

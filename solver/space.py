@@ -6,8 +6,9 @@ Two exact dominance reductions keep the space small without losing an optimum fo
 ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
 memory and stage times, a smaller bubble), sequence parallelism is
 always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
-makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero
-recomputed layers is 'none'; plans are reported canonically).
+makes it identical to 'none', and 'none' is dropped when 'full' is allowed and full recomputation adds no
+per-stage working set ('full' with zero recomputed layers is then 'none'; plans are reported canonically).
+Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import degree_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
+from parplan.solver.deadline import check
 
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8)
@@ -47,6 +49,7 @@ class SpaceOptions:
     sequence_parallel: tuple[bool, ...] | None
     uneven_stages: bool
     uniform_recompute: bool
+    stage_split: str = "per_stage"  # per_stage | first_last | even (uneven_stages false: even)
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
 
     @staticmethod
@@ -60,7 +63,8 @@ class SpaceOptions:
             zero_stages=tuple(s.zero_stages) if s.zero_stages else (0, 1, 2, 3),
             recompute=tuple(s.recompute) if s.recompute else ("none", "selective", "full"),
             sequence_parallel=t(s.sequence_parallel),
-            uneven_stages=s.uneven_stages, uniform_recompute=s.uniform_recompute,
+            uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
+            stage_split=s.resolved_stage_split,
         )
 
 
@@ -75,7 +79,8 @@ def _allowed(values, pins):
 
 
 def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
-                      num_gpus: int | None = None) -> Space:
+                      num_gpus: int | None = None, deadline: float | None = None) -> Space:
+    """Every legal choice (raises deadline.TimeUp past ``deadline``)."""
     opts = opts or SpaceOptions.from_spec(spec)
     n = num_gpus or spec.cluster.num_gpus
     if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
@@ -95,11 +100,17 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
                 and "none" in recompute):
             recompute.remove("selective")
-        if "full" in recompute and "none" in recompute:
+        if "full" in recompute and "none" in recompute and a.recompute_workspace_layers == 0:
+            # 'full' with zero recomputed layers is 'none' only when full recompute adds no per-stage working set
+            # (recompute_workspace_layers: every stage of a 'full' plan holds one regenerated layer)
             recompute.remove("none")
 
-    def zero_at_pp(pp: int) -> list[int]:
-        """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage)."""
+    def zero_at(pp: int, dense_group: int, expert_group: int) -> list[int]:
+        """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage), and
+        with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
+        (the lowest allowed is kept)."""
+        if dense_group == 1 and expert_group == 1:
+            return sorted(zero)[:1]
         if not opts.prune_dominated:
             return zero
         kept: dict[int, int] = {}
@@ -119,6 +130,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     out: list[Choice] = []
     for tp in _allowed(divisors(n), opts.tp):
         for cp in _allowed(divisors(n // tp), opts.cp):
+            check(deadline)
             for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
                 if pp > L:
                     continue
@@ -167,7 +179,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                 if why:
                                     reject(why)
                                     continue
-                                for z in zero_at_pp(pp):
+                                for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
                                     for rc in recompute:
                                         for sp in sps:
                                             out.append(replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp))

@@ -1,205 +1,306 @@
-"""Integer coefficient tables: the cost model of one choice as linear forms over the stage variables.
+"""Integer stage tables: the cost model of one choice as per-unit affine costs, in integers both searches read.
 
-Both the CP-SAT model and the exhaustive oracle read these rows, so they optimise exactly the same
-integer objective; returned plans are then re-evaluated with the float cost model.
+A *unit* is what the pipeline schedule paces: a stage, or under DualPipe a rank, which runs stage i for one
+direction and stage p-1-i for the other (DeepSeek-V3 §3.2.1; ``costmodel/evaluate.py`` pairs them the same
+way). Every unit ``u`` has its own layer count ``l_u`` and recompute count ``r_u``, and (from
+``costmodel/choice.py``, where each term is cited)::
 
-Variables (per plan): ``lf, lm, ll`` layers of the first, each middle and the last stage; ``rf1`` the
-first stage's recomputed dense layers, ``rf2`` its recomputed MoE layers (MoE models keep their leading
-dense layers on the first stage), ``rm``, ``rl`` recomputed layers of the middle and last stages (under
-DualPipe ``rm`` is the total of the two middle stages a rank holds, 0 ≤ rm ≤ 2·lm).
-Middle stages share one layer count, as the contract's space defines it (Megatron's first/last-stage
-flags). Sharing one *recompute* count loses nothing for equal layer counts: stage 1 holds the most
-in-flight micro-batches among the middle stages, so it needs the most recomputation and sets their pace
-(cpsat-modeling.md §2.7). Unequal middle layer counts can win under memory pressure or DualPipe pairing;
-those plans are outside the searched space (pinned by strict xfails in tests/test_solver_oracle.py).
+    time_u   = t_layer_u·l_u + t_recompute_u·r_u + t_const_u                (per micro-batch)
+    memory_u = m_layer_u·l_u - m_saved_u·r_u + m_const_u                    (peak, with its in-flight count)
+    dp_u     = dp_layer·l_u + dp_const_u                                    (exposed DP time per step)
+    U        = M·max_u time_u + W·max_u dp_u,   M = round(W·(m + β))        (the step time, scaled)
 
-Units: time in ns, memory in KiB (memory rounded up, savings down: never under-estimated), objective
-``U = round(D·(m + β))·t_max + D·dp_max`` with ``β`` the schedule's bubble in units of t_max.
+with ``β`` the schedule's bubble in units of the slowest unit's time. On an MoE model the first stage's
+``k`` leading dense layers are folded into its constants, and its recompute has a dense piece (``r_dense ≤ k``,
+recomputed first, as the evaluator counts a stage's recomputed layers from its first layer) and an MoE piece.
+A DualPipe rank's time is the mean of its two stages' (each runs half the micro-batches) and its memory holds
+both stages' states and the mean of their activations, so a rank depends only on its layer and recompute
+*totals*; the rank of stages 0 and p-1 keeps the dense layers on stage 0.
+
+Units and scaling (:class:`Scale`): one time unit is ``2^j`` ns and the objective weight ``W`` a power of two,
+chosen per problem so the optimum's stage time is about 2^28 units and ``M`` at most 2^20: every quantity the
+searches form stays far below 2^62 (checked before CP-SAT solves, :func:`parplan.solver.cpsat.check_headroom`)
+while the time resolution stays below 1e-8 of a stage time. Memory is in KiB, costs rounded up and savings
+down: never under-estimated.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
 
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost
+from parplan.costmodel.choice import ChoiceCosts, LayerCost
 
-NS = 1e9
 KIB = 1024.0
-D = 10_000  # objective scale: U = D · step_time_ns
-VARS = ("lf", "lm", "ll", "rf1", "rf2", "rm", "rl")
+NS = 1e9
+StageSplit = Literal["per_stage", "first_last", "even"]
+STAGE_SPLITS: tuple[StageSplit, ...] = ("per_stage", "first_last", "even")
+UNLIMITED = 1 << 40  # a count limit that never binds
+TIME_BITS = 28  # target magnitude of the optimum's stage time, in time units
+WEIGHT_BITS = 20  # M = round(W·(m + β)) ≤ 2^WEIGHT_BITS where possible
 
 
 @dataclass(frozen=True)
-class Form:
-    """An integer affine form: Σ coef[v]·v + const."""
+class Scale:
+    """The integer units of one problem: every choice of it shares them, so objectives compare exactly."""
 
-    coef: tuple[tuple[str, int], ...]
-    const: int
+    time_unit_ns: int  # a power of two
+    weight: int  # W, a power of two
 
-    def value(self, x: dict) -> int:
-        return sum(c * x[v] for v, c in self.coef) + self.const
+    @staticmethod
+    def for_problem(stage_time_ns: float, max_factor: float) -> "Scale":
+        """``stage_time_ns``: a typical optimal stage time (a lower bound suffices); ``max_factor``: the
+        largest m + β of any choice."""
+        j = max(0, int(math.floor(math.log2(max(stage_time_ns, 1.0)))) - TIME_BITS)
+        w = max(0, WEIGHT_BITS - int(math.ceil(math.log2(max(max_factor, 1.0)))))
+        return Scale(time_unit_ns=1 << j, weight=1 << w)
+
+    def time(self, seconds: float) -> int:
+        return int(round(seconds * NS / self.time_unit_ns))
+
+    def seconds(self, objective: int) -> float:
+        """An objective value U back in seconds."""
+        return objective / self.weight * self.time_unit_ns / NS
+
+    def objective_of_seconds(self, seconds: float) -> float:
+        return seconds * NS / self.time_unit_ns * self.weight
+
+
+def kib_up(nbytes: float) -> int:
+    return int(math.ceil(nbytes / KIB - 1e-9))
+
+
+def kib_down(nbytes: float) -> int:
+    return int(math.floor(nbytes / KIB + 1e-9))
 
 
 @dataclass(frozen=True)
-class RankClass:
-    name: str
-    time: Form  # ns per micro-batch
-    memory: Form  # KiB
-    dp: Form  # ns per step
+class StageTable:
+    """One choice's integer model: per-unit coefficient arrays (int64, one entry per unit)."""
+
+    choice: object  # costmodel.choice.Choice
+    num_layers: int
+    split: StageSplit
+    uniform_recompute: bool
+    dualpipe: bool
+    grid: int  # every stage's layer count is a multiple of this (vpp)
+    k_dense: int  # leading dense layers, on stage 0 (MoE models)
+    layers_min: np.ndarray  # least layers of each unit
+    layers_fixed: np.ndarray | None  # 'even': the layers of each unit
+    t_layer: np.ndarray
+    t_recompute: np.ndarray  # per recomputed (MoE or dense-model) layer
+    t_const: np.ndarray
+    m_layer: np.ndarray
+    m_saved: np.ndarray
+    m_const: np.ndarray
+    dp_layer: np.ndarray
+    dp_const: np.ndarray
+    t_recompute_dense: int  # unit 0's dense piece (k_dense > 0)
+    m_saved_dense: int
+    dense_first: bool  # unit 0 must recompute all k dense layers before any MoE layer (a plain stage 0)
+    free_moe_recompute: int  # DualPipe rank 0: MoE layers it may recompute with dense ones left (stage p-1's)
+    M: int
+    scale: Scale
+    lb_time: int  # a lower bound of max_u time_u (mean unit time without recompute)
+
+    @property
+    def num_units(self) -> int:
+        return len(self.t_layer)
+
+    @property
+    def members(self) -> int:
+        """Stages per unit: 2 under DualPipe, else 1."""
+        return 2 if self.dualpipe else 1
+
+    def objective(self, t_max: int, dp_max: int) -> int:
+        return self.M * int(t_max) + self.scale.weight * int(dp_max)
 
 
-@dataclass(frozen=True)
-class Row:
-    """One choice: its coefficient forms and the structural facts the constraints need."""
-
-    choice: Choice
-    classes: tuple[RankClass, ...]
-    stage_classes: tuple[str, ...]  # which of F, M, L exist (pp = 1: F only)
-    k_dense: int  # leading dense layers fixed on the first stage (MoE); 0 for dense models
-    moe: bool
-    M_int: int  # round(D·(m + β))
-    lb_time_ns: int  # lower bound of t_max over all splits (mean stage time, no recompute)
-    lb_dp_ns: int
+def _ceil_kib(nbytes: np.ndarray) -> np.ndarray:
+    return np.ceil(np.asarray(nbytes, float) / KIB - 1e-9).astype(np.int64)
 
 
-@dataclass(frozen=True)
-class _StageLin:
-    """One stage's linear pieces in floats (s, bytes) before rounding.
-
-    Memory is kept as resident states and in-flight activations apart, since DualPipe ranks hold the
-    states of two stages but the mean of their activations.
-    """
-
-    t_l: float  # per layer
-    t_r1: float  # per recomputed layer (dense part on an MoE first stage)
-    t_r2: float  # per recomputed MoE layer on an MoE first stage
-    t_0: float
-    states_l: float
-    act_l: float  # inflight · activations per layer
-    save_r1: float  # inflight · activation bytes saved per recomputed layer
-    save_r2: float
-    states_0: float
-    act_0: float
-    dp_l: float
-    dp_0: float
+def _floor_kib(nbytes: np.ndarray) -> np.ndarray:
+    return np.floor(np.asarray(nbytes, float) / KIB + 1e-9).astype(np.int64)
 
 
-def _stage(costs: ChoiceCosts, main: LayerCost, dense: LayerCost | None, k_dense: int, index: int,
-           first: bool, last: bool) -> _StageLin:
-    """Stage ``index``: its layers are of class ``main`` except ``k_dense`` leading dense layers."""
-    inflight = costs.inflight(index)
-    # the working set is held once per stage; on a DualPipe rank (activations weighted 1/2 per stage) once
-    t_0, states_0, act_0, dp_0 = costs.p2p_s, 0.0, costs.workspace_bytes, costs.dp_const_s
-    states_0 += costs.pipeline_buffer_bytes(index)  # resident like states: a DualPipe rank holds both stages'
-    if first:
-        t_0 += costs.first_extra_time_s
-        states_0 += costs.first_extra_bytes
-        dp_0 += costs.first_extra_dp_s
-    if last:
-        t_0 += costs.last_extra_time_s
-        states_0 += costs.last_extra_bytes + costs.logits_bytes
-        dp_0 += costs.last_extra_dp_s
-    save_main = inflight * (main.act_bytes - main.act_recomputed_bytes)
-    if dense is not None and k_dense:
-        # l layers = k dense + (l - k) main: fold the dense layers' difference into the constants
-        t_0 += k_dense * (dense.time_s - main.time_s)
-        states_0 += k_dense * (dense.states_bytes - main.states_bytes)
-        act_0 += k_dense * inflight * (dense.act_bytes - main.act_bytes)
-        dp_0 += k_dense * (dense.dp_s - main.dp_s)
-        return _StageLin(main.time_s, dense.recompute_s, main.recompute_s, t_0, main.states_bytes,
-                         inflight * main.act_bytes, inflight * (dense.act_bytes - dense.act_recomputed_bytes),
-                         save_main, states_0, act_0, main.dp_s, dp_0)
-    return _StageLin(main.time_s, main.recompute_s, 0.0, t_0, main.states_bytes, inflight * main.act_bytes,
-                     save_main, 0.0, states_0, act_0, main.dp_s, dp_0)
+def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
+    return np.rint(np.asarray(seconds, float) * (NS / scale.time_unit_ns)).astype(np.int64)
 
 
-def _time_form(terms: list[tuple[str, float]], const: float) -> Form:
-    acc: dict[str, float] = {}
-    for v, c in terms:
-        acc[v] = acc.get(v, 0.0) + c
-    coef = []
-    for v, c in acc.items():
-        q = round(c * NS)
-        if q:
-            coef.append((v, q))
-    return Form(tuple(coef), round(const * NS))
+def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
+                split: StageSplit, uniform_recompute: bool, scale: Scale) -> StageTable:
+    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE).
 
-
-def _memory_form(up: list[tuple[str, float]], saves: list[tuple[str, float]], const: float) -> Form:
-    """Bytes to KiB, rounding every cost up and every saving down (never under-estimate memory)."""
-    acc: dict[str, int] = {}
-    for v, c in up:
-        acc[v] = acc.get(v, 0) + math.ceil(c / KIB)
-    for v, c in saves:
-        acc[v] = acc.get(v, 0) - math.floor(c / KIB)
-    return Form(tuple((v, c) for v, c in acc.items() if c), math.ceil(const / KIB))
-
-
-_VAR_L = {"F": "lf", "M": "lm", "L": "ll"}
-_VAR_R = {"F": "rf1", "M": "rm", "L": "rl"}
-
-
-def _rank_class(name: str, members: list[tuple[_StageLin, str]], time_w: float, act_w: float,
-                r_scale: float = 1.0) -> RankClass:
-    """A pipeline rank made of ``members`` stages: time weighted by time_w, activations by act_w.
-
-    ``r_scale`` scales the recompute variables' coefficients: a DualPipe middle rank holds two middle
-    stages whose time and memory depend only on their recompute total R, so its variable is R and each
-    stage counts R/2."""
-    t_terms, up, saves, dp_terms = [], [], [], []
-    t_const = states_const = act_const = dp_const = 0.0
-    for x, s in members:
-        vl, vr = _VAR_L[s], _VAR_R[s]
-        t_terms += [(vl, time_w * x.t_l), (vr, time_w * x.t_r1 * r_scale)]
-        up += [(vl, x.states_l + act_w * x.act_l)]
-        saves += [(vr, act_w * x.save_r1 * r_scale)]
-        if s == "F":
-            t_terms.append(("rf2", time_w * x.t_r2))
-            saves.append(("rf2", act_w * x.save_r2))
-        t_const += time_w * x.t_0
-        states_const += x.states_0
-        act_const += act_w * x.act_0
-        dp_terms.append((vl, x.dp_l))
-        dp_const += x.dp_0
-    return RankClass(name, _time_form(t_terms, t_const), _memory_form(up, saves, states_const + act_const),
-                     _time_form(dp_terms, dp_const))
-
-
-def build_row(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool) -> Row:
+    Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
+    + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
+    holds the embedding and the model's leading dense layers (their difference to the main class folded into
+    its constants), the last stage the head and logits. Then stages are paired into DualPipe ranks."""
     c = costs.choice
     p = c.pp
-    main = costs.moe if is_moe else costs.dense
+    main: LayerCost = costs.moe if is_moe else costs.dense
     k = k_dense_model if is_moe else 0
-    names = ("F",) if p == 1 else ("F", "L") if p == 2 else ("F", "M", "L")
-    lin = {"F": _stage(costs, main, costs.dense if k else None, k, 0, True, p == 1)}
-    if p >= 2:
-        lin["L"] = _stage(costs, main, None, 0, p - 1, False, True)
-    if p >= 3:
-        lin["M"] = _stage(costs, main, None, 0, 1, False, False)
-
-    if c.schedule == "dualpipe":  # rank i runs stages i and p-1-i (DeepSeek-V3 §3.2.1)
-        classes = [_rank_class("R0", [(lin["F"], "F"), (lin["L"], "L")], 0.5, 0.5)]
-        if p >= 4:
-            # rm is the recompute total of the pair of middle stages a rank holds (0 ≤ rm ≤ 2·lm)
-            classes.append(_rank_class("RM", [(lin["M"], "M"), (lin["M"], "M")], 0.5, 0.5, r_scale=0.5))
+    dense = costs.dense
+    inflight = np.array([costs.inflight(i) for i in range(p)], float)
+    if costs.stage_io_bytes or costs.retained_output_bytes:
+        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in range(p)], float)
     else:
-        classes = [_rank_class(s, [(lin[s], s)], 1.0, 1.0) for s in names]
-
+        buffers = np.zeros(p)
+    t_0 = np.full(p, costs.p2p_s)
+    states_0 = buffers.copy()
+    act_0 = np.full(p, costs.workspace_bytes)  # once per stage (a DualPipe rank: the mean of its two stages')
+    dp_0 = np.full(p, costs.dp_const_s)
+    t_0[0] += costs.first_extra_time_s
+    states_0[0] += costs.first_extra_bytes
+    dp_0[0] += costs.first_extra_dp_s
+    t_0[-1] += costs.last_extra_time_s
+    states_0[-1] += costs.last_extra_bytes + costs.logits_bytes
+    dp_0[-1] += costs.last_extra_dp_s
+    t_rd = save_rd = 0.0
+    if k:  # l layers on stage 0 = k dense + (l - k) main
+        t_0[0] += k * (dense.time_s - main.time_s)
+        states_0[0] += k * (dense.states_bytes - main.states_bytes)
+        act_0[0] += k * inflight[0] * (dense.act_bytes - main.act_bytes)
+        dp_0[0] += k * (dense.dp_s - main.dp_s)
+        t_rd, save_rd = dense.recompute_s, inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
+    dualpipe = c.schedule == "dualpipe"
+    if dualpipe:
+        # rank u runs stages u and p-1-u: time and activations weighted 1/2, states and DP time summed
+        first, second = np.arange(p // 2), p - 1 - np.arange(p // 2)
+        w = 0.5
+        ranks_t0 = w * (t_0[first] + t_0[second])
+        ranks_m0 = states_0[first] + states_0[second] + w * (act_0[first] + act_0[second])
+        ranks_dp0 = dp_0[first] + dp_0[second]
+        inflight_u = inflight[first]
+    else:
+        w = 1.0
+        ranks_t0, ranks_m0, ranks_dp0, inflight_u = t_0, states_0 + act_0, dp_0, inflight
+    n = len(inflight_u)
+    t_layer = np.full(n, int(round(w * main.time_s * NS / scale.time_unit_ns)), np.int64)
+    t_rc = np.full(n, int(round(w * main.recompute_s * NS / scale.time_unit_ns)), np.int64)
+    m_layer = _ceil_kib(main.states_bytes + w * inflight_u * main.act_bytes)
+    m_saved = _floor_kib(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
+    dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
+    g = max(1, c.vpp)
+    lo = np.zeros(n, np.int64)
+    if dualpipe:
+        lo[:] = 2
+        lo[0] = max(k, 1) + 1
+    else:
+        lo[:] = g
+        lo[0] = max(g, -(-k // g) * g)
+    fixed = None
+    if split == "even":
+        fixed = np.full(n, (num_layers // p) * (2 if dualpipe else 1), np.int64)
+    free = UNLIMITED
+    if dualpipe and k and split == "even":
+        free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
+    T = scale.time
+    mean_time = (k * dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
+                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
+    lb_time = max(0, T(mean_time) - 2 * num_layers - 4 * p)  # minus a margin for the per-coefficient rounding
     beta = costs.bubble_s(1.0, a)
-    M_int = int(round(D * (c.num_microbatches + beta)))
-    total = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
-             + costs.first_extra_time_s + costs.last_extra_time_s)
-    # t_max >= mean stage time without recomputation; minus a margin for per-coefficient rounding
-    lb_time = int(math.floor(total * NS / p)) - 4 * num_layers
-    return Row(choice=c, classes=tuple(classes), stage_classes=names, k_dense=k, moe=is_moe, M_int=M_int,
-               lb_time_ns=max(0, lb_time), lb_dp_ns=0)
+    return StageTable(
+        choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute, dualpipe=dualpipe,
+        grid=1 if dualpipe else g, k_dense=k, layers_min=lo, layers_fixed=fixed, t_layer=t_layer,
+        t_recompute=t_rc, t_const=_time_units(ranks_t0, scale), m_layer=m_layer, m_saved=m_saved,
+        m_const=_ceil_kib(ranks_m0), dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
+        t_recompute_dense=T(w * t_rd) if k else 0,
+        m_saved_dense=kib_down(w * save_rd) if k else 0,
+        dense_first=not dualpipe, free_moe_recompute=free,
+        M=int(round(scale.weight * (c.num_microbatches + beta))), scale=scale, lb_time=lb_time)
 
 
-def evaluate_row(row: Row, x: dict) -> tuple[int, int, list[int]]:
-    """(U, peak memory KiB, per-class memory KiB) of an integer assignment: the solver's objective."""
-    t_max = max(cl.time.value(x) for cl in row.classes)
-    dp_max = max(cl.dp.value(x) for cl in row.classes)
-    mems = [cl.memory.value(x) for cl in row.classes]
-    return row.M_int * t_max + D * dp_max, max(mems), mems
+@dataclass(frozen=True)
+class Assignment:
+    """Per-unit layer counts and recompute counts (``dense``: unit 0's recomputed dense layers)."""
+
+    layers: tuple[int, ...]
+    recompute: tuple[int, ...]  # MoE (or dense-model) layers recomputed per unit
+    dense: int = 0
+
+
+def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time, memory KiB, dp time) per unit of an assignment."""
+    l = np.array(x.layers, np.int64)
+    r = np.array(x.recompute, np.int64)
+    time = t.t_layer * l + t.t_recompute * r + t.t_const
+    mem = t.m_layer * l - t.m_saved * r + t.m_const
+    dp = t.dp_layer * l + t.dp_const
+    time[0] += t.t_recompute_dense * x.dense
+    mem[0] -= t.m_saved_dense * x.dense
+    return time, mem, dp
+
+
+def evaluate_assignment(t: StageTable, x: Assignment) -> tuple[int, int]:
+    """(U, peak memory KiB) of an assignment: the objective both searches minimise."""
+    time, mem, dp = unit_values(t, x)
+    return t.objective(int(time.max()), int(dp.max())), int(mem.max())
+
+
+def assignment_violations(t: StageTable, x: Assignment, cap_kib: int) -> list[str]:
+    """Every structural rule of the table an assignment breaks (empty: it is a plan of this choice)."""
+    out = []
+    n, L, g, k = t.num_units, t.num_layers, t.grid, t.k_dense
+    l, r = list(x.layers), list(x.recompute)
+    if len(l) != n or len(r) != n:
+        return [f"{n} units expected"]
+    if sum(l) != L:
+        out.append(f"layers sum to {sum(l)}, not {L}")
+    for u in range(n):
+        if l[u] < t.layers_min[u] or l[u] % g:
+            out.append(f"unit {u}: {l[u]} layers (min {t.layers_min[u]}, multiple of {g})")
+        if t.layers_fixed is not None and l[u] != t.layers_fixed[u]:
+            out.append(f"unit {u}: even split needs {t.layers_fixed[u]} layers")
+        if r[u] < 0 or r[u] + (x.dense if u == 0 else 0) > l[u]:
+            out.append(f"unit {u}: recomputes {r[u]} of {l[u]}")
+    if x.dense < 0 or x.dense > k or (x.dense and not k):
+        out.append(f"dense recompute {x.dense} of {k}")
+    if k and x.dense < k and r[0] > (0 if t.dense_first else t.free_moe_recompute):
+        out.append("stage 0 recomputes MoE layers before all its dense layers")
+    if k and r[0] > l[0] - k:
+        out.append("unit 0 recomputes more MoE layers than it holds")
+    if t.choice.recompute != "full" and (any(r) or x.dense):
+        out.append(f"recompute '{t.choice.recompute}' recomputes no whole layers")
+    if t.split == "first_last" and n >= 3:
+        if len(set(l[1:-1])) > 1 or len(set(r[1:-1])) > 1:
+            out.append("first_last: middle units share one layer and one recompute count")
+    if t.uniform_recompute:
+        per_stage = uniform_recompute_of(t, x)
+        if per_stage is None:
+            out.append("uniform_recompute: stages recompute different counts")
+    _, mem, _ = unit_values(t, x)
+    if int(mem.max()) > cap_kib:
+        out.append(f"peak {int(mem.max())} KiB over the cap {cap_kib} KiB")
+    return out
+
+
+def uniform_parts(t: StageTable, r_stage: int) -> tuple[int, np.ndarray]:
+    """(unit 0's dense part, every unit's MoE part) when every stage recomputes ``r_stage`` layers."""
+    d = min(r_stage, t.k_dense)
+    moe = np.full(t.num_units, r_stage * t.members, np.int64)
+    moe[0] -= d
+    return d, moe
+
+
+def uniform_layers_min(t: StageTable, r_stage: int) -> np.ndarray:
+    """Least layers of each unit when every stage recomputes ``r_stage`` layers (a stage holds what it recomputes)."""
+    g = t.grid
+    lo = np.maximum(t.layers_min, -(-r_stage // g) * g * t.members)
+    if t.dualpipe:
+        lo[0] = max(int(t.layers_min[0]), max(t.k_dense, r_stage, 1) + max(r_stage, 1))
+    return lo
+
+
+def uniform_recompute_of(t: StageTable, x: Assignment) -> int | None:
+    """The per-stage recompute count of a uniform assignment (None if it is not uniform)."""
+    total0 = x.recompute[0] + x.dense
+    if total0 % t.members:
+        return None
+    r_stage = total0 // t.members
+    d, moe = uniform_parts(t, r_stage)
+    return r_stage if x.dense == d and tuple(int(v) for v in moe) == tuple(x.recompute) else None

@@ -8,7 +8,8 @@ from parplan.client.spec_io import load_spec
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import memory_frontier
-from parplan.solver.planner import MIB_KIB, _Searcher, optimize
+from parplan.solver.planner import optimize
+from parplan.solver.search import MIB_KIB, Searcher
 from parplan.solver.problem import Problem
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -25,7 +26,7 @@ def _plain_sweep(searcher) -> list:
             break
         peak = searcher.min_peak(upper_U=out.found[0].U)
         at = searcher.best(min(cap, peak * MIB_KIB), 1).found[0]
-        points.append(P.evaluate(P.plan(P.row(at.row_index), at.x)))
+        points.append(P.evaluate(P.plan(at.row_index, at.x)))
         cap = (peak - 1) * MIB_KIB
     return points
 
@@ -50,9 +51,9 @@ SMALL = [
 @pytest.mark.parametrize("raw", SMALL, ids=["dense-8gpu", "moe-4gpu"])
 def test_frontier_equals_a_plain_sweep_on_small_specs(raw):
     spec = Spec.model_validate(raw)
-    s = _Searcher(Problem.build(spec), "exhaustive", SolverControls())
+    s = Searcher(Problem.build(spec), "exhaustive", SolverControls())
     fast = memory_frontier(s)
-    plain = _plain_sweep(_Searcher(Problem.build(spec), "exhaustive", SolverControls()))
+    plain = _plain_sweep(Searcher(Problem.build(spec), "exhaustive", SolverControls()))
     assert len(fast) >= 2
     assert [_key(e) for e in fast] == [_key(e) for e in plain]
 

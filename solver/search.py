@@ -1,0 +1,235 @@
+"""The one search over a problem's choices that the planner, the frontiers and the explanations share.
+
+Branch and bound over choices: they are visited in the order of their quick bound (from the choice alone);
+a choice's table and its relaxation bound are built only when that bound could still beat the K-th best
+plan known; a choice that may is solved exactly, either by CP-SAT (``cpsat``: the per-stage model of
+:mod:`cpsat`, hinted with a balanced split, with the K-th best U as a cutoff) or by the per-choice oracle
+(``exhaustive``: :mod:`oracle`). The search is exact (OPTIMAL or INFEASIBLE) when it runs to the end; past
+its deadline, or cancelled, it says FEASIBLE (with the best plans known) or UNKNOWN, with the least bound
+of what it did not solve.
+
+Ties: equal U, then less peak memory in whole MiB (each choice's least peak at its U), then the choice's place in the
+enumeration (tp, cp, pp, ep, etp, micro-batch size, schedule, vpp, ZeRO stage, recompute, SP ascending).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import Callable, Literal, Optional
+
+import numpy as np
+
+from parplan.costmodel.evaluate import Evaluation
+from parplan.solver import cpsat
+from parplan.solver.bounds import relaxed_bound
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.deadline import TimeUp
+from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
+                                   solve_table)
+from parplan.solver.problem import Problem
+from parplan.solver.tables import Assignment, StageTable, evaluate_assignment
+
+Method = Literal["cpsat", "exhaustive"]
+MIB_KIB = 1024
+
+
+@dataclass(frozen=True)
+class Found:
+    """One solution in solver units, before re-evaluation."""
+
+    row_index: int
+    x: Assignment
+    U: int
+    peak_kib: int
+
+
+@dataclass
+class SearchOutcome:
+    status: str  # OPTIMAL | INFEASIBLE | FEASIBLE | UNKNOWN
+    found: list[Found]
+    bound: Optional[float]  # lower bound of the best U over the whole space
+    searched: int  # choices solved
+
+
+def balanced_hint(t: StageTable, cap_kib: int) -> Optional[Assignment]:
+    """A fast heuristic: layers as level as the minima allow, each unit's least recompute (None if it does not
+    fit)."""
+    g = t.grid
+    units = UnitCosts(t, cap_kib, r_stage=None if t.choice.recompute == "full" and not t.uniform_recompute else 0)
+    if t.layers_fixed is not None:
+        layers = t.layers_fixed
+    else:
+        spare = t.num_layers - int(units.lo.sum())
+        if spare < 0 or spare % g:
+            return None
+        K = spare // g
+        steps = fill_levels(np.full(t.num_units, K, np.int64), K, fill_order(t.num_units))
+        layers = units.lo + g * steps
+        if t.split == "first_last" and t.num_units >= 3:
+            return None
+    T, _, dense, moe = units.at(np.asarray(layers, np.int64))
+    if (T >= INF).any():
+        return None
+    return Assignment(tuple(int(v) for v in layers), tuple(int(v) for v in moe), int(dense[0]))
+
+
+class Searcher:
+    """Least-U searches over one problem under a memory cap, by either method, within one deadline."""
+
+    def __init__(self, problem: Problem, method: Method, controls: SolverControls, deadline: Optional[float] = None,
+                 on_solution: Optional[Callable[[Evaluation, float, float], None]] = None):
+        self.p, self.method, self.controls, self.on_solution = problem, method, controls, on_solution
+        self.deadline = deadline
+        self.solved = 0
+        self._cache: dict[tuple[int, int], Optional[RowSolution]] = {}
+        self._lb: dict[tuple[int, int], float] = {}
+
+    # ------------------------------------------------------------------ one choice
+    def remaining_s(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.perf_counter()
+
+    def _stop(self) -> bool:
+        c = self.controls.cancel
+        return self.remaining_s() <= 0 or (c is not None and c.is_set())
+
+    def bound(self, i: int, cap: int) -> float:
+        key = (i, cap)
+        if key not in self._lb:
+            self._lb[key] = max(float(self.p.quick_lb[i]), relaxed_bound(self.p.table(i), cap))
+        return self._lb[key]
+
+    def solve_choice(self, i: int, cap: int, cutoff: Optional[int] = None) -> Optional[RowSolution]:
+        """The least-U assignment of choice ``i`` under ``cap`` (None: nothing fits, or nothing reaches
+        ``cutoff``); raises TimeUp past the deadline or on cancellation."""
+        key = (i, cap)
+        if key in self._cache:
+            sol = self._cache[key]
+            return sol if sol is None or cutoff is None or sol.U <= cutoff else None
+        if self._stop():
+            raise TimeUp()
+        t = self.p.table(i)
+        self.solved += 1
+        if self.method == "exhaustive":
+            sol = solve_table(t, cap, self.deadline)
+            self._cache[key] = sol
+            return sol if sol is None or cutoff is None or sol.U <= cutoff else None
+        lb = self.bound(i, cap)
+        out = cpsat.solve(t, cap, self.controls, min(self.remaining_s(), self.controls.time_limit_s), cutoff=cutoff,
+                          hint=balanced_hint(t, cap), lower_bound=int(lb) if np.isfinite(lb) else None)
+        if out.status == "OPTIMAL":
+            U, peak = _value(t, out.x)
+            sol = RowSolution(U, peak, out.x)
+            if cutoff is None:
+                self._cache[key] = sol
+            return sol
+        if out.status == "INFEASIBLE":
+            if cutoff is None:
+                self._cache[key] = None
+            return None
+        if out.status == "MODEL_INVALID":
+            raise RuntimeError(f"CP-SAT rejected the stage model of choice {t.choice} (a modelling bug)")
+        raise TimeUp()  # FEASIBLE or UNKNOWN: the solve ran out of time
+
+    def least_peak(self, i: int, cap: int, sol: RowSolution) -> RowSolution:
+        """Among choice ``i``'s assignments of U = sol.U under ``cap``, one of least peak memory."""
+        t = self.p.table(i)
+        if self.method == "exhaustive":
+            return least_peak(t, cap, sol, self.deadline)
+        out = cpsat.solve(t, cap, self.controls, min(self.remaining_s(), self.controls.time_limit_s),
+                          hint=sol.x, hold_objective=sol.U)
+        if out.status != "OPTIMAL":
+            if out.status == "MODEL_INVALID":
+                raise RuntimeError(f"CP-SAT rejected the peak model of choice {t.choice}")
+            raise TimeUp()
+        U, peak = _value(t, out.x)
+        return RowSolution(U, peak, out.x) if (U, peak_mib(peak)) <= (sol.U, peak_mib(sol.peak_kib)) else sol
+
+    # ------------------------------------------------------------------ the space
+    def best(self, cap: int, k: int = 1, upper_bound: Optional[int] = None, stream: bool = False) -> SearchOutcome:
+        """The ``k`` best distinct choices (each with its best assignment) under ``cap``, U ≤ ``upper_bound``."""
+        P = self.p
+        heap: list[tuple] = []  # max-heap of (-U, -peak MiB, -i, x, peak KiB)
+        # candidates by their best known bound: the quick one first, the relaxation once the table is built
+        queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
+        heapq.heapify(queue)
+        unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
+        complete = True
+        best_U = None
+        while queue:
+            bound, level, i = queue[0]
+            limit = -heap[0][0] if len(heap) >= k else None
+            if upper_bound is not None:
+                limit = upper_bound if limit is None else min(limit, upper_bound)
+            if limit is not None and bound > limit:
+                break
+            heapq.heappop(queue)
+            try:
+                if self._stop():
+                    raise TimeUp()
+                if level == 0:
+                    lb = self.bound(i, cap)
+                    if np.isfinite(lb):
+                        heapq.heappush(queue, (lb, 1, i))
+                    continue
+                sol = self.solve_choice(i, cap, cutoff=limit)
+                if sol is None:
+                    continue
+                if len(heap) < k or sol.U <= -heap[0][0]:  # it may enter the k best: its least peak decides ties
+                    sol = self.least_peak(i, cap, sol)
+            except TimeUp:
+                complete = False
+                unresolved = min(unresolved, bound)
+                break
+            item = (-sol.U, -peak_mib(sol.peak_kib), -i, sol.x, sol.peak_kib)
+            if len(heap) < k:
+                heapq.heappush(heap, item)
+            elif (sol.U, peak_mib(sol.peak_kib), i) < (-heap[0][0], -heap[0][1], -heap[0][2]):
+                heapq.heapreplace(heap, item)
+            else:
+                continue
+            if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
+                best_U = sol.U
+                self.on_solution(P.evaluate(P.plan(i, sol.x)), P.scale.seconds(sol.U),
+                                 P.scale.seconds(int(min(bound, sol.U))))
+        found = [Found(-ni, x, -nU, pk) for nU, _, ni, x, pk in sorted(heap, key=lambda t: (-t[0], -t[1], -t[2]))]
+        if complete:
+            status = "OPTIMAL" if found else "INFEASIBLE"
+            bound = float(found[0].U) if found else None
+        else:
+            status = "FEASIBLE" if found else "UNKNOWN"
+            bound = min(unresolved, float(found[0].U)) if found else (unresolved if np.isfinite(unresolved) else None)
+        return SearchOutcome(status, found, bound, self.solved)
+
+    def min_peak(self, upper_U: Optional[int] = None) -> Optional[int]:
+        """Smallest peak memory (MiB) over plans with U ≤ upper_U, by bisection on the cap."""
+        lo, hi = 0, self.p.cap_kib // MIB_KIB
+        if not self._feasible(hi * MIB_KIB, upper_U):
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._feasible(mid * MIB_KIB, upper_U):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+
+    def _feasible(self, cap: int, upper_U: Optional[int]) -> bool:
+        out = self.best(cap, 1, upper_U)
+        if out.status in ("FEASIBLE", "UNKNOWN") and not out.found:
+            raise TimeUp()
+        return bool(out.found)
+
+
+def _value(t: StageTable, x: Assignment) -> tuple[int, int]:
+    return evaluate_assignment(t, x)
+
+
+def best_plans(spec, method: Method, controls: SolverControls, *, options=None, num_gpus: Optional[int] = None,
+               cap_kib: Optional[int] = None, top_k: int = 1,
+               deadline: Optional[float] = None) -> tuple[Problem, SearchOutcome]:
+    """The ``top_k`` best plans of one space (GPU count, options, memory cap): the one search the frontiers and
+    the explanations repeat over GPU counts and relaxed options."""
+    problem = Problem.build(spec, options=options, num_gpus=num_gpus, deadline=deadline)
+    return problem, Searcher(problem, method, controls, deadline).best(cap_kib or problem.cap_kib, top_k)
