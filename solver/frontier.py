@@ -16,7 +16,7 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.result import PlanResult, SolveStats
+from parplan.solver.result import PlanResult, SolveStats, Timing
 
 MIB_KIB = 1024
 MAX_POINTS = 200
@@ -153,6 +153,11 @@ def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverCon
     return points
 
 
+def _timing(controls: SolverControls, t0: float) -> Optional[Timing]:
+    """None in deterministic mode: clock readings would break byte-identical output (see Timing)."""
+    return None if controls.deterministic else Timing(wall_time_s=time.perf_counter() - t0)
+
+
 def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float) -> PlanResult:
     """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target."""
     from ortools import __version__ as ORTOOLS_VERSION
@@ -175,12 +180,12 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
             continue
         plans = [problem.evaluate(problem.plan(problem.rows[f.row_index], f.x)) for f in out.found]
         if plans[0].metrics.step_time_s <= target_s * (1 + 1e-12):
-            stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.rows),
+            stats = SolveStats(method=method, choices_total=len(problem.rows),
                                choices_searched=out.searched, objective_value=float(n), workers=controls.workers,
                                seed=controls.seed, deterministic=controls.deterministic,
                                ortools_version=ORTOOLS_VERSION)
             return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" else "FEASIBLE", objective="min_gpus",
-                              plans=plans, stats=stats)
+                              plans=plans, stats=stats, timing=_timing(controls, t0))
     from parplan.solver.result import Explanation, Relaxation
 
     upper = spec.search.max_num_gpus or spec.cluster.num_gpus
@@ -219,9 +224,10 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
                                               change=f"allow {n} GPUs: the best plan there takes "
                                                      f"{ev.metrics.step_time_s:.3g} s per step"))
                 break
-    stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=0, choices_searched=tried,
+    stats = SolveStats(method=method, choices_total=0, choices_searched=tried,
                        workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
                        ortools_version=ORTOOLS_VERSION)
-    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, explanation=Explanation(
+    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, timing=_timing(controls, t0),
+                      explanation=Explanation(
         summary=f"no GPU count up to {upper} meets a step time of {target_s:.3g} s",
         conflicting=[target_key, limit_key], rejected_choices={}, relaxations=relaxations))

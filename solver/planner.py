@@ -17,11 +17,12 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver import cpsat
+from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.bounds import lower_bounds
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.exhaustive import solve_row
 from parplan.solver.problem import Problem
-from parplan.solver.result import PlanResult, SolveStats
+from parplan.solver.result import PlanResult, SolveStats, Timing
 from parplan.solver.tables import D, KIB, evaluate_row
 
 Method = Literal["cpsat", "exhaustive"]
@@ -184,13 +185,13 @@ def best_plans(spec: Spec, method: Method, controls: SolverControls, *, options=
     return problem, _Searcher(problem, method, controls).best(cap_kib or problem.cap_kib, top_k)
 
 
-def _stats(method, t0, problem, outcome: SearchOutcome, controls: SolverControls, objective_scale: float) -> SolveStats:
+def _stats(method, problem, outcome: SearchOutcome, controls: SolverControls, objective_scale: float) -> SolveStats:
     value = outcome.found[0].U * objective_scale if outcome.found else None
     bound = outcome.bound * objective_scale if outcome.bound is not None else None
     gap = None
     if value is not None and bound is not None and value > 0:
         gap = max(0.0, (value - bound) / value)
-    return SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.choices),
+    return SolveStats(method=method, choices_total=len(problem.choices),
                       choices_searched=outcome.searched, objective_value=value, best_bound=bound, gap=gap,
                       workers=1 if controls.deterministic else controls.workers, seed=controls.seed,
                       deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
@@ -202,6 +203,8 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits."""
     t0 = time.perf_counter()
     controls = controls or SolverControls()
+    check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
+                             workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic)
     if spec.objective == "min_gpus":
         from parplan.solver.frontier import min_gpus
 
@@ -217,7 +220,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     plans = [problem.evaluate(problem.plan(problem.row(f.row_index), f.x)) for f in outcome.found]
     status = outcome.status if plans else ("INFEASIBLE" if outcome.status in ("OPTIMAL", "INFEASIBLE") else outcome.status)
     result = PlanResult(status=status, objective=spec.objective, plans=plans,
-                        stats=_stats(method, t0, problem, outcome, controls, 1 / D / 1e9))
+                        stats=_stats(method, problem, outcome, controls, 1 / D / 1e9))
     if pareto and plans:
         from parplan.solver.frontier import gpu_frontier, memory_frontier
 
@@ -230,7 +233,8 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
         from parplan.solver.explain import explain
 
         result.explanation = explain(spec, problem, method=method, controls=controls)
-    result.stats.wall_time_s = time.perf_counter() - t0
+    if not controls.deterministic:  # clock readings would break byte-identical output (see Timing)
+        result.timing = Timing(wall_time_s=time.perf_counter() - t0)
     return result
 
 
