@@ -27,6 +27,7 @@ from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
 from parplan.client.spec_io import SpecError, load_spec, parse_spec, spec_from_data
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.evaluate import PlanError
+from parplan.costmodel.spec import PlanSpec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BASES = {p.name: yaml.safe_load(p.read_text()) for p in sorted(EXAMPLES.glob("*.yaml"))}
@@ -63,8 +64,8 @@ def load_and_evaluate(source: Any, render: bool = False) -> None:
     except SpecError as err:
         check_message(err)
         return
-    try:
-        evaluation = evaluate_spec(spec)
+    try:  # a spec without `plan:` is evaluated at every default (`plan: {}`), so those cost-model paths run too
+        evaluation = evaluate_spec(spec, spec.plan or PlanSpec())
     except (SpecError, PlanError) as err:
         check_message(err)
         return
