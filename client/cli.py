@@ -36,7 +36,26 @@ EXIT_BAD_INPUT = 2
 OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
                       "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic"}
 
+class _Commands(typer.core.TyperGroup):
+    """The commands, with the CLI framework's multi-line usage errors (a bad option value, an unknown
+    command) printed as one ``error:`` line with exit 2, as all bad input is; the help screen shown for
+    no arguments stays."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as err:  # typer vendors click: its UsageError derives from this
+            usage_error = (hasattr(err, "format_message") and getattr(err, "exit_code", None) == EXIT_BAD_INPUT
+                           and not isinstance(err, (typer.Exit, typer.Abort))
+                           and type(err).__name__ != "NoArgsIsHelpError")
+            if not usage_error:
+                raise
+            typer.echo(f"error: {one_line(err.format_message())}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="solver-cli",
     help="Plan and evaluate parallelism (TP/CP/PP/DP/EP, schedules, recompute, ZeRO) for LLM training.",
     add_completion=False,
