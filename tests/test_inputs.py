@@ -343,3 +343,16 @@ def test_the_largest_legal_seq_len_plans_without_an_internal_error(method: str):
     """A spec that validates never reaches an internal error: 'nothing fits' is an answer."""
     result = optimize(as_spec(TINY_AT_MAX_SEQ), method=method, controls=SolverControls(time_limit_s=10))
     assert result.status in ("OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("optimize", LLAMA, "--top", "abc"), "'--top'"),
+    (("optimize", LLAMA, "--workers", "1.5"), "'--workers'"),
+    (("optimize", LLAMA, "--method", "gurobi"), "'--method'"),
+    (("evaluate", LLAMA, "--format", "xml"), "'--format'"),
+    (("evaluate",), "SPEC.yaml"),
+    (("no-such-command",), "no-such-command"),
+])
+def test_usage_errors_are_one_line(args: tuple, fragment: str):
+    """A value the CLI framework cannot parse is bad input like any other: exit 2 and one line, not a usage screen."""
+    one_error_line(run(*args), fragment)
