@@ -46,6 +46,8 @@ class SpecError(ParplanError):
         self.message = one_line(message)
         self.source = source
         super().__init__(self.message)
+        if source is not None and self.message.startswith(f"{source}: "):
+            self.field = None  # the message names the file, not a field
 
 
 def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:

@@ -75,6 +75,9 @@ def test_user_errors_share_one_base():
     assert err.field == "top_k" and str(err) == "top_k: must be from 1 to 100 (got 0)"
     assert SpecError("model.num_layers: Input should be greater than 0").field == "model.num_layers"
     assert PlanError("plan.vpp: must divide").field == "plan.vpp"
+    with pytest.raises(SpecError) as info:
+        load_spec("no-such-spec.yaml")
+    assert info.value.field is None  # the message names a file, not a field
 
 
 def test_library_names_are_importable():
