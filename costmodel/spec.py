@@ -13,7 +13,7 @@ accepted but have no effect are reported by :func:`spec_warnings` (the CLI print
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
@@ -69,12 +69,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-_MOE_LIMITS = {"num_experts": MAX_EXPERTS, "num_shared_experts": MAX_EXPERTS,
-               "expert_ffn_hidden_size": MAX_HIDDEN_SIZE, "shared_expert_ffn_hidden_size": MAX_HIDDEN_SIZE}
+class _Limited(_Strict):
+    """A user-facing section: ``LIMITS`` maps a field to its documented maximum (the ``MAX_*`` constants)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {}
+
+    @field_validator("*")
+    @classmethod
+    def _within_limits(cls, value, info):
+        limit = cls.LIMITS.get(info.field_name)
+        return value if limit is None else _at_most(value, limit)
 
 
-class MoESpec(_Strict):
+class MoESpec(_Limited):
     """Mixture-of-experts layers (Megatron naming: --num-experts, --moe-router-topk, ...)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_experts": MAX_EXPERTS, "num_shared_experts": MAX_EXPERTS,
+        "expert_ffn_hidden_size": MAX_HIDDEN_SIZE, "shared_expert_ffn_hidden_size": MAX_HIDDEN_SIZE}
 
     num_experts: PositiveInt
     top_k: PositiveInt
@@ -85,11 +97,6 @@ class MoESpec(_Strict):
     )
     first_dense_layers: int = Field(0, ge=0, description="leading layers that are dense, not MoE")
 
-    @field_validator(*_MOE_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _MOE_LIMITS[info.field_name])
-
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoESpec":
         if self.top_k > self.num_experts:
@@ -97,12 +104,12 @@ class MoESpec(_Strict):
         return self
 
 
-_MODEL_LIMITS = {"num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
-                 "head_dim": MAX_HIDDEN_SIZE, "num_attention_heads": MAX_ATTENTION_HEADS,
-                 "num_kv_heads": MAX_ATTENTION_HEADS, "vocab_size": MAX_VOCAB_SIZE}
+class ModelSpec(_Limited):
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
+        "head_dim": MAX_HIDDEN_SIZE, "num_attention_heads": MAX_ATTENTION_HEADS,
+        "num_kv_heads": MAX_ATTENTION_HEADS, "vocab_size": MAX_VOCAB_SIZE}
 
-
-class ModelSpec(_Strict):
     name: str = "model"
     num_layers: PositiveInt
     hidden_size: PositiveInt
@@ -114,11 +121,6 @@ class ModelSpec(_Strict):
     gated_mlp: bool = True
     tie_embeddings: bool = False
     moe: Optional[MoESpec] = None
-
-    @field_validator(*_MODEL_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _MODEL_LIMITS[info.field_name])
 
     @model_validator(mode="after")
     def _shapes_consistent(self) -> "ModelSpec":
@@ -145,32 +147,25 @@ class ModelSpec(_Strict):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
-_TRAINING_LIMITS = {"seq_len": MAX_SEQ_LEN, "global_batch_size": MAX_GLOBAL_BATCH_SIZE}
+class TrainingSpec(_Limited):
+    LIMITS: ClassVar[dict[str, float]] = {"seq_len": MAX_SEQ_LEN, "global_batch_size": MAX_GLOBAL_BATCH_SIZE}
 
-
-class TrainingSpec(_Strict):
     seq_len: PositiveInt
     global_batch_size: PositiveInt = Field(description="sequences per optimizer step")
     precision: Precision = "bf16"
 
-    @field_validator(*_TRAINING_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _TRAINING_LIMITS[info.field_name])
 
-
-_CLUSTER_LIMITS = {"num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
-                   "memory_gib": MAX_MEMORY_GIB, "peak_bf16_tflops": MAX_PEAK_TFLOPS,
-                   "peak_fp8_tflops": MAX_PEAK_TFLOPS, "intra_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS,
-                   "inter_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS, "intra_node_latency_us": MAX_LATENCY_US,
-                   "inter_node_latency_us": MAX_LATENCY_US}
-
-
-class ClusterSpec(_Strict):
+class ClusterSpec(_Limited):
     """A catalog GPU plus optional per-field overrides (see costmodel.hardware.GPU for the fields).
 
     A cluster of more than one node is whole nodes: ``num_gpus`` a multiple of ``gpus_per_node``
     (a cluster of at most one node may use part of it, e.g. 4 GPUs of an 8-GPU node)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
+        "memory_gib": MAX_MEMORY_GIB, "peak_bf16_tflops": MAX_PEAK_TFLOPS, "peak_fp8_tflops": MAX_PEAK_TFLOPS,
+        "intra_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS, "inter_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS,
+        "intra_node_latency_us": MAX_LATENCY_US, "inter_node_latency_us": MAX_LATENCY_US}
 
     gpu: str
     num_gpus: PositiveInt
@@ -190,11 +185,6 @@ class ClusterSpec(_Strict):
         lookup_gpu(name)
         return name
 
-    @field_validator(*_CLUSTER_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _CLUSTER_LIMITS[info.field_name])
-
     @model_validator(mode="after")
     def _whole_nodes(self) -> "ClusterSpec":
         n, g = self.num_gpus, self.gpus_per_node
@@ -204,12 +194,12 @@ class ClusterSpec(_Strict):
         return self
 
 
-_SEARCH_LIMITS = {**{name: MAX_NUM_GPUS for name in ("tp", "cp", "pp", "ep", "etp", "dp", "max_num_gpus")},
-                  "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "vpp": MAX_NUM_LAYERS}
-
-
-class SearchSpec(_Strict):
+class SearchSpec(_Limited):
     """Restrictions of the search space; None means every legal value."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        **dict.fromkeys(("tp", "cp", "pp", "ep", "etp", "dp", "max_num_gpus"), MAX_NUM_GPUS),
+        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "vpp": MAX_NUM_LAYERS}
 
     tp: Optional[list[PositiveInt]] = None
     cp: Optional[list[PositiveInt]] = None
@@ -227,11 +217,6 @@ class SearchSpec(_Strict):
     sequence_parallel: Optional[list[bool]] = None
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
 
-    @field_validator(*_SEARCH_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _SEARCH_LIMITS[info.field_name])
-
     @model_validator(mode="after")
     def _lists_not_empty(self) -> "SearchSpec":
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
@@ -242,13 +227,13 @@ class SearchSpec(_Strict):
         return self
 
 
-_PLAN_LIMITS = {**{name: MAX_NUM_GPUS for name in ("tp", "cp", "pp", "dp", "ep", "etp")},
-                "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "num_microbatches": MAX_GLOBAL_BATCH_SIZE,
-                **{name: MAX_NUM_LAYERS for name in ("vpp", "stage_layers", "recompute_layers")}}
-
-
-class PlanSpec(_Strict):
+class PlanSpec(_Limited):
     """The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        **dict.fromkeys(("tp", "cp", "pp", "dp", "ep", "etp"), MAX_NUM_GPUS),
+        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "num_microbatches": MAX_GLOBAL_BATCH_SIZE,
+        **dict.fromkeys(("vpp", "stage_layers", "recompute_layers"), MAX_NUM_LAYERS)}
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
@@ -265,11 +250,6 @@ class PlanSpec(_Strict):
     recompute_layers: Optional[list[int]] = None
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = True
-
-    @field_validator(*_PLAN_LIMITS)
-    @classmethod
-    def _within_limits(cls, value, info):
-        return _at_most(value, _PLAN_LIMITS[info.field_name])
 
 
 class Plan(_Strict):
