@@ -36,6 +36,7 @@ EXIT_BAD_INPUT = 2
 OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
                       "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic"}
 
+
 class _Commands(typer.core.TyperGroup):
     """The commands, with the CLI framework's multi-line usage errors (a bad option value, an unknown
     command) printed as one ``error:`` line with exit 2, as all bad input is; the help screen shown for

@@ -88,7 +88,7 @@ def load_and_evaluate(source: Any, render: bool = False) -> None:
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.integers(min_value=-(10**30), max_value=10**30),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from([0, -1, 1, 2, 3, 7, 8, 64, 10**6, 2**31, 2**53, 2**53 + 1, 2**63, 10**18, 10**400, -(10**18),
+    st.sampled_from([0, -1, 1, 2, 3, 7, 8, 64, 10**6, 2**16, 2**20, 2**24, 10**8, 2**31, 2**53, 2**53 + 1, 2**63, 10**18, 10**400, -(10**18),
                      0.0, -0.0, 0.5, 1e-320, 1e308, float("inf"), float("-inf"), float("nan"),
                      "", "1f1b", "full", "H100", "bf16", "fp8", "none", "textbook", "80", "true", "null"]),
 )
