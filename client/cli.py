@@ -1,8 +1,12 @@
 """``solver-cli``: optimize a spec, evaluate its plan, validate specs, list the assumption knobs and GPUs.
 
-Exit codes: 0 success; 2 bad input (unreadable or invalid spec, a plan that contradicts the spec, or a
-usage error) with ONE line ``error: <message>`` on stderr; 1 an internal error (a bug: also one line,
-no traceback).
+Exit codes: 0 success; 2 bad input (unreadable or invalid spec, a plan that contradicts the spec, an
+option out of its range, or a usage error) with ONE line ``error: <field>: <rule>`` on stderr; 1 an
+internal error (a bug: also one line, no traceback). Every :class:`~parplan.costmodel.errors.ParplanError`
+is bad input; no input that validates may reach exit 1.
+
+Warnings about a spec (settings it accepts but ignores, ``costmodel.spec.spec_warnings``) go to stderr
+as ``warning: ...`` lines once the command has succeeded, so ``--format json`` output stays parseable.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from enum import Enum
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import typer
 from rich import box
@@ -22,14 +26,37 @@ from parplan.client.evaluation import evaluate_spec
 from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
 from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, load_spec_file, one_line, parse_spec
 from parplan.costmodel.assumptions import PRESETS, describe_knobs
-from parplan.costmodel.evaluate import PlanError
+from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.hardware import ALIASES, CATALOG
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec import Spec, spec_warnings
 
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+# library argument (solver.arguments) -> the option of `solver-cli optimize` that sets it
+OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
+                      "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic"}
+
+
+class _Commands(typer.core.TyperGroup):
+    """The commands, with the CLI framework's multi-line usage errors (a bad option value, an unknown
+    command) printed as one ``error:`` line with exit 2, as all bad input is; the help screen shown for
+    no arguments stays."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as err:  # typer vendors click: its UsageError derives from this
+            usage_error = (hasattr(err, "format_message") and getattr(err, "exit_code", None) == EXIT_BAD_INPUT
+                           and not isinstance(err, (typer.Exit, typer.Abort))
+                           and type(err).__name__ != "NoArgsIsHelpError")
+            if not usage_error:
+                raise
+            typer.echo(f"error: {one_line(err.format_message())}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="solver-cli",
     help="Plan and evaluate parallelism (TP/CP/PP/DP/EP, schedules, recompute, ZeRO) for LLM training.",
     add_completion=False,
@@ -78,7 +105,9 @@ def _errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort):
         raise
-    except (SpecError, PlanError) as err:
+    except ArgumentError as err:
+        _fail(err.for_option(OPTION_OF_ARGUMENT.get(err.argument, err.argument)), EXIT_BAD_INPUT)
+    except ParplanError as err:  # SpecError, PlanError, UnknownGPU, ...
         _fail(str(err), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
@@ -90,6 +119,12 @@ def _errors() -> Iterator[None]:
 
 def _stdout_console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+
+
+def _warn(spec: Spec, pareto: Optional[str] = None) -> None:
+    """The spec's warnings on stderr, one ``warning: ...`` line each."""
+    for warning in spec_warnings(spec, pareto=pareto):
+        typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
 def read_spec(path: str) -> Spec:
@@ -112,30 +147,34 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
             typer.echo(to_json(evaluation_to_dict(evaluation)))
         else:
             render_evaluation(evaluation, _stdout_console(), spec=spec)
+        _warn(spec)
 
 
 @app.command()
 def optimize(
     spec_path: str = SPEC_ARGUMENT,
-    top: int = typer.Option(1, "--top", "-k", min=1, max=100, help="return the K best distinct choices"),
+    top: int = typer.Option(1, "--top", "-k", help="return the K best distinct choices (1-100)"),
     pareto: ParetoAxis = typer.Option(None, "--pareto", help="also the exact Pareto frontier of step time vs "
                                       "peak memory or vs GPU count", case_sensitive=False),
     output_format: ResultFormat = typer.Option(ResultFormat.table, "--format", "-f", case_sensitive=False,
                                                help="table (for people), json (CONTRACT.md) or yaml"),
-    time_limit: float = typer.Option(60.0, "--time-limit", min=0.01, help="CP-SAT limit per solve, seconds"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="CP-SAT limit per solve, seconds (0 < t ≤ 86400)"),
     method: Method = typer.Option(Method.cpsat, "--method", case_sensitive=False,
                                   help="cpsat, or exhaustive (the oracle; fine for small spaces)"),
-    workers: int = typer.Option(0, "--workers", min=0, help="CP-SAT workers (0: all cores)"),
+    workers: int = typer.Option(0, "--workers", help="CP-SAT workers (0: all cores; at most 256)"),
     deterministic: bool = typer.Option(False, "--deterministic", help="one worker, fixed seed, deterministic "
                                        "time limit: byte-identical answers"),
-    seed: int = typer.Option(1, "--seed", help="CP-SAT random seed"),
+    seed: int = typer.Option(1, "--seed", help="CP-SAT random seed (0 to 2**31-1)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
         from parplan.client.report import plan_result_to_dict, render_result
+        from parplan.solver.arguments import check_optimize_arguments
         from parplan.solver.cpsat import SolverControls
         from parplan.solver.planner import optimize as run_optimize
 
+        check_optimize_arguments(top_k=top, method=method.value, pareto=pareto.value if pareto else None,
+                                 time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
         spec = read_spec(spec_path)
         controls = SolverControls(time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
         result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
@@ -148,6 +187,7 @@ def optimize(
             typer.echo(yaml.safe_dump(plan_result_to_dict(result), sort_keys=False, allow_unicode=True))
         else:
             render_result(result, _stdout_console(), spec=spec)
+        _warn(spec, pareto.value if pareto else None)
 
 
 @app.command()
@@ -158,6 +198,7 @@ def validate(spec_path: str = SPEC_ARGUMENT) -> None:
         if spec.plan is not None:
             evaluate_spec(spec)
         typer.echo("ok")
+        _warn(spec)
 
 
 def _knob_value(value: Any) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from parplan.client.spec_io import SpecError, format_path, one_line, validation_error_message
-from parplan.costmodel.evaluate import Evaluation, PlanError, evaluate
+from parplan.costmodel.evaluate import NO_PLAN, Evaluation, PlanError, evaluate
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 
 
@@ -61,14 +61,17 @@ def _non_finite(data: Any, path: tuple[Any, ...] = ()) -> Optional[tuple[tuple[A
     return None
 
 
-def evaluate_spec(spec: Spec, plan: Union[Plan, PlanSpec, None] = None) -> Evaluation:
-    """Evaluate ``plan`` (default: the spec's ``plan:``, else all defaults). Raises only SpecError/PlanError."""
+def evaluate_spec(spec: Spec, plan: Union[Plan, PlanSpec, None] = None, **kwargs: Any) -> Evaluation:
+    """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``).
+    ``kwargs`` go to the cost model's ``evaluate``. Raises only SpecError/PlanError."""
     if plan is None:
-        plan = spec.plan if spec.plan is not None else PlanSpec()
+        plan = spec.plan
+    if plan is None:
+        raise PlanError(NO_PLAN)
     if isinstance(plan, PlanSpec):
         check_plan_shape(spec, plan)
     try:
-        evaluation = evaluate(spec, plan)
+        evaluation = evaluate(spec, plan, **kwargs)
     except PlanError as err:
         raise PlanError(one_line(str(err))) from None
     except ValidationError as err:

@@ -211,7 +211,8 @@ def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optiona
 
 
 def plan_result_to_dict(result) -> dict[str, Any]:
-    """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation and solver stats."""
+    """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation, solver stats and,
+    unless the run was deterministic, ``timing`` (wall-clock seconds, see ``solver.result.Timing``)."""
     out = result_to_dict(result.status, result.plans, result.pareto)
     out["objective"] = result.objective
     out["pareto_axis"] = result.pareto_axis
@@ -223,6 +224,8 @@ def plan_result_to_dict(result) -> dict[str, Any]:
                              for r in result.explanation.relaxations]
         out["explanation"] = ex
     out["solver"] = result.stats.model_dump(mode="json")
+    if result.timing is not None:  # absent in deterministic mode: the output stays byte-identical
+        out["timing"] = result.timing.model_dump(mode="json", exclude_none=True)
     return out
 
 
@@ -274,8 +277,9 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
     ok = result.status in ("OPTIMAL", "FEASIBLE")
     line = Text.assemble("status: ", (result.status, "bold green" if ok else "bold red"),
                          f"  objective: {result.objective}  method: {st.method}  ",
-                         f"{st.choices_total} legal choices, {st.choices_searched} searched after bounds, "
-                         f"{st.wall_time_s:.2f} s")
+                         f"{st.choices_total} legal choices, {st.choices_searched} searched after bounds")
+    if result.timing is not None:  # no clock readings in deterministic mode
+        line.append(f", {result.timing.wall_time_s:.2f} s")
     if st.gap is not None and result.status != "OPTIMAL":
         line.append(f"  gap {st.gap * 100:.2f} %")
     console.print(line)

@@ -9,8 +9,6 @@ Beyond the pydantic schema (``costmodel/spec.py``), loading adds a few checks:
 * duplicate keys in a YAML mapping are an error (PyYAML would silently keep the last one);
 * numbers must be finite (no ``.inf`` / ``.nan``) and integers at most 2**53 (the cost model computes
   in floating point; larger integers overflow it or lose exactness);
-* ``cluster.num_gpus`` is at most :data:`MAX_NUM_GPUS` (2**20): per-stage work is linear in the
-  pipeline degree, so an absurd cluster size must not make an evaluation run for hours;
 * knob overrides under ``assumptions:`` are checked against the knobs' ranges (the schema of the
   section only checks their types; the cost model applies the ranges when it resolves the preset);
 * ``training.precision: fp8`` needs a GPU with FP8 peak rate (catalog or ``cluster.peak_fp8_tflops``).
@@ -23,30 +21,33 @@ import math
 import os
 import re
 import typing
+from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec import MAX_NUM_GPUS, Spec
 
 MAX_SPEC_BYTES = 4 * 2**20  # spec files are a few KB; refuse to slurp /dev/zero
 MAX_INT = 2**53  # largest integer the float arithmetic of the cost model represents exactly
-MAX_NUM_GPUS = 2**20  # 1,048,576 GPUs: above any cluster built or announced
 MAX_ERRORS_SHOWN = 3
 _MAX_PATH_PART = 40
 _MAX_MESSAGE = 1000
 
 
-class SpecError(ValueError):
+class SpecError(ParplanError):
     """An unusable spec. ``str(err)`` is a single line naming the field path (or the file) and the rule."""
 
     def __init__(self, message: str, *, source: Optional[str] = None):
         self.message = one_line(message)
         self.source = source
         super().__init__(self.message)
+        if source is not None and self.message.startswith(f"{source}: "):
+            self.field = None  # the message names the file, not a field
 
 
 def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:
@@ -117,6 +118,7 @@ def _short(value: Any, limit: int = _MAX_PATH_PART) -> str:
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*): ")
 
 
 def format_path(loc: tuple[Any, ...], root: str = "spec") -> str:
@@ -175,6 +177,11 @@ def _describe_error(err: dict[str, Any], prefix: tuple[Any, ...] = ()) -> str:
         return f"{format_path(loc[:-1])}: key {_short(loc[-1])} must be a string"
     if kind == "value_error":
         msg = msg.removeprefix("Value error, ")
+        # a validator of a section may name the exact field inside it: "search.ep: ..." raised at "search"
+        named = _FIELD_PREFIX.match(msg)
+        path = format_path(loc)
+        if named and (not loc or named.group(1) == path or named.group(1).startswith((path + ".", path + "["))):
+            return msg
     elif kind == "assertion_error":
         msg = msg.removeprefix("Assertion failed, ")
     text = f"{format_path(loc)}: {msg}"
@@ -217,9 +224,6 @@ def _check_numbers(data: Any, path: tuple[Any, ...] = ()) -> None:
 
 def check_spec(spec: Spec) -> Spec:
     """The checks the schema does not make (see the module docstring)."""
-    if spec.cluster.num_gpus > MAX_NUM_GPUS:
-        raise SpecError(f"cluster.num_gpus: {_short(spec.cluster.num_gpus)} exceeds the supported maximum of "
-                        f"{MAX_NUM_GPUS} GPUs")
     _check_numbers(spec.model_dump(mode="python", exclude_none=True))
     try:  # the knob overrides are checked against the knobs' ranges only when the preset is applied
         resolve_assumptions(spec.assumptions)
@@ -326,6 +330,28 @@ def load_spec(path_or_text: Union[str, bytes, os.PathLike]) -> Spec:
         raise SpecError(f"spec: internal error while reading ({type(err).__name__}): {err}") from None
 
 
-__all__ = ["SpecError", "load_spec", "load_spec_file", "parse_spec", "spec_from_data", "check_spec",
+def as_spec(obj: Any) -> Spec:
+    """Any spec a caller may hand the library, as a validated :class:`Spec`:
+
+    * a ``Spec`` (checked with :func:`check_spec`, as a loaded one is);
+    * a path (``str`` or ``os.PathLike``) to a YAML or JSON file, or YAML text (as :func:`load_spec`);
+    * a mapping of sections (as from ``yaml.safe_load``), validated like a file's contents.
+
+    Raises only :class:`SpecError` (for any other type, naming it)."""
+    if isinstance(obj, Spec):
+        return check_spec(obj)
+    if isinstance(obj, (str, bytes, os.PathLike)):
+        return load_spec(obj)
+    if isinstance(obj, Mapping):
+        try:
+            return spec_from_data(dict(obj))
+        except SpecError:
+            raise
+        except (ValueError, TypeError, OverflowError, ArithmeticError, RecursionError) as err:
+            raise SpecError(f"spec: internal error while reading ({type(err).__name__}): {err}") from None
+    raise SpecError(f"spec: expected a Spec, a path to a YAML/JSON file or a mapping, got {type(obj).__name__}")
+
+
+__all__ = ["SpecError", "as_spec", "load_spec", "load_spec_file", "parse_spec", "spec_from_data", "check_spec",
            "validation_error_message", "format_path", "one_line", "MAX_INT", "MAX_NUM_GPUS"]
 

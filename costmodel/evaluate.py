@@ -15,12 +15,13 @@ from pydantic import BaseModel, ConfigDict
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
+from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, stage_violations
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 
 
-class PlanError(ValueError):
+class PlanError(ParplanError):
     """A plan that cannot be evaluated (its shape contradicts the spec); the message names the field."""
 
 
@@ -76,17 +77,32 @@ class Evaluation(_Out):
         return not self.violations
 
 
+NO_PLAN = ("plan: the spec has no plan to evaluate; add a `plan:` section (`plan: {}` takes every default: "
+           "tp = cp = pp = 1) or pass a plan")
+
 BREAKDOWN_KEYS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "imbalance")
 
 
-def even_stage_layers(num_layers: int, pp: int) -> list[int]:
-    """As even as possible; the remainder goes to the middle stages first (the ends carry embedding/head)."""
-    base, rem = divmod(num_layers, pp)
+def even_stage_layers(num_layers: int, pp: int, vpp: int = 1) -> list[int]:
+    """As even as possible; the remainder goes to the middle stages first (the ends carry embedding/head).
+
+    With ``vpp > 1`` every stage holds ``vpp`` equal model chunks, so its layer count is a multiple of vpp
+    (the rule :func:`~parplan.costmodel.legality.stage_violations` applies): the ``num_layers / vpp`` units
+    of vpp layers are spread over the stages. With vpp > 1, raises :class:`PlanError` if num_layers is not
+    a multiple of vpp or a stage would get no unit."""
+    if vpp > 1 and num_layers % vpp:
+        raise PlanError(f"plan.vpp: model.num_layers = {num_layers} must be a multiple of vpp ({vpp}) for the "
+                        f"default stage_layers (every stage holds vpp equal chunks); give plan.stage_layers")
+    units = num_layers // vpp
+    if vpp > 1 and units < pp:
+        raise PlanError(f"plan.pp: pp·vpp = {pp * vpp} model chunks for model.num_layers = {num_layers}; every "
+                        f"chunk needs at least one layer")
+    base, rem = divmod(units, pp)
     order = sorted(range(pp), key=lambda i: (abs(i - (pp - 1) / 2), i))
     layers = [base] * pp
     for i in order[:rem]:
         layers[i] += 1
-    return layers
+    return [n * vpp for n in layers]
 
 
 def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
@@ -110,7 +126,7 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
             raise PlanError(f"plan: dp·micro_batch_size = {dp * ps.micro_batch_size} does not divide "
                             f"training.global_batch_size = {gbs}")
         m = gbs // (dp * ps.micro_batch_size)
-    stage_layers = list(ps.stage_layers) if ps.stage_layers is not None else even_stage_layers(L, ps.pp)
+    stage_layers = list(ps.stage_layers) if ps.stage_layers is not None else even_stage_layers(L, ps.pp, ps.vpp)
     if ps.recompute_layers is not None:
         rc = list(ps.recompute_layers)
     else:
@@ -208,9 +224,12 @@ def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
 
 def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Optional[Assumptions] = None,
              gpu: Optional[GPU] = None) -> Evaluation:
-    """Evaluate ``plan`` (default: the spec's ``plan:``) under the spec's assumptions."""
+    """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``)
+    under the spec's assumptions."""
     if plan is None:
-        plan = spec.plan if spec.plan is not None else PlanSpec()
+        plan = spec.plan
+    if plan is None:
+        raise PlanError(NO_PLAN)
     if isinstance(plan, PlanSpec):
         plan = resolve_plan(spec, plan)
     a = assumptions or resolve_assumptions(spec.assumptions)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from parplan.costmodel.errors import ParplanError
+
 GIB = 2**30
 
 
@@ -92,8 +94,8 @@ OVERRIDABLE_FIELDS = (
 )
 
 
-class UnknownGPU(ValueError):
-    pass
+class UnknownGPU(ParplanError):
+    """A ``cluster.gpu`` name that is neither in :data:`CATALOG` nor an alias."""
 
 
 def lookup_gpu(name: str) -> GPU:

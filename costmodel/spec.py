@@ -2,11 +2,18 @@
 
 The YAML/JSON keys follow ``shared/spec/CONTRACT.md``; everything here is strict
 (`extra="forbid"`, no silent type coercion) so a typo is an error naming the field, never a default.
+
+Sizes have documented upper limits (the ``MAX_*`` constants below), generous for any real model and
+cluster, so no accepted value overflows a later computation: a larger value is an error naming the field
+and the limit. Rules across fields (errors): a cluster larger than one node is whole nodes; one target
+(step time or tokens/s), not both; ``search.ep``/``search.etp`` only for MoE models. Settings that are
+accepted but have no effect are reported by :func:`spec_warnings` (the CLI prints them to stderr).
 """
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import math
+from typing import ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
@@ -21,13 +28,65 @@ Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 
+# Upper limits of sizes: well above any model or cluster built (Llama-3 405B: 126 layers, hidden 16384,
+# 128K context, 16K GPUs; DeepSeek-V3: 256 experts), low enough that nothing later overflows.
+MAX_NUM_LAYERS = 10**6
+MAX_HIDDEN_SIZE = 2**20  # hidden_size, ffn_hidden_size, head_dim, expert widths
+MAX_ATTENTION_HEADS = 2**16  # num_attention_heads, num_kv_heads
+MAX_VOCAB_SIZE = 2**24
+MAX_EXPERTS = 2**16  # num_experts, num_shared_experts
+MAX_SEQ_LEN = 2**24  # tokens per sequence
+MAX_GLOBAL_BATCH_SIZE = 10**8  # sequences per step
+MAX_NUM_GPUS = 2**20  # cluster.num_gpus, search.max_num_gpus, parallel degrees
+MAX_GPUS_PER_NODE = 2**10  # cluster.gpus_per_node (an NVL72 rack is 72)
+MAX_MEMORY_GIB = 2.0**20  # per GPU: 1 PiB
+MAX_PEAK_TFLOPS = 1e6  # per GPU: 1 EFLOP/s
+MAX_BANDWIDTH_GBPS = 1e6  # per GPU per direction: 1 PB/s
+MAX_LATENCY_US = 1e6  # one second per message
+
+
+def _limit_text(limit: float) -> str:
+    """``1048576 (2**20)``, ``100000000 (10**8)``, else ``1e+06``."""
+    for base in (2, 10):
+        exponent = round(math.log(limit, base))
+        if base**exponent == limit:
+            return f"{int(limit)} ({base}**{exponent})"
+    return f"{limit:g}"
+
+
+def _at_most(value, limit: float):
+    """``value`` (a number or a list of numbers; None passes) unless one exceeds ``limit``."""
+    for v in value if isinstance(value, list) else [value]:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"must be a finite number (got {v!r})")
+        if v is not None and v > limit:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise ValueError(f"{shown} is out of range: the supported maximum is {_limit_text(limit)}")
+    return value
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class MoESpec(_Strict):
+class _Limited(_Strict):
+    """A user-facing section: ``LIMITS`` maps a field to its documented maximum (the ``MAX_*`` constants)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {}
+
+    @field_validator("*")
+    @classmethod
+    def _within_limits(cls, value, info):
+        limit = cls.LIMITS.get(info.field_name)
+        return value if limit is None else _at_most(value, limit)
+
+
+class MoESpec(_Limited):
     """Mixture-of-experts layers (Megatron naming: --num-experts, --moe-router-topk, ...)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_experts": MAX_EXPERTS, "num_shared_experts": MAX_EXPERTS,
+        "expert_ffn_hidden_size": MAX_HIDDEN_SIZE, "shared_expert_ffn_hidden_size": MAX_HIDDEN_SIZE}
 
     num_experts: PositiveInt
     top_k: PositiveInt
@@ -45,7 +104,12 @@ class MoESpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(_Limited):
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
+        "head_dim": MAX_HIDDEN_SIZE, "num_attention_heads": MAX_ATTENTION_HEADS,
+        "num_kv_heads": MAX_ATTENTION_HEADS, "vocab_size": MAX_VOCAB_SIZE}
+
     name: str = "model"
     num_layers: PositiveInt
     hidden_size: PositiveInt
@@ -83,14 +147,25 @@ class ModelSpec(_Strict):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
-class TrainingSpec(_Strict):
+class TrainingSpec(_Limited):
+    LIMITS: ClassVar[dict[str, float]] = {"seq_len": MAX_SEQ_LEN, "global_batch_size": MAX_GLOBAL_BATCH_SIZE}
+
     seq_len: PositiveInt
     global_batch_size: PositiveInt = Field(description="sequences per optimizer step")
     precision: Precision = "bf16"
 
 
-class ClusterSpec(_Strict):
-    """A catalog GPU plus optional per-field overrides (see costmodel.hardware.GPU for the fields)."""
+class ClusterSpec(_Limited):
+    """A catalog GPU plus optional per-field overrides (see costmodel.hardware.GPU for the fields).
+
+    A cluster of more than one node is whole nodes: ``num_gpus`` a multiple of ``gpus_per_node``
+    (a cluster of at most one node may use part of it, e.g. 4 GPUs of an 8-GPU node)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        "num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
+        "memory_gib": MAX_MEMORY_GIB, "peak_bf16_tflops": MAX_PEAK_TFLOPS, "peak_fp8_tflops": MAX_PEAK_TFLOPS,
+        "intra_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS, "inter_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS,
+        "intra_node_latency_us": MAX_LATENCY_US, "inter_node_latency_us": MAX_LATENCY_US}
 
     gpu: str
     num_gpus: PositiveInt
@@ -110,9 +185,21 @@ class ClusterSpec(_Strict):
         lookup_gpu(name)
         return name
 
+    @model_validator(mode="after")
+    def _whole_nodes(self) -> "ClusterSpec":
+        n, g = self.num_gpus, self.gpus_per_node
+        if n > g and n % g:
+            raise ValueError(f"cluster.num_gpus: {n} GPUs are not whole nodes of cluster.gpus_per_node = {g}; a "
+                             f"cluster larger than one node must be a multiple of {g} GPUs")
+        return self
 
-class SearchSpec(_Strict):
+
+class SearchSpec(_Limited):
     """Restrictions of the search space; None means every legal value."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        **dict.fromkeys(("tp", "cp", "pp", "ep", "etp", "dp", "max_num_gpus"), MAX_NUM_GPUS),
+        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "vpp": MAX_NUM_LAYERS}
 
     tp: Optional[list[PositiveInt]] = None
     cp: Optional[list[PositiveInt]] = None
@@ -152,8 +239,13 @@ class SearchSpec(_Strict):
         return self
 
 
-class PlanSpec(_Strict):
+class PlanSpec(_Limited):
     """The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        **dict.fromkeys(("tp", "cp", "pp", "dp", "ep", "etp"), MAX_NUM_GPUS),
+        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "num_microbatches": MAX_GLOBAL_BATCH_SIZE,
+        **dict.fromkeys(("vpp", "stage_layers", "recompute_layers"), MAX_NUM_LAYERS)}
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
@@ -209,6 +301,14 @@ class Spec(_Strict):
     target_tokens_per_s: Optional[float] = Field(None, gt=0, description="min_gpus: throughput to meet")
     plan: Optional[PlanSpec] = None
 
+    @field_validator("target_tokens_per_s")
+    @classmethod
+    def _one_target(cls, value: Optional[float], info) -> Optional[float]:
+        if value is not None and info.data.get("target_step_time_s") is not None:
+            raise ValueError("give one target, target_step_time_s or target_tokens_per_s, not both "
+                             "(they state the same requirement twice)")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> "Spec":
         if self.training.precision == "fp8" and self.cluster.peak_fp8_tflops is None \
@@ -217,4 +317,30 @@ class Spec(_Strict):
                              "(set cluster.peak_fp8_tflops or use bf16)")
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:
             raise ValueError("objective min_gpus needs target_step_time_s or target_tokens_per_s")
+        if self.model.moe is None:
+            for name in ("ep", "etp"):
+                values = getattr(self.search, name)
+                if values is not None and any(v != 1 for v in values):
+                    raise ValueError(f"search.{name}: {values} needs an MoE model (model.moe is not set); a dense "
+                                     f"model has {name} = 1")
         return self
+
+
+def spec_warnings(spec: Spec, *, pareto: Optional[str] = None) -> list[str]:
+    """Settings the spec accepts but that have no effect on this request, one sentence each.
+
+    * ``search.max_num_gpus`` is read by objective ``min_gpus`` and by the GPU-count frontier
+      (``pareto="gpus"``) only;
+    * ``target_step_time_s`` / ``target_tokens_per_s`` are read by objective ``min_gpus`` only.
+
+    ``pareto`` is the frontier requested with the spec (``solver-cli optimize --pareto``), if any."""
+    out = []
+    if spec.objective != "min_gpus":
+        if spec.search.max_num_gpus is not None and pareto != "gpus":
+            out.append(f"search.max_num_gpus: ignored under objective {spec.objective} (it bounds the GPU "
+                       "count of objective min_gpus and of the GPU-count frontier, --pareto gpus)")
+        for name in ("target_step_time_s", "target_tokens_per_s"):
+            if getattr(spec, name) is not None:
+                out.append(f"{name}: ignored under objective {spec.objective} (only objective min_gpus "
+                           "meets a target)")
+    return out

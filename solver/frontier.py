@@ -19,7 +19,7 @@ from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import TimeUp
-from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats
+from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.solver.search import SearchOutcome, Searcher, best_plans
 
 MIB_KIB = 1024
@@ -177,6 +177,11 @@ def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverCon
     return points
 
 
+def timing(controls: SolverControls, t0: float, **phases: Optional[float]) -> Optional[Timing]:
+    """None in deterministic mode: clock readings would break byte-identical output (see Timing)."""
+    return None if controls.deterministic else Timing(wall_time_s=time.perf_counter() - t0, **phases)
+
+
 def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float,
              deadline: Optional[float] = None) -> PlanResult:
     """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target (past the
@@ -205,17 +210,17 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
             continue
         plans = [problem.evaluate(problem.plan(f.row_index, f.x)) for f in out.found]
         if plans[0].metrics.step_time_s <= target_s * (1 + 1e-12):
-            stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.choices),
+            stats = SolveStats(method=method, choices_total=len(problem.choices),
                                choices_searched=out.searched, objective_value=float(n), workers=controls.workers,
                                seed=controls.seed, deterministic=controls.deterministic,
                                ortools_version=ORTOOLS_VERSION)
             return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" and not undecided else "FEASIBLE",
-                              objective="min_gpus", plans=plans, stats=stats)
+                              objective="min_gpus", plans=plans, stats=stats, timing=timing(controls, t0))
     if undecided:
-        stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=0,
+        stats = SolveStats(method=method, choices_total=0,
                            choices_searched=tried, workers=controls.workers, seed=controls.seed,
                            deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
-        return PlanResult(status="UNKNOWN", objective="min_gpus", stats=stats)
+        return PlanResult(status="UNKNOWN", objective="min_gpus", stats=stats, timing=timing(controls, t0))
     upper = spec.search.max_num_gpus or spec.cluster.num_gpus
     limit_key = "search.max_num_gpus" if spec.search.max_num_gpus else "cluster.num_gpus"
     target_key = "target_step_time_s" if spec.target_step_time_s is not None else "target_tokens_per_s"
@@ -256,9 +261,10 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
                                               change=f"allow {n} GPUs: the best plan there takes "
                                                      f"{ev.metrics.step_time_s:.3g} s per step"))
                 break
-    stats = SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=0, choices_searched=tried,
+    stats = SolveStats(method=method, choices_total=0, choices_searched=tried,
                        workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
                        ortools_version=ORTOOLS_VERSION)
-    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, explanation=Explanation(
+    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, timing=timing(controls, t0),
+                      explanation=Explanation(
         summary=f"no GPU count up to {upper} meets a step time of {target_s:.3g} s",
         conflicting=[target_key, limit_key], rejected_choices={}, relaxations=relaxations))

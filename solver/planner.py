@@ -17,7 +17,8 @@ from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.explain import explain
-from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus
+from parplan.solver.arguments import check_optimize_arguments
+from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
 from parplan.solver.deadline import TimeUp
 from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
@@ -27,14 +28,14 @@ from parplan.solver.tables import KIB
 SEARCH_SHARE_WITH_FRONTIER = 0.7
 
 
-def stats_of(method: str, t0: float, problem: Problem, outcome: SearchOutcome, controls: SolverControls) -> SolveStats:
+def stats_of(method: str, problem: Problem, outcome: SearchOutcome, controls: SolverControls) -> SolveStats:
     seconds = problem.scale.seconds
     value = seconds(outcome.found[0].U) if outcome.found else None
     bound = seconds(int(outcome.bound)) if outcome.bound is not None else None
     gap = None
     if value is not None and bound is not None and value > 0:
         gap = max(0.0, (value - bound) / value)
-    return SolveStats(method=method, wall_time_s=time.perf_counter() - t0, choices_total=len(problem.choices),
+    return SolveStats(method=method, choices_total=len(problem.choices),
                       choices_searched=outcome.searched, objective_value=value, best_bound=bound, gap=gap,
                       workers=1 if controls.deterministic else controls.workers, seed=controls.seed,
                       deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
@@ -46,6 +47,8 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits."""
     t0 = time.perf_counter()
     controls = controls or SolverControls()
+    check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
+                             workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic)
     deadline = t0 + controls.time_limit_s
     if spec.objective == "min_gpus":
         return min_gpus(spec, method=method, top_k=top_k, controls=controls, t0=t0, deadline=deadline)
@@ -53,9 +56,9 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
         problem = Problem.build(spec, deadline=deadline)
     except TimeUp:
         return PlanResult(status="UNKNOWN", objective=spec.objective, stats=SolveStats(
-            method=method, wall_time_s=time.perf_counter() - t0, choices_total=0, choices_searched=0,
+            method=method, choices_total=0, choices_searched=0,
             workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
-            ortools_version=ORTOOLS_VERSION))
+            ortools_version=ORTOOLS_VERSION), timing=timing(controls, t0))
     search_deadline = t0 + controls.time_limit_s * (SEARCH_SHARE_WITH_FRONTIER if pareto else 1.0)
     s = Searcher(problem, method, controls, search_deadline, on_solution)
     cap = problem.cap_kib
@@ -69,18 +72,23 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     else:
         outcome = s.best(cap, top_k, stream=True)
     plans = [problem.evaluate(problem.plan(f.row_index, f.x)) for f in outcome.found]
+    phases = {"search_s": time.perf_counter() - t0}
     result = PlanResult(status=outcome.status, objective=spec.objective, plans=plans,
-                        stats=stats_of(method, t0, problem, outcome, controls))
+                        stats=stats_of(method, problem, outcome, controls))
     if pareto and plans:
+        t1 = time.perf_counter()
         s.deadline = deadline
         if pareto == "memory":
             result.pareto = memory_frontier(s)
         else:
             result.pareto = gpu_frontier(spec, method=method, controls=controls, deadline=deadline)
         result.pareto_axis = pareto
+        phases["frontier_s"] = time.perf_counter() - t1
     if result.status == "INFEASIBLE":
+        t1 = time.perf_counter()
         result.explanation = explain(spec, problem, method=method, controls=controls, deadline=deadline)
-    result.stats.wall_time_s = time.perf_counter() - t0
+        phases["explanation_s"] = time.perf_counter() - t1
+    result.timing = timing(controls, t0, **phases)  # None in deterministic mode (byte-identical output)
     return result
 
 

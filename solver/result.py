@@ -34,8 +34,10 @@ class Explanation(_Out):
 
 
 class SolveStats(_Out):
+    """How the answer was found. Holds no clock readings (those are in :class:`Timing`), so it is part of
+    the byte-identical output of deterministic mode."""
+
     method: str
-    wall_time_s: float
     choices_total: int  # legal discrete choices in the space
     choices_searched: int  # candidates left after bounds
     objective_value: Optional[float] = None  # step time (s) or peak memory (GiB) as the solver saw it
@@ -47,6 +49,19 @@ class SolveStats(_Out):
     ortools_version: str = ""
 
 
+class Timing(_Out):
+    """Wall-clock seconds of one ``optimize`` call, and of its phases where the planner measures them.
+
+    Timings differ run to run, so deterministic mode leaves ``PlanResult.timing`` None: it is then
+    omitted from the JSON/YAML output and the table prints no times, and the output is byte-identical."""
+
+    wall_time_s: float
+    search_s: Optional[float] = None  # the best plans and their proof (the runners-up are found in the same search)
+    top_k_s: Optional[float] = None  # reserved: top-K has no phase of its own
+    frontier_s: Optional[float] = None  # the Pareto frontier
+    explanation_s: Optional[float] = None  # why nothing fits
+
+
 class PlanResult(_Out):
     status: Status
     objective: str
@@ -55,3 +70,4 @@ class PlanResult(_Out):
     pareto_axis: Optional[Literal["memory", "gpus"]] = None
     explanation: Optional[Explanation] = None
     stats: SolveStats
+    timing: Optional[Timing] = None  # None in deterministic mode (see Timing)

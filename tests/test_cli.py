@@ -132,9 +132,10 @@ def test_evaluate_torchtitan_example():
     assert entry["metrics"]["peak_memory_gib"] == pytest.approx(72.7, rel=0.10)
 
 
-@pytest.mark.parametrize("path", [LLAMA, SEED], ids=lambda p: p.name)
-def test_evaluate_examples_default_plan(path: Path):
-    """Specs without `plan:` evaluate all defaults (tp=cp=pp=1): infeasible on memory, but a valid report."""
+@pytest.mark.parametrize("source", [LLAMA, SEED], ids=lambda p: p.name)
+def test_evaluate_examples_default_plan(tmp_path: Path, source: Path):
+    """`plan: {}` evaluates all defaults (tp=cp=pp=1): infeasible on memory, but a valid report."""
+    path = write(tmp_path, mutated(source, ("plan", {})))
     table = run("evaluate", str(path))
     assert table.exit_code == 0, table.stderr
     assert "INFEASIBLE" in table.stdout and "Violations" in table.stdout
@@ -149,9 +150,10 @@ def test_evaluate_examples_default_plan(path: Path):
     assert any("GiB" in v for v in entry["violations"])
 
 
-def test_evaluate_deepseek_default_plan_is_a_plan_error():
+def test_evaluate_deepseek_default_plan_is_a_plan_error(tmp_path: Path):
     # dp = 2048 does not divide the global batch of 15360 sequences
-    assert_bad_input(run("evaluate", str(DEEPSEEK)), "training.global_batch_size", "dp")
+    path = write(tmp_path, mutated(DEEPSEEK, ("plan", {})))
+    assert_bad_input(run("evaluate", str(path)), "training.global_batch_size", "dp")
 
 
 def test_seed_textbook_plan_tp4_cp2_pp2(tmp_path: Path):

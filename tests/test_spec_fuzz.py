@@ -2,7 +2,9 @@
 
 ``load_spec`` may only raise ``SpecError``; ``evaluate_spec`` only ``SpecError``/``PlanError``; a
 successful evaluation always serializes to strict JSON and renders; ``solver-cli validate/evaluate``
-always exit 0 or 2, and on 2 print exactly one ``error: ...`` line on stderr.
+always exit 0 or 2, and on 2 print exactly one ``error: ...`` line on stderr; any ``solver-cli
+optimize`` option values give exit 2 with one line, and ``check_optimize_arguments`` raises only
+``ArgumentError``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from parplan.client.evaluation import COST_MODEL_FAILED, evaluate_spec
 from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
 from parplan.client.spec_io import SpecError, load_spec, parse_spec, spec_from_data
 from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.evaluate import PlanError
+from parplan.costmodel.spec import PlanSpec
+from parplan.solver.arguments import check_optimize_arguments
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BASES = {p.name: yaml.safe_load(p.read_text()) for p in sorted(EXAMPLES.glob("*.yaml"))}
@@ -63,8 +68,8 @@ def load_and_evaluate(source: Any, render: bool = False) -> None:
     except SpecError as err:
         check_message(err)
         return
-    try:
-        evaluation = evaluate_spec(spec)
+    try:  # a spec without `plan:` is evaluated at every default (`plan: {}`), so those cost-model paths run too
+        evaluation = evaluate_spec(spec, spec.plan or PlanSpec())
     except (SpecError, PlanError) as err:
         check_message(err)
         return
@@ -83,7 +88,7 @@ def load_and_evaluate(source: Any, render: bool = False) -> None:
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.integers(min_value=-(10**30), max_value=10**30),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
-    st.sampled_from([0, -1, 1, 2, 3, 7, 8, 64, 10**6, 2**31, 2**53, 2**53 + 1, 2**63, 10**18, 10**400, -(10**18),
+    st.sampled_from([0, -1, 1, 2, 3, 7, 8, 64, 10**6, 2**16, 2**20, 2**24, 10**8, 2**31, 2**53, 2**53 + 1, 2**63, 10**18, 10**400, -(10**18),
                      0.0, -0.0, 0.5, 1e-320, 1e308, float("inf"), float("-inf"), float("nan"),
                      "", "1f1b", "full", "H100", "bf16", "fp8", "none", "textbook", "80", "true", "null"]),
 )
@@ -326,6 +331,8 @@ def spec_dir(tmp_path_factory) -> Path:
 @given(st.one_of(mutated_specs(), mutated_specs(), nested), st.sampled_from(["validate", "evaluate", "json"]))
 def test_cli_never_crashes(spec_dir: Path, data: Any, command: str):
     path = spec_dir / "spec.yaml"
+    if command != "validate" and isinstance(data, dict) and "plan" not in data:
+        data = {**data, "plan": {}}  # evaluate needs a plan: every default, as before plan-less specs were refused
     try:
         path.write_text(dump(data), encoding="utf-8")
     except (yaml.YAMLError, UnicodeEncodeError):
@@ -338,3 +345,36 @@ def test_cli_never_crashes(spec_dir: Path, data: Any, command: str):
 @given(st.text(max_size=200), st.sampled_from(["validate", "evaluate"]))
 def test_cli_random_stdin(text: str, command: str):
     check_cli([command, "-"], input_text=text)
+
+
+option_values = st.one_of(st.integers(min_value=-(10**25), max_value=10**25).map(str), st.text(max_size=12),
+                          st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                          st.sampled_from(["0", "1", "100", "101", "256", "257", "2147483647", "2147483648", "-1",
+                                           "1e9", "inf", "-inf", "nan", "0.001", "86400", "86400.5", ""]))
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.lists(st.tuples(st.sampled_from(["--top", "--workers", "--seed", "--time-limit", "--method", "--pareto"]),
+                          option_values), min_size=1, max_size=3))
+def test_cli_optimize_options_never_crash(spec_dir: Path, options: list[tuple[str, str]]):
+    """Any option values: exit 2 with one line (an option out of range, or the missing spec once they pass)."""
+    args = ["optimize", str(spec_dir / "missing.yaml")]
+    for option, value in options:
+        args += [option, value]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (args, result.exit_code, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+    assert MARKER not in lines[0]
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(st.fixed_dictionaries({name: st.one_of(scalars, st.lists(scalars, max_size=2))
+                              for name in ("top_k", "method", "pareto", "time_limit_s", "workers", "seed",
+                                           "deterministic")}))
+def test_optimize_arguments_raise_only_argument_error(arguments: dict):
+    try:
+        check_optimize_arguments(**arguments)
+    except ArgumentError as err:
+        check_message(err)
+        assert str(err).startswith(f"{err.argument}: ")

@@ -1,0 +1,66 @@
+"""The library's entry points: ``optimize`` and ``evaluate`` of a spec given as a Spec, a path or a dict.
+
+These are what ``import parplan`` exports. Each coerces its spec with
+:func:`~parplan.client.spec_io.as_spec` (so a path or a dict is validated with the same strict rules
+and field-path errors as ``solver-cli``) and calls the planner or the cost model. Errors a caller can
+fix are :class:`~parplan.costmodel.errors.ParplanError` (``SpecError``, ``PlanError``,
+``ArgumentError``); anything else is a bug.
+
+The planner and the cost model are imported when first called, so ``import parplan`` stays cheap
+(OR-Tools alone takes about a second to import).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from parplan.client.spec_io import as_spec
+
+if TYPE_CHECKING:  # pragma: no cover - names for the annotations only
+    from parplan.costmodel.evaluate import Evaluation
+    from parplan.costmodel.spec import Plan, PlanSpec
+    from parplan.solver.result import PlanResult
+
+
+def optimize(spec: Any, **kwargs: Any) -> "PlanResult":
+    """The best plans for ``spec`` (a Spec, a path to YAML/JSON, or a dict).
+
+    Keyword arguments are those of :func:`parplan.solver.planner.optimize` (``method``, ``top_k``,
+    ``pareto``, ``controls``, ``on_solution``); their ranges are in :mod:`parplan.solver.arguments`."""
+    from parplan.solver.planner import optimize as planner_optimize
+
+    return planner_optimize(as_spec(spec), **kwargs)
+
+
+def evaluate(spec: Any, plan: Union["Plan", "PlanSpec", dict, None] = None, **kwargs: Any) -> "Evaluation":
+    """The cost model's full ledger for ``plan`` on ``spec`` (a Spec, a path to YAML/JSON, or a dict).
+
+    ``plan`` is a ``Plan``, a ``PlanSpec``, a dict of ``plan:`` keys, or None for the spec's own
+    ``plan:`` (a spec without one is a ``PlanError``). Keyword arguments are those of
+    :func:`parplan.costmodel.evaluate.evaluate` (``assumptions``, ``gpu``). It runs through
+    :func:`parplan.client.evaluation.evaluate_spec`, the CLI's path, whose checks let only
+    ``SpecError``/``PlanError`` escape."""
+    from parplan.client.evaluation import evaluate_spec
+
+    spec = as_spec(spec)
+    return evaluate_spec(spec, _as_plan(plan), **kwargs)
+
+
+def _as_plan(plan: Any) -> Optional[Union["Plan", "PlanSpec"]]:
+    from pydantic import ValidationError
+
+    from parplan.client.spec_io import validation_error_message
+    from parplan.costmodel.evaluate import PlanError
+    from parplan.costmodel.spec import Plan, PlanSpec
+
+    if plan is None or isinstance(plan, (Plan, PlanSpec)):
+        return plan
+    if isinstance(plan, dict):
+        try:
+            return PlanSpec.model_validate(plan)
+        except ValidationError as err:
+            raise PlanError(validation_error_message(err, prefix=("plan",))) from None
+    raise PlanError(f"plan: expected a Plan, a PlanSpec or a dict of plan keys, got {type(plan).__name__}")
+
+
+__all__ = ["optimize", "evaluate"]
