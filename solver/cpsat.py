@@ -19,6 +19,7 @@ from typing import Optional
 
 from ortools.sat.python import cp_model
 
+from parplan.solver.arguments import check_solver_controls
 from parplan.solver.tables import Assignment, StageTable
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -28,12 +29,19 @@ HEADROOM = 1 << 62
 
 @dataclass
 class SolverControls:
+    """How one call may search: its wall-clock limit (the whole call: search, frontier, explanation), CP-SAT's
+    workers and seed, deterministic mode, and a cancellation event. Checked on construction (solver/arguments)."""
+
     time_limit_s: float = 30.0
     workers: int = 0  # 0: all cores
     deterministic: bool = False  # one worker, fixed seed: the same answer every run
     seed: int = 1
     log: bool = False
     cancel: Optional[threading.Event] = None
+
+    def __post_init__(self) -> None:
+        check_solver_controls(time_limit_s=self.time_limit_s, workers=self.workers, seed=self.seed,
+                              deterministic=self.deterministic)
 
 
 class ModelOverflow(Exception):

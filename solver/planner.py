@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluate import Evaluation
+from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
@@ -51,6 +52,9 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
                              workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic)
     deadline = t0 + controls.time_limit_s
     if spec.objective == "min_gpus":
+        if pareto is not None:
+            raise ArgumentError("pareto", "is not available with objective min_gpus (the answer is one GPU count)",
+                                pareto)
         return min_gpus(spec, method=method, top_k=top_k, controls=controls, t0=t0, deadline=deadline)
     try:
         problem = Problem.build(spec, deadline=deadline)

@@ -130,8 +130,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     out: list[Choice] = []
     for tp in _allowed(divisors(n), opts.tp):
         for cp in _allowed(divisors(n // tp), opts.cp):
-            check(deadline)
             for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
+                check(deadline)
                 if pp > L:
                     continue
                 if not opts.uneven_stages and L % pp:
