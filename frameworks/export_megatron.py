@@ -98,9 +98,9 @@ def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
     s.layout = layout_string(plan)
 
 
-def block_recompute_layers(plan: Plan, n: int) -> list[int]:
+def block_recompute_layers(stage_layers: list[int], vpp: int, n: int) -> list[int]:
     """Layers per stage that ``--recompute-method block --recompute-num-layers n`` recomputes."""
-    return [plan.vpp * min(n, layers // plan.vpp) for layers in plan.stage_layers]
+    return [vpp * min(n, layers // vpp) for layers in stage_layers]
 
 
 def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
@@ -121,18 +121,18 @@ def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
         s.recompute_method, s.recompute_num_layers = "uniform", 1
         return
     s.recompute_method = "block"
-    largest_chunk = max(plan.stage_layers) // plan.vpp
-    for n in range(1, largest_chunk + 1):
-        if block_recompute_layers(plan, n) == list(plan.recompute_layers):
-            s.recompute_num_layers = n
-            return
-    n = next(n for n in range(1, largest_chunk + 1)
-             if all(e >= r for e, r in zip(block_recompute_layers(plan, n), plan.recompute_layers)))
+    planned = list(plan.recompute_layers)
+    candidates = [(n, block_recompute_layers(plan.stage_layers, plan.vpp, n))
+                  for n in range(1, max(plan.stage_layers) // plan.vpp + 1)]
+    exact = [n for n, done in candidates if done == planned]
+    if exact:
+        s.recompute_num_layers = exact[0]
+        return
+    n, done = next((n, done) for n, done in candidates if all(d >= r for d, r in zip(done, planned)))
     s.recompute_num_layers = n
-    s.warnings.append(f"recompute_layers {plan.recompute_layers} per stage: Megatron-LM recomputes the same number "
-                      f"of layers in every model chunk (--recompute-method block); exported --recompute-num-layers "
-                      f"{n}, which recomputes {block_recompute_layers(plan, n)} (at least as many: slower than "
-                      f"planned, never more memory)")
+    s.warnings.append(f"recompute_layers {planned} per stage: Megatron-LM recomputes the same number of layers in "
+                      f"every model chunk (--recompute-method block); exported --recompute-num-layers {n}, which "
+                      f"recomputes {done} (at least as many: slower than planned, never more memory)")
 
 
 def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
