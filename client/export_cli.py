@@ -10,6 +10,7 @@ Output convention for exports: without ``--out DIR`` the file text goes to stdou
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -166,6 +167,7 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         raise SpecError("--plot needs matplotlib, the optional 'plot' extra: pip install 'parplan[plot]' "
                         "(matplotlib==3.10.7)") from None
@@ -177,21 +179,39 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
     by_gpus = result.pareto_axis == "gpus"
     xs = [p.plan.num_gpus if by_gpus else p.metrics.peak_memory_gib for p in points]
     ys = [p.metrics.step_time_s for p in points]
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    ax.plot(xs, ys, "-o", color="#3465a4", zorder=2, label="Pareto frontier")
-    for x, y, p in zip(xs, ys, points):
-        ax.annotate(_short_plan(p.plan), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=7)
+    fig, ax = plt.subplots(figsize=(10, 6), dpi=120)
+    ax.plot(xs, ys, "-o", color="#3465a4", markersize=4, zorder=2, label=f"Pareto frontier ({len(points)} plans)")
+    log_y = max(ys) > 5 * min(ys)
+    placed: list[tuple[float, float]] = []
+
+    def norm(x: float, y: float) -> tuple[float, float]:
+        fy = (math.log(y) - math.log(min(ys))) / (math.log(max(ys) / min(ys)) or 1) if log_y else \
+            (y - min(ys)) / ((max(ys) - min(ys)) or 1)
+        return (x - min(xs)) / ((max(xs) - min(xs)) or 1), fy
+
+    for x, y, p in zip(xs, ys, points):  # label the points that have room: a readable subset, not all
+        nx, ny = norm(x, y)
+        if all(abs(nx - px) > 0.16 or abs(ny - py) > 0.06 for px, py in placed):
+            placed.append((nx, ny))
+            ax.annotate(f"TP{p.plan.tp} CP{p.plan.cp} PP{p.plan.pp} DP{p.plan.dp}"
+                        + (f" EP{p.plan.ep}" if p.plan.ep > 1 else "") + f" {p.plan.schedule}",
+                        (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7, color="#204a87")
     if result.plans:
         best = result.plans[0]
         bx = best.plan.num_gpus if by_gpus else best.metrics.peak_memory_gib
         ax.plot([bx], [best.metrics.step_time_s], marker="*", markersize=16, color="#cc0000", linestyle="none",
-                zorder=3, label=f"chosen plan ({best.metrics.step_time_s:.3f} s)")
+                zorder=3, label=f"chosen: {_short_plan(best.plan)} ({best.metrics.step_time_s:.2f} s)")
+    if log_y:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
     ax.set_xlabel("GPUs" if by_gpus else "peak memory per GPU (GiB)")
     ax.set_ylabel("step time (s)")
-    ax.set_title(f"{spec.model.name}: step time vs {'GPU count' if by_gpus else 'peak memory'} "
-                 f"({spec.cluster.num_gpus} x {spec.cluster.gpu}, gbs {spec.training.global_batch_size})")
+    ax.set_title(f"{spec.model.name}: step time vs {'GPU count' if by_gpus else 'peak memory per GPU'}\n"
+                 f"{spec.cluster.num_gpus} x {spec.cluster.gpu}, seq {spec.training.seq_len}, global batch "
+                 f"{spec.training.global_batch_size}", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     try:
         fig.savefig(path)
