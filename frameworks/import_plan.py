@@ -205,7 +205,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
         if value is not None:
             model[key] = value
     if args.num_attention_heads is not None:
-        model["num_kv_heads"] = args.num_query_groups if args.group_query_attention else args.num_attention_heads
+        model["num_kv_heads"] = args.num_query_groups if args.group_query_attention else None  # None: MHA
         model["gated_mlp"] = bool(args.swiglu)
         model["tie_embeddings"] = not args.untie_embeddings_and_output_weights
     if args.num_experts:
