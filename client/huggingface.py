@@ -244,7 +244,9 @@ def expand_model_section(data: Any, base_dir: str = ".", warnings: Optional[list
         if not isinstance(path, str) or not path:
             raise ModelSourceError("model.hf_config: must be a path to a config.json")
         full = path if os.path.isabs(path) else os.path.join(base_dir, path)
-        mapped = model_from_hf_config(read_hf_config(full), name=model.get("name"))
+        stem = Path(full).stem
+        default_name = Path(full).resolve().parent.name if stem == "config" else stem  # <repo>/config.json
+        mapped = model_from_hf_config(read_hf_config(full), name=model.get("name") or default_name)
         if warnings is not None:
             warnings.extend(mapped.warnings)
         base = mapped.fields

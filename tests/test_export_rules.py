@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import tomllib
 
 import pytest
@@ -166,3 +168,18 @@ def test_a_world_size_that_is_not_whole_nodes_is_refused():
     odd = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": 12})})
     with pytest.raises(ExportError, match="whole number"):
         node_layout(odd, plan.model_copy(update={"dp": 12, "num_microbatches": 1}))
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash to check the scripts' syntax")
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_megatron_arguments_and_sbatch_scripts_are_valid_bash(case, tmp_path):
+    spec, plan = load_case(case)
+    export = export_plan(spec, plan, "megatron")
+    for name, text in (("args.sh", export.text), ("job.sbatch", emit_job(spec, plan, export, "slurm").text)):
+        path = tmp_path / name
+        path.write_text(text)
+        result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+    expanded = subprocess.run(["bash", "-c", f'source "{tmp_path / "args.sh"}"; printf "%s\\n" "${{MEGATRON_ARGS[@]}}"'],
+                              capture_output=True, text=True)
+    assert expanded.stdout.split("\n")[:-1] == megatron_argv(spec, plan)
