@@ -30,14 +30,16 @@ EXPORTERS: dict[str, Callable[[Spec, Plan], Export]] = {
     "deepspeed": export_deepspeed.export,
 }
 TARGETS: tuple[str, ...] = tuple(EXPORTERS)
+ALIASES = {"megatron-core": "megatron", "megatron-lm": "megatron", "megatron-bridge": "bridge"}  # profile names
 
 
 def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
     """The plan written for ``target`` (one of :data:`TARGETS`), with warnings for what it cannot express."""
+    target = ALIASES.get(target, target)
     if target not in EXPORTERS:
         raise ExportError(f"export target {target!r} is unknown; known: {', '.join(TARGETS)}")
     check_plan_matches_spec(spec, plan)
     return EXPORTERS[target](spec, plan)
 
 
-__all__ = ["Export", "ExportError", "TARGETS", "EXPORTERS", "export_plan"]
+__all__ = ["Export", "ExportError", "TARGETS", "EXPORTERS", "ALIASES", "export_plan"]
