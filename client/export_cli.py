@@ -17,6 +17,7 @@ import time
 from typing import Any, Optional
 
 import typer
+import yaml
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -112,8 +113,6 @@ def plan_of_spec(spec: Spec) -> Plan:
 
 def import_to_yaml(path: str, source: str, base: Spec) -> str:
     """The spec YAML that ``solver-cli import`` prints: ``base`` with the file's plan and stated fields."""
-    import yaml
-
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(MAX_PLAN_BYTES)
