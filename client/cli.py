@@ -12,6 +12,7 @@ as ``warning: ...`` lines once the command has succeeded, so ``--format json`` o
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from enum import Enum
 from typing import Any, Iterator, Optional
@@ -24,7 +25,9 @@ from rich.text import Text
 
 from parplan.client.evaluation import evaluate_spec
 from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
-from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, load_spec_file, one_line, parse_spec
+from parplan.client import export_cli
+from parplan.client.spec_io import (MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, read_spec_text,
+                                    spec_from_data)
 from parplan.costmodel.assumptions import PRESETS, describe_knobs
 from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.hardware import ALIASES, CATALOG
@@ -87,6 +90,19 @@ class ParetoAxis(str, Enum):
     gpus = "gpus"
 
 
+ExportTarget = Enum("ExportTarget", {t: t for t in export_cli.TARGETS}, type=str)
+Launcher = Enum("Launcher", {t: t for t in export_cli.LAUNCHERS}, type=str)
+ImportSource = Enum("ImportSource", {t: t for t in ("megatron", "torchtitan", "deepspeed")}, type=str)
+EXPORT_OPTION = typer.Option(None, "--export", case_sensitive=False, help="write the best plan for a framework: "
+                             "megatron (arguments), bridge (overrides), torchtitan (TOML), deepspeed (JSON)")
+EMIT_OPTION = typer.Option(None, "--emit", case_sensitive=False, help="write a job around the export (default "
+                           "--export megatron): slurm (sbatch + torchrun) or pytorchjob (Kubeflow YAML)")
+OUT_OPTION = typer.Option(None, "--out", metavar="DIR", help="write the export/job file into DIR and print the "
+                          "report; without it the file goes to stdout instead of the report")
+HF_CONFIG_OPTION = typer.Option(None, "--hf-config", metavar="CONFIG.json", help="take the model from a Hugging "
+                                "Face config.json (replaces the spec's model section)")
+
+
 SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see CONTRACT.md); '-' reads stdin",
                                show_default=False)
 FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (CONTRACT.md)",
@@ -127,22 +143,39 @@ def _warn(spec: Spec, pareto: Optional[str] = None) -> None:
         typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
-def read_spec(path: str) -> Spec:
-    """Load a spec from a file, or from stdin for '-'."""
+def read_spec(path: str, hf_config: Optional[str] = None) -> Spec:
+    """Load a spec from a file, or from stdin for '-'; ``hf_config`` replaces its model section. What a
+    Hugging Face config could not map is printed as warnings on stderr."""
     if path == "-":
         text = sys.stdin.read(MAX_SPEC_BYTES + 1)
         if len(text) > MAX_SPEC_BYTES:
             raise SpecError(f"<stdin>: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")
-        return parse_spec(text, name="<stdin>")
-    return load_spec_file(path)
+        name, base_dir = "<stdin>", "."
+    else:
+        text, name, base_dir = read_spec_text(path), path, os.path.dirname(path) or "."
+    data = parse_yaml(text, name) if text.strip() else None
+    if hf_config is not None:
+        data = {**data, "model": {"hf_config": os.path.abspath(hf_config)}} if isinstance(data, dict) else data
+    notes: list[str] = []
+    spec = spec_from_data(data, name, base_dir=base_dir, notes=notes)
+    for note in notes:
+        export_cli.warn(note)
+    return spec
 
 
 @app.command()
-def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMAT_OPTION) -> None:
+def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMAT_OPTION,
+             export: ExportTarget = EXPORT_OPTION, emit: Launcher = EMIT_OPTION, out: str = OUT_OPTION,
+             hf_config: str = HF_CONFIG_OPTION) -> None:
     """Evaluate the spec's fixed `plan:` (omitted keys take defaults) with the cost model."""
     with _errors():
-        spec = read_spec(spec_path)
+        spec = read_spec(spec_path, hf_config)
         evaluation = evaluate_spec(spec)
+        if export or emit:
+            export_cli.deliver(export_cli.build_export(spec, evaluation.plan, export and export.value,
+                                                       emit and emit.value), out)
+            if out is None:
+                return
         if output_format == OutputFormat.json:
             typer.echo(to_json(evaluation_to_dict(evaluation)))
         else:
@@ -165,6 +198,14 @@ def optimize(
     deterministic: bool = typer.Option(False, "--deterministic", help="one worker, fixed seed, deterministic "
                                        "time limit: byte-identical answers"),
     seed: int = typer.Option(1, "--seed", help="CP-SAT random seed (0 to 2**31-1)"),
+    export: ExportTarget = EXPORT_OPTION,
+    emit: Launcher = EMIT_OPTION,
+    out: str = OUT_OPTION,
+    hf_config: str = HF_CONFIG_OPTION,
+    plot: str = typer.Option(None, "--plot", metavar="FILE.png", help="with --pareto: draw the frontier "
+                             "(needs the optional 'plot' extra, matplotlib)"),
+    progress: bool = typer.Option(None, "--progress/--no-progress", help="live status line on stderr "
+                                  "(default: only when stderr is a terminal)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
@@ -175,10 +216,23 @@ def optimize(
 
         check_optimize_arguments(top_k=top, method=method.value, pareto=pareto.value if pareto else None,
                                  time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
-        spec = read_spec(spec_path)
+        if plot and not pareto:
+            raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
+        spec = read_spec(spec_path, hf_config)
         controls = SolverControls(time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
-        result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
-                              controls=controls)
+        with export_cli.SolveProgress(enabled=progress) as status:
+            result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
+                                  controls=controls, on_solution=status.on_solution)
+        if plot:
+            export_cli.plot_frontier(result, plot, spec)
+        if export or emit:
+            if result.plans:
+                export_cli.deliver(export_cli.build_export(spec, result.plans[0].plan, export and export.value,
+                                                           emit and emit.value), out)
+                if out is None:
+                    return
+            else:
+                export_cli.warn(f"nothing to export: status {result.status} (the report says why)")
         if output_format == ResultFormat.json:
             typer.echo(to_json(plan_result_to_dict(result)))
         elif output_format == ResultFormat.yaml:
@@ -199,6 +253,61 @@ def validate(spec_path: str = SPEC_ARGUMENT) -> None:
             evaluate_spec(spec)
         typer.echo("ok")
         _warn(spec)
+
+
+@app.command("export")
+def export_command(
+    plan_path: str = typer.Argument(..., metavar="PLAN.json", help="solver-cli --format json output (plans[--index]), "
+                                    "one plan entry, a plan object; or a spec YAML with a plan: section"),
+    to: ExportTarget = typer.Option(None, "--to", case_sensitive=False, help="megatron, bridge, torchtitan or "
+                                    "deepspeed (default megatron with --emit)"),
+    spec_path: str = typer.Option(None, "--spec", metavar="SPEC.yaml", help="the spec the plan was made for (model, "
+                                  "training, cluster); not needed when PLAN is a spec with plan:"),
+    index: int = typer.Option(0, "--index", min=0, help="which entry of 'plans' (0: the best)"),
+    emit: Launcher = EMIT_OPTION,
+    out: str = OUT_OPTION,
+) -> None:
+    """Write a plan for a framework (and, with --emit, the job that launches it)."""
+    with _errors():
+        if to is None and emit is None:
+            raise SpecError("export: give --to megatron|bridge|torchtitan|deepspeed (or --emit slurm|pytorchjob)")
+        if spec_path is None:
+            spec = read_spec(plan_path)
+            plan = export_cli.plan_of_spec(spec)
+        else:
+            spec = read_spec(spec_path)
+            plan = export_cli.read_plan_file(plan_path, spec, index)
+        export_cli.deliver(export_cli.build_export(spec, plan, to and to.value, emit and emit.value), out)
+
+
+@app.command("import")
+def import_command(
+    file_path: str = typer.Argument(..., metavar="FILE", help="an exported Megatron-LM arguments file, torchtitan "
+                                    "TOML or DeepSpeed JSON"),
+    source: ImportSource = typer.Option(..., "--from", case_sensitive=False, help="megatron, torchtitan or deepspeed"),
+    spec_path: str = typer.Option(..., "--spec", metavar="SPEC.yaml", help="the base spec: cluster, assumptions "
+                                  "and whatever the file does not state"),
+) -> None:
+    """Print the spec (with plan:) that an exported file describes; `solver-cli evaluate` prices it."""
+    with _errors():
+        typer.echo(export_cli.import_to_yaml(file_path, source.value, read_spec(spec_path)), nl=False)
+
+
+@app.command()
+def schema() -> None:
+    """The JSON Schema of spec.yaml (for editor completion, e.g. yaml-language-server)."""
+    with _errors():
+        import json
+
+        typer.echo(json.dumps(export_cli.spec_json_schema(), indent=2))
+
+
+@app.command()
+def presets() -> None:
+    """The model presets (`model: {preset: NAME}`), with their sources."""
+    with _errors():
+        for line in export_cli.presets_lines():
+            typer.echo(line)
 
 
 def _knob_value(value: Any) -> str:

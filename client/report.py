@@ -246,8 +246,10 @@ def _short_plan(p: Plan) -> str:
     return s
 
 
-def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Evaluation] = None) -> Table:
-    """One row per plan: step time, the difference to the best, MFU, memory and the plan."""
+def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Evaluation] = None,
+                  chosen: Optional[Plan] = None) -> Table:
+    """One row per plan: step time, the difference to the best, MFU, memory and the plan; the row whose
+    plan is ``chosen`` is marked ``*``."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for header, justify in (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"),
                             ("tokens/s", "right"), ("peak GiB", "right"), ("plan", "left")):
@@ -256,7 +258,7 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
     for i, e in enumerate(evaluations, 1):
         m = e.metrics
         delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
-        table.add_row(str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
+        table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
                       f"{m.peak_memory_gib:.1f}", _short_plan(e.plan))
     return table
 
@@ -296,7 +298,22 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
                 console.print(Text(f"  #{i} loses on: {why_it_wins(best, e)}", style="dim"))
     if result.pareto:
         axis = "peak memory per GPU" if result.pareto_axis == "memory" else "GPU count"
-        console.print(ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)"))
+        chosen = result.plans[0].plan if result.plans else None
+        table = ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)",
+                              chosen=chosen)
+        if chosen is not None:
+            best = result.plans[0].metrics
+            dominating = [i for i, e in enumerate(result.pareto, 1) if e.plan != chosen
+                          and e.metrics.step_time_s <= best.step_time_s and e.metrics.peak_memory_gib <= best.peak_memory_gib]
+            if any(e.plan == chosen for e in result.pareto):
+                table.caption = "* the chosen plan"
+            elif dominating:
+                table.caption = (f"the chosen plan is not on this frontier: #{dominating[0]} matches its step time "
+                                 f"with less memory")
+            else:
+                table.caption = "the chosen plan is not on this frontier"
+            table.caption_justify = "left"
+        console.print(table)
     if result.explanation is not None:
         ex = result.explanation
         console.print(Text("Why nothing fits", style="bold red"))

@@ -27,6 +27,7 @@ from typing import Any, Optional, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from parplan.client.huggingface import ModelSourceError, expand_model_section
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import resolve_gpu
@@ -239,13 +240,21 @@ def check_spec(spec: Spec) -> Spec:
 # ------------------------------------------------------------------------------------------ entry
 
 
-def spec_from_data(data: Any, name: str = "spec") -> Spec:
-    """Validate already-parsed data (a dict from YAML or JSON) into a :class:`Spec`."""
+def spec_from_data(data: Any, name: str = "spec", *, base_dir: str = ".", notes: Optional[list[str]] = None) -> Spec:
+    """Validate already-parsed data (a dict from YAML or JSON) into a :class:`Spec`.
+
+    ``model: {hf_config: ...}`` / ``model: {preset: ...}`` are expanded first (client/huggingface.py;
+    a relative hf_config path is read from ``base_dir``); what the expansion could not map is appended
+    to ``notes``."""
     if data is None:
         raise SpecError(f"{name}: empty spec (expected a mapping with model, training and cluster)", source=name)
     if not isinstance(data, dict):
         raise SpecError(f"{name}: the top level must be a mapping of sections (model, training, cluster, ...), "
                         f"got {type(data).__name__}", source=name)
+    try:
+        data = expand_model_section(data, base_dir=base_dir, warnings=notes)
+    except ModelSourceError as err:
+        raise SpecError(str(err), source=name) from None
     try:
         spec = Spec.model_validate(data)
     except ValidationError as err:
@@ -257,7 +266,8 @@ def spec_from_data(data: Any, name: str = "spec") -> Spec:
     return check_spec(spec)
 
 
-def parse_spec(text: Union[str, bytes], name: str = "spec") -> Spec:
+def parse_spec(text: Union[str, bytes], name: str = "spec", *, base_dir: str = ".",
+               notes: Optional[list[str]] = None) -> Spec:
     """A spec from YAML (or JSON) text."""
     if isinstance(text, bytes):
         try:
@@ -266,7 +276,7 @@ def parse_spec(text: Union[str, bytes], name: str = "spec") -> Spec:
             raise SpecError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})", source=name) from None
     if not text.strip():
         raise SpecError(f"{name}: empty spec (expected a mapping with model, training and cluster)", source=name)
-    return spec_from_data(parse_yaml(text, name), name)
+    return spec_from_data(parse_yaml(text, name), name, base_dir=base_dir, notes=notes)
 
 
 def read_spec_text(path: Union[str, os.PathLike]) -> str:
@@ -291,9 +301,9 @@ def read_spec_text(path: Union[str, os.PathLike]) -> str:
         raise SpecError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})", source=name) from None
 
 
-def load_spec_file(path: Union[str, os.PathLike]) -> Spec:
+def load_spec_file(path: Union[str, os.PathLike], notes: Optional[list[str]] = None) -> Spec:
     name = os.fspath(path)
-    return parse_spec(read_spec_text(path), name=name)
+    return parse_spec(read_spec_text(path), name=name, base_dir=os.path.dirname(name) or ".", notes=notes)
 
 
 def _looks_like_path(text: str) -> bool:

@@ -1,0 +1,261 @@
+"""Model shapes from a Hugging Face ``config.json`` or a named preset, resolved before the spec is validated.
+
+A spec may write ``model: {hf_config: path/to/config.json}`` or ``model: {preset: llama3-70b}`` (other
+keys next to either override the values read, e.g. ``name`` or ``vocab_size``); ``solver-cli optimize
+--hf-config PATH`` does the same from the command line. :func:`expand_model_section` replaces the section
+by plain :class:`~parplan.costmodel.spec.ModelSpec` fields on the raw YAML dict, so the strict schema
+still checks the result. ``transformers`` is not needed: the JSON is read directly.
+
+Field names are those of the transformers configuration classes (``src/transformers/models/<family>/
+configuration_<family>.py``): ``LlamaConfig`` / ``MistralConfig`` / ``Qwen2Config`` / ``Qwen3Config`` /
+``GemmaConfig`` / ``Gemma2Config`` (``num_hidden_layers, hidden_size, intermediate_size,
+num_attention_heads, num_key_value_heads, head_dim, vocab_size, tie_word_embeddings, attention_bias``),
+``MixtralConfig`` (``num_local_experts, num_experts_per_tok``), ``Qwen2MoeConfig`` / ``Qwen3MoeConfig``
+(``num_experts, num_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size,
+decoder_sparse_step, mlp_only_layers``), ``DeepseekV3Config`` (``n_routed_experts, n_shared_experts,
+first_k_dense_replace, moe_intermediate_size, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
+qk_rope_head_dim, v_head_dim, num_nextn_predict_layers``), ``GPTNeoXConfig`` (``num_hidden_layers,
+hidden_size, intermediate_size, num_attention_heads, vocab_size, tie_word_embeddings``; a plain GeLU MLP).
+
+Each mapping is one row of :data:`FIELD_MAP` (spec field, reader). Fields the spec cannot hold become
+warnings: multi-head latent attention and multi-token prediction map through the rows ``mla`` and
+``num_mtp_layers``, which apply as soon as ``ModelSpec`` has those fields (costmodel/spec.py) and warn
+until then; parameter tensors the cost model's count leaves out (biases, extra norms) are reported with
+their sizes by :func:`omitted_parameters`, so a total can be checked against a published count exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from parplan.costmodel.spec import ModelSpec
+
+MAX_CONFIG_BYTES = 2**20
+PRESETS_PATH = Path(__file__).with_name("model_presets.yaml")
+
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2")
+UNGATED_TYPES = ("gpt_neox", "gpt2", "gptj")
+TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text")
+
+
+class ModelSourceError(ValueError):
+    """A ``model.hf_config`` / ``model.preset`` that cannot be read; the message starts with the field path."""
+
+
+@dataclass
+class HFModel:
+    """Spec fields read from a config.json, with what could not be mapped."""
+
+    fields: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _get(cfg: dict, *names: str, default: Any = None) -> Any:
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    return default
+
+
+def _moe(cfg: dict, model_type: str) -> Optional[dict[str, Any]]:
+    experts = _get(cfg, "num_local_experts", "num_experts", "n_routed_experts")
+    if model_type not in MOE_TYPES or not experts:
+        return None
+    out: dict[str, Any] = {"num_experts": experts, "top_k": cfg["num_experts_per_tok"],
+                           "expert_ffn_hidden_size": _get(cfg, "moe_intermediate_size", "intermediate_size")}
+    if model_type == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
+        out["num_shared_experts"] = 1
+        out["shared_expert_ffn_hidden_size"] = cfg["shared_expert_intermediate_size"]
+    if cfg.get("n_shared_experts"):
+        out["num_shared_experts"] = cfg["n_shared_experts"]
+    dense = first_dense_layers(cfg)
+    if dense:
+        out["first_dense_layers"] = dense
+    return out
+
+
+def first_dense_layers(cfg: dict) -> int:
+    """Leading dense layers: DeepSeek ``first_k_dense_replace``; Qwen-MoE ``mlp_only_layers`` when they are
+    a prefix (``decoder_sparse_step`` must be 1)."""
+    if cfg.get("first_k_dense_replace"):
+        return int(cfg["first_k_dense_replace"])
+    only = sorted(cfg.get("mlp_only_layers") or [])
+    return len(only) if only == list(range(len(only))) else 0
+
+
+def _mla(cfg: dict) -> Optional[dict[str, Any]]:
+    if cfg.get("kv_lora_rank") is None:
+        return None
+    return {"q_lora_rank": cfg.get("q_lora_rank") or 0, "kv_lora_rank": cfg["kv_lora_rank"],
+            "qk_nope_head_dim": cfg["qk_nope_head_dim"], "qk_rope_head_dim": cfg["qk_rope_head_dim"],
+            "v_head_dim": cfg["v_head_dim"]}
+
+
+def _head_dim(cfg: dict) -> Optional[int]:
+    head_dim = cfg.get("head_dim")
+    if head_dim is None or cfg.get("kv_lora_rank") is not None:  # MLA: per-head widths are in model.mla
+        return None
+    return None if head_dim * cfg["num_attention_heads"] == cfg["hidden_size"] else head_dim
+
+
+Reader = Callable[[dict, str], Any]
+
+# (ModelSpec field, reader of the config dict and model_type); None from a reader means "leave the default".
+FIELD_MAP: list[tuple[str, Reader]] = [
+    ("num_layers", lambda c, t: _get(c, "num_hidden_layers", "n_layer", "num_layers")),
+    ("hidden_size", lambda c, t: _get(c, "hidden_size", "n_embd", "d_model")),
+    ("ffn_hidden_size", lambda c, t: _get(c, "intermediate_size", "n_inner", default=4 * _get(c, "hidden_size", "n_embd"))),
+    ("num_attention_heads", lambda c, t: _get(c, "num_attention_heads", "n_head")),
+    ("num_kv_heads", lambda c, t: _get(c, "num_key_value_heads", "num_attention_heads", "n_head")),
+    ("head_dim", lambda c, t: _head_dim(c)),
+    ("vocab_size", lambda c, t: c.get("vocab_size")),
+    ("gated_mlp", lambda c, t: t not in UNGATED_TYPES),
+    ("tie_embeddings", lambda c, t: bool(c.get("tie_word_embeddings", t in TIED_BY_DEFAULT))),
+    ("moe", _moe),
+    ("mla", lambda c, t: _mla(c)),                                           # DeepSeek-V2/V3 latent attention
+    ("num_mtp_layers", lambda c, t: c.get("num_nextn_predict_layers") or None),  # DeepSeek-V3 MTP modules
+]
+
+
+def omitted_parameters(cfg: dict) -> dict[str, int]:
+    """Parameters of the checkpoint that costmodel/architecture.py does not count (biases, extra norms),
+    by name, computed from the config (0-sized entries left out)."""
+    t = cfg.get("model_type", "")
+    L, h = _get(cfg, "num_hidden_layers", "n_layer"), _get(cfg, "hidden_size", "n_embd")
+    heads = _get(cfg, "num_attention_heads", "n_head")
+    head = cfg.get("head_dim") or h // heads
+    kv = _get(cfg, "num_key_value_heads", default=heads)
+    ffn = _get(cfg, "intermediate_size", default=4 * h)
+    out: dict[str, int] = {}
+    if t in ("qwen2", "qwen2_moe"):  # Qwen2Attention: q/k/v projections with bias, o_proj without
+        out["qkv_bias"] = L * (heads * head + 2 * kv * head)
+    elif cfg.get("attention_bias"):  # LlamaAttention(bias=attention_bias): q, k, v and o
+        out["attention_bias"] = L * (heads * head + 2 * kv * head + h)
+    if t in ("qwen3", "qwen3_moe", "gemma3_text"):
+        out["qk_norm"] = L * 2 * head
+    if t in ("gemma2", "gemma3_text"):  # pre/post feed-forward norms besides the two counted ones
+        out["extra_norms"] = L * 2 * h
+    if t == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
+        out["shared_expert_gate"] = (L - first_dense_layers(cfg)) * h
+    if t == "gpt_neox":  # every linear layer has a bias; LayerNorms have a bias
+        out["linear_biases"] = L * (3 * h + h + ffn + h)
+        out["layernorm_biases"] = L * 2 * h + h
+    return {k: v for k, v in out.items() if v}
+
+
+def model_from_hf_config(cfg: dict, name: Optional[str] = None) -> HFModel:
+    """Spec ``model`` fields from a parsed config.json, with warnings for what the spec cannot hold."""
+    if not isinstance(cfg, dict):
+        raise ModelSourceError("model.hf_config: the file must hold a JSON object")
+    t = str(cfg.get("model_type", ""))
+    if "text_config" in cfg and isinstance(cfg["text_config"], dict):  # multimodal wrappers: the language model
+        return model_from_hf_config({**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", t)}, name)
+    fields: dict[str, Any] = {"name": name or str(cfg.get("_name_or_path") or t or "model").rsplit("/", 1)[-1]}
+    warnings: list[str] = []
+    for key, reader in FIELD_MAP:
+        try:
+            value = reader(cfg, t)
+        except KeyError as err:
+            raise ModelSourceError(f"model.hf_config: missing field {err.args[0]!r} for model_type {t!r}") from None
+        if value is None:
+            continue
+        if key not in ModelSpec.model_fields:
+            warnings.append(f"model.{key}: the config has {key} = {value!r} but the spec has no such field yet; "
+                            f"the cost model ignores it (costmodel/spec.py)")
+            continue
+        fields[key] = value
+    for key, hf_name in (("num_layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
+                         ("num_attention_heads", "num_attention_heads"), ("vocab_size", "vocab_size")):
+        if key not in fields:
+            raise ModelSourceError(f"model.hf_config: missing field {hf_name!r} (model_type {t!r})")
+    if t in ("qwen2_moe", "qwen3_moe") and cfg.get("decoder_sparse_step", 1) != 1:
+        warnings.append(f"model.moe: decoder_sparse_step = {cfg['decoder_sparse_step']} interleaves dense and MoE "
+                        f"layers; the spec holds only leading dense layers, so every layer is MoE here")
+    only = cfg.get("mlp_only_layers") or []
+    if only and sorted(only) != list(range(len(only))):
+        warnings.append(f"model.moe: mlp_only_layers {only} are not the leading layers; counted as MoE layers")
+    omitted = omitted_parameters(cfg)
+    if omitted:
+        warnings.append("parameters the cost model does not count: " + ", ".join(f"{k} {v:,}" for k, v in omitted.items()))
+    if t and t not in KNOWN_TYPES:
+        warnings.append(f"model_type {t!r} is not one of the mapped families ({', '.join(KNOWN_TYPES)}); read with "
+                        f"the Llama field names")
+    return HFModel(fields=fields, warnings=warnings)
+
+
+KNOWN_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v3",
+               "gpt_neox", "gemma", "gemma2", "gemma3_text")
+
+
+def read_hf_config(path: str) -> dict:
+    """The parsed config.json; :class:`ModelSourceError` naming ``model.hf_config`` on any failure."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ModelSourceError(f"model.hf_config: file not found: {path}") from None
+    except IsADirectoryError:
+        raise ModelSourceError(f"model.hf_config: {path} is a directory; give the config.json inside it") from None
+    except (OSError, ValueError) as err:
+        raise ModelSourceError(f"model.hf_config: cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ModelSourceError(f"model.hf_config: {path} is larger than 1 MiB; not a config.json")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ModelSourceError(f"model.hf_config: {path} is not JSON: {err}") from None
+
+
+@lru_cache(maxsize=1)
+def load_presets() -> dict[str, dict[str, Any]]:
+    """The preset catalog (client/model_presets.yaml): name -> {source, model}."""
+    with open(PRESETS_PATH, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def preset_model(name: str) -> dict[str, Any]:
+    presets = load_presets()
+    if not isinstance(name, str) or name not in presets:
+        close = difflib.get_close_matches(str(name), list(presets), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ModelSourceError(f"model.preset: unknown preset {name!r}{hint} (solver-cli presets lists all "
+                               f"{len(presets)})")
+    return {"name": name, **presets[name]["model"]}
+
+
+def expand_model_section(data: Any, base_dir: str = ".", warnings: Optional[list[str]] = None) -> Any:
+    """Replace ``model: {hf_config: ...}`` / ``model: {preset: ...}`` in a raw spec dict by plain model fields
+    (keys given next to them override the values read). Anything else is returned unchanged."""
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        return data
+    model = dict(data["model"])
+    if "hf_config" in model and "preset" in model:
+        raise ModelSourceError("model: give hf_config or preset, not both")
+    if "hf_config" in model:
+        path = model.pop("hf_config")
+        if not isinstance(path, str) or not path:
+            raise ModelSourceError("model.hf_config: must be a path to a config.json")
+        full = path if os.path.isabs(path) else os.path.join(base_dir, path)
+        stem = Path(full).stem
+        default_name = Path(full).resolve().parent.name if stem == "config" else stem  # <repo>/config.json
+        mapped = model_from_hf_config(read_hf_config(full), name=model.get("name") or default_name)
+        if warnings is not None:
+            warnings.extend(mapped.warnings)
+        base = mapped.fields
+    elif "preset" in model:
+        base = preset_model(model.pop("preset"))
+    else:
+        return data
+    return {**data, "model": {**base, **model}}
+
+
+__all__ = ["expand_model_section", "model_from_hf_config", "read_hf_config", "omitted_parameters", "preset_model",
+           "load_presets", "ModelSourceError", "HFModel", "FIELD_MAP", "KNOWN_TYPES", "first_dense_layers"]

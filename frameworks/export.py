@@ -1,0 +1,45 @@
+"""Write a plan down for a training framework: ``export_plan(spec, plan, target) -> Export``.
+
+Every exporter is a pure function of the canonical :class:`~parplan.costmodel.spec.Spec` and
+:class:`~parplan.costmodel.spec.Plan` (no I/O, no solver): it returns the file text, the file name a
+user would save it under, and the list of warnings, one per plan feature the target cannot express
+as planned (what was written instead is part of the warning). Nothing is dropped silently.
+
+Targets (one module each; their docstrings cite the source of every flag family):
+
+* ``megatron``   -- Megatron-LM ``pretrain_gpt.py`` arguments as bash arrays (frameworks/export_megatron.py)
+* ``bridge``     -- Megatron-Bridge ``ConfigContainer`` overrides (frameworks/export_bridge.py)
+* ``torchtitan`` -- torchtitan v0.2.2 job TOML (frameworks/export_torchtitan.py)
+* ``deepspeed``  -- DeepSpeed 0.19.6 config JSON (frameworks/export_deepspeed.py)
+
+The parsers that read these files back into a plan live in frameworks/import_plan.py.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks import export_bridge, export_deepspeed, export_megatron, export_torchtitan
+from parplan.frameworks.export_common import Export, ExportError, check_plan_matches_spec
+
+EXPORTERS: dict[str, Callable[[Spec, Plan], Export]] = {
+    "megatron": export_megatron.export,
+    "bridge": export_bridge.export,
+    "torchtitan": export_torchtitan.export,
+    "deepspeed": export_deepspeed.export,
+}
+TARGETS: tuple[str, ...] = tuple(EXPORTERS)
+ALIASES = {"megatron-core": "megatron", "megatron-lm": "megatron", "megatron-bridge": "bridge"}  # profile names
+
+
+def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
+    """The plan written for ``target`` (one of :data:`TARGETS`), with warnings for what it cannot express."""
+    target = ALIASES.get(target, target)
+    if target not in EXPORTERS:
+        raise ExportError(f"export target {target!r} is unknown; known: {', '.join(TARGETS)}")
+    check_plan_matches_spec(spec, plan)
+    return EXPORTERS[target](spec, plan)
+
+
+__all__ = ["Export", "ExportError", "TARGETS", "EXPORTERS", "ALIASES", "export_plan"]

@@ -1,0 +1,86 @@
+"""A plan as Megatron-Bridge ``ConfigContainer`` overrides (``key=value``, one per line).
+
+Target: Megatron-Bridge 0.7.0 (NVIDIA-NeMo/Megatron-Bridge). ``scripts/training/run_recipe.py --recipe
+<recipe>`` takes Hydra/OmegaConf overrides of the container's groups (``model.*``, ``train.*``, ``ddp.*``,
+``optimizer.*``); the key names are those of the repository's Megatron-LM -> Bridge mapping,
+``docs/megatron-lm-to-megatron-bridge.md`` and ``scripts/translate_mlm_to_bridge.py``, as quoted in
+shared/reference/aesthetics-ecosystem.md B2.2. The decisions (pipeline split, recompute, ZeRO) are
+Megatron-Core's and are shared with the Megatron-LM exporter (frameworks/export_megatron.py):
+
+* ``--num-layers-per-virtual-pipeline-stage`` has no Bridge key; Bridge takes the chunk count,
+  ``model.virtual_pipeline_model_parallel_size``;
+* ``--use-distributed-optimizer`` is two keys kept in sync, ``ddp.use_distributed_optimizer`` and
+  ``optimizer.use_distributed_optimizer``;
+* ZeRO-2/3 (Megatron-FSDP) and ``--tp-comm-overlap`` (Bridge's ``comm_overlap.*`` group) have no key in
+  the verified mapping: warnings.
+
+The model shape comes from the recipe (a model provider); it is not overridden here.
+"""
+
+from __future__ import annotations
+
+from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks.export_common import Export, comment_block, header_lines
+from parplan.frameworks.export_megatron import megatron_settings
+
+BRIDGE_VERSION = "0.7.0"
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"' if "|" in value or "*" in value else value
+    return str(value)
+
+
+def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], list[str]]:
+    """``[(key, value)]`` overrides and the warnings."""
+    s = megatron_settings(spec, plan)
+    warnings = list(s.warnings)
+    out: list[tuple[str, object]] = [
+        ("model.tensor_model_parallel_size", s.tp),
+        ("model.pipeline_model_parallel_size", s.pp),
+        ("model.context_parallel_size", s.cp),
+    ]
+    if s.ep is not None:
+        out += [("model.expert_model_parallel_size", s.ep), ("model.expert_tensor_parallel_size", s.etp)]
+    if plan.vpp > 1 and s.layout is None:
+        out.append(("model.virtual_pipeline_model_parallel_size", plan.vpp))
+    if s.first_stage_layers is not None:
+        out += [("model.num_layers_in_first_pipeline_stage", s.first_stage_layers),
+                ("model.num_layers_in_last_pipeline_stage", s.last_stage_layers)]
+    if s.layout is not None:
+        out.append(("model.pipeline_model_parallel_layout", s.layout))
+    out.append(("model.sequence_parallel", s.sequence_parallel))
+    if s.recompute_granularity is not None:
+        out.append(("model.recompute_granularity", s.recompute_granularity))
+    if s.recompute_method is not None:
+        out += [("model.recompute_method", s.recompute_method), ("model.recompute_num_layers", s.recompute_num_layers)]
+    out += [("train.micro_batch_size", s.micro_batch_size), ("train.global_batch_size", s.global_batch_size)]
+    if s.fsdp_sharding_strategy is not None:
+        warnings.append(f"zero_stage {plan.zero_stage} (Megatron-FSDP, {s.fsdp_sharding_strategy}) has no key in the "
+                        f"verified Megatron-Bridge mapping; exported as the distributed optimizer (ZeRO-1): more "
+                        f"memory than planned")
+    distributed = s.distributed_optimizer or s.fsdp_sharding_strategy is not None
+    out += [("ddp.use_distributed_optimizer", distributed), ("optimizer.use_distributed_optimizer", distributed)]
+    out += [("ddp.overlap_grad_reduce", s.overlap_grad_reduce), ("ddp.overlap_param_gather", s.overlap_param_gather)]
+    if s.tp_comm_overlap:
+        warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
+                        "recipes (no single verified key); set it in the recipe")
+    if spec.training.precision == "fp8":
+        warnings.append("FP8 training: choose the recipe's FP8 mixed-precision config (mixed_precision group); "
+                        "no single verified key")
+    return out, warnings
+
+
+def export(spec: Spec, plan: Plan) -> Export:
+    overrides, warnings = bridge_overrides(spec, plan)
+    head = header_lines(spec, plan, f"Megatron-Bridge ({BRIDGE_VERSION}) ConfigContainer overrides", warnings)
+    head += ["", "use: python scripts/training/run_recipe.py --recipe <recipe for this model> $(grep -v '^#' <this file>)",
+             "the recipe supplies the model shape, data, tokenizer and optimizer"]
+    text = comment_block(head) + "".join(f"{key}={_value(value)}\n" for key, value in overrides)
+    return Export(target="bridge", text=text, filename="bridge_overrides.txt", warnings=tuple(warnings))
+
+
+__all__ = ["export", "bridge_overrides", "BRIDGE_VERSION"]

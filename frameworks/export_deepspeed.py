@@ -1,0 +1,104 @@
+"""A plan as a DeepSpeed config JSON (``deepspeed.initialize(config=...)``).
+
+Target: DeepSpeed **0.19.6**. Only keys that version reads are written (shared/reference/
+aesthetics-ecosystem.md B2.4; sources in the DeepSpeed repository at v0.19.6):
+
+* ``train_batch_size``, ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``, ``bf16``:
+  ``deepspeed/runtime/constants.py``; the invariant ``train_batch_size == micro × accumulation × DP``
+  is ``DeepSpeedConfig._batch_assertion`` (``deepspeed/runtime/config.py``), DP being the data-parallel
+  world size;
+* ``zero_optimization.stage`` / ``overlap_comm``: ``deepspeed/runtime/zero/config.py`` (a pydantic model
+  with extra="forbid": no other key is written); ZeRO-2/3 with pipeline parallelism is refused by
+  ``PipelineEngine.__init__`` ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism",
+  ``deepspeed/runtime/pipe/engine.py``);
+* ``pipeline.stages`` / ``pipeline.activation_checkpoint_interval``: ``get_pipeline_config`` in
+  ``deepspeed/runtime/config.py`` (the stage count the engine uses is ``PipelineModule(num_stages=...)``
+  in model code; ``stages`` records it);
+* ``tensor_parallel.autotp_size``: ``deepspeed/runtime/tensor_parallel/config.py`` (AutoTP);
+* ``activation_checkpointing``: ``deepspeed/runtime/activation_checkpointing/config.py`` (configures
+  ``deepspeed.checkpointing.checkpoint``; which layers call it is model code).
+
+What lives in model code rather than the JSON (pipeline partition, expert parallelism, ring context
+parallelism, which layers recompute) is listed in the warnings.
+"""
+
+from __future__ import annotations
+
+import json
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks.export_common import Export, global_batch_size
+
+DEEPSPEED_VERSION = "0.19.6"
+
+
+def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
+    """The config dict and the warnings."""
+    knobs = resolve_assumptions(spec.assumptions)
+    warnings: list[str] = []
+    cfg: dict = {
+        "train_batch_size": global_batch_size(plan),
+        "train_micro_batch_size_per_gpu": plan.micro_batch_size,
+        "gradient_accumulation_steps": plan.num_microbatches,
+        "bf16": {"enabled": True},
+    }
+    if spec.training.precision == "fp8":
+        warnings.append("FP8 training has no DeepSpeed config key (Transformer Engine layers in model code); "
+                        "exported as bf16")
+    zero = plan.zero_stage
+    if plan.pp > 1 and zero >= 2:
+        warnings.append(f"zero_stage {zero} with pp = {plan.pp}: DeepSpeed's PipelineEngine refuses ZeRO-2/3 "
+                        f"(pipe/engine.py); exported as stage 1: more memory than planned")
+        zero = 1
+    cfg["zero_optimization"] = {"stage": zero, "overlap_comm": plan.dp > 1 and knobs.dp_comm_overlap > 0}
+
+    full_every_layer = plan.recompute == "full" and list(plan.recompute_layers) == list(plan.stage_layers)
+    some_recompute = plan.recompute == "full" and any(plan.recompute_layers)
+    if plan.recompute == "selective":
+        warnings.append("recompute 'selective': DeepSpeed has no selective (attention-only) recompute; exported as "
+                        "no recompute")
+    if some_recompute and not full_every_layer:
+        warnings.append(f"recompute_layers {plan.recompute_layers} per stage: DeepSpeed checkpoints every n-th "
+                        f"layer of every stage alike (pipeline.activation_checkpoint_interval); exported as every "
+                        f"layer: slower than planned, never more memory")
+    if plan.pp > 1:
+        cfg["pipeline"] = {"stages": plan.pp, "activation_checkpoint_interval": 1 if some_recompute else 0}
+        warnings.append(f"code: the stage count is PipelineModule(num_stages={plan.pp}, ...) in model code "
+                        f"(pipeline.stages records it)")
+        if len(set(plan.stage_layers)) > 1:
+            warnings.append(f"stage_layers {plan.stage_layers}: PipelineModule's partition_method ('uniform', "
+                            f"'parameters', 'type:<regex>') balances layers or parameters; it cannot place a given "
+                            f"number of layers on each stage")
+        if plan.schedule != "1f1b" or plan.vpp > 1:
+            warnings.append(f"schedule '{plan.schedule}' (vpp {plan.vpp}): DeepSpeed's PipelineEngine runs only its "
+                            f"own 1F1B TrainSchedule (pipe/schedule.py); exported as 1F1B, larger bubble than planned")
+    elif some_recompute:
+        cfg["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
+                                           "contiguous_memory_optimization": False, "number_checkpoints": None}
+        warnings.append("code: without pipeline parallelism each transformer layer must call "
+                        "deepspeed.checkpointing.checkpoint in model code; the activation_checkpointing section only "
+                        "configures it")
+    if plan.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": plan.tp}
+        warnings.append(f"code: TP = {plan.tp} is written for AutoTP (tensor_parallel.autotp_size); with "
+                        f"Megatron-DeepSpeed it is the mpu's --tensor-model-parallel-size instead")
+        if plan.sequence_parallel:
+            warnings.append("sequence_parallel: AutoTP has no Megatron-style sequence parallelism; activations are "
+                            "replicated across the TP group (more memory than planned)")
+    if plan.cp > 1:
+        warnings.append(f"cp = {plan.cp}: DeepSpeed's sequence parallelism is Ulysses (all-to-all over heads, "
+                        f"sequence_parallel_size on the HF path), not ring context parallelism; not exported")
+    if spec.model.moe is not None and (plan.ep > 1 or plan.etp > 1):
+        warnings.append(f"code: expert parallelism (ep = {plan.ep}, etp = {plan.etp}) is deepspeed.moe.layer.MoE("
+                        f"ep_size={plan.ep}) in model code, not a config key")
+    return cfg, warnings
+
+
+def export(spec: Spec, plan: Plan) -> Export:
+    cfg, warnings = deepspeed_config(spec, plan)
+    return Export(target="deepspeed", text=json.dumps(cfg, indent=2) + "\n", filename="ds_config.json",
+                  warnings=tuple(warnings))
+
+
+__all__ = ["export", "deepspeed_config", "DEEPSPEED_VERSION"]

@@ -1,0 +1,309 @@
+"""A plan as Megatron-LM ``pretrain_gpt.py`` arguments (bash arrays, the shape of Megatron-LM's
+``examples/gpt3/train_gpt3_175b_distributed.sh``).
+
+Target version: Megatron-LM **core_v0.15.3** (commit 309ffca6a40553362d44fd17efc56b772fa1aa44), the last
+line whose flags are explicit ``add_argument`` calls in ``megatron/training/arguments.py``; later versions
+generate the same spellings from the config dataclasses (shared/reference/aesthetics-ecosystem.md B2.1).
+Every flag below was checked against that file at that commit. Sources by flag family:
+
+* model shape (``--num-layers --hidden-size --ffn-hidden-size --num-attention-heads
+  --group-query-attention --num-query-groups --kv-channels --seq-length --max-position-embeddings
+  --swiglu --untie-embeddings-and-output-weights``): ``_add_network_size_args``;
+* MoE (``--num-experts --moe-router-topk --moe-ffn-hidden-size --moe-shared-expert-intermediate-size
+  --moe-layer-freq``): ``_add_moe_args`` (``--moe-layer-freq`` takes a Python list expression such as
+  ``([0]*3+[1]*58)``, 0 = dense layer);
+* parallel sizes, virtual stages, uneven first/last stages, the layout string, sequence parallelism,
+  ``--tp-comm-overlap``, ``--use-distributed-optimizer``, ``--overlap-grad-reduce``,
+  ``--overlap-param-gather``, ``--use-megatron-fsdp``, ``--data-parallel-sharding-strategy``:
+  ``_add_distributed_args``; the rules they must satisfy are ``validate_args`` in the same file and
+  ``TransformerConfig.__post_init__`` (megatron/core/transformer/transformer_config.py) -- re-implemented
+  in tests/test_export_megatron.py;
+* recompute (``--recompute-granularity --recompute-method --recompute-num-layers``): ``_add_training_args``;
+  the block method recomputes the first N layers of every *model chunk* (``TransformerBlock
+  ._checkpointed_forward``, ``num_layers_per_pipeline_rank = len(self.layers)``,
+  megatron/core/transformer/transformer_block.py), so a stage with vpp chunks recomputes vpp·min(N, chunk);
+* ``--micro-batch-size --global-batch-size``: ``_add_training_args``; ``--bf16``, ``--fp8-format hybrid``:
+  ``_add_mixed_precision_args`` / ``_add_transformer_engine_args``.
+
+The pipeline split is written with the simplest form that is exact: nothing (equal stages),
+``--num-layers-per-virtual-pipeline-stage`` (equal stages, interleaved), first/last stage sizes
+(equal middle stages; with ``--num-virtual-stages-per-pipeline-rank`` when interleaved), otherwise
+``--pipeline-model-parallel-layout`` (any split; stages in virtual-stage order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
+
+MEGATRON_VERSION = "core_v0.15.3"
+
+
+@dataclass
+class MegatronSettings:
+    """The Megatron-Core configuration a plan maps to; rendered as CLI flags here and as Bridge keys in
+    frameworks/export_bridge.py. ``None`` means "leave Megatron's default"."""
+
+    tp: int
+    pp: int
+    cp: int
+    ep: Optional[int]
+    etp: Optional[int]
+    num_layers_per_virtual_stage: Optional[int] = None
+    num_virtual_stages_per_rank: Optional[int] = None
+    first_stage_layers: Optional[int] = None
+    last_stage_layers: Optional[int] = None
+    layout: Optional[str] = None
+    sequence_parallel: bool = False
+    tp_comm_overlap: bool = False
+    recompute_granularity: Optional[str] = None
+    recompute_method: Optional[str] = None
+    recompute_num_layers: Optional[int] = None
+    distributed_optimizer: bool = False
+    fsdp_sharding_strategy: Optional[str] = None
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    micro_batch_size: int = 1
+    global_batch_size: int = 1
+    warnings: list[str] = field(default_factory=list)
+
+
+def layout_string(plan: Plan) -> str:
+    """``--pipeline-model-parallel-layout``: one ``|``-separated entry per model chunk in virtual-stage
+    order, ``E`` (embedding) in the first, ``L`` (loss) in the last, ``t*n`` for n decoder layers
+    (``PipelineParallelLayerLayout.parse_str_to_list``, pipeline_parallel_layer_layout.py at core_v0.15.3)."""
+    chunks = model_chunk_layers(plan)
+    parts = [f"t*{n}" for n in chunks]
+    parts[0] = "E" + parts[0]
+    parts[-1] = parts[-1] + "L"
+    return "|".join(parts)
+
+
+def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
+    layers = plan.stage_layers
+    if len(set(layers)) == 1:
+        if plan.vpp > 1:
+            s.num_layers_per_virtual_stage = layers[0] // plan.vpp
+        return
+    middle = layers[1:-1]
+    if len(set(middle)) <= 1:
+        s.first_stage_layers, s.last_stage_layers = layers[0], layers[-1]
+        if plan.vpp > 1:
+            s.num_virtual_stages_per_rank = plan.vpp
+        return
+    s.layout = layout_string(plan)
+
+
+def block_recompute_layers(stage_layers: list[int], vpp: int, n: int) -> list[int]:
+    """Layers per stage that ``--recompute-method block --recompute-num-layers n`` recomputes."""
+    return [vpp * min(n, layers // vpp) for layers in stage_layers]
+
+
+def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
+    if plan.recompute == "selective":
+        s.recompute_granularity = "selective"
+        if resolve_assumptions(spec.assumptions).selective_recompute_policy != "attention":
+            s.warnings.append("the cost model's selective recompute policy is 'alternate_matmuls' (PyTorch per-op "
+                              "checkpointing); Megatron-LM's --recompute-granularity selective recomputes the core "
+                              "attention (--recompute-modules core_attn) instead")
+        return
+    if plan.recompute != "full" or not any(plan.recompute_layers):
+        if plan.recompute == "full":
+            s.warnings.append("recompute 'full' with recompute_layers all 0 recomputes nothing; exported as no "
+                              "recompute")
+        return
+    s.recompute_granularity = "full"
+    if list(plan.recompute_layers) == list(plan.stage_layers):
+        s.recompute_method, s.recompute_num_layers = "uniform", 1
+        return
+    s.recompute_method = "block"
+    planned = list(plan.recompute_layers)
+    candidates = [(n, block_recompute_layers(plan.stage_layers, plan.vpp, n))
+                  for n in range(1, max(plan.stage_layers) // plan.vpp + 1)]
+    exact = [n for n, done in candidates if done == planned]
+    if exact:
+        s.recompute_num_layers = exact[0]
+        return
+    n, done = next((n, done) for n, done in candidates if all(d >= r for d, r in zip(done, planned)))
+    s.recompute_num_layers = n
+    s.warnings.append(f"recompute_layers {planned} per stage: Megatron-LM recomputes the same number of layers in "
+                      f"every model chunk (--recompute-method block); exported --recompute-num-layers {n}, which "
+                      f"recomputes {done} (at least as many: slower than planned, never more memory)")
+
+
+def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
+    """Map a plan onto Megatron-Core's settings; warnings for what Megatron-LM cannot run as planned."""
+    knobs = resolve_assumptions(spec.assumptions)
+    moe = spec.model.moe is not None
+    s = MegatronSettings(tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep if moe else None,
+                         etp=plan.etp if moe else None, micro_batch_size=plan.micro_batch_size,
+                         global_batch_size=global_batch_size(plan))
+    _pipeline_split(plan, s)
+    if plan.schedule in ("zb-h1", "dualpipe"):
+        s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
+                          f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
+                          f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
+    s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
+    if plan.tp > 1 and knobs.tp_comm_overlap > 0:
+        if s.sequence_parallel:
+            s.tp_comm_overlap = True
+        else:
+            s.warnings.append("the cost model hides TP communication (assumptions.tp_comm_overlap > 0) but "
+                              "Megatron-LM's --tp-comm-overlap needs --sequence-parallel; not exported")
+    _recompute(spec, plan, s)
+    if plan.zero_stage == 1:
+        s.distributed_optimizer = True
+    elif plan.zero_stage in (2, 3):
+        s.fsdp_sharding_strategy = "optim_grads" if plan.zero_stage == 2 else "optim_grads_params"
+    if plan.dp > 1 and knobs.dp_comm_overlap > 0:
+        s.overlap_grad_reduce = True
+        s.overlap_param_gather = plan.zero_stage >= 1
+    return s
+
+
+def _flag(args: list[str], name: str, value=None) -> None:
+    args.append(name)
+    if value is not None:
+        args.append(str(value))
+
+
+def model_args(spec: Spec) -> list[str]:
+    m = spec.model
+    out: list[str] = []
+    _flag(out, "--num-layers", m.num_layers)
+    _flag(out, "--hidden-size", m.hidden_size)
+    _flag(out, "--ffn-hidden-size", m.ffn_hidden_size)
+    _flag(out, "--num-attention-heads", m.num_attention_heads)
+    if m.kv_heads != m.num_attention_heads:
+        _flag(out, "--group-query-attention")
+        _flag(out, "--num-query-groups", m.kv_heads)
+    if m.head_dim is not None and m.head_dim * m.num_attention_heads != m.hidden_size:
+        _flag(out, "--kv-channels", m.head_dim)
+    _flag(out, "--seq-length", spec.training.seq_len)
+    _flag(out, "--max-position-embeddings", spec.training.seq_len)
+    if m.gated_mlp:
+        _flag(out, "--swiglu")
+    if not m.tie_embeddings:
+        _flag(out, "--untie-embeddings-and-output-weights")
+    if m.moe is not None:
+        _flag(out, "--num-experts", m.moe.num_experts)
+        _flag(out, "--moe-router-topk", m.moe.top_k)
+        _flag(out, "--moe-ffn-hidden-size", m.moe.expert_ffn_hidden_size)
+        if m.moe.num_shared_experts:
+            width = m.moe.shared_expert_ffn_hidden_size or m.moe.expert_ffn_hidden_size
+            _flag(out, "--moe-shared-expert-intermediate-size", m.moe.num_shared_experts * width)
+        if m.moe.first_dense_layers:
+            k = m.moe.first_dense_layers
+            _flag(out, "--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})")
+    return out
+
+
+def parallel_args(s: MegatronSettings) -> list[str]:
+    out: list[str] = []
+    _flag(out, "--tensor-model-parallel-size", s.tp)
+    _flag(out, "--pipeline-model-parallel-size", s.pp)
+    _flag(out, "--context-parallel-size", s.cp)
+    if s.ep is not None:
+        _flag(out, "--expert-model-parallel-size", s.ep)
+        _flag(out, "--expert-tensor-parallel-size", s.etp)
+    if s.num_layers_per_virtual_stage is not None:
+        _flag(out, "--num-layers-per-virtual-pipeline-stage", s.num_layers_per_virtual_stage)
+    if s.num_virtual_stages_per_rank is not None:
+        _flag(out, "--num-virtual-stages-per-pipeline-rank", s.num_virtual_stages_per_rank)
+    if s.first_stage_layers is not None:
+        _flag(out, "--decoder-first-pipeline-num-layers", s.first_stage_layers)
+        _flag(out, "--decoder-last-pipeline-num-layers", s.last_stage_layers)
+    if s.layout is not None:
+        _flag(out, "--pipeline-model-parallel-layout", s.layout)
+    if s.sequence_parallel:
+        _flag(out, "--sequence-parallel")
+    if s.tp_comm_overlap:
+        _flag(out, "--tp-comm-overlap")
+    if s.distributed_optimizer:
+        _flag(out, "--use-distributed-optimizer")
+    if s.fsdp_sharding_strategy is not None:
+        _flag(out, "--use-megatron-fsdp")
+        _flag(out, "--data-parallel-sharding-strategy", s.fsdp_sharding_strategy)
+        _flag(out, "--ckpt-format", "fsdp_dtensor")
+    if s.overlap_grad_reduce:
+        _flag(out, "--overlap-grad-reduce")
+    if s.overlap_param_gather:
+        _flag(out, "--overlap-param-gather")
+    return out
+
+
+def training_args(spec: Spec, s: MegatronSettings) -> list[str]:
+    out: list[str] = []
+    _flag(out, "--micro-batch-size", s.micro_batch_size)
+    _flag(out, "--global-batch-size", s.global_batch_size)
+    if s.recompute_granularity is not None:
+        _flag(out, "--recompute-granularity", s.recompute_granularity)
+    if s.recompute_method is not None:
+        _flag(out, "--recompute-method", s.recompute_method)
+        _flag(out, "--recompute-num-layers", s.recompute_num_layers)
+    _flag(out, "--bf16")
+    if spec.training.precision == "fp8":
+        _flag(out, "--fp8-format", "hybrid")
+    return out
+
+
+def megatron_argument_groups(spec: Spec, plan: Plan) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """``[(array name, argv tokens)]`` and the warnings: the export without its text rendering."""
+    s = megatron_settings(spec, plan)
+    groups = [("MODEL_ARGS", model_args(spec)), ("MODEL_PARALLEL_ARGS", parallel_args(s)),
+              ("TRAINING_ARGS", training_args(spec, s))]
+    return groups, s.warnings
+
+
+def megatron_argv(spec: Spec, plan: Plan) -> list[str]:
+    """All exported flags as one argv list (what ``pretrain_gpt.py`` receives)."""
+    groups, _ = megatron_argument_groups(spec, plan)
+    return [token for _, tokens in groups for token in tokens]
+
+
+def _quote(token: str) -> str:
+    return token if all(c.isalnum() or c in "-_.=/" for c in token) else "'" + token.replace("'", "'\\''") + "'"
+
+
+def _array(name: str, tokens: list[str]) -> str:
+    lines, i = [], 0
+    while i < len(tokens):
+        flag = tokens[i]
+        value = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") else None
+        lines.append(f"    {flag}" + (f" {_quote(value)}" if value is not None else ""))
+        i += 2 if value is not None else 1
+    return f"{name}=(\n" + "\n".join(lines) + "\n)\n"
+
+
+def render(spec: Spec, plan: Plan) -> tuple[str, list[str]]:
+    groups, warnings = megatron_argument_groups(spec, plan)
+    fsdp = plan.zero_stage in (2, 3)
+    head = header_lines(spec, plan, f"Megatron-LM ({MEGATRON_VERSION}) pretrain_gpt.py arguments", warnings)
+    text = "#!/bin/bash\n" + comment_block(head) + "\n"
+    if fsdp:
+        text += "# Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 (validate_args), so it is not set here.\n"
+    else:
+        text += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+    text += "\n" + "\n".join(_array(name, tokens) for name, tokens in groups) + "\n"
+    text += comment_block([
+        "Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size "
+        f"{spec.model.vocab_size}), optimizer, schedule, checkpointing, and family flags such as --normalization "
+        "RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.",
+    ])
+    text += 'MEGATRON_ARGS=( ' + " ".join(f'"${{{name}[@]}}"' for name, _ in groups) + " )\n"
+    text += comment_block([f"torchrun --nproc-per-node {spec.cluster.gpus_per_node} ... pretrain_gpt.py "
+                           '"${MEGATRON_ARGS[@]}"   (solver-cli optimize ... --emit slurm writes the job)'])
+    return text, warnings
+
+
+def export(spec: Spec, plan: Plan) -> Export:
+    text, warnings = render(spec, plan)
+    return Export(target="megatron", text=text, filename="megatron_args.sh", warnings=tuple(warnings))
+
+
+__all__ = ["export", "render", "megatron_settings", "megatron_argument_groups", "megatron_argv", "MegatronSettings",
+           "layout_string", "block_recompute_layers", "MEGATRON_VERSION"]

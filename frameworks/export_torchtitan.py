@@ -1,0 +1,170 @@
+"""A plan as a torchtitan job TOML (``--job.config_file plan.toml``).
+
+Target: torchtitan **v0.2.2** (commit 73a0e6979dd10b6b1904098eb3c8f62c18ab87ce), the last release configured
+by TOML (PR #2386 replaced it with Python configs on main; shared/reference/aesthetics-ecosystem.md B2.3).
+Sources at that commit:
+
+* section and key names: ``torchtitan/config/job_config.py`` (``Parallelism``, ``ActivationCheckpoint``,
+  ``Training``, ``Model.converters``);
+* the degree rule ``dp_replicate·dp_shard·cp·tp·pp == world_size`` and ``etp ∈ {1, tp}`` with EP:
+  ``ParallelDims._validate`` in ``torchtitan/distributed/parallel_dims.py``;
+* gradient accumulation ``global_batch_size / (local_batch_size · dp)`` and pipeline micro-batches
+  ``local_batch_size / pipeline_parallel_microbatch_size``: ``torchtitan/train.py`` and the
+  ``pipeline_parallel_microbatch_size`` docstring;
+* the stage split ``module_fqns_per_model_part`` (one list of module names per model chunk; looped
+  schedules put chunk ``r + v·pp`` on rank ``r``, V schedules chunks ``r`` and ``2pp-1-r``; multi-stage
+  schedules need at least 2 chunks per rank): ``torchtitan/distributed/pipeline_parallel.py``; module
+  names ``tok_embeddings``, ``layers.<i>``, ``norm``, ``output``: ``torchtitan/models/llama3/model/model.py``
+  (DeepSeek-V3's model uses the same names);
+* FSDP ``reshard_after_forward`` policies ("default" = not pp_enabled) and DDP only without other
+  parallelism ("DDP has not supported > 1D parallelism"): ``torchtitan/models/llama3/infra/parallelize.py``,
+  which also applies sequence parallelism whenever TP > 1;
+* schedule names: ``torch.distributed.pipelining.schedules.get_schedule_class`` (``1F1B``,
+  ``Interleaved1F1B``, ``DualPipeV``, ...).
+
+ZeRO maps onto FSDP2: stage 3 -> ``dp_shard = dp`` with the ``default`` policy, stage 2 -> ``never``
+(parameters stay gathered after forward), stage 1 has no equivalent (exported as stage 2, a warning),
+stage 0 -> ``dp_replicate = dp`` (DDP), possible only when DP is the only parallelism.
+"""
+
+from __future__ import annotations
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks.export_common import Export, comment_block, header_lines, model_chunk_layers
+
+TORCHTITAN_VERSION = "v0.2.2"
+SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV"}
+
+
+def chunk_layers_for_schedule(plan: Plan) -> list[int]:
+    """Decoder layers per model chunk, in chunk order, as the exported schedule places them."""
+    if plan.schedule == "dualpipe":  # V order: rank r holds chunks r and 2pp-1-r
+        first = [n - n // 2 for n in plan.stage_layers]
+        second = [n // 2 for n in plan.stage_layers]
+        return first + second[::-1]
+    return model_chunk_layers(plan)
+
+
+def module_fqns_per_model_part(chunks: list[int]) -> list[list[str]]:
+    out, start = [], 0
+    for i, n in enumerate(chunks):
+        names = [f"layers.{j}" for j in range(start, start + n)]
+        start += n
+        if i == 0:
+            names.insert(0, "tok_embeddings")
+        if i == len(chunks) - 1:
+            names += ["norm", "output"]
+        out.append(names)
+    return out
+
+
+def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, object]], list[str]]:
+    """``{section: {key: value}}`` in output order, and the warnings."""
+    knobs = resolve_assumptions(spec.assumptions)
+    warnings: list[str] = []
+    par: dict[str, object] = {}
+    only_dp = plan.tp == plan.cp == plan.pp == 1
+    if plan.zero_stage == 0 and only_dp:
+        par["data_parallel_replicate_degree"] = plan.dp
+        par["data_parallel_shard_degree"] = 1
+    else:
+        if plan.zero_stage == 0:
+            warnings.append("zero_stage 0 (DDP): torchtitan runs DDP only when DP is the sole parallelism "
+                            "(parallelize.py); exported as FSDP with reshard_after_forward never (ZeRO-2): less "
+                            "memory, more gradient traffic than planned")
+        if plan.zero_stage == 1:
+            warnings.append("zero_stage 1: FSDP2 has no optimizer-only sharding; exported as FSDP with "
+                            "reshard_after_forward never (ZeRO-2: gradients sharded too)")
+        par["data_parallel_replicate_degree"] = 1
+        par["data_parallel_shard_degree"] = plan.dp
+        par["fsdp_reshard_after_forward"] = "default" if plan.zero_stage == 3 else "never"
+    par["tensor_parallel_degree"] = plan.tp
+    if plan.tp > 1 and not plan.sequence_parallel:
+        warnings.append("sequence_parallel false: torchtitan v0.2.2 always shards norms and activations along the "
+                        "sequence when TP > 1 (parallelize.py); exported with sequence parallelism")
+    if plan.tp > 1 and knobs.tp_comm_overlap > 0:
+        warnings.append("the cost model hides part of the TP communication (assumptions.tp_comm_overlap > 0); in "
+                        "torchtitan that is enable_async_tensor_parallel, which needs [compile] enable = true: not "
+                        "exported")
+    par["context_parallel_degree"] = plan.cp
+    par["pipeline_parallel_degree"] = plan.pp
+    if plan.pp > 1:
+        par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]
+        par["pipeline_parallel_microbatch_size"] = plan.micro_batch_size
+        par["module_fqns_per_model_part"] = module_fqns_per_model_part(chunk_layers_for_schedule(plan))
+        if plan.schedule == "zb-h1":
+            warnings.append("schedule 'zb-h1': torch.distributed.pipelining's zero-bubble schedules are multi-stage "
+                            "(InterleavedZeroBubble, ZBVZeroBubble need >= 2 chunks per rank); exported as 1F1B, "
+                            "whose bubble is larger than planned")
+        if plan.schedule == "dualpipe":
+            warnings.append("schedule 'dualpipe': exported as torch's DualPipeV (two chunks per rank in V order, "
+                            "each stage's layers split in halves, no duplicated parameters): its memory and bubble "
+                            "differ from DeepSeek's DualPipe as planned")
+    if spec.model.moe is not None:
+        par["expert_parallel_degree"] = plan.ep
+        par["expert_tensor_parallel_degree"] = plan.etp
+        if plan.ep > 1 and plan.etp not in (1, plan.tp):
+            warnings.append(f"etp = {plan.etp}: torchtitan supports only etp = 1 or etp = tp = {plan.tp} "
+                            f"(parallel_dims.py); this file will not start")
+        if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
+            warnings.append(f"ep·etp = {plan.ep * plan.etp} must divide dp_shard·cp·tp = {plan.dp * plan.cp * plan.tp} "
+                            f"(efsdp, parallel_dims.py); this file will not start")
+
+    ac: dict[str, object] = {}
+    policy = knobs.selective_recompute_policy
+    if plan.recompute == "selective":
+        ac["mode"], ac["selective_ac_option"] = "selective", "op"
+        if policy != "alternate_matmuls":
+            warnings.append("recompute 'selective' was priced as Megatron's attention-core recompute "
+                            "(assumptions.selective_recompute_policy = attention); torchtitan's per-op selective "
+                            "checkpointing (selective_ac_option = op) saves every other matmul instead")
+    elif plan.recompute == "full" and any(plan.recompute_layers):
+        ac["mode"] = "full"
+        if list(plan.recompute_layers) != list(plan.stage_layers):
+            warnings.append(f"recompute_layers {plan.recompute_layers} per stage: torchtitan checkpoints every layer "
+                            f"(mode full) or every n-th layer of the whole model (selective_ac_option = n), not a "
+                            f"count per stage; exported as full (every layer): slower than planned, never more memory")
+    else:
+        ac["mode"] = "none"
+
+    local_batch = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
+    training = {"local_batch_size": local_batch, "global_batch_size": spec.training.global_batch_size,
+                "seq_len": spec.training.seq_len, "mixed_precision_param": "bfloat16"}
+    sections: dict[str, dict[str, object]] = {}
+    if spec.training.precision == "fp8":
+        sections["model"] = {"converters": ["float8"]}
+    sections["parallelism"] = par
+    sections["activation_checkpoint"] = ac
+    sections["training"] = training
+    return sections, warnings
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        if value and isinstance(value[0], list):
+            return "[\n" + "".join(f"    {_toml_value(v)},\n" for v in value) + "]"
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def export(spec: Spec, plan: Plan) -> Export:
+    sections, warnings = torchtitan_sections(spec, plan)
+    head = header_lines(spec, plan, f"torchtitan ({TORCHTITAN_VERSION}) job config", warnings)
+    head += ["", "use: torchrun ... -m torchtitan.train --job.config_file <this file>",
+             "yours to add: [job], [model] name/flavor/tokenizer, [optimizer], [lr_scheduler], [checkpoint], "
+             f"training.dataset, training.steps (vocab size {spec.model.vocab_size})"]
+    text = comment_block(head)
+    for name, keys in sections.items():
+        text += f"\n[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in keys.items())
+    return Export(target="torchtitan", text=text, filename="torchtitan.toml", warnings=tuple(warnings))
+
+
+__all__ = ["export", "torchtitan_sections", "module_fqns_per_model_part", "chunk_layers_for_schedule",
+           "TORCHTITAN_VERSION", "SCHEDULE_NAMES"]

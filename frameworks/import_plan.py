@@ -1,0 +1,357 @@
+"""Read an exported file back into a spec: the Megatron-LM arguments, torchtitan TOML and DeepSpeed JSON
+that frameworks/export_*.py write (and hand-edited variants of them).
+
+``spec_from_export(text, target, base)`` returns ``base`` with the plan (and whatever model or training
+fields the file states) replaced by what the file says; the cluster, the assumptions and every field the
+file does not state come from ``base``. ``solver-cli import`` prints that spec, so
+``solver-cli evaluate`` can price the file a framework will actually run.
+
+The reading rules mirror the frameworks' own (sources as cited in the exporter modules):
+
+* Megatron-LM: ``dp = world / (tp·pp·cp)``; virtual stages from whichever of
+  ``--num-layers-per-virtual-pipeline-stage`` / ``--num-virtual-stages-per-pipeline-rank`` /
+  ``--pipeline-model-parallel-layout`` is given; ``--recompute-method block --recompute-num-layers n``
+  recomputes ``vpp·min(n, chunk)`` layers per stage, ``uniform`` every layer; sequence parallelism is
+  forced off at TP = 1 (``validate_args``), where it changes nothing, so it is read as the plan default;
+* torchtitan: ``dp = dp_replicate·dp_shard`` (``-1`` = leftover ranks), the stage split from
+  ``module_fqns_per_model_part`` (looped or V order by schedule), micro-batches per step
+  ``global_batch_size / (dp·micro-batch)``;
+* DeepSpeed: ``dp = train_batch_size / (micro × accumulation)``; ``pipeline.stages`` and
+  ``tensor_parallel.autotp_size`` give PP and TP; stages split as evenly as possible (PipelineModule's
+  ``uniform`` partition), AutoTP runs without sequence parallelism.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import shlex
+import tomllib
+from typing import Any, Optional
+
+from pydantic import ValidationError
+
+from parplan.costmodel.spec import Spec
+from parplan.frameworks.export_common import ExportError
+from parplan.frameworks.export_megatron import block_recompute_layers
+
+
+class ImportPlanError(ExportError):
+    """An exported file that does not describe a plan for the base spec; the message names the key."""
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _divide(total: int, part: int, what: str) -> int:
+    if part <= 0 or total % part:
+        raise ImportPlanError(f"{what}: {total} is not divisible by {part}")
+    return total // part
+
+
+def _spec_with(base: Spec, *, plan: dict[str, Any], model: Optional[dict[str, Any]] = None,
+               training: Optional[dict[str, Any]] = None) -> Spec:
+    data = base.model_dump(mode="python", exclude_none=True)
+    data["plan"] = plan
+    if model:
+        data["model"] = {**data["model"], **model}
+    if training:
+        data["training"] = {**data["training"], **training}
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ImportPlanError(f"{where}: {first.get('msg', 'invalid')}") from None
+
+
+# ------------------------------------------------------------------------------------------ Megatron
+
+
+_ARRAY = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)=\((.*?)^\s*\)", re.S | re.M)
+
+
+def megatron_tokens(text: str) -> list[str]:
+    """The argv tokens of every ``NAME=( ... )`` bash array except the one that only concatenates others."""
+    tokens: list[str] = []
+    for match in _ARRAY.finditer(text):
+        body = match.group(2)
+        if "${" in body:
+            continue
+        tokens += shlex.split(body, comments=True)
+    if not tokens:  # a bare command line
+        tokens = [t for t in shlex.split(text, comments=True) if t.startswith("-") or not t.endswith(".py")]
+    return tokens
+
+
+def _megatron_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for flag in ("--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups",
+                 "--kv-channels", "--seq-length", "--max-position-embeddings", "--num-experts", "--moe-router-topk",
+                 "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+                 "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+                 "--expert-model-parallel-size", "--expert-tensor-parallel-size",
+                 "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+                 "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                 "--recompute-num-layers", "--micro-batch-size", "--global-batch-size"):
+        p.add_argument(flag, type=int)
+    for flag in ("--moe-layer-freq", "--pipeline-model-parallel-layout", "--recompute-granularity",
+                 "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format"):
+        p.add_argument(flag, type=str)
+    for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
+                 "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16"):
+        p.add_argument(flag, action="store_true")
+    return p
+
+
+def layout_chunks(layout: str) -> list[int]:
+    """Decoder layers per stage of a ``--pipeline-model-parallel-layout`` string (the unrolling rules of
+    ``PipelineParallelLayerLayout.parse_str_to_list``)."""
+    text = layout.replace(",", "")
+    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    stages = text.split("|")
+    bad = set(text) - set("ELtm|")
+    if bad:
+        raise ImportPlanError(f"--pipeline-model-parallel-layout: unknown layer characters {sorted(bad)}")
+    return [stage.count("t") for stage in stages]
+
+
+def _moe_dense_prefix(expression: str, num_layers: int) -> int:
+    """Leading dense layers of a ``--moe-layer-freq`` list expression such as ``([0]*3+[1]*58)``."""
+    def value(node):
+        if isinstance(node, ast.List):
+            return [value(e) for e in node.elts]
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ImportPlanError(f"--moe-layer-freq: {expression!r} is not a list expression of 0/1")
+    try:
+        pattern = value(ast.parse(expression, mode="eval").body)
+    except SyntaxError:
+        raise ImportPlanError(f"--moe-layer-freq: {expression!r} is not a Python list expression") from None
+    if isinstance(pattern, int):
+        if pattern == 1:
+            return 0
+        raise ImportPlanError("--moe-layer-freq: an interleaving ratio > 1 has no form in model.moe")
+    k = next((i for i, x in enumerate(pattern) if x), len(pattern))
+    if len(pattern) != num_layers or any(x != 1 for x in pattern[k:]):
+        raise ImportPlanError(f"--moe-layer-freq: {expression!r} must be dense layers followed by MoE layers over "
+                              f"{num_layers} layers (model.moe.first_dense_layers)")
+    return k
+
+
+def spec_from_megatron(text: str, base: Spec) -> Spec:
+    args, _unknown = _megatron_parser().parse_known_args(megatron_tokens(text))
+    L = args.num_layers or base.model.num_layers
+    tp, pp, cp = (args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1,
+                  args.context_parallel_size or 1)
+    dp = _divide(base.cluster.num_gpus, tp * pp * cp, "cluster.num_gpus / (tp·pp·cp)")
+    mbs = args.micro_batch_size or 1
+    gbs = args.global_batch_size or mbs * dp
+    m = _divide(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
+
+    if args.pipeline_model_parallel_layout:
+        chunks = layout_chunks(args.pipeline_model_parallel_layout)
+        vpp = _divide(len(chunks), pp, "--pipeline-model-parallel-layout stages / pp")
+        stage_layers = [sum(chunks[v * pp + r] for v in range(vpp)) for r in range(pp)]
+    elif args.decoder_first_pipeline_num_layers or args.decoder_last_pipeline_num_layers:
+        first = args.decoder_first_pipeline_num_layers
+        last = args.decoder_last_pipeline_num_layers
+        rest, middle_stages = L - (first or 0) - (last or 0), pp - (first is not None) - (last is not None)
+        mid = _divide(rest, middle_stages, "middle pipeline layers / middle stages") if middle_stages else 0
+        stage_layers = ([first] if first is not None else []) + [mid] * middle_stages + ([last] if last is not None else [])
+        vpp = args.num_virtual_stages_per_pipeline_rank or 1
+    else:
+        per_stage = _divide(L, pp, "--num-layers / pp")
+        stage_layers = [per_stage] * pp
+        if args.num_layers_per_virtual_pipeline_stage:
+            vpp = _divide(per_stage, args.num_layers_per_virtual_pipeline_stage, "layers per stage / "
+                          "--num-layers-per-virtual-pipeline-stage")
+        else:
+            vpp = args.num_virtual_stages_per_pipeline_rank or 1
+
+    plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
+                            "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
+    if args.sequence_parallel or tp > 1:
+        plan["sequence_parallel"] = bool(args.sequence_parallel)
+    granularity = args.recompute_granularity
+    if granularity == "selective":
+        plan["recompute"] = "selective"
+    elif granularity == "full":
+        plan["recompute"] = "full"
+        if args.recompute_method == "block":
+            plan["recompute_layers"] = block_recompute_layers(stage_layers, vpp, args.recompute_num_layers or 0)
+        else:
+            plan["recompute_layers"] = list(stage_layers)
+    elif granularity is not None:
+        raise ImportPlanError(f"--recompute-granularity: {granularity!r} is neither full nor selective")
+    if args.use_megatron_fsdp:
+        strategy = args.data_parallel_sharding_strategy or "optim_grads_params"
+        zero = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
+        if zero is None:
+            raise ImportPlanError(f"--data-parallel-sharding-strategy: unknown value {strategy!r}")
+        plan["zero_stage"] = zero
+    else:
+        plan["zero_stage"] = 1 if args.use_distributed_optimizer else 0
+
+    model: dict[str, Any] = {"num_layers": L}
+    for key, value in (("hidden_size", args.hidden_size), ("ffn_hidden_size", args.ffn_hidden_size),
+                       ("num_attention_heads", args.num_attention_heads), ("head_dim", args.kv_channels)):
+        if value is not None:
+            model[key] = value
+    if args.num_attention_heads is not None:
+        model["num_kv_heads"] = args.num_query_groups if args.group_query_attention else None  # None: MHA
+        model["gated_mlp"] = bool(args.swiglu)
+        model["tie_embeddings"] = not args.untie_embeddings_and_output_weights
+    if args.num_experts:
+        plan["ep"] = args.expert_model_parallel_size or 1
+        plan["etp"] = args.expert_tensor_parallel_size or tp
+        shared_total = args.moe_shared_expert_intermediate_size or 0
+        n_shared = (base.model.moe.num_shared_experts if base.model.moe and base.model.moe.num_shared_experts
+                    else 1) if shared_total else 0
+        moe: dict[str, Any] = {"num_experts": args.num_experts, "top_k": args.moe_router_topk or 2,
+                               "expert_ffn_hidden_size": args.moe_ffn_hidden_size or args.ffn_hidden_size,
+                               "num_shared_experts": n_shared,
+                               "first_dense_layers": _moe_dense_prefix(args.moe_layer_freq or "1", L)}
+        if n_shared:
+            moe["shared_expert_ffn_hidden_size"] = _divide(shared_total, n_shared,
+                                                           "--moe-shared-expert-intermediate-size / shared experts")
+        model["moe"] = moe
+    training: dict[str, Any] = {"global_batch_size": gbs}
+    if args.seq_length:
+        training["seq_len"] = args.seq_length
+    if args.fp8_format:
+        training["precision"] = "fp8"
+    elif args.bf16:
+        training["precision"] = "bf16"
+    return _spec_with(base, plan=plan, model=model, training=training)
+
+
+# ---------------------------------------------------------------------------------------- torchtitan
+
+
+_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipe"}
+
+
+def spec_from_torchtitan(text: str, base: Spec) -> Spec:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ImportPlanError(f"torchtitan TOML: {err}") from None
+    par, ac, tr = doc.get("parallelism", {}), doc.get("activation_checkpoint", {}), doc.get("training", {})
+    tp, cp, pp = (par.get("tensor_parallel_degree", 1), par.get("context_parallel_degree", 1),
+                  par.get("pipeline_parallel_degree", 1))
+    replicate, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", -1)
+    if shard < 0:
+        shard = _divide(base.cluster.num_gpus, replicate * cp * tp * pp, "parallelism: leftover ranks for dp_shard")
+    dp = replicate * shard
+    if replicate * shard * cp * tp * pp != base.cluster.num_gpus:
+        raise ImportPlanError(f"parallelism: dp_replicate·dp_shard·cp·tp·pp = {replicate * shard * cp * tp * pp} "
+                              f"must equal cluster.num_gpus = {base.cluster.num_gpus} (parallel_dims.py)")
+    gbs = tr.get("global_batch_size", -1)
+    local = tr.get("local_batch_size", 8)
+    if gbs < 0:
+        gbs = local * dp
+    mbs = par.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local
+    m = _divide(gbs, dp * mbs, "training.global_batch_size / (dp·micro-batch)")
+    name = par.get("pipeline_parallel_schedule", "1F1B").lower()
+    schedule = _SCHEDULES.get(name)
+    if schedule is None and pp > 1:
+        raise ImportPlanError(f"parallelism.pipeline_parallel_schedule: {name!r} has no parplan schedule "
+                              f"(known: 1F1B, Interleaved1F1B, DualPipeV)")
+    plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m}
+    if pp > 1:
+        parts = par.get("module_fqns_per_model_part")
+        if not parts:
+            raise ImportPlanError("parallelism.module_fqns_per_model_part: needed to read the stage split "
+                                  "(torchtitan's default split is not reproduced)")
+        chunks = [sum(1 for name in part if name.startswith("layers.")) for part in parts]
+        per_rank = _divide(len(chunks), pp, "module_fqns_per_model_part entries / pp")
+        if schedule == "dualpipe":
+            stage_layers = [chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)]
+            vpp = 1
+        else:
+            stage_layers = [sum(chunks[v * pp + r] for v in range(per_rank)) for r in range(pp)]
+            vpp = per_rank
+        plan.update(schedule=schedule, vpp=vpp, stage_layers=stage_layers)
+    mode = ac.get("mode", "selective")
+    if mode == "full":
+        plan["recompute"] = "full"
+    elif mode == "selective":
+        if str(ac.get("selective_ac_option", "2")) != "op":
+            raise ImportPlanError("activation_checkpoint.selective_ac_option: every-n-th-layer checkpointing has "
+                                  "no per-stage form in the plan; use 'op' or mode full")
+        plan["recompute"] = "selective"
+    elif mode != "none":
+        raise ImportPlanError(f"activation_checkpoint.mode: {mode!r} has no plan form")
+    reshard = par.get("fsdp_reshard_after_forward")
+    if reshard is None and shard == 1:
+        plan["zero_stage"] = 0
+    else:
+        plan["zero_stage"] = 2 if reshard == "never" else 3
+    if doc.get("model", {}).get("converters") and "float8" in doc["model"]["converters"]:
+        precision = "fp8"
+    else:
+        precision = "bf16"
+    if base.model.moe is not None:
+        plan["ep"] = par.get("expert_parallel_degree", 1)
+        plan["etp"] = par.get("expert_tensor_parallel_degree", 1)
+    training = {"global_batch_size": gbs, "precision": precision}
+    if "seq_len" in tr:
+        training["seq_len"] = tr["seq_len"]
+    return _spec_with(base, plan=plan, training=training)
+
+
+# ----------------------------------------------------------------------------------------- DeepSpeed
+
+
+def spec_from_deepspeed(text: str, base: Spec) -> Spec:
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ImportPlanError(f"DeepSpeed JSON: {err}") from None
+    if not isinstance(cfg, dict):
+        raise ImportPlanError("DeepSpeed JSON: the top level must be an object")
+    mbs = cfg.get("train_micro_batch_size_per_gpu", 1)
+    m = cfg.get("gradient_accumulation_steps", 1)
+    gbs = cfg.get("train_batch_size")
+    if gbs is None:
+        raise ImportPlanError("train_batch_size: required")
+    dp = _divide(gbs, mbs * m, "train_batch_size / (micro × accumulation)")
+    pipe = cfg.get("pipeline", {})
+    pp = pipe.get("stages", 1)
+    if not isinstance(pp, int):
+        raise ImportPlanError(f"pipeline.stages: {pp!r}; the stage count must be an integer to read a plan")
+    tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1)
+    if tp * pp * dp != base.cluster.num_gpus:
+        raise ImportPlanError(f"tp·pp·dp = {tp * pp * dp} (autotp_size·pipeline.stages·train_batch_size/(micro × "
+                              f"accumulation)) must equal cluster.num_gpus = {base.cluster.num_gpus}")
+    plan: dict[str, Any] = {"tp": tp, "cp": 1, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
+                            "zero_stage": cfg.get("zero_optimization", {}).get("stage", 0)}
+    if tp > 1:
+        plan["sequence_parallel"] = False
+    interval = pipe.get("activation_checkpoint_interval", 0)
+    if (pp > 1 and interval) or (pp == 1 and "activation_checkpointing" in cfg):
+        if pp > 1 and interval != 1:
+            raise ImportPlanError("pipeline.activation_checkpoint_interval: only 0 or 1 has a per-stage plan form")
+        plan["recompute"] = "full"
+    return _spec_with(base, plan=plan, training={"global_batch_size": gbs})
+
+
+READERS = {"megatron": spec_from_megatron, "torchtitan": spec_from_torchtitan, "deepspeed": spec_from_deepspeed}
+
+
+def spec_from_export(text: str, target: str, base: Spec) -> Spec:
+    """``base`` with the plan (and the model/training fields the file states) read from an exported file."""
+    if target not in READERS:
+        raise ImportPlanError(f"import: {target!r} has no reader; known: {', '.join(READERS)}")
+    return READERS[target](text, base)
+
+
+__all__ = ["spec_from_export", "spec_from_megatron", "spec_from_torchtitan", "spec_from_deepspeed", "READERS",
+           "ImportPlanError", "megatron_tokens", "layout_chunks"]

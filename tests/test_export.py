@@ -1,0 +1,87 @@
+"""Golden files for every exporter and job emitter (frameworks/export*.py, frameworks/jobs.py).
+
+Each case in tests/data/exports/cases/ is exported to every target; the text must equal
+tests/data/exports/<case>/<file> byte for byte, and the warnings must equal the golden
+``<case>/warnings.txt``. To regenerate after an intended change (then review the diff line by line):
+
+    PARPLAN_REGENERATE_GOLDEN=1 /work/venvs/exports/bin/python -m pytest -q tests/test_export.py
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from export_cases import CASE_NAMES, DATA, load_case
+from parplan.frameworks.export import TARGETS, export_plan
+from parplan.frameworks.export_common import ExportError
+from parplan.frameworks.jobs import emit_job
+
+REGENERATE = os.environ.get("PARPLAN_REGENERATE_GOLDEN") == "1"
+JOB_CASES = [("llama3-70b-uneven-block", "megatron", "slurm"), ("llama3-70b-uneven-block", "megatron", "pytorchjob"),
+             ("llama3-70b-interleaved", "torchtitan", "slurm"), ("llama3-70b-interleaved", "torchtitan", "pytorchjob"),
+             ("gpt-1.7b-ddp", "deepspeed", "slurm"), ("llama3-8b-fsdp", "bridge", "pytorchjob")]
+
+
+def _check_golden(path, text: str) -> None:
+    if REGENERATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"missing golden file {path}; regenerate (see module docstring)"
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs from the export"
+
+
+def test_every_case_has_golden_files():
+    assert len(CASE_NAMES) >= 6
+    for name in CASE_NAMES:
+        assert (DATA / name / "warnings.txt").exists() or REGENERATE
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_exports_match_golden_files(case):
+    spec, plan = load_case(case)
+    warnings = []
+    for target in TARGETS:
+        export = export_plan(spec, plan, target)
+        _check_golden(DATA / case / export.filename, export.text)
+        warnings += [f"[{target}] {w}" for w in export.warnings]
+    _check_golden(DATA / case / "warnings.txt", "".join(w + "\n" for w in warnings))
+
+
+@pytest.mark.parametrize("case,target,launcher", JOB_CASES)
+def test_jobs_match_golden_files(case, target, launcher):
+    spec, plan = load_case(case)
+    job = emit_job(spec, plan, export_plan(spec, plan, target), launcher)
+    _check_golden(DATA / case / f"{launcher}-{target}.{job.filename.split('.')[-1]}", job.text)
+
+
+def test_every_plan_feature_is_written_or_warned():
+    """Per target, a plan feature it cannot express appears as a warning (never silently dropped)."""
+    spec, plan = load_case("llama3-70b-uneven-block")
+    for target in TARGETS:
+        export = export_plan(spec, plan, target)
+        assert any("recompute_layers [2, 1, 1, 0]" in w for w in export.warnings), target
+    spec, plan = load_case("llama3-70b-layout")
+    megatron = export_plan(spec, plan, "megatron")
+    assert "--pipeline-model-parallel-layout 'Et*19|t*21|t*20|t*20L'" in megatron.text
+    assert not megatron.warnings
+    deepspeed = export_plan(spec, plan, "deepspeed")
+    assert any("stage_layers [19, 21, 20, 20]" in w for w in deepspeed.warnings)
+
+
+def test_zero_bubble_and_dualpipe_are_warned_for_megatron_and_deepspeed():
+    spec, plan = load_case("llama3-70b-uneven-block")
+    for schedule in ("zb-h1", "dualpipe"):
+        p = plan.model_copy(update={"schedule": schedule})
+        for target in ("megatron", "bridge", "torchtitan", "deepspeed"):
+            assert any(f"'{schedule}'" in w for w in export_plan(spec, p, target).warnings), (schedule, target)
+
+
+def test_a_plan_for_another_spec_is_refused():
+    spec, plan = load_case("llama3-70b-uneven-block")
+    other, _ = load_case("llama3-8b-fsdp")
+    with pytest.raises(ExportError, match="cluster.num_gpus"):
+        export_plan(other, plan, "megatron")
+    with pytest.raises(ExportError, match="unknown"):
+        export_plan(spec, plan, "nemo1")

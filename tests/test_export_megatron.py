@@ -1,0 +1,245 @@
+"""The exported Megatron-LM arguments pass Megatron-LM's own argument rules, re-implemented here.
+
+Source: NVIDIA/Megatron-LM at core_v0.15.3 (commit 309ffca6a40553362d44fd17efc56b772fa1aa44):
+
+* ``megatron/training/arguments.py`` ``validate_args``: world size divisible by tp·pp·cp; at most one of
+  the three virtual-pipeline forms; the layout's stage count divisible by pp; the per-virtual-stage form
+  excludes first/last stage sizes and needs layers % pp == 0 and per-stage % layers-per-chunk == 0;
+  without any of them and without first/last sizes, layers % pp == 0; interleaving needs pp > 1
+  (p2p overlap on, the default); ``--overlap-param-gather`` needs the distributed optimizer or
+  Megatron-FSDP and ``--overlap-grad-reduce``; selective recompute takes no method; ``--tp-comm-overlap``
+  needs ``--sequence-parallel``; TP or CP > 1 without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (before
+  Blackwell); Megatron-FSDP needs ``--ckpt-format fsdp_dtensor`` and CUDA_DEVICE_MAX_CONNECTIONS != 1;
+  seq_length % 2·cp == 0 for CP; max_position_embeddings >= seq_length; EP needs num_experts % ep == 0;
+* ``megatron/core/transformer/transformer_config.py`` ``TransformerConfig.__post_init__``: full recompute
+  needs method uniform|block and recompute_num_layers; first/last stage sizes > 0 and divisible by vpp,
+  the middle layers divisible by the middle stages and per middle rank by vpp; heads and query groups
+  divisible by tp;
+* ``megatron/core/transformer/pipeline_parallel_layer_layout.py`` ``validate_layer_layout``: E first and
+  once, L last and once, as many ``t`` as layers;
+* ``megatron/core/num_microbatches_calculator.py``: global batch % (micro batch · dp) == 0;
+* ``megatron/core/tensor_parallel/layers.py``: column-parallel output sizes (ffn) divisible by tp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+
+import pytest
+
+from export_cases import CASE_NAMES, load_case
+from parplan.client.spec_io import parse_spec
+from parplan.frameworks.export import export_plan
+from parplan.frameworks.export_megatron import megatron_argv
+from parplan.frameworks.import_plan import layout_chunks, megatron_tokens
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    ints = ["num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads", "num-query-groups", "kv-channels",
+            "seq-length", "max-position-embeddings", "num-experts", "moe-router-topk", "moe-ffn-hidden-size",
+            "moe-shared-expert-intermediate-size", "tensor-model-parallel-size", "pipeline-model-parallel-size",
+            "context-parallel-size", "expert-model-parallel-size", "expert-tensor-parallel-size",
+            "num-layers-per-virtual-pipeline-stage", "num-virtual-stages-per-pipeline-rank",
+            "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "recompute-num-layers",
+            "micro-batch-size", "global-batch-size"]
+    for name in ints:
+        p.add_argument("--" + name, type=int)
+    p.add_argument("--recompute-granularity", choices=["full", "selective"])
+    p.add_argument("--recompute-method", choices=["uniform", "block"])
+    p.add_argument("--data-parallel-sharding-strategy", choices=["no_shard", "optim", "optim_grads", "optim_grads_params"])
+    p.add_argument("--ckpt-format", default="torch_dist")
+    p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
+    p.add_argument("--moe-layer-freq", default="1")
+    p.add_argument("--pipeline-model-parallel-layout")
+    for name in ("group-query-attention", "swiglu", "untie-embeddings-and-output-weights", "sequence-parallel",
+                 "tp-comm-overlap", "use-distributed-optimizer", "use-megatron-fsdp", "overlap-grad-reduce",
+                 "overlap-param-gather", "bf16"):
+        p.add_argument("--" + name, action="store_true")
+    return p
+
+
+def megatron_violations(argv: list[str], world_size: int, env: dict[str, str]) -> list[str]:
+    """The rules of the module docstring; an unknown flag is itself a violation (argparse would exit)."""
+    args, unknown = _parser().parse_known_args(argv)
+    out = [f"unknown argument {u}" for u in unknown if u.startswith("--")]
+    tp, pp, cp = args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1, args.context_parallel_size or 1
+    ep = args.expert_model_parallel_size or 1
+    L = args.num_layers
+    if world_size % (tp * pp * cp):
+        out.append("world size not divisible by tp*pp*cp")
+        return out
+    dp = world_size // (tp * pp * cp)
+    forms = [args.num_layers_per_virtual_pipeline_stage, args.num_virtual_stages_per_pipeline_rank,
+             args.pipeline_model_parallel_layout]
+    if sum(f is not None for f in forms) > 1:
+        out.append("more than one virtual-pipeline form")
+    first, last = args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers
+    vpp = None
+    if args.pipeline_model_parallel_layout is not None:
+        chunks = layout_chunks(args.pipeline_model_parallel_layout)
+        if len(chunks) % pp:
+            out.append("layout stages not divisible by pp")
+        vpp = len(chunks) // pp if len(chunks) // pp > 1 else None
+        flat = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)),
+                      re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)),
+                             args.pipeline_model_parallel_layout.replace(",", ""))).replace("|", "")
+        if not flat.startswith("E") or flat.count("E") != 1:
+            out.append("layout: embedding must come first, once")
+        if not flat.endswith("L") or flat.count("L") != 1:
+            out.append("layout: loss must come last, once")
+        if flat.count("t") != L:
+            out.append("layout: decoder layer count differs from num_layers")
+        if first is not None or last is not None:
+            out.append("layout with first/last stage sizes")
+    elif args.num_layers_per_virtual_pipeline_stage is not None or args.num_virtual_stages_per_pipeline_rank is not None:
+        if args.num_virtual_stages_per_pipeline_rank is None:
+            if first is not None or last is not None:
+                out.append("--num-layers-per-virtual-pipeline-stage with uneven first/last stages")
+            if L % pp:
+                out.append("num_layers not divisible by pp")
+            elif (L // pp) % args.num_layers_per_virtual_pipeline_stage:
+                out.append("layers per stage not divisible by layers per virtual stage")
+            else:
+                vpp = (L // pp) // args.num_layers_per_virtual_pipeline_stage
+        else:
+            vpp = args.num_virtual_stages_per_pipeline_rank
+        vpp = vpp if vpp and vpp > 1 else None
+    elif first is None and last is None and L % pp:
+        out.append("num_layers not divisible by pp")
+    if vpp is not None and pp <= 1:
+        out.append("interleaving needs pp > 1")
+    if first is not None or last is not None:
+        rest, middle = L, pp
+        for n in (first, last):
+            if n is not None:
+                if n <= 0:
+                    out.append("first/last stage layers must be > 0")
+                if vpp and n % vpp:
+                    out.append("first/last stage layers not divisible by vpp")
+                rest, middle = rest - n, middle - 1
+        if middle and rest % middle:
+            out.append("middle layers not divisible by middle stages")
+        elif middle and vpp and (rest // middle) % vpp:
+            out.append("middle stage layers not divisible by vpp")
+    if args.overlap_param_gather and not (args.use_distributed_optimizer or args.use_megatron_fsdp):
+        out.append("--overlap-param-gather without distributed optimizer / Megatron-FSDP")
+    if args.overlap_param_gather and not args.overlap_grad_reduce:
+        out.append("--overlap-param-gather without --overlap-grad-reduce")
+    if args.recompute_granularity == "selective" and (args.recompute_method or args.recompute_num_layers is not None):
+        out.append("selective recompute takes no method or layer count")
+    if args.recompute_granularity == "full" and (args.recompute_method is None or args.recompute_num_layers is None):
+        out.append("full recompute needs --recompute-method and --recompute-num-layers")
+    sp = args.sequence_parallel and tp > 1
+    if args.tp_comm_overlap and not sp:
+        out.append("--tp-comm-overlap needs sequence parallelism")
+    if args.use_megatron_fsdp:
+        if args.ckpt_format != "fsdp_dtensor":
+            out.append("Megatron-FSDP needs --ckpt-format fsdp_dtensor")
+        if env.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
+            out.append("Megatron-FSDP with CUDA_DEVICE_MAX_CONNECTIONS=1")
+    elif (tp > 1 or cp > 1) and env.get("CUDA_DEVICE_MAX_CONNECTIONS") != "1":
+        out.append("TP/CP without CUDA_DEVICE_MAX_CONNECTIONS=1")
+    if cp > 1 and args.seq_length % (2 * cp):
+        out.append("seq_length not divisible by 2*cp")
+    if args.max_position_embeddings is None or args.max_position_embeddings < args.seq_length:
+        out.append("max_position_embeddings < seq_length")
+    if ep > 1 and (not args.num_experts or args.num_experts % ep):
+        out.append("num_experts not divisible by ep")
+    if args.num_attention_heads % tp:
+        out.append("num_attention_heads not divisible by tp")
+    groups = args.num_query_groups if args.group_query_attention else args.num_attention_heads
+    if groups % tp or args.num_attention_heads % groups:
+        out.append("query groups not divisible by tp (or heads by groups)")
+    if args.ffn_hidden_size % tp:
+        out.append("ffn_hidden_size not divisible by tp")
+    mbs = args.micro_batch_size
+    if args.global_batch_size % (mbs * dp):
+        out.append("global batch not divisible by micro batch * dp")
+    return out
+
+
+def _env(script: str) -> dict[str, str]:
+    return dict(re.findall(r"^export (\w+)=(\S+)$", script, re.M))
+
+
+def _check(spec, plan):
+    export = export_plan(spec, plan, "megatron")
+    argv = megatron_tokens(export.text)
+    assert argv == megatron_argv(spec, plan)
+    return megatron_violations(argv, spec.cluster.num_gpus, _env(export.text))
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_exported_arguments_pass_megatron_validation(case):
+    spec, plan = load_case(case)
+    assert _check(spec, plan) == []
+
+
+def test_variants_pass_megatron_validation():
+    """Every pipeline form (equal, per-virtual-stage, first/last with and without vpp, layout with vpp)."""
+    spec, plan = load_case("llama3-70b-uneven-block")
+    variants = [
+        dict(stage_layers=[20, 20, 20, 20], recompute="none", recompute_layers=[0, 0, 0, 0]),
+        dict(stage_layers=[20, 20, 20, 20], vpp=5, schedule="interleaved"),
+        dict(stage_layers=[18, 22, 22, 18], vpp=2, schedule="interleaved", recompute_layers=[2, 2, 2, 2]),
+        dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule="interleaved", recompute_layers=[16, 24, 20, 20]),
+        dict(zero_stage=2), dict(zero_stage=0), dict(sequence_parallel=False),
+    ]
+    for update in variants:
+        p = plan.model_copy(update=update)
+        assert _check(spec, p) == [], update
+
+
+def test_layout_string_puts_chunks_in_virtual_stage_order():
+    spec, plan = load_case("llama3-70b-uneven-block")
+    p = plan.model_copy(update=dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule="interleaved",
+                                    recompute_layers=[0, 0, 0, 0], recompute="none"))
+    text = export_plan(spec, p, "megatron").text
+    layout = shlex.split(text.split("--pipeline-model-parallel-layout", 1)[1].split("\n", 1)[0])[0]
+    assert layout == "Et*8|t*12|t*10|t*10|t*8|t*12|t*10|t*10L"
+
+
+def test_the_validator_rejects_broken_arguments():
+    """The re-implemented rules can fail: each broken argv is caught."""
+    spec, plan = load_case("llama3-70b-uneven-block")
+    argv = megatron_argv(spec, plan)
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    assert megatron_violations(argv, 64, env) == []
+    assert megatron_violations(argv, 48, env)  # world size
+    assert megatron_violations(argv, 64, {})  # TP without CUDA_DEVICE_MAX_CONNECTIONS=1
+    broken = list(argv)
+    i = broken.index("--decoder-first-pipeline-num-layers")
+    broken[i + 1] = "17"  # the middle 43 layers no longer split over 2 stages
+    assert "middle layers not divisible by middle stages" in megatron_violations(broken, 64, env)
+    assert megatron_violations(argv + ["--num-layers-per-virtual-pipeline-stage", "5"], 64, env)
+    assert megatron_violations([t for t in argv if t != "--sequence-parallel"], 64, env)  # tp-comm-overlap needs SP
+    assert megatron_violations(argv + ["--tensor-model-parallel-size", "16"], 64, env)  # 8 query groups over TP 16
+
+
+def test_kv_heads_not_divisible_by_tp_is_caught():
+    """A TP degree that does not divide the KV heads (the published-recipe mistake) fails the rules."""
+    spec = parse_spec("model: {preset: llama3-70b}\ntraining: {seq_len: 8192, global_batch_size: 512}\n"
+                      "cluster: {gpu: H100-SXM-80GB, num_gpus: 64}\n")
+    _, plan = load_case("llama3-70b-uneven-block")
+    argv = megatron_argv(spec, plan)
+    argv[argv.index("--num-query-groups") + 1] = "6"
+    assert "query groups not divisible by tp (or heads by groups)" in megatron_violations(
+        argv, 64, {"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+
+
+def test_solver_plans_pass_megatron_validation():
+    """The three best plans the planner finds for the Llama-3 70B example (with their warnings)."""
+    from pathlib import Path
+
+    from parplan.client.spec_io import load_spec_file
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    spec = load_spec_file(Path(__file__).parents[1] / "examples" / "llama3-70b-64xh100.yaml")
+    result = optimize(spec, top_k=3, controls=SolverControls(time_limit_s=20, deterministic=True))
+    assert len(result.plans) == 3
+    for evaluation in result.plans:
+        assert _check(spec, evaluation.plan) == [], evaluation.plan
