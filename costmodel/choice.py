@@ -96,7 +96,7 @@ class ChoiceCosts:
     first_extra_bytes: float
     last_extra_bytes: float  # head weights/states (resident)
     logits_bytes: float  # last stage, once (not per in-flight micro-batch)
-    workspace_bytes: float  # every stage, once: a recomputed layer's activations, ZeRO-3's gathered layers
+    workspace_bytes: float  # every stage, once: ZeRO-3's gathered layers, a per-op checkpointed layer's regeneration
     stage_io_bytes: float  # one stage-boundary activation of one micro-batch (pipeline_runtime 'torch'; else 0)
     retained_output_bytes: float  # one micro-batch's bf16 output on the last stage (pipeline_runtime 'torch'; else 0)
     first_extra_dp_s: float
@@ -107,6 +107,13 @@ class ChoiceCosts:
     usable_memory_bytes: float
     peak_flops: float
     links: dict[str, Link] = field(default_factory=dict)
+    # full recompute: a recomputed layer's activations regenerated for its backward, held once by a stage that
+    # recomputes at least one layer (a stage that recomputes none checkpoints nothing and holds none)
+    recompute_workspace_bytes: float = 0.0
+
+    def stage_workspace_bytes(self, recomputed_layers: int) -> float:
+        """The working set of a stage that fully recomputes ``recomputed_layers`` layers."""
+        return self.workspace_bytes + (self.recompute_workspace_bytes if recomputed_layers > 0 else 0.0)
 
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:
@@ -512,8 +519,10 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 
     # ---- per-stage working set, held once whatever the layer count: a fully recomputed layer's
     # activations regenerated for its backward, and ZeRO-3's gathered weights and unreduced gradients
-    workspace = 0.0
-    if c.recompute == "full" or per_op_sac:
+    workspace = recompute_workspace = 0.0
+    if c.recompute == "full" and not per_op_sac:
+        recompute_workspace = a.recompute_workspace_layers * max(full_layer_bytes)
+    elif per_op_sac:  # every layer checkpoints per op: the regenerated layer is always there
         workspace += a.recompute_workspace_layers * max(full_layer_bytes)
     if zero == 3:
         layer_params_gpu = dense_params_gpu if moe is None else max(dense_params_gpu, nonexpert_gpu + expert_gpu)
@@ -543,6 +552,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         usable_memory_bytes=usable_memory_bytes(spec, gpu, a),
         peak_flops=peak,
         links=links,
+        recompute_workspace_bytes=recompute_workspace,
     )
     if a.spread_embedding_evenly:
         costs = _spread_embedding(costs, arch, c, states,

@@ -187,7 +187,7 @@ class StageTotals(BaseModel):
 
 def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recomputed: int) -> StageTotals:
     c = costs.choice
-    t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s, workspace_bytes=costs.workspace_bytes,
+    t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s, workspace_bytes=costs.stage_workspace_bytes(recomputed),
                     buffer_bytes=costs.pipeline_buffer_bytes(index))
     for lc, n, r in ((costs.dense, dense, min(recomputed, dense)), (costs.moe, moe, max(0, recomputed - dense))):
         if n == 0 or lc is None:

@@ -149,10 +149,40 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
         if u == 0 and k:
             time_u += int(t.t_recompute_dense) * v.dense_recompute
             mem_u -= int(t.m_saved_dense) * v.dense_recompute
+        if full and t.m_workspace:
+            mem_u += t.m_workspace * _recomputing_stages(m, t, v, u)
         m.add(time_u <= v.t_max)
         m.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
         m.add(mem_u <= cap_kib)
         m.add(mem_u <= v.peak)
+
+
+def _recomputing_stages(m: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
+    """The number of unit u's stages that recompute at least one layer (each holds the working set), as
+    tables.rank_split places the recomputation; booleans forced on by the counts they cover."""
+    L, k = t.num_layers, t.k_dense
+    if t.uniform_recompute:
+        has = m.new_bool_var(f"recomputes_{u}")
+        m.add(v.stage_recompute <= L * has)
+        return t.members * has
+    if not t.dualpipe:
+        has = m.new_bool_var(f"recomputes_{u}")
+        m.add(v.recompute[u] + (v.dense_recompute if u == 0 else 0) <= L * has)
+        return has
+    first, second = m.new_bool_var(f"first_stage_recomputes_{u}"), m.new_bool_var(f"second_stage_recomputes_{u}")
+    if u == 0 and k:  # dense layers on stage 0, MoE layers on stage p-1
+        m.add(v.dense_recompute <= k * first)
+        m.add(v.recompute[0] <= L * second)
+        return first + second
+    if t.layers_fixed is not None:
+        first_layers = int(t.layers_fixed[u]) // 2
+    else:
+        first_layers = m.new_int_var(0, L, f"first_stage_layers_{u}")
+        m.add(2 * first_layers >= v.layers[u])
+        m.add(2 * first_layers <= v.layers[u] + 1)
+    m.add(v.recompute[u] <= L * first)
+    m.add(v.recompute[u] <= first_layers + L * second)
+    return first + second
 
 
 def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
@@ -207,12 +237,15 @@ class CpOutcome:
     stats: dict = field(default_factory=dict)
 
 
-def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_s: float) -> None:
+PORTFOLIO_UNITS = 32  # stage models with fewer units solve fastest on one worker (no portfolio start-up)
+
+
+def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_s: float, units: int) -> None:
     prm = solver.parameters
     prm.max_time_in_seconds = max(0.001, time_limit_s)
     prm.random_seed = controls.seed
-    # small models: one worker avoids the portfolio's start-up, and keeps every run identical
-    prm.num_workers = 1 if controls.deterministic else max(1, min(controls.workers or 1, 8))
+    small = units < PORTFOLIO_UNITS
+    prm.num_workers = 1 if controls.deterministic or small else (controls.workers or 8)
     prm.log_search_progress = controls.log
     # these models are small and already tight: presolve costs more than it saves (benchmarks/solver_speed.py)
     prm.cp_model_presolve = False
@@ -228,7 +261,7 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
         v.hint(m, hint)
     headroom = check_headroom(m)
     solver = cp_model.CpSolver()
-    _parameters(solver, controls, time_limit_s)
+    _parameters(solver, controls, time_limit_s, t.num_units)
     stopper = None
     done = threading.Event()
     if controls.cancel is not None:

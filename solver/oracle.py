@@ -64,60 +64,77 @@ class UnitCosts:
             self.fixed_dense, self.fixed_moe = 0, np.zeros(t.num_units, np.int64)
 
     def at(self, l: np.ndarray):
-        """(time, dp, dense, moe) per entry of ``l`` (shape (n,) or (n, Q)); time INF where nothing fits."""
+        """(time, dp, dense, moe) per entry of ``l`` (shape (n,) or (n, Q)); time INF where nothing fits.
+
+        A unit's least recompute: none if it fits without; else the fewest layers whose savings cover the
+        excess plus the working set of each stage that then recomputes (a DualPipe rank recomputes on its
+        first stage until that is full, then on its second: one working set, then two)."""
         t = self.t
         shape = l.shape
         col = (slice(None),) + (None,) * (len(shape) - 1)
         tl, tc, ml, mc = t.t_layer[col], t.t_const[col], t.m_layer[col], t.m_const[col]
         ms, tr = t.m_saved[col], t.t_recompute[col]
+        ws = t.m_workspace
         lo = self.lo[col]
         base_time = tl * l + tc
-        need = ml * l + mc - self.cap
+        need = ml * l + mc - self.cap  # excess over the cap without recomputation
         dense = np.zeros(shape, np.int64)
         if self.fixed_recompute:
             moe = np.broadcast_to(self.fixed_moe[col], shape).copy()
             dense[0] = self.fixed_dense
             saved = ms * moe
             saved[0] += t.m_saved_dense * self.fixed_dense
-            ok = need - saved <= 0
+            holding = t.members if (self.fixed_dense or self.fixed_moe.any()) else 0
+            ok = need - saved + ws * holding <= 0
             time_ = base_time + tr * moe
             time_[0] += t.t_recompute_dense * self.fixed_dense
         else:
-            pos = np.maximum(need, 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                moe = np.where(pos == 0, 0, np.where(ms > 0, _ceil_div(pos, np.maximum(ms, 1)), INF))
+            def least(excess):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    return np.where(ms > 0, _ceil_div(np.maximum(excess, 0), np.maximum(ms, 1)), INF)
+            if t.dualpipe:
+                first_stage = l // 2 if t.layers_fixed is not None else (l + 1) // 2
+                one, two = least(need + ws), least(need + 2 * ws)
+                moe = np.where(need <= 0, 0, np.where(one <= first_stage, one, two))
+            else:
+                moe = np.where(need <= 0, 0, least(need + ws))
             ok = moe <= l
             time_ = base_time + tr * np.minimum(moe, l)
             if t.k_dense:
-                d0, m0, ok0, t0 = self._unit0(l[0], pos[0])
+                d0, m0, ok0, t0 = self._unit0(l[0], need[0])
                 dense[0], moe[0], ok[0], time_[0] = d0, m0, ok0, t0
         ok &= l >= lo
         dp = t.dp_layer[col] * l + t.dp_const[col]
         return np.where(ok, time_, INF), dp, dense, moe
 
-    def _unit0(self, l0: np.ndarray, need: np.ndarray):
+    def _unit0(self, l0: np.ndarray, need0: np.ndarray):
         """Unit 0 of an MoE model: dense layers (≤ k, first on a plain stage 0) and MoE layers recomputed."""
         t = self.t
         k, s1, r1, s2, r2 = t.k_dense, t.m_saved_dense, t.t_recompute_dense, int(t.m_saved[0]), int(t.t_recompute[0])
+        ws = t.m_workspace
         base = t.t_layer[0] * l0 + t.t_const[0]
         moe_room = l0 - k
-        best_t = np.full(l0.shape, INF, np.int64)
-        best_d = np.zeros(l0.shape, np.int64)
-        best_m = np.zeros(l0.shape, np.int64)
-        if t.dense_first:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                d_only = np.where(need == 0, 0, np.where(s1 > 0, _ceil_div(need, max(s1, 1)), INF))
+
+        def div(a, b):
+            return np.where(a <= 0, 0, _ceil_div(np.maximum(a, 0), b) if b > 0 else INF)
+
+        if t.dense_first:  # a plain stage 0: the working set once, dense layers first
+            need = np.where(need0 <= 0, 0, need0 + ws)
+            d_only = div(need, s1)
             use_dense_only = d_only <= k
-            rest = np.maximum(need - k * s1, 0)
-            m_all = np.where(rest == 0, 0, _ceil_div(rest, s2) if s2 > 0 else INF)
             d = np.where(use_dense_only, d_only, k)
-            m = np.where(use_dense_only, 0, m_all)
+            m = np.where(use_dense_only, 0, div(need - k * s1, s2))
             ok = m <= moe_room
             tt = base + r1 * d + r2 * np.minimum(m, np.maximum(moe_room, 0))
             return d, m, ok, np.where(ok, tt, INF)
-        for d in range(k + 1):  # free dense count (DualPipe rank 0): the cheapest mix that fits
-            rest = np.maximum(need - d * s1, 0)
-            m = np.where(rest == 0, 0, _ceil_div(rest, s2) if s2 > 0 else INF)
+        best_t = np.full(l0.shape, INF, np.int64)
+        best_d = np.zeros(l0.shape, np.int64)
+        best_m = np.zeros(l0.shape, np.int64)
+        for d in range(k + 1):  # DualPipe rank 0: dense on stage 0, MoE on stage p-1 (each its working set)
+            rest = need0 + (ws if d else 0) - d * s1
+            m = np.where(need0 <= 0, 0, div(np.where(rest <= 0, 0, rest + ws), s2))
+            if d:
+                m = np.where(need0 <= 0, INF, m)  # nothing to recompute: d = 0 is the answer
             ok = (m <= moe_room) & ((d == k) | (m <= t.free_moe_recompute))
             tt = np.where(ok, base + r1 * d + r2 * np.minimum(m, np.maximum(moe_room, 0)), INF)
             better = tt < best_t

@@ -21,7 +21,7 @@ from parplan.costmodel.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.bounds import quick_bounds
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, build_table
+from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, build_table, rank_split
 
 QUICK_MARGIN = 1e-4  # the quick bound in seconds is lowered by this share before it bounds an integer U
 
@@ -107,9 +107,8 @@ class Problem:
         c = t.choice
         layers, recompute = stage_counts(t, x)
         rc = c.recompute
-        if rc == "full" and not any(recompute) and "none" in self.options.recompute \
-                and self.assumptions.recompute_workspace_layers == 0:
-            rc = "none"  # canonical: full recompute of zero layers is no recompute (when they cost the same)
+        if rc == "full" and not any(recompute) and "none" in self.options.recompute:
+            rc = "none"  # canonical: full recompute of zero layers is no recompute (the same costs)
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
@@ -120,11 +119,7 @@ class Problem:
 
 
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
-    """Per-stage layer and recompute counts of a unit assignment.
-
-    A DualPipe rank's cost depends only on its two stages' totals: a middle rank splits them as evenly as it
-    can; the rank of stages 0 and p-1 keeps the model's leading dense layers alone on stage 0 (so its MoE
-    layers, all on stage p-1, recompute in any number), or the even split when the split is fixed."""
+    """Per-stage layer and recompute counts of a unit assignment (DualPipe ranks: :func:`tables.rank_split`)."""
     p = t.choice.pp
     if not t.dualpipe:
         rec = list(x.recompute)
@@ -132,29 +127,9 @@ def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
         return list(x.layers), rec
     layers, rec = [0] * p, [0] * p
     for u in range(t.num_units):
-        a, b = u, p - 1 - u
-        T, R = x.layers[u], x.recompute[u]
-        if t.layers_fixed is not None:
-            la = T // 2
-        elif u == 0 and t.k_dense:
-            la = max(t.k_dense, _uniform_stage_recompute(t, x) or 0)
-        else:
-            la = (T + 1) // 2
-        lb = T - la
-        if u == 0 and t.k_dense:
-            rb = min(R, lb) if not t.uniform_recompute else (R + x.dense) // 2
-            ra = R - rb + x.dense
-        else:
-            ra = min(la, (R + 1) // 2)
-            rb = R - ra
-        layers[a], layers[b], rec[a], rec[b] = la, lb, ra, rb
+        la, ra, lb, rb = rank_split(t, u, x.layers[u], x.recompute[u], x.dense if u == 0 else 0)
+        layers[u], rec[u], layers[p - 1 - u], rec[p - 1 - u] = la, ra, lb, rb
     return layers, rec
-
-
-def _uniform_stage_recompute(t: StageTable, x: Assignment) -> int | None:
-    if not t.uniform_recompute:
-        return None
-    return (x.recompute[0] + x.dense) // 2
 
 
 def assignment_of(t: StageTable, stage_layers: list[int], recompute_layers: list[int]) -> Assignment:

@@ -150,8 +150,9 @@ class Searcher:
     def best(self, cap: int, k: int = 1, upper_bound: Optional[int] = None, stream: bool = False) -> SearchOutcome:
         """The ``k`` best distinct choices (each with its best assignment) under ``cap``, U ≤ ``upper_bound``."""
         P = self.p
-        heap: list[tuple] = []  # max-heap of (-U, -peak MiB, -i, x, peak KiB)
-        # candidates by their best known bound: the quick one first, the relaxation once the table is built
+        kbest: list[int] = []  # max-heap (negated) of the k least U found
+        solved: list[tuple[int, int, RowSolution]] = []  # (U, choice, solution) of every choice solved in reach
+        # candidates by their best known bound: the quick one, then the table's mean-unit bound, then the relaxation
         queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
         heapq.heapify(queue)
         unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
@@ -159,7 +160,7 @@ class Searcher:
         best_U = None
         while queue:
             bound, level, i = queue[0]
-            limit = -heap[0][0] if len(heap) >= k else None
+            limit = -kbest[0] if len(kbest) >= k else None
             if upper_bound is not None:
                 limit = upper_bound if limit is None else min(limit, upper_bound)
             if limit is not None and bound > limit:
@@ -168,32 +169,32 @@ class Searcher:
             try:
                 if self._stop():
                     raise TimeUp()
-                if level == 0:
+                if level == 0:  # the table's mean-unit bound (no recompute, perfect balance): costs one table
+                    t = P.table(i)
+                    heapq.heappush(queue, (max(bound, float(t.M) * t.lb_time), 1, i))
+                    continue
+                if level == 1:  # the continuous relaxation: memory and recomputation included
                     lb = self.bound(i, cap)
                     if np.isfinite(lb):
-                        heapq.heappush(queue, (lb, 1, i))
+                        heapq.heappush(queue, (max(bound, lb), 2, i))
                     continue
                 sol = self.solve_choice(i, cap, cutoff=limit)
-                if sol is None:
-                    continue
-                if len(heap) < k or sol.U <= -heap[0][0]:  # it may enter the k best: its least peak decides ties
-                    sol = self.least_peak(i, cap, sol)
             except TimeUp:
                 complete = False
                 unresolved = min(unresolved, bound)
                 break
-            item = (-sol.U, -peak_mib(sol.peak_kib), -i, sol.x, sol.peak_kib)
-            if len(heap) < k:
-                heapq.heappush(heap, item)
-            elif (sol.U, peak_mib(sol.peak_kib), i) < (-heap[0][0], -heap[0][1], -heap[0][2]):
-                heapq.heapreplace(heap, item)
-            else:
+            if sol is None:
                 continue
+            solved.append((sol.U, i, sol))
+            if len(kbest) < k:
+                heapq.heappush(kbest, -sol.U)
+            elif sol.U < -kbest[0]:
+                heapq.heapreplace(kbest, -sol.U)
             if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
                 best_U = sol.U
                 self.on_solution(P.evaluate(P.plan(i, sol.x)), P.scale.seconds(sol.U),
                                  P.scale.seconds(int(min(bound, sol.U))))
-        found = [Found(-ni, x, -nU, pk) for nU, _, ni, x, pk in sorted(heap, key=lambda t: (-t[0], -t[1], -t[2]))]
+        found = self._rank(solved, k, cap)
         if complete:
             status = "OPTIMAL" if found else "INFEASIBLE"
             bound = float(found[0].U) if found else None
@@ -201,6 +202,22 @@ class Searcher:
             status = "FEASIBLE" if found else "UNKNOWN"
             bound = min(unresolved, float(found[0].U)) if found else (unresolved if np.isfinite(unresolved) else None)
         return SearchOutcome(status, found, bound, self.solved)
+
+    def _rank(self, solved: list[tuple[int, int, RowSolution]], k: int, cap: int) -> list[Found]:
+        """The k best of the solved choices: U, then each one's least peak (whole MiB), then the choice index.
+        Least peaks are computed only for the choices within the k-th U (ties included)."""
+        if not solved:
+            return []
+        kth = sorted(U for U, _, _ in solved)[min(k, len(solved)) - 1]
+        ranked = []
+        for U, i, sol in sorted((c for c in solved if c[0] <= kth), key=lambda c: (c[0], c[1])):
+            try:
+                sol = self.least_peak(i, cap, sol)
+            except TimeUp:  # out of time for the tie-break: the step times stay proven, the peak is this plan's
+                pass
+            ranked.append((U, peak_mib(sol.peak_kib), i, sol))
+        ranked.sort(key=lambda r: (r[0], r[1], r[2]))
+        return [Found(i, sol.x, U, sol.peak_kib) for U, _, i, sol in ranked[:k]]
 
     def min_peak(self, upper_U: Optional[int] = None) -> Optional[int]:
         """Smallest peak memory (MiB) over plans with U ≤ upper_U, by bisection on the cap."""

@@ -6,8 +6,8 @@ Two exact dominance reductions keep the space small without losing an optimum fo
 ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
 memory and stage times, a smaller bubble), sequence parallelism is
 always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
-makes it identical to 'none', and 'none' is dropped when 'full' is allowed and full recomputation adds no
-per-stage working set ('full' with zero recomputed layers is then 'none'; plans are reported canonically).
+makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero recomputed
+layers is 'none', working set included; plans are reported canonically).
 Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
 """
 
@@ -100,9 +100,9 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
                 and "none" in recompute):
             recompute.remove("selective")
-        if "full" in recompute and "none" in recompute and a.recompute_workspace_layers == 0:
-            # 'full' with zero recomputed layers is 'none' only when full recompute adds no per-stage working set
-            # (recompute_workspace_layers: every stage of a 'full' plan holds one regenerated layer)
+        if "full" in recompute and "none" in recompute:
+            # 'full' with zero recomputed layers is 'none': same time, same memory (a stage that recomputes no
+            # layer holds no regenerated layer, ChoiceCosts.stage_workspace_bytes)
             recompute.remove("none")
 
     def zero_at(pp: int, dense_group: int, expert_group: int) -> list[int]:

@@ -103,6 +103,8 @@ class StageTable:
     m_saved_dense: int
     dense_first: bool  # unit 0 must recompute all k dense layers before any MoE layer (a plain stage 0)
     free_moe_recompute: int  # DualPipe rank 0: MoE layers it may recompute with dense ones left (stage p-1's)
+    m_workspace: int  # KiB a stage that recomputes ≥ 1 layer holds on top (its regenerated layer; a DualPipe
+    #                   rank counts it per stage, at half weight like its other activations)
     M: int
     scale: Scale
     lb_time: int  # a lower bound of max_u time_u (mean unit time without recompute)
@@ -211,7 +213,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         m_const=_ceil_kib(ranks_m0), dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
         t_recompute_dense=T(w * t_rd) if k else 0,
         m_saved_dense=kib_down(w * save_rd) if k else 0,
-        dense_first=not dualpipe, free_moe_recompute=free,
+        dense_first=not dualpipe, free_moe_recompute=free, m_workspace=kib_up(w * costs.recompute_workspace_bytes),
         M=int(round(scale.weight * (c.num_microbatches + beta))), scale=scale, lb_time=lb_time)
 
 
@@ -224,12 +226,51 @@ class Assignment:
     dense: int = 0
 
 
+def rank_split(t: StageTable, u: int, layers: int, recompute: int, dense: int) -> tuple[int, int, int, int]:
+    """(layers, recomputed) of the two stages of DualPipe rank ``u`` -- stage u first, then stage p-1-u.
+
+    The rank's costs depend only on its totals, except the recompute working set, held by each stage that
+    recomputes: a middle rank splits its layers evenly and recomputes on its first stage first; the rank of
+    stages 0 and p-1 keeps the model's leading dense layers alone on stage 0 and its MoE layers on stage p-1
+    (MoE recomputation spills onto stage 0 only under a fixed even split); uniform recompute gives both stages
+    the same count."""
+    k = t.k_dense
+    per_stage = (recompute + dense) // 2 if t.uniform_recompute else None
+    if t.layers_fixed is not None:
+        la = layers // 2
+    elif u == 0 and k:
+        la = max(k, per_stage or 0)
+    else:
+        la = (layers + 1) // 2
+    lb = layers - la
+    if per_stage is not None:
+        return la, per_stage, lb, per_stage
+    if u == 0 and k:
+        rb = min(recompute, lb)
+        return la, dense + recompute - rb, lb, rb
+    ra = min(recompute, la)
+    return la, ra, lb, recompute - ra
+
+
+def recomputing_stages(t: StageTable, x: Assignment) -> np.ndarray:
+    """How many stages of each unit recompute at least one layer (each holds ``m_workspace``)."""
+    out = np.zeros(t.num_units, np.int64)
+    for u in range(t.num_units):
+        r, d = x.recompute[u], (x.dense if u == 0 else 0)
+        if not t.dualpipe:
+            out[u] = 1 if r + d > 0 else 0
+        else:
+            _, ra, _, rb = rank_split(t, u, x.layers[u], r, d)
+            out[u] = (ra > 0) + (rb > 0)
+    return out
+
+
 def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, memory KiB, dp time) per unit of an assignment."""
     l = np.array(x.layers, np.int64)
     r = np.array(x.recompute, np.int64)
     time = t.t_layer * l + t.t_recompute * r + t.t_const
-    mem = t.m_layer * l - t.m_saved * r + t.m_const
+    mem = t.m_layer * l - t.m_saved * r + t.m_const + t.m_workspace * recomputing_stages(t, x)
     dp = t.dp_layer * l + t.dp_const
     time[0] += t.t_recompute_dense * x.dense
     mem[0] -= t.m_saved_dense * x.dense

@@ -105,10 +105,24 @@ def test_dualpipe_rank_holds_the_workspace_once():
     plan = PlanSpec(tp=1, pp=4, dp=4, micro_batch_size=1, schedule="dualpipe", recompute="full", zero_stage=1)
     ev = evaluate(spec, plan)
     per_stage = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule="dualpipe",
-                                    recompute="full")).workspace_bytes
+                                    recompute="full")).recompute_workspace_bytes
     assert per_stage > 0
     for s in ev.stages:
         assert s.workspace_gib * 2**30 == pytest.approx(per_stage)
+
+
+def test_a_stage_that_recomputes_nothing_holds_no_regenerated_layer():
+    """Megatron's block recompute with recompute_num_layers 0 checkpoints nothing on that stage: full recompute of
+    zero layers costs what no recompute costs, to the byte (the solver's 'none' ⊂ 'full' reduction relies on it);
+    a stage recomputing one layer holds one full layer of one micro-batch on top."""
+    spec = _spec()
+    full = evaluate(spec, PlanSpec(tp=2, pp=2, dp=4, schedule="1f1b", recompute="full", recompute_layers=[0, 1],
+                                   zero_stage=1))
+    none = evaluate(spec, PlanSpec(tp=2, pp=2, dp=4, schedule="1f1b", recompute="none", zero_stage=1))
+    layer_full = _costs(spec, Choice(tp=2, cp=1, pp=2, dp=4, num_microbatches=16, recompute="none")).dense.act_bytes
+    assert full.stages[0].memory_gib == none.stages[0].memory_gib
+    assert full.stages[0].workspace_gib == 0
+    assert full.stages[1].workspace_gib * 2**30 == pytest.approx(layer_full)
 
 
 def test_zero3_workspace_is_the_gathered_layers():
@@ -185,7 +199,8 @@ def test_dtensor_sp_gathered_inputs_in_the_recomputed_layer_only(recompute):
     stored_extra = 2 * 4096 * 2 * 2 * H * 3 / 4 if recompute == "full" else 0.0
     assert dtensor.dense.act_bytes - megatron.dense.act_bytes == pytest.approx(stored_extra)
     assert dtensor.dense.act_recomputed_bytes == megatron.dense.act_recomputed_bytes
-    assert dtensor.workspace_bytes - megatron.workspace_bytes == pytest.approx(2 * 4096 * 2 * 2 * H * 3 / 4)
+    held = lambda costs: costs.stage_workspace_bytes(recomputed_layers=1)  # noqa: E731  (a stage recomputing)
+    assert held(dtensor) - held(megatron) == pytest.approx(2 * 4096 * 2 * 2 * H * 3 / 4)
 
 
 # ------------------------------------------------------------------------------- torch.distributed.pipelining
