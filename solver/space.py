@@ -19,6 +19,7 @@ from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import degree_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
+from parplan.frameworks.profiles import space_limits, spec_profile
 
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8)
@@ -51,9 +52,10 @@ class SpaceOptions:
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
+        """The spec's ``search:``, intersected with its framework's legal space (frameworks/profiles.py)."""
         s = spec.search
         t = lambda v: None if v is None else tuple(v)  # noqa: E731
-        return SpaceOptions(
+        opts = SpaceOptions(
             tp=t(s.tp), cp=t(s.cp), pp=t(s.pp), dp=t(s.dp), ep=t(s.ep), etp=t(s.etp),
             micro_batch_size=t(s.micro_batch_size), vpp=t(s.vpp),
             schedules=tuple(s.schedules) if s.schedules else SCHEDULES,
@@ -61,6 +63,22 @@ class SpaceOptions:
             recompute=tuple(s.recompute) if s.recompute else ("none", "selective", "full"),
             sequence_parallel=t(s.sequence_parallel),
             uneven_stages=s.uneven_stages, uniform_recompute=s.uniform_recompute,
+        )
+        prof = spec_profile(spec)
+        if prof is None:
+            return opts
+        lim = space_limits(prof)
+        keep = lambda mine, theirs: tuple(v for v in mine if v in theirs)  # noqa: E731
+        pin = lambda mine, theirs: theirs if mine is None else keep(mine, theirs)  # noqa: E731
+        return replace(
+            opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
+            recompute=keep(opts.recompute, lim.recompute),
+            cp=opts.cp if lim.cp is None else pin(opts.cp, lim.cp),
+            etp=pin(opts.etp, (1,)) if lim.etp_one else opts.etp,
+            sequence_parallel=opts.sequence_parallel if lim.sequence_parallel is None
+            else pin(opts.sequence_parallel, lim.sequence_parallel),
+            uneven_stages=opts.uneven_stages and lim.uneven_stages,
+            uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
         )
 
 
