@@ -49,7 +49,10 @@ BREAKDOWN_NOTES = {
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The canonical plan in CONTRACT key order."""
     data = plan.model_dump(mode="json")
-    return {key: data[key] for key in PLAN_KEYS}
+    out = {key: data[key] for key in PLAN_KEYS}
+    if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
+        out["pipeline_layout"] = data["pipeline_layout"]
+    return out
 
 
 def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
