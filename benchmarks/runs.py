@@ -38,6 +38,7 @@ from parplan.costmodel.spec import ClusterSpec, ModelSpec, MoESpec, PlanSpec, Sp
 HERE = Path(__file__).resolve().parent
 REPO_DATA = HERE / "data" / "published-runs.yaml"
 SHARED_DATA = HERE.parent.parent / "shared" / "data" / "published-runs.yaml"
+HELDOUT_DATA = HERE / "data" / "heldout-runs.yaml"  # rows from sources the fit never reads (reported apart)
 
 METRICS = ("mfu", "hfu", "tflops", "tokens")  # primary-metric preference order
 METRIC_LABEL = {"mfu": "MFU %", "hfu": "HFU %", "tflops": "TFLOP/s/GPU", "tokens": "tok/s/GPU"}
@@ -106,6 +107,10 @@ def _family(row: dict) -> str:
         return "nemotron"
     if "mpt" in m:
         return "mpt"
+    if "qwen" in m:
+        return "qwen"
+    if "gpt-oss" in m or "gpt oss" in m:
+        return "gpt-oss"
     if "gpt" in m:
         return "gpt"
     return "unknown"
@@ -406,8 +411,8 @@ def _express(row: dict, ex: Expression) -> None:
             a["vocab_size"] = f"{vocab} (GPT-2 BPE 50257 padded to 128·TP; not stated)"
         else:
             raise NotExpressible("vocab_size not published")
-    # gated (SwiGLU) MLP: Llama and DeepSeek; GPT, MPT (GeLU) and Nemotron-4 (squared ReLU, ffn = 4h) are not
-    if fam in ("llama", "deepseek"):
+    # gated (SwiGLU) MLP: Llama, DeepSeek, Qwen, GPT-OSS; GPT, MPT (GeLU) and Nemotron-4 (squared ReLU) are not
+    if fam in ("llama", "deepseek", "qwen", "gpt-oss"):
         gated = True
     elif fam in ("gpt", "mpt", "nemotron"):
         gated = False
@@ -428,7 +433,7 @@ def _express(row: dict, ex: Expression) -> None:
             a["attention"] = "MLA approximated as multi-head attention with 128 KV heads"
     model = ModelSpec(name=row.get("model") or rid, num_layers=L, hidden_size=h, ffn_hidden_size=ffn,
                       num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab, gated_mlp=gated,
-                      tie_embeddings=tie, moe=moe)
+                      tie_embeddings=tie, moe=moe, head_dim=_int(get("head_dim")))
 
     # ---- cluster
     gpu_name = row.get("gpu") or ""
