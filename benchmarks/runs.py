@@ -216,11 +216,11 @@ def _recompute(row: dict, assumed: dict[str, str]) -> str:
 
 def _zero_stage(row: dict, fw: str, assumed: dict[str, str]) -> int:
     text = (row.get("zero_or_sharding") or "").lower()
+    if "zero-2" in text or re.search(r"optim_grads(?!_params)", text) or "shard_grad_op" in text:
+        return 2  # Megatron-FSDP's optim_grads, FSDP's SHARD_GRAD_OP
     if "zero-3" in text or "full_shard" in text or "fully sharded" in text or "optim_grads_params" in text \
             or re.search(r"\bfsdp\b", text):
         return 3  # Megatron-FSDP's optim_grads_params, FSDP/FSDP2 full sharding
-    if "zero-2" in text or "optim_grads" in text or "shard_grad_op" in text:
-        return 2
     if "zero-1" in text or "distributed optimizer" in text:
         return 1
     if text.startswith("none"):
