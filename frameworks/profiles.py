@@ -260,35 +260,44 @@ def framework_assumptions(prof: Profile, tp_values: Optional[list[int]] = None) 
 def apply_framework_assumptions(data: Any) -> Any:
     """Raw spec input (a dict) -> the same with the profile's knobs filled where the user set none.
 
-    Called by ``Spec``'s before-validator: user-set knobs win, the preset underlies both.
+    Called by ``Spec``'s before-validator: user-set knobs win, the preset underlies both. Input of the wrong
+    shape is returned unchanged for the field validators to report.
     """
     if not isinstance(data, dict) or data.get("framework") is None:
         return data
     fw = data["framework"]
     if isinstance(fw, dict):
-        prof = profile(str(fw.get("name")), None if fw.get("version") is None else str(fw.get("version")))
-    elif isinstance(fw, str):
-        prof = profile(fw)
+        name, version = fw.get("name"), fw.get("version")
     else:
-        prof = profile(fw.name, fw.version)
-    tp_values = _tp_values(data)
+        name, version = getattr(fw, "name", fw), getattr(fw, "version", None)
+    if not isinstance(name, str) or name not in _VERSIONED or not (version is None or isinstance(version, str)):
+        return data
+    prof = profile(name, version)  # an unknown version raises ValueError: a spec error naming the framework
     section = data.get("assumptions")
     if section is None:
         section = {}
-    elif not isinstance(section, dict):
+    elif hasattr(section, "model_dump"):
         section = section.model_dump(exclude_none=True)
-    merged = {**framework_assumptions(prof, tp_values), **{k: v for k, v in section.items() if v is not None}}
+    elif not isinstance(section, dict):
+        return data
+    merged = {**framework_assumptions(prof, _tp_values(data)), **{k: v for k, v in section.items() if v is not None}}
     return {**data, "assumptions": merged}
 
 
 def _tp_values(data: dict) -> Optional[list[int]]:
+    """The TP degrees a spec allows (its plan's, or its search pins), None when unrestricted or unreadable."""
     plan, search = data.get("plan"), data.get("search")
     get = lambda obj, key: obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)  # noqa: E731
     if plan is not None:
-        return [get(plan, "tp") or 1]
-    if search is not None and get(search, "tp") is not None:
-        return list(get(search, "tp"))
-    return None
+        tp = get(plan, "tp")
+        values = [1 if tp is None else tp]
+    elif search is not None and get(search, "tp") is not None:
+        values = get(search, "tp")
+    else:
+        return None
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    return list(values)
 
 
 # ----------------------------------------------------------------------------------------- legal space
