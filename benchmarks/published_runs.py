@@ -99,6 +99,9 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
       "memory-model miss):")
     for r in summary["do_not_fit"]:
         w(f"  {r['id']}: predicted peak {r['predicted_peak_memory_gib']:.1f} GiB > {r['usable_memory_gib']:.1f} GiB usable")
+        if r.get("missing_fact"):
+            for line in textwrap.wrap("missing: " + r["missing_fact"], 106):
+                w(f"      {line}")
     if summary["legality_violations"]:
         w()
         w("Legality rules the published plan breaks in the model:")
@@ -149,6 +152,9 @@ def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
     w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
     w(f"  rows off by more than 2x:    {len(summary['off_by_more_than_2x'])} {summary['off_by_more_than_2x']}")
     w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
+    for r in summary["do_not_fit"]:
+        note = f"; missing: {r['missing_fact']}" if r.get("missing_fact") else ""
+        w(f"  not fitting: {r['id']} ({r['predicted_peak_memory_gib']:.0f} > {r['usable_memory_gib']:.0f} GiB){note[:120]}")
     for r in summary["not_expressed"]:
         w(f"  not expressed: {r['id']}: {r['reason'][:100]}")
 

@@ -598,6 +598,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
                                              f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
         set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
+    if fw == "bridge":  # perf_recipes/_common.py:72-74: grad_reduce_in_fp32 = False (frameworks/profiles.py)
+        set_("grad_bytes", 2.0, "Megatron-Bridge performance recipes: bf16 gradient buffers (grad_reduce_in_fp32 off)")
+        set_("grad_reduce_bytes", 2.0, "Megatron-Bridge performance recipes: gradients reduced in bf16")
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
@@ -793,6 +796,7 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
         usable_memory_gib=m.usable_memory_gib,
         fits=m.fits,
         published_peak_memory_gib=row.get("peak_memory_gib"),
+        memory_miss_note=row.get("memory_miss_note"),  # the row's own note: what the model lacks to fit it
         violations=list(ev.violations),
         legality_violations=[v for v in ev.violations if v not in memory_violations],
     )
@@ -850,7 +854,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "over_predicted": sum(1 for r in done if r["ratio"] > 1.0),
         "under_predicted": sum(1 for r in done if r["ratio"] < 1.0),
         "do_not_fit": [{"id": r["id"], "predicted_peak_memory_gib": r["predicted_peak_memory_gib"],
-                        "usable_memory_gib": r["usable_memory_gib"]} for r in done if not r["fits"]],
+                        "usable_memory_gib": r["usable_memory_gib"], "missing_fact": r.get("memory_miss_note")}
+                       for r in done if not r["fits"]],
         "legality_violations": [{"id": r["id"], "violations": r["legality_violations"]}
                                 for r in done if r["legality_violations"]],
         "memory_published": [{"id": r["id"], "published": r["published_peak_memory_gib"],

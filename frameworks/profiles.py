@@ -68,6 +68,14 @@ CITATIONS: dict[str, str] = {
                        "stage free, middle stages even",
     "megatron.grads_fp32": f"{MEGATRON} megatron/training/arguments.py:1204-1216: bf16 accumulates and "
                            "all-reduces gradients in fp32 (main_grads fp32) unless --grad-reduce-in-bf16",
+    "megatron.grad_buffer": f"{MEGATRON} megatron/core/distributed/param_and_grad_buffer.py:924: the gradient "
+                            "buffer is fp32 if grad_reduce_in_fp32, else the parameter dtype (bf16); "
+                            "distributed_data_parallel_config.py:15 grad_reduce_in_fp32 defaults to False",
+    "bridge.perf_grads": f"{BRIDGE} src/megatron/bridge/perf_recipes/_common.py:72-74 and 122: the performance "
+                         "recipes (the published performance tables) set grad_reduce_in_fp32 = False: bf16 "
+                         "gradient buffers and reductions; the training recipes (recipes/common.py:82) keep fp32",
+    "bridge.alloc": f"{BRIDGE} src/megatron/bridge/perf_recipes/llama/h100/llama31.py: "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the recipe's environment",
     "megatron.cp": f"{MEGATRON} megatron/training/arguments.py:3221 --cp-comm-type p2p (ring, default) | a2a | "
                    "allgather | a2a+p2p",
     "titan.schedules": f"{TITAN} torchtitan/config/configs.py:216-224 pipeline_parallel_schedule, any of "
@@ -155,7 +163,9 @@ _MEGATRON_CORE_PRE_LAYOUT = replace(
     citations=_MEGATRON_CORE.citations[:-3] + ("megatron.uneven", "megatron.grads_fp32", "megatron.cp"),
 )
 _MEGATRON_BRIDGE = replace(
-    _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge on Megatron-Core >= 0.13.0",
+    _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge performance recipes on Megatron-Core >= 0.13.0",
+    assumptions={**_MEGATRON_CORE.assumptions, "grad_bytes": 2.0, "grad_reduce_bytes": 2.0},
+    citations=_MEGATRON_CORE.citations + ("megatron.grad_buffer", "bridge.perf_grads"),
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
