@@ -318,7 +318,8 @@ class SpaceLimits:
     """What ``SpaceOptions.from_spec`` intersects the search with."""
 
     schedules: tuple[str, ...]
-    zero_stages: tuple[int, ...]
+    zero_stages: tuple[int, ...]  # without PP and with it (the union)
+    zero_stages_with_pp: tuple[int, ...]
     recompute: tuple[str, ...]
     cp: Optional[tuple[int, ...]]  # None: unrestricted
     etp_one: bool
@@ -328,10 +329,11 @@ class SpaceLimits:
 
 
 def space_limits(prof: Profile) -> SpaceLimits:
-    """The profile's choice-level space. ZeRO stages are the union over PP (the PP rule is a legality rule)."""
+    """The profile's choice-level space (ZeRO stages: the union over PP, and the ones PP allows)."""
     return SpaceLimits(
         schedules=prof.schedules,
         zero_stages=tuple(sorted(set(prof.zero_stages) | set(prof.zero_stages_with_pp))),
+        zero_stages_with_pp=prof.zero_stages_with_pp,
         recompute=prof.recompute,
         cp=None if prof.context_parallel else (1,),
         etp_one=prof.expert_tensor_parallel == "one",

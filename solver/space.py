@@ -49,6 +49,7 @@ class SpaceOptions:
     uneven_stages: bool
     uniform_recompute: bool
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
+    zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -74,6 +75,7 @@ class SpaceOptions:
             opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
             recompute=keep(opts.recompute, lim.recompute),
             cp=opts.cp if lim.cp is None else pin(opts.cp, lim.cp),
+            zero_stages_with_pp=lim.zero_stages_with_pp,
             etp=pin(opts.etp, (1,)) if lim.etp_one else opts.etp,
             sequence_parallel=opts.sequence_parallel if lim.sequence_parallel is None
             else pin(opts.sequence_parallel, lim.sequence_parallel),
@@ -118,10 +120,11 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
 
     def zero_at_pp(pp: int) -> list[int]:
         """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage)."""
+        stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
         if not opts.prune_dominated:
-            return zero
+            return stages
         kept: dict[int, int] = {}
-        for z in sorted(zero):
+        for z in sorted(stages):
             kept.setdefault(effective_zero_stage(z, pp, a), z)
         return list(kept.values())
 

@@ -157,10 +157,12 @@ def _with_framework(spec: Spec, name: str) -> Spec:
                          ("zero_stages", prof.zero_stages)):
         if key in search and not set(search[key]) & set(allowed):
             del search[key]
+    if not prof.context_parallel and 1 not in search.get("cp", [1]):
+        del search["cp"]
     return Spec.model_validate(data)
 
 
-@pytest.mark.parametrize("name", ["megatron-core", "torchtitan"])
+@pytest.mark.parametrize("name", ["megatron-core", "torchtitan", "deepspeed"])
 @FRAMEWORK_SPECS
 @given(spec=small_specs())
 def test_planner_returns_only_plans_the_framework_runs(name, spec):
