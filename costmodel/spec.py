@@ -167,7 +167,7 @@ class PlanSpec(_Strict):
     recompute_layers: Optional[list[int]] = None
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = True
-    pipeline_layout: Optional[Union[str, list[list[list[str]]], list[list[NonNegativeInt]]]] = Field(
+    pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
 

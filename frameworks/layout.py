@@ -10,7 +10,8 @@ Accepted forms (``plan.pipeline_layout``):
   and ``validate_layer_layout`` in NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
   megatron/core/transformer/pipeline_parallel_layer_layout.py (the DeepSeek-V3 example
   ``Et*3|(tt|)*29,m|L`` is in docs/user-guide/features/pipeline_parallel_layout.md there);
-* the same as a list of stages, each a list of those letters (Megatron accepts a list of lists too);
+* the same as a list of stages, each a list of those letters or of Megatron's ``LayerType`` names
+  (``embedding``, ``decoder``, ``mtp``, ``loss``: Megatron accepts a list of lists too);
 * decoder-layer counts per ``[stage][virtual chunk]`` (``pp`` lists of ``vpp`` integers): the embedding
   sits in stage 0's first chunk and the loss in the last stage's last chunk, as Megatron requires.
 
@@ -28,6 +29,7 @@ from typing import Optional, Sequence, Union
 
 LayoutInput = Union[str, Sequence[Sequence[str]], Sequence[Sequence[int]]]
 _LETTERS = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
+_NAMES = {name: letter for letter, name in _LETTERS.items()}  # Megatron's LayerType names in the list form
 
 
 class LayoutError(ValueError):
@@ -97,8 +99,8 @@ def resolve_layout(value: LayoutInput, pp: int, num_layers: Optional[int] = None
     rows = [list(r) for r in value]
     if not rows:
         raise LayoutError("pipeline_layout must not be empty")
-    if all(isinstance(x, str) for r in rows for x in r):
-        return layout_from_stages(["".join(r) for r in rows], pp, num_layers)
+    if all(isinstance(x, str) for r in rows for x in r):  # Megatron's list form: letters or LayerType names
+        return layout_from_stages(["".join(_NAMES.get(x.strip().lower(), x) for x in r) for r in rows], pp, num_layers)
     if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for r in rows for x in r):
         raise LayoutError("pipeline_layout as a nested list holds layer letters or non-negative layer counts")
     if len(rows) != pp:

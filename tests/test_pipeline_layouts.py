@@ -60,6 +60,17 @@ def test_meta_405b_split_first_and_last_stage_one_layer_short():
     assert resolve_layout(spec["plan"]["pipeline_layout"], 16, 126).decoder == lay.decoder
 
 
+def test_megatron_list_form_with_layer_type_names():
+    """Megatron-Bridge's DeepSeek-V3 layout for PP 8 x VPP 2 (recipes/deepseek/h100/deepseek_v3.py:50-68), as a list."""
+    stages = ([["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [["decoder", "mtp", "loss"]])
+    lay = resolve_layout(stages, 8, 61)
+    assert lay.decoder[0] == [4, 4] and lay.decoder[-1] == [4, 1] and lay.mtp_layers == 1
+    assert resolve_layout("Et*4|(t*4|)*14,tmL", 8, 61) == lay
+    spec = _spec(DSV3_GB200)
+    ev = evaluate(spec, PlanSpec(tp=1, pp=8, ep=32, micro_batch_size=1, recompute="selective", pipeline_layout=stages))
+    assert [s.layers for s in ev.stages] == [8, 8, 8, 8, 8, 8, 8, 5]
+
+
 def test_deepseek_v3_gb200_layout():
     lay = resolve_layout("Et|(tt|)*30L", 8, 61)
     assert lay.vpp == 4 and lay.stage_layers == [7, 8, 8, 8, 8, 8, 8, 6]
