@@ -3,12 +3,12 @@ never returning a plan its framework cannot run (random small specs, exhaustive 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
@@ -80,7 +80,7 @@ def test_memory_conventions_under_the_users_assumptions():
     assert ds.grad_reduce_bytes == 2.0
 
 
-def test_search_pins_the_framework_cannot_run_are_spec_errors():
+def test_search_pins_the_framework_cannot_run_are_spec_errors(tmp_path: Path):
     with pytest.raises(ValidationError, match="search.schedules"):
         _llama(framework="megatron-core", search={"schedules": ["zb-h1", "dualpipe"]})
     with pytest.raises(ValidationError, match="search.zero_stages"):
@@ -88,8 +88,7 @@ def test_search_pins_the_framework_cannot_run_are_spec_errors():
     data = yaml.safe_load(LLAMA.read_text())
     data["framework"] = "deepspeed"
     data["search"] = {"cp": [2]}
-    path = ROOT / "build" / "bad-framework.yaml"
-    path.parent.mkdir(exist_ok=True)
+    path = tmp_path / "bad-framework.yaml"
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "search.cp" in (result.stderr or result.stdout)
@@ -230,7 +229,7 @@ def test_cli_json_carries_runs_on(tmp_path: Path):
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["optimize", str(path), "--top", "2", "-f", "json"])
     assert result.exit_code == 0, result.stderr
-    import json
+
     plans = json.loads(result.stdout)["plans"]
     assert len(plans) == 2 and all("megatron-core" in p["runs_on"] for p in plans)
     assert all(p["plan"]["schedule"] in ("1f1b", "interleaved") for p in plans)
