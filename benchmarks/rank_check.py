@@ -14,8 +14,9 @@ included). A second ranking restricts the search to the techniques the published
 ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework as it is today
 (``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`; the profile's schedules,
 ZeRO stages, recompute options, CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
-framework* against the published plan, same model. Rows without a profile (LLM Foundry) keep the default space
-there. Results go to ``benchmarks/results/rank_check.txt``.
+framework* against the published plan, same model (the row's own assumption facts stay; the profile's memory
+knobs are not re-applied, so both plans are priced alike). Rows without a profile (LLM Foundry) keep the
+default space there. Results go to ``benchmarks/results/rank_check.txt``.
 """
 
 from __future__ import annotations

@@ -338,7 +338,9 @@ def space_limits(prof: Profile) -> SpaceLimits:
         cp=None if prof.context_parallel else (1,),
         etp_one=prof.expert_tensor_parallel == "one",
         sequence_parallel=None if prof.sequence_parallel else (False,),
-        uneven_stages=prof.stage_split != "even",
+        # 'first_last' (Megatron-Core < 0.13) has no search form yet (CONTRACT's search.stage_split is coming):
+        # even stages only, so that every plan returned is one the version runs
+        uneven_stages=prof.stage_split == "any",
         uniform_recompute=prof.full_recompute_counts == "chunk_block",
     )
 

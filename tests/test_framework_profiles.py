@@ -101,7 +101,11 @@ def test_space_is_intersected():
     assert opts.schedules == ("1f1b",) and opts.zero_stages == (1, 3) and opts.cp == (1,)
     assert opts.sequence_parallel == (False,) and not opts.uneven_stages and opts.recompute == ("none", "full")
     opts = SpaceOptions.from_spec(_llama(framework="torchtitan"))
-    assert opts.zero_stages == (0, 2, 3) and opts.etp == (1,)
+    assert opts.zero_stages == (0, 2, 3) and opts.etp == (1,) and opts.uneven_stages
+    old = SpaceOptions.from_spec(_llama(framework={"name": "megatron-core", "version": "0.12.0"}))
+    assert not old.uneven_stages  # first/last-only splits have no search form yet: even stages
+    ds = SpaceOptions.from_spec(_llama(framework="deepspeed"))
+    assert ds.zero_stages_with_pp == (0, 1)
 
 
 def test_evaluator_reports_what_the_framework_cannot_run():
