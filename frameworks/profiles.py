@@ -117,6 +117,9 @@ CITATIONS: dict[str, str] = {
                     "group checkpointed; no selective recompute)",
     "deepspeed.comm_dtype": f"{DEEPSPEED} deepspeed/runtime/engine.py:1405-1416: gradients are reduced in the "
                             "training dtype (fp16/bf16) unless communication_data_type is set",
+    "deepspeed.moe": f"{DEEPSPEED} deepspeed/moe/layer.py:24-60 MoE(ep_size, enable_expert_tensor_parallelism): "
+                     "experts split over ep_size ranks (num_experts divisible by it), expert weights either "
+                     "unsplit or split by the tensor-parallel degree",
     "deepspeed.tp": f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/ (AutoTP training); "
                     "deepspeed/runtime/sequence_parallel/ is Ulysses (all-to-all over heads), not ring CP or "
                     "Megatron's sequence parallelism",
@@ -197,11 +200,11 @@ _DEEPSPEED = Profile(
     schedules=("1f1b",),
     zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1),
     recompute=("none", "full"), full_recompute_counts="all",
-    context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
+    context_parallel=False, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.tp"),
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp"),
     not_expressible=("DeepSpeed-Ulysses sequence parallelism (all-to-all over heads)", "ZeRO-Infinity offload",
                      "partition_method 'parameters' (balances parameter counts, not layers)"),
 )
