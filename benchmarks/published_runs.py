@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Predicted vs published throughput for every row of published-runs.yaml the cost model can express.
 
-    python benchmarks/published_runs.py [--data PATH] [--json OUT] [--preset default] [--verbose]
+    python benchmarks/published_runs.py [--data PATH] [--json OUT] [--preset default] [--verbose] [--no-heldout]
 
 Default data: ``benchmarks/data/published-runs.yaml`` (a copy of ``shared/data/published-runs.yaml``),
 falling back to ``<repo>/../shared/data/published-runs.yaml``. The row -> (Spec, PlanSpec) mapping and
 the comparison live in :mod:`benchmarks.runs`. Exit status is 0 whatever the errors are: this is a
 report, the bounds are asserted by ``tests/test_benchmark_published_runs.py``.
+
+Held-out rows (``benchmarks/data/heldout-runs.yaml``: sources the fit never reads) are compared the same way
+and summarized separately after the main table (``--no-heldout`` skips them; ``--data`` them for the table).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from benchmarks.runs import (  # noqa: E402
     METRIC_LABEL,
     OUT_OF_BAND_CAUSES,
     compare_all,
+    HELDOUT_DATA,
     default_data_path,
     load_runs,
     summarize,
@@ -95,6 +99,9 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
       "memory-model miss):")
     for r in summary["do_not_fit"]:
         w(f"  {r['id']}: predicted peak {r['predicted_peak_memory_gib']:.1f} GiB > {r['usable_memory_gib']:.1f} GiB usable")
+        if r.get("missing_fact"):
+            for line in textwrap.wrap("missing: " + r["missing_fact"], 106):
+                w(f"      {line}")
     if summary["legality_violations"]:
         w()
         w("Legality rules the published plan breaks in the model:")
@@ -134,12 +141,31 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
     w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
 
 
+def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
+    """The held-out rows' figures, apart from the fitted rows' (their table: --data benchmarks/data/heldout-runs.yaml)."""
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    w()
+    w("Held-out rows (benchmarks/data/heldout-runs.yaml; sources the fit never read)")
+    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")
+    w(f"  median |error|:              {summary['median_abs_error_pct']:.1f} %  "
+      f"(signed median {summary['median_signed_error_pct']:+.1f} %)")
+    w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
+    w(f"  rows off by more than 2x:    {len(summary['off_by_more_than_2x'])} {summary['off_by_more_than_2x']}")
+    w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
+    for r in summary["do_not_fit"]:
+        note = f"; missing: {r['missing_fact']}" if r.get("missing_fact") else ""
+        w(f"  not fitting: {r['id']} ({r['predicted_peak_memory_gib']:.0f} > {r['usable_memory_gib']:.0f} GiB){note[:120]}")
+    for r in summary["not_expressed"]:
+        w(f"  not expressed: {r['id']}: {r['reason'][:100]}")
+
+
 def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=None, help=f"published-runs.yaml (default: {default_data_path()})")
     p.add_argument("--json", type=Path, default=None, dest="json_out", help="write per-row results and the summary here")
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="assumptions preset")
     p.add_argument("--verbose", "-v", action="store_true", help="also list every value chosen for a null field")
+    p.add_argument("--no-heldout", action="store_true", help="skip the held-out rows' summary")
     args = p.parse_args(argv)
 
     data = args.data or default_data_path()
@@ -153,10 +179,16 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     print(f"Published runs vs the parplan cost model (preset {args.preset}; data {shown})", file=out)
     print(file=out)
     render(results, summary, out, verbose=args.verbose)
+    heldout = None
+    if not args.no_heldout and args.data is None and HELDOUT_DATA.exists():
+        held = compare_all(load_runs(HELDOUT_DATA), args.preset)
+        heldout = {"summary": summarize(held), "rows": held}
+        render_heldout(heldout["summary"], out)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.json_out, "w") as f:
-            json.dump({"preset": args.preset, "data": str(data), "summary": summary, "rows": results}, f, indent=1)
+            json.dump({"preset": args.preset, "data": str(data), "summary": summary, "rows": results,
+                       "heldout": heldout}, f, indent=1)
         print(f"\nwrote {args.json_out}", file=out)
     return 0
 

@@ -11,7 +11,12 @@ ZeRO stage, SP); the published plan's rank is one plus the number of those plans
 faster than the published plan (the published plan evaluated by the same model, memory violations
 included). A second ranking restricts the search to the techniques the published run used (its ZeRO stage,
 1F1B/interleaved schedules or DualPipe, and its sequence-parallel setting), since a 2021 run could not use
-ZeRO-1 or zero-bubble schedules. Results go to ``benchmarks/results/rank_check.txt``.
+ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework as it is today
+(``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`; the profile's schedules,
+ZeRO stages, recompute options, CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
+framework* against the published plan, same model (the row's own assumption facts stay; the profile's memory
+knobs are not re-applied, so both plans are priced alike). Rows without a profile (LLM Foundry) keep the
+default space there. Results go to ``benchmarks/results/rank_check.txt``.
 """
 
 from __future__ import annotations
@@ -104,6 +109,11 @@ def check_row(row: dict, top_k: int) -> dict[str, Any]:
     out["same_techniques_search"] = same_techniques(row, plan)
     same = spec.model_copy(update={"search": SearchSpec(**out["same_techniques_search"])})
     out["same_techniques"] = _rank(same, t_pub, top_k)
+    out["framework"] = ex.framework
+    in_fw = spec.model_copy(update={"framework": ex.framework}) if ex.framework else spec
+    out["in_framework"] = _rank(in_fw, t_pub, top_k)
+    best = optimize(in_fw, method="exhaustive").plans if ex.framework else []
+    out["in_framework"]["best_runs_on_framework"] = bool(best) and ex.framework in best[0].runs_on
     return out
 
 
@@ -111,7 +121,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
     lines = list(header)
     w = lines.append
     w(f"{'row':44s} {'published plan (model MFU)':46s} {'rank':>5s} {'rank*':>5s}  {'pub/best':>8s} {'pub/best*':>9s}  best plan in the default space (model MFU)")
-    ranks, ranks_same, gaps, gaps_same = [], [], [], []
+    ranks, ranks_same, gaps, gaps_same, gaps_fw, fw_lines = [], [], [], [], [], []
     for r in results:
         if "error" in r:
             w(f"{r['id']:44s} not expressible: {r['error']}")
@@ -128,12 +138,22 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
         pub = "{} ({:.0f}%){}".format(r["published_plan"], 100 * r["published_mfu"], flag)
         w(f"{r['id']:44s} {pub:46s} "
           f"{str(d['rank']):>5s} {str(s['rank']):>5s}  {gap:8.2f} {gap_s:9.2f}  {d['best_plan']} ({100 * d['best_mfu']:.0f}%)")
+        f = r["in_framework"]
+        gap_f = r["published_step_s"] / f["best_step_s"] if f["best_step_s"] else float("nan")
+        gaps_fw.append(gap_f)
+        runs_note = "" if not r["framework"] else " yes" if f["best_runs_on_framework"] else " NO (recompute counts)"
+        fw_lines.append(f"{r['id']:44s} {str(r['framework'] or '(none)'):16s} {str(f['rank']):>5s}  {gap_f:8.2f}  "
+                        f"{f['best_plan']} ({100 * f['best_mfu']:.0f}%){runs_note}")
     w("")
     w(f"rank: 1 + the number of plans (one per discrete choice, top {top_k} of the exhaustive search) the model finds")
     w("faster than the published plan, in the default search space; rank*: the same with the search restricted to")
     w("the techniques the published run had (its ZeRO stage, SP setting and schedule family; for Megatron-LM 2021/22")
     w("no CP, and in 2021 no selective recompute). pub/best(*): the published plan's step time over the best plan's")
     w("in that space (1.00 = the model agrees the published plan is optimal). MFU: model FLOPs (causal attention).")
+    w("")
+    w("Within each run's framework (spec.framework = the row's profile; search = the profile's legal space):")
+    w(f"{'row':44s} {'framework':16s} {'rank':>5s}  {'pub/best':>8s}  best plan the framework runs (model MFU), runs on it")
+    lines.extend(fw_lines)
     ints = [x for x in ranks if isinstance(x, int)]
     ints_s = [x for x in ranks_same if isinstance(x, int)]
     w("")
@@ -141,7 +161,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
       f"{sum(1 for x in ranks_same if x == 1)} (same techniques); within the top 5 in {sum(1 for x in ints if x <= 5)} / "
       f"{sum(1 for x in ints_s if x <= 5)}; beyond the top {top_k} in {sum(1 for x in ranks if not isinstance(x, int))} / "
       f"{sum(1 for x in ranks_same if not isinstance(x, int))}.")
-    for label, g in (("default space", gaps), ("same techniques", gaps_same)):
+    for label, g in (("default space", gaps), ("same techniques", gaps_same), ("within its framework", gaps_fw)):
         if g:
             gs = sorted(g)
             w(f"Published step time over the model's best ({label}): median {gs[len(gs) // 2]:.2f}, "

@@ -49,7 +49,10 @@ BREAKDOWN_NOTES = {
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The canonical plan in CONTRACT key order."""
     data = plan.model_dump(mode="json")
-    return {key: data[key] for key in PLAN_KEYS}
+    out = {key: data[key] for key in PLAN_KEYS}
+    if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
+        out["pipeline_layout"] = data["pipeline_layout"]
+    return out
 
 
 def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
@@ -68,6 +71,7 @@ def plan_entry(evaluation: Evaluation) -> dict[str, Any]:
         "metrics": metrics_to_dict(evaluation),
         "stages": [stage.model_dump(mode="json") for stage in evaluation.stages],
         "violations": list(evaluation.violations),
+        "runs_on": list(evaluation.runs_on),
     }
 
 
@@ -111,7 +115,7 @@ def spec_summary(spec: Spec) -> str:
             f"seq_len {t.seq_len} · global_batch_size {t.global_batch_size} · assumptions {assumptions}")
 
 
-def plan_table(plan: Plan) -> Table:
+def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
     table = Table(title="Plan", title_justify="left", box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
     table.add_column("key", style="bold")
     table.add_column("value")
@@ -127,7 +131,14 @@ def plan_table(plan: Plan) -> Table:
         table.add_row("recompute", plan.recompute)
     table.add_row("zero_stage", str(plan.zero_stage))
     table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
+    if plan.pipeline_layout is not None:
+        table.add_row("pipeline_layout", " ".join(_ints(chunks) for chunks in plan.pipeline_layout))
+    if runs_on is not None:
+        table.add_row("runs on", ", ".join(runs_on) or "none of the profiled frameworks")
     return table
+
+
+RUNS_ON_SHORT = {"megatron-core": "mc", "megatron-bridge": "mb", "torchtitan": "tt", "deepspeed": "ds"}
 
 
 def metrics_table(evaluation: Evaluation) -> Table:
@@ -197,7 +208,7 @@ def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optiona
         console.print(Text(spec_summary(spec), style="bold"))
     status = evaluation_status(evaluation)
     console.print(Text.assemble("status: ", (status, "bold green" if evaluation.feasible else "bold red")))
-    console.print(plan_table(evaluation.plan))
+    console.print(plan_table(evaluation.plan, evaluation.runs_on))
     console.print(metrics_table(evaluation))
     console.print(breakdown_table(evaluation))
     console.print(stage_table(evaluation))
@@ -252,14 +263,21 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
     plan is ``chosen`` is marked ``*``."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for header, justify in (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"),
-                            ("tokens/s", "right"), ("peak GiB", "right"), ("plan", "left")):
+                            ("tokens/s", "right"), ("peak GiB", "right"), ("runs on", "left"), ("plan", "left")):
         table.add_column(header, justify=justify, no_wrap=header != "plan")
     ref = best or (evaluations[0] if evaluations else None)
     for i, e in enumerate(evaluations, 1):
         m = e.metrics
         delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
+<<<<<<< HEAD
         table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
                       f"{m.peak_memory_gib:.1f}", _short_plan(e.plan))
+=======
+        table.add_row(str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
+                      f"{m.peak_memory_gib:.1f}", " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-",
+                      _short_plan(e.plan))
+    table.caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
+>>>>>>> frameworks
     return table
 
 
@@ -288,7 +306,7 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
     if result.plans:
         best = result.plans[0]
         console.print(Text("Best plan", style="bold"))
-        console.print(plan_table(best.plan))
+        console.print(plan_table(best.plan, best.runs_on))
         console.print(metrics_table(best))
         console.print(breakdown_table(best))
         console.print(stage_table(best))

@@ -17,8 +17,10 @@ from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
-from parplan.costmodel.legality import choice_violations, stage_violations
+from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
+from parplan.frameworks.layout import LayoutError, resolve_layout, stage_inflight
+from parplan.frameworks.profiles import runs_on
 
 
 class PlanError(ParplanError):
@@ -71,6 +73,7 @@ class Evaluation(_Out):
     metrics: Metrics
     stages: list[StageReport]
     violations: list[str]
+    runs_on: list[str] = []  # frameworks whose profile can run the plan (frameworks/profiles.py runs_on)
 
     @property
     def feasible(self) -> bool:
@@ -105,6 +108,10 @@ def even_stage_layers(num_layers: int, pp: int, vpp: int = 1) -> list[int]:
     return [n * vpp for n in layers]
 
 
+def layout_stage_layers(layout: list[list[int]]) -> list[int]:
+    return [sum(chunks) for chunks in layout]
+
+
 def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     """Fill a YAML plan's defaults (dp, num_microbatches, stage_layers, recompute_layers)."""
     gpus, gbs, L = spec.cluster.num_gpus, spec.training.global_batch_size, spec.model.num_layers
@@ -126,15 +133,33 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
             raise PlanError(f"plan: dp·micro_batch_size = {dp * ps.micro_batch_size} does not divide "
                             f"training.global_batch_size = {gbs}")
         m = gbs // (dp * ps.micro_batch_size)
-    stage_layers = list(ps.stage_layers) if ps.stage_layers is not None else even_stage_layers(L, ps.pp, ps.vpp)
+    vpp, schedule, layout = ps.vpp, ps.schedule, None
+    if ps.pipeline_layout is not None:
+        try:
+            resolved = resolve_layout(ps.pipeline_layout, ps.pp, L)
+        except LayoutError as e:
+            raise PlanError(f"plan.pipeline_layout: {e}") from None
+        layout = resolved.decoder
+        if "vpp" in ps.model_fields_set and ps.vpp != resolved.vpp:
+            raise PlanError(f"plan.vpp = {ps.vpp} but plan.pipeline_layout has {resolved.vpp} chunks per stage")
+        vpp = resolved.vpp
+        if vpp > 1 and "schedule" not in ps.model_fields_set:
+            schedule = "interleaved"  # Megatron runs virtual stages with the interleaved schedule
+        if ps.stage_layers is not None and list(ps.stage_layers) != resolved.stage_layers:
+            raise PlanError(f"plan.stage_layers {list(ps.stage_layers)} differ from the layout's {resolved.stage_layers}")
+        empty = [i for i, n in enumerate(resolved.stage_layers) if n == 0]
+        if empty:
+            raise PlanError(f"plan.pipeline_layout: stage {empty[0]} holds no decoder layer (the cost model needs one)")
+    stage_layers = (list(ps.stage_layers) if ps.stage_layers is not None
+                    else layout_stage_layers(layout) if layout is not None else even_stage_layers(L, ps.pp, vpp))
     if ps.recompute_layers is not None:
         rc = list(ps.recompute_layers)
     else:
         rc = list(stage_layers) if ps.recompute == "full" else [0] * len(stage_layers)
     return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
-                num_microbatches=m, vpp=ps.vpp, schedule=ps.schedule, stage_layers=stage_layers,
+                num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
                 recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
-                sequence_parallel=ps.sequence_parallel and ps.tp > 1)
+                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout)
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -235,13 +260,14 @@ def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Op
     a = assumptions or resolve_assumptions(spec.assumptions)
     gpu = gpu or resolve_gpu(spec.cluster)
     c = plan_choice(plan)
-    structural = stage_violations(spec, c, plan.stage_layers, plan.recompute_layers)
+    structural = stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)
     if plan.num_gpus != spec.cluster.num_gpus:
         structural.insert(0, f"tp·cp·pp·dp = {plan.num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}")
     if structural:
         raise PlanError("plan: " + "; ".join(structural))
     domain = nvlink_domain_size(spec, gpu)
-    violations = choice_violations(spec, c, a, domain)
+    violations = choice_violations(spec, c, a, domain) + framework_stage_violations(
+        spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)
     costs = choice_costs(spec, c, gpu, a)
     return evaluate_costs(spec, plan, costs, a, violations)
 
@@ -287,6 +313,9 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     stage_reports, mem = [], []
     for i, (r, (d, e)) in enumerate(zip(ranks, classes)):
         inflight = costs.inflight(i)
+        if plan.pipeline_layout is not None and c.schedule == "interleaved":
+            # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py)
+            inflight = stage_inflight(plan.pipeline_layout, p, c.vpp, m, i)
         total = r.states_bytes + inflight * r.act_bytes + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
         mem.append(total / GIB)
         stage_reports.append(StageReport(
@@ -323,4 +352,5 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
         usable_memory_gib=usable_gib,
         fits=all(g <= usable_gib for g in mem),
     )
-    return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations)
+    return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations,
+                      runs_on=runs_on(spec, plan))

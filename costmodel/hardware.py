@@ -7,6 +7,8 @@ Latencies (alpha) default to seed 001 §2.3: about 5 us inside a node, about 30 
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -98,11 +100,57 @@ class UnknownGPU(ParplanError):
     """A ``cluster.gpu`` name that is neither in :data:`CATALOG` nor an alias."""
 
 
-def lookup_gpu(name: str) -> GPU:
+def _family(catalog_name: str) -> str:
+    return catalog_name.split("-")[0].upper()  # 'H100-SXM-80GB' -> 'H100', 'GB200-NVL72' -> 'GB200'
+
+
+_OTHER_PARTS = {"PCIE": "PCIe", "NVL": "NVL (PCIe)"}  # same chip, other clocks and links: not in the catalog
+
+
+def resolve_gpu_name(name: str) -> tuple[str, Optional[float]]:
+    """A GPU name as people write it -> (catalog name, memory in GB the name states, if any).
+
+    Exact catalog names and :data:`ALIASES` first; otherwise the catalog family named as a word of the name
+    ("B200 (DGX-B200)", "H100 SXM5 80GB", "NVIDIA H200", "GB200 (NVL72)"), narrowed by a stated "<n>GB"
+    when several catalog parts share the family. A stated size the catalog lacks ("H100 96GB") is returned
+    with the nearest part, for the caller to override ``cluster.memory_gib``; PCIe/NVL parts and unknown
+    names raise :class:`UnknownGPU` listing the near names.
+    """
     key = ALIASES.get(name, name)
-    if key not in CATALOG:
-        raise UnknownGPU(f"unknown GPU {name!r}; known: {', '.join(sorted(CATALOG))}")
-    return CATALOG[key]
+    if key in CATALOG:
+        return key, None
+    words = re.findall(r"[A-Z0-9]+", name.upper())
+    sizes = [float(m.group(1)) for w in words if (m := re.fullmatch(r"(\d+)GB", w))]
+    stated = sizes[0] if sizes else None
+    family = [n for n in CATALOG if _family(n) in words]
+    other = [label for w, label in _OTHER_PARTS.items() if w in words]
+    if family and not other:
+        if len(family) > 1 and stated is not None:
+            exact = [n for n in family if CATALOG[n].memory_gb_nominal == stated]
+            family = exact or family
+        if len(family) > 1:
+            alias = ALIASES.get(_family(family[0]))
+            family = [alias] if alias in family else family
+        if len(family) == 1:
+            return family[0], stated
+    near = difflib.get_close_matches(name, list(CATALOG) + list(ALIASES), n=4, cutoff=0.3) or family
+    why = f" ({other[0]} parts are not in the catalog)" if other else ""
+    raise UnknownGPU(f"unknown GPU {name!r}{why}; near: {', '.join(near) or 'none'}; "
+                     f"known: {', '.join(sorted(CATALOG))}")
+
+
+def lookup_gpu(name: str) -> GPU:
+    """The catalog entry for ``name`` (aliases and partial names as :func:`resolve_gpu_name` reads them).
+
+    A name stating a memory size the resolved part does not have is an error: give the catalog part and
+    ``cluster.memory_gib`` instead.
+    """
+    key, stated = resolve_gpu_name(name)
+    gpu = CATALOG[key]
+    if stated is not None and stated != gpu.memory_gb_nominal:
+        raise UnknownGPU(f"GPU {name!r}: the catalog's {key} has {gpu.memory_gb_nominal:g} GB, not {stated:g} GB; "
+                         f"use gpu: {key} with cluster.memory_gib")
+    return gpu
 
 
 def resolve_gpu(cluster) -> GPU:

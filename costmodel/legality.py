@@ -10,11 +10,25 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice
 from parplan.costmodel.mesh import span_within_domain
 from parplan.costmodel.spec import Spec
+from parplan.frameworks.profiles import choice_rule_violations, spec_profile, stage_rule_violations
 
 
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
     """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
-    return degree_violations(spec, c, a, domain) + schedule_violations(spec, c)
+    return degree_violations(spec, c, a, domain) + schedule_violations(spec, c) + framework_choice_violations(spec, c)
+
+
+def framework_choice_violations(spec: Spec, c: Choice) -> list[str]:
+    """The spec's framework cannot run this choice (schedule, ZeRO, recompute, CP/ETP/SP): frameworks/profiles.py."""
+    prof = spec_profile(spec)
+    return [] if prof is None else choice_rule_violations(prof, c)
+
+
+def framework_stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_layers: list[int],
+                               pipeline_layout: list[list[int]] | None = None) -> list[str]:
+    """The spec's framework cannot split stages or recompute layers this way: frameworks/profiles.py."""
+    prof = spec_profile(spec)
+    return [] if prof is None else stage_rule_violations(prof, c, stage_layers, recompute_layers, pipeline_layout)
 
 
 def degree_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
@@ -75,7 +89,9 @@ def schedule_violations(spec: Spec, c: Choice) -> list[str]:
     return out
 
 
-def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_layers: list[int]) -> list[str]:
+def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_layers: list[int],
+                     pipeline_layout: list[list[int]] | None = None) -> list[str]:
+    """Stage shapes; a ``pipeline_layout`` (per-chunk counts) replaces the equal-chunks rule."""
     out: list[str] = []
     if len(stage_layers) != c.pp:
         out.append(f"stage_layers has {len(stage_layers)} entries for pp = {c.pp}")
@@ -86,8 +102,13 @@ def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_l
     for i, (l, r) in enumerate(zip(stage_layers, recompute_layers)):
         if not 0 <= r <= l:
             out.append(f"recompute_layers[{i}] = {r} must lie in [0, {l}]")
-        if c.vpp > 1 and l % c.vpp:
+        if c.vpp > 1 and l % c.vpp and pipeline_layout is None:
             out.append(f"stage_layers[{i}] = {l} must be divisible by vpp ({c.vpp})")
+    if pipeline_layout is not None:
+        if len(pipeline_layout) != c.pp or any(len(ch) != c.vpp for ch in pipeline_layout):
+            out.append(f"pipeline_layout must have {c.pp} stages of {c.vpp} chunks")
+        elif [sum(ch) for ch in pipeline_layout] != list(stage_layers):
+            out.append("pipeline_layout's per-stage sums must equal stage_layers")
     if c.recompute != "full" and any(recompute_layers):
         out.append("recompute_layers must be 0 unless recompute is full")
     return out

@@ -13,17 +13,19 @@ accepted but have no effect are reported by :func:`spec_warnings` (the CLI print
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.hardware import lookup_gpu
+from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
 
 Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
+FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
 
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -239,6 +241,13 @@ class SearchSpec(_Limited):
         return self
 
 
+class FrameworkSpec(_Strict):
+    """``framework: {name: ..., version: ...}``; the profiles are in parplan.frameworks.profiles."""
+
+    name: FrameworkName
+    version: Optional[str] = Field(None, description="release, e.g. 0.13.0 or main; default: the newest profile")
+
+
 class PlanSpec(_Limited):
     """The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`."""
 
@@ -262,6 +271,9 @@ class PlanSpec(_Limited):
     recompute_layers: Optional[list[int]] = None
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = True
+    pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
+        None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
+        "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
 
 
 class Plan(_Strict):
@@ -282,6 +294,7 @@ class Plan(_Strict):
     recompute_layers: list[int]
     zero_stage: Literal[0, 1, 2, 3]
     sequence_parallel: bool
+    pipeline_layout: Optional[list[list[NonNegativeInt]]] = None  # decoder layers per [stage][virtual chunk]
 
     @property
     def num_gpus(self) -> int:
@@ -300,6 +313,14 @@ class Spec(_Strict):
     target_step_time_s: Optional[float] = Field(None, gt=0, description="min_gpus: step time to meet")
     target_tokens_per_s: Optional[float] = Field(None, gt=0, description="min_gpus: throughput to meet")
     plan: Optional[PlanSpec] = None
+    framework: Optional[Union[FrameworkName, FrameworkSpec]] = Field(
+        None, description="the framework that will run the job; omitted: framework-neutral")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_conventions(cls, data: Any) -> Any:
+        """The framework profile's memory knobs, under the user's own ``assumptions:`` (theirs win)."""
+        return apply_framework_assumptions(data)
 
     @field_validator("target_tokens_per_s")
     @classmethod
@@ -315,6 +336,9 @@ class Spec(_Strict):
                 and lookup_gpu(self.cluster.gpu).peak_fp8_tflops is None:
             raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {self.cluster.gpu} has none "
                              "(set cluster.peak_fp8_tflops or use bf16)")
+        conflicts = search_conflicts(self)
+        if conflicts:
+            raise ValueError(conflicts[0])
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:
             raise ValueError("objective min_gpus needs target_step_time_s or target_tokens_per_s")
         if self.model.moe is None:

@@ -20,6 +20,7 @@ from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import degree_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
+from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
 
 DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
@@ -51,12 +52,14 @@ class SpaceOptions:
     uniform_recompute: bool
     stage_split: str = "per_stage"  # per_stage | first_last | even (uneven_stages false: even)
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
+    zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
+        """The spec's ``search:``, intersected with its framework's legal space (frameworks/profiles.py)."""
         s = spec.search
         t = lambda v: None if v is None else tuple(v)  # noqa: E731
-        return SpaceOptions(
+        opts = SpaceOptions(
             tp=t(s.tp), cp=t(s.cp), pp=t(s.pp), dp=t(s.dp), ep=t(s.ep), etp=t(s.etp),
             micro_batch_size=t(s.micro_batch_size), vpp=t(s.vpp),
             schedules=tuple(s.schedules) if s.schedules else SCHEDULES,
@@ -66,6 +69,30 @@ class SpaceOptions:
             uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
             stage_split=s.resolved_stage_split,
         )
+        prof = spec_profile(spec)
+        if prof is None:
+            return opts
+        lim = space_limits(prof)
+        keep = lambda mine, theirs: tuple(v for v in mine if v in theirs)  # noqa: E731
+        pin = lambda mine, theirs: theirs if mine is None else keep(mine, theirs)  # noqa: E731
+        return replace(
+            opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
+            recompute=keep(opts.recompute, lim.recompute),
+            cp=opts.cp if lim.cp is None else pin(opts.cp, lim.cp),
+            zero_stages_with_pp=lim.zero_stages_with_pp,
+            etp=pin(opts.etp, (1,)) if lim.etp_one else opts.etp,
+            sequence_parallel=opts.sequence_parallel if lim.sequence_parallel is None
+            else pin(opts.sequence_parallel, lim.sequence_parallel),
+            uneven_stages=_tighter(opts.stage_split, lim.stage_split) != "even",
+            stage_split=_tighter(opts.stage_split, lim.stage_split),
+            uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
+        )
+
+
+def _tighter(a: str, b: str) -> str:
+    """The more restrictive of two stage splits (per_stage ⊃ first_last ⊃ even)."""
+    order = ("per_stage", "first_last", "even")
+    return max(a, b, key=order.index)
 
 
 @dataclass
@@ -108,13 +135,14 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     def zero_at(pp: int, dense_group: int, expert_group: int) -> list[int]:
         """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage), and
         with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
-        (the lowest allowed is kept)."""
+        (the lowest allowed is kept); under PP only the framework's ZeRO stages that compose with it."""
+        stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
         if dense_group == 1 and expert_group == 1:
-            return sorted(zero)[:1]
+            return sorted(stages)[:1]
         if not opts.prune_dominated:
-            return zero
+            return stages
         kept: dict[int, int] = {}
-        for z in sorted(zero):
+        for z in sorted(stages):
             kept.setdefault(effective_zero_stage(z, pp, a), z)
         return list(kept.values())
 

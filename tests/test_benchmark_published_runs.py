@@ -107,8 +107,10 @@ def test_mapping_details(rows):
     # Nemotron-4 uses a squared-ReLU MLP (ffn = 4h), not SwiGLU
     ex = runs.express(by_id["nemo2407-h100-fp8-nemotron-340b-128gpu"])
     assert not ex.spec.model.gated_mlp
-    # the GB200 rows have a layout the model cannot express
-    assert "vpp" in runs.unexpressible_reason(by_id["mcore-dsv3-gb200-256gpu-final"])
+    # the GB200 rows' --pipeline-model-parallel-layout 'Et|(tt|)*30L' (stated in words in the row) is expressed
+    ex = runs.express(by_id["mcore-dsv3-gb200-256gpu-final"])
+    assert [sum(ch) for ch in ex.plan.pipeline_layout] == [7, 8, 8, 8, 8, 8, 8, 6] and ex.plan.vpp == 4
+    assert ex.spec.cluster.nvlink_domain_size == 64  # 256 GPUs: four NVLink domains of 64
 
 
 def test_metric_choice(results):
