@@ -269,15 +269,10 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
     for i, e in enumerate(evaluations, 1):
         m = e.metrics
         delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
-<<<<<<< HEAD
-        table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
-                      f"{m.peak_memory_gib:.1f}", _short_plan(e.plan))
-=======
-        table.add_row(str(i), f"{m.step_time_s:.3f}", delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}",
-                      f"{m.peak_memory_gib:.1f}", " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-",
-                      _short_plan(e.plan))
+        table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta,
+                      f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}",
+                      " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
     table.caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
->>>>>>> frameworks
     return table
 
 

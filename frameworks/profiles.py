@@ -329,6 +329,7 @@ class SpaceLimits:
     sequence_parallel: Optional[tuple[bool, ...]]
     stage_split: str  # the loosest search.stage_split the framework runs: per_stage, first_last or even
     uniform_recompute: bool
+    recompute_all_layers: bool  # full recomputation checkpoints every layer of every stage (no per-stage count)
 
 
 def space_limits(prof: Profile) -> SpaceLimits:
@@ -343,6 +344,7 @@ def space_limits(prof: Profile) -> SpaceLimits:
         sequence_parallel=None if prof.sequence_parallel else (False,),
         stage_split={"any": "per_stage"}.get(prof.stage_split, prof.stage_split),
         uniform_recompute=prof.full_recompute_counts == "chunk_block",
+        recompute_all_layers=prof.full_recompute_counts in ("all", "all_or_every_nth"),
     )
 
 

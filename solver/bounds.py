@@ -40,7 +40,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     room = cap_kib - t.m_const.astype(float)
     s = t.m_saved.astype(float)
     rho = t.t_recompute.astype(float)
-    if t.choice.recompute == "full":
+    if t.choice.recompute == "full" and not t.recompute_all:
         with np.errstate(divide="ignore", invalid="ignore"):
             kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
         s_max = s.copy()

@@ -107,7 +107,7 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
 
 def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
     n, L, k = t.num_units, t.num_layers, t.k_dense
-    full = t.choice.recompute == "full"
+    full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
     m.add(sum(v.layers) == L)
     if t.layers_fixed is not None:
         for u in range(n):

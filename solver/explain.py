@@ -20,7 +20,7 @@ import numpy as np
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec import SearchSpec, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
 from parplan.solver.deadline import TimeUp
@@ -119,24 +119,23 @@ def _core(spec: Spec, relaxed: Problem, requirements: list[str], deadline: Optio
     return core
 
 
-def _relaxed_options(opts: SpaceOptions, names: list[str]) -> SpaceOptions:
+def _relaxed_options(spec: Spec, opts: SpaceOptions, names: list[str]) -> SpaceOptions:
+    """``opts`` with the requirements ``names`` lifted back to what the spec's framework allows (every value when
+    no framework is given): an explanation never suggests a plan the target framework cannot run."""
+    free = SpaceOptions.from_spec(spec.model_copy(update={"search": SearchSpec()}))
     changes = {}
     for r in names:
         if r.startswith("search."):
             f = r.split(".")[1]
             if f in PIN_FIELDS or f == "sequence_parallel":
-                changes[f] = None
-            elif f == "schedules":
-                changes[f] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
-            elif f == "zero_stages":
-                changes[f] = (0, 1, 2, 3)
-            elif f == "recompute":
-                changes[f] = ("none", "selective", "full")
+                changes[f] = getattr(free, f)
+            elif f in ("schedules", "zero_stages", "recompute"):
+                changes[f] = getattr(free, f)
             elif f in ("uneven_stages", "stage_split"):
-                changes["uneven_stages"] = True
-                changes["stage_split"] = "per_stage"
+                changes["uneven_stages"] = free.uneven_stages
+                changes["stage_split"] = free.stage_split
             elif f == "uniform_recompute":
-                changes[f] = False
+                changes[f] = free.uniform_recompute
     return replace(opts, **changes)
 
 
@@ -179,7 +178,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     requirements = _requirements(spec)
     rejected = dict(problem.space.rejected)
     incomplete = []
-    relaxed_opts = replace(_relaxed_options(problem.options, requirements), prune_dominated=False)
+    relaxed_opts = replace(_relaxed_options(spec, problem.options, requirements), prune_dominated=False)
     try:
         relaxed = Problem.build(spec, options=relaxed_opts, deadline=share(0.4))
     except TimeUp:
@@ -221,7 +220,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
                     patch={"cluster.memory_gib": need_gib},
                     plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan)))  # under the relaxed spec
             continue
-        opts = _relaxed_options(problem.options, [r])
+        opts = _relaxed_options(spec, problem.options, [r])
         try:
             _, ev = _best(spec, method, controls, share(0.3), options=opts)
         except TimeUp:

@@ -54,7 +54,7 @@ class UnitCosts:
         """``r_stage``: every stage recomputes exactly this many layers (uniform recompute); None: each unit
         its least. Without full recomputation nothing is recomputed."""
         self.t, self.cap = t, cap_kib
-        full = t.choice.recompute == "full"
+        full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the table
         self.fixed_recompute = r_stage is not None or not full
         if full and r_stage is not None:
             self.lo = uniform_layers_min(t, r_stage)
@@ -421,7 +421,7 @@ class _Solver:
         """The least U under ``cap_kib`` (then the least peak at that cap's U is chosen by the caller)."""
         t = self.t
         solve = self.per_stage if t.split == "per_stage" else self.grouped
-        if t.uniform_recompute and t.choice.recompute == "full":
+        if t.uniform_recompute and t.choice.recompute == "full" and not t.recompute_all:
             best = None
             r_hi = t.num_layers // (t.choice.pp if t.choice.pp else 1)
             for r in range(0, r_hi + 1):
@@ -431,7 +431,7 @@ class _Solver:
                     best = got
             got = best
         else:
-            got = solve(UnitCosts(t, cap_kib, r_stage=0 if t.choice.recompute != "full" else None))
+            got = solve(UnitCosts(t, cap_kib, r_stage=0 if t.choice.recompute != "full" or t.recompute_all else None))
         if got is None:
             return None
         U, x = got

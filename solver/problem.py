@@ -92,7 +92,7 @@ class Problem:
                 costs = with_schedule(self._base_costs[key], c)
             moe = spec.model.moe
             t = build_table(costs, a, self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
-                            split, uniform, self.scale)
+                            split, uniform, self.scale, recompute_all=self.options.recompute_all_layers)
             self._tables[key] = t
         return t
 
@@ -121,6 +121,9 @@ class Problem:
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
     """Per-stage layer and recompute counts of a unit assignment (DualPipe ranks: :func:`tables.rank_split`)."""
     p = t.choice.pp
+    if t.recompute_all:
+        layers = list(x.layers) if not t.dualpipe else stage_counts_of_ranks(t, x)
+        return layers, list(layers)
     if not t.dualpipe:
         rec = list(x.recompute)
         rec[0] += x.dense
@@ -132,10 +135,22 @@ def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
     return layers, rec
 
 
+def stage_counts_of_ranks(t: StageTable, x: Assignment) -> list[int]:
+    """The per-stage layers of a DualPipe assignment (recomputation aside)."""
+    p = t.choice.pp
+    layers = [0] * p
+    for u in range(t.num_units):
+        la, _, lb, _ = rank_split(t, u, x.layers[u], 0, 0)
+        layers[u], layers[p - 1 - u] = la, lb
+    return layers
+
+
 def assignment_of(t: StageTable, stage_layers: list[int], recompute_layers: list[int]) -> Assignment:
     """The unit assignment of per-stage counts (the inverse of :func:`stage_counts`, up to the split inside a
     DualPipe rank, which costs nothing): stage 0 recomputes its dense layers first."""
     p, k = t.choice.pp, t.k_dense
+    if t.recompute_all:  # folded into the table's per-layer costs
+        recompute_layers = [0] * p
     dense = min(recompute_layers[0], k)
     if not t.dualpipe:
         rec = list(recompute_layers)

@@ -57,7 +57,8 @@ def balanced_hint(t: StageTable, cap_kib: int) -> Optional[Assignment]:
     """A fast heuristic: layers as level as the minima allow, each unit's least recompute (None if it does not
     fit)."""
     g = t.grid
-    units = UnitCosts(t, cap_kib, r_stage=None if t.choice.recompute == "full" and not t.uniform_recompute else 0)
+    units = UnitCosts(t, cap_kib, r_stage=None if t.choice.recompute == "full" and not t.uniform_recompute
+                      and not t.recompute_all else 0)
     if t.layers_fixed is not None:
         layers = t.layers_fixed
     else:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import degree_violations, schedule_violations
+from parplan.costmodel.legality import degree_violations, framework_choice_violations, schedule_violations
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
@@ -53,6 +53,7 @@ class SpaceOptions:
     stage_split: str = "per_stage"  # per_stage | first_last | even (uneven_stages false: even)
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
     zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
+    recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -86,6 +87,7 @@ class SpaceOptions:
             uneven_stages=_tighter(opts.stage_split, lim.stage_split) != "even",
             stage_split=_tighter(opts.stage_split, lim.stage_split),
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
+            recompute_all_layers=lim.recompute_all_layers,
         )
 
 
@@ -118,6 +120,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     domain = nvlink_domain_size(spec, gpu)
     moe = model.moe
     rejected: dict[str, int] = {}
+    framework = spec_profile(spec) is not None  # its rules beyond the intersected options (e.g. ETP ∈ {1, TP})
 
     zero = list(opts.zero_stages)
     recompute = list(opts.recompute)
@@ -127,7 +130,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
                 and "none" in recompute):
             recompute.remove("selective")
-        if "full" in recompute and "none" in recompute:
+        if "full" in recompute and "none" in recompute and not opts.recompute_all_layers:
             # 'full' with zero recomputed layers is 'none': same time, same memory (a stage that recomputes no
             # layer holds no regenerated layer, ChoiceCosts.stage_workspace_bytes)
             recompute.remove("none")
@@ -210,5 +213,9 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
                                     for rc in recompute:
                                         for sp in sps:
-                                            out.append(replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp))
+                                            c = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
+                                            if framework and framework_choice_violations(spec, c):
+                                                reject(framework_choice_violations(spec, c))
+                                                continue
+                                            out.append(c)
     return Space(out, rejected)

@@ -103,6 +103,7 @@ class StageTable:
     m_saved_dense: int
     dense_first: bool  # unit 0 must recompute all k dense layers before any MoE layer (a plain stage 0)
     free_moe_recompute: int  # DualPipe rank 0: MoE layers it may recompute with dense ones left (stage p-1's)
+    recompute_all: bool  # every layer of every stage recomputed, folded into the per-layer costs (no count)
     m_workspace: int  # KiB a stage that recomputes ≥ 1 layer holds on top (its regenerated layer; a DualPipe
     #                   rank counts it per stage, at half weight like its other activations)
     M: int
@@ -135,7 +136,7 @@ def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
 
 
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
-                split: StageSplit, uniform_recompute: bool, scale: Scale) -> StageTable:
+                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False) -> StageTable:
     """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE).
 
     Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
@@ -206,14 +207,28 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
                  + costs.first_extra_time_s + costs.last_extra_time_s) / p
     lb_time = max(0, T(mean_time) - 2 * num_layers - 4 * p)  # minus a margin for the per-coefficient rounding
     beta = costs.bubble_s(1.0, a)
+    t_rd_u = T(w * t_rd) if k else 0
+    s_d_u = kib_down(w * save_rd) if k else 0
+    ws_u = kib_up(w * costs.recompute_workspace_bytes)
+    t_const_u, m_const_u = _time_units(ranks_t0, scale), _ceil_kib(ranks_m0)
+    all_layers = recompute_all and c.recompute == "full"
+    if all_layers:  # every layer recomputed: per-layer costs absorb it, every stage holds the working set
+        t_layer, m_layer = t_layer + t_rc, m_layer - m_saved
+        t_const_u = t_const_u.copy()
+        m_const_u = m_const_u + ws_u * (2 if dualpipe else 1)
+        if k:
+            t_const_u[0] += k * (t_rd_u - int(t_rc[0]))
+            m_const_u[0] += k * (int(m_saved[0]) - s_d_u)
+        t_rc, m_saved = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        t_rd_u = s_d_u = ws_u = 0
     return StageTable(
-        choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute, dualpipe=dualpipe,
+        choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute and not all_layers,
+        dualpipe=dualpipe,
         grid=1 if dualpipe else g, k_dense=k, layers_min=lo, layers_fixed=fixed, t_layer=t_layer,
-        t_recompute=t_rc, t_const=_time_units(ranks_t0, scale), m_layer=m_layer, m_saved=m_saved,
-        m_const=_ceil_kib(ranks_m0), dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
-        t_recompute_dense=T(w * t_rd) if k else 0,
-        m_saved_dense=kib_down(w * save_rd) if k else 0,
-        dense_first=not dualpipe, free_moe_recompute=free, m_workspace=kib_up(w * costs.recompute_workspace_bytes),
+        t_recompute=t_rc, t_const=t_const_u, m_layer=m_layer, m_saved=m_saved,
+        m_const=m_const_u, dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
+        t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
+        dense_first=not dualpipe, free_moe_recompute=free, recompute_all=all_layers, m_workspace=ws_u,
         M=int(round(scale.weight * (c.num_microbatches + beta))), scale=scale, lb_time=lb_time)
 
 
@@ -305,7 +320,7 @@ def assignment_violations(t: StageTable, x: Assignment, cap_kib: int) -> list[st
         out.append("stage 0 recomputes MoE layers before all its dense layers")
     if k and r[0] > l[0] - k:
         out.append("unit 0 recomputes more MoE layers than it holds")
-    if t.choice.recompute != "full" and (any(r) or x.dense):
+    if (t.choice.recompute != "full" or t.recompute_all) and (any(r) or x.dense):
         out.append(f"recompute '{t.choice.recompute}' recomputes no whole layers")
     if t.split == "first_last" and n >= 3:
         if len(set(l[1:-1])) > 1 or len(set(r[1:-1])) > 1:

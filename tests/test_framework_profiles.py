@@ -199,11 +199,11 @@ def test_planner_recompute_counts_are_the_frameworks(name, spec):
         assert name in e.runs_on
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the solver picks the least full-recompute count that fits "
-                   "(71 of 80 layers here); torchtitan's FullAC recomputes every layer, which needs a 'recompute all "
-                   "layers' rule in the solver's space. The evaluator reports the plan as one torchtitan cannot run.")
 def test_torchtitan_70b_example_plan_runs_on_torchtitan():
+    """Was a known gap (the solver chose 71 of 80 layers to recompute; torchtitan's full AC recomputes every layer):
+    SpaceOptions.recompute_all_layers folds every layer's recomputation into the stage table."""
     best = optimize(_llama(framework="torchtitan"), method="exhaustive").plans[0]
+    assert "torchtitan" in best.runs_on and not best.violations
     assert any(v.startswith("torchtitan cannot recompute") for v in best.violations) is False
 
 
