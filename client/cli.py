@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 2 bad input (unreadable or invalid spec, a plan that contradicts the spec, or a
 usage error) with ONE line ``error: <message>`` on stderr; 1 an internal error (a bug: also one line,
-no traceback).
+no traceback) or, with ``--server``, a server that failed the call (unreachable, busy, unauthenticated).
 """
 
 from __future__ import annotations
@@ -129,17 +129,30 @@ def optimize(
     deterministic: bool = typer.Option(False, "--deterministic", help="one worker, fixed seed, deterministic "
                                        "time limit: byte-identical answers"),
     seed: int = typer.Option(1, "--seed", help="CP-SAT random seed"),
+    server: str = typer.Option(None, "--server", metavar="HOST:PORT", help="solve on a `solver-cli serve` "
+                               "server (token: $PARPLAN_AUTH_TOKEN, TLS roots: $PARPLAN_TLS_CA_FILE)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
         from parplan.client.report import plan_result_to_dict, render_result
-        from parplan.solver.cpsat import SolverControls
-        from parplan.solver.planner import optimize as run_optimize
 
         spec = read_spec(spec_path)
-        controls = SolverControls(time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
-        result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
-                              controls=controls)
+        solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
+                      seed=seed)
+        if server is not None:  # grpcio, not OR-Tools: a fast start
+            from parplan.client.grpc_client import ServiceError, remote_optimize
+
+            try:
+                result = remote_optimize(server, spec, top_k=top, pareto=pareto.value if pareto else None, **solver)
+            except ServiceError as err:
+                _fail(f"--server {server}: {err}", EXIT_INTERNAL)
+        else:
+            from parplan.solver.cpsat import SolverControls
+            from parplan.solver.planner import optimize as run_optimize
+
+            controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"})
+            result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
+                                  controls=controls)
         if output_format == ResultFormat.json:
             typer.echo(to_json(plan_result_to_dict(result)))
         elif output_format == ResultFormat.yaml:
@@ -223,6 +236,30 @@ def gpus() -> None:
             for source in g.sources:
                 grid.add_row("  -", source)
             console.print(grid)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
+    port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more get "
+                                       "RESOURCE_EXHAUSTED"),
+    tls_cert: str = typer.Option(None, "--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)"),
+    tls_key: str = typer.Option(None, "--tls-key", metavar="PEM", help="TLS private key"),
+    auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
+                                        "'authorization: Bearer <token>' (the file's content) on every call"),
+    grace_period: float = typer.Option(10.0, "--grace-period", min=0, help="seconds in-flight calls get to "
+                                       "finish after SIGTERM"),
+) -> None:
+    """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
+    with _errors():
+        from parplan.server.app import ServeConfigError, ServeOptions, serve as run_server
+
+        try:
+            run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
+                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period))
+        except ServeConfigError as err:
+            _fail(str(err), EXIT_BAD_INPUT)
 
 
 def main() -> None:

@@ -85,7 +85,8 @@ def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
     out["explanation"] = None
     if result.explanation is not None:
         ex = result.explanation.model_dump(mode="json", exclude={"relaxations"})
-        ex["relaxations"] = [{"requirement": r.requirement, "change": r.change, "patch": r.patch,
+        ex["rejected_choices"] = dict(sorted(ex["rejected_choices"].items()))  # maps in key order (as protobuf's)
+        ex["relaxations"] = [{"requirement": r.requirement, "change": r.change, "patch": dict(sorted(r.patch.items())),
                               "plan": plan_entry(r.plan) if r.plan is not None else None}
                              for r in result.explanation.relaxations]
         out["explanation"] = ex

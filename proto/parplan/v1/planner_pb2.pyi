@@ -226,15 +226,19 @@ class SearchSpec(_message.Message):
     max_num_gpus: int
     def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ...) -> None: ...
 
-class KnobValue(_message.Message):
-    __slots__ = ("number_value", "integer_value", "bool_value")
+class ScalarValue(_message.Message):
+    __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
     NUMBER_VALUE_FIELD_NUMBER: _ClassVar[int]
     INTEGER_VALUE_FIELD_NUMBER: _ClassVar[int]
     BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
     number_value: float
     integer_value: int
     bool_value: bool
-    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., bool_value: _Optional[bool] = ...) -> None: ...
+    string_value: str
+    null_value: _struct_pb2.NullValue
+    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., bool_value: _Optional[bool] = ..., string_value: _Optional[str] = ..., null_value: _Optional[_Union[_struct_pb2.NullValue, str]] = ...) -> None: ...
 
 class AssumptionsSpec(_message.Message):
     __slots__ = ("preset", "overrides")
@@ -243,13 +247,13 @@ class AssumptionsSpec(_message.Message):
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
-        value: KnobValue
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[KnobValue, _Mapping]] = ...) -> None: ...
+        value: ScalarValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ScalarValue, _Mapping]] = ...) -> None: ...
     PRESET_FIELD_NUMBER: _ClassVar[int]
     OVERRIDES_FIELD_NUMBER: _ClassVar[int]
     preset: AssumptionPreset
-    overrides: _containers.MessageMap[str, KnobValue]
-    def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, KnobValue]] = ...) -> None: ...
+    overrides: _containers.MessageMap[str, ScalarValue]
+    def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, ScalarValue]] = ...) -> None: ...
 
 class PlanSpec(_message.Message):
     __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
@@ -424,15 +428,22 @@ class Evaluation(_message.Message):
 
 class Relaxation(_message.Message):
     __slots__ = ("requirement", "change", "patch", "plan")
+    class PatchEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ScalarValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ScalarValue, _Mapping]] = ...) -> None: ...
     REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
     CHANGE_FIELD_NUMBER: _ClassVar[int]
     PATCH_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
     requirement: str
     change: str
-    patch: _struct_pb2.Struct
+    patch: _containers.MessageMap[str, ScalarValue]
     plan: Evaluation
-    def __init__(self, requirement: _Optional[str] = ..., change: _Optional[str] = ..., patch: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., plan: _Optional[_Union[Evaluation, _Mapping]] = ...) -> None: ...
+    def __init__(self, requirement: _Optional[str] = ..., change: _Optional[str] = ..., patch: _Optional[_Mapping[str, ScalarValue]] = ..., plan: _Optional[_Union[Evaluation, _Mapping]] = ...) -> None: ...
 
 class Explanation(_message.Message):
     __slots__ = ("summary", "conflicting", "rejected_choices", "min_memory_needed_gib", "usable_memory_gib", "relaxations")
