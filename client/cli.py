@@ -60,9 +60,9 @@ class ParetoAxis(str, Enum):
     gpus = "gpus"
 
 
-SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see CONTRACT.md); '-' reads stdin",
+SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see docs/spec.md); '-' reads stdin",
                                show_default=False)
-FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (CONTRACT.md)",
+FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (docs/spec.md)",
                              case_sensitive=False)
 
 
@@ -121,7 +121,7 @@ def optimize(
     pareto: ParetoAxis = typer.Option(None, "--pareto", help="also the exact Pareto frontier of step time vs "
                                       "peak memory or vs GPU count", case_sensitive=False),
     output_format: ResultFormat = typer.Option(ResultFormat.table, "--format", "-f", case_sensitive=False,
-                                               help="table (for people), json (CONTRACT.md) or yaml"),
+                                               help="table (for people), json (docs/spec.md) or yaml"),
     time_limit: float = typer.Option(60.0, "--time-limit", min=0.01, help="CP-SAT limit per solve, seconds"),
     method: Method = typer.Option(Method.cpsat, "--method", case_sensitive=False,
                                   help="cpsat, or exhaustive (the oracle; fine for small spaces)"),
