@@ -449,3 +449,21 @@ def test_sigterm_drains_then_exits():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ------------------------------------------------------------------------------------------ cold start
+
+
+@pytest.mark.parametrize("command", [["--help"], ["validate", str(LLAMA)], ["optimize", str(LLAMA), "--server"]],
+                         ids=["help", "validate", "optimize-server"])
+def test_cli_paths_that_never_import_ortools(server, command):
+    """``--help``, ``validate`` and ``optimize --server`` stay clear of OR-Tools (benchmarks/cli_startup.py
+    times them)."""
+    if command[-1] == "--server":
+        command = command + [f"127.0.0.1:{server.port}", "--format", "json"]
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "parplan.client.cli", *command], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "parplan" in imported and "ortools" not in imported
