@@ -141,16 +141,20 @@ def _scalar_from_message(msg: Message, path: str) -> Any:
     return None if kind == "null_value" else getattr(msg, kind)
 
 
+def enum_to_value(enum: EnumDescriptor, number: int, path: str) -> Optional[str]:
+    """The library's string for an enum number (``None`` for ``*_UNSPECIFIED``); an undefined number (proto3
+    enums are open) is a :class:`ConversionError` naming ``path``."""
+    if number == 0:
+        return None
+    names = ENUMS[enum.full_name][1]
+    if number not in names:
+        raise ConversionError(path, f"unknown {enum.name} value {number}; known: "
+                                    + ", ".join(enum_value_name(enum, v) for v in names.values()))
+    return names[number]
+
+
 def _get_value(field: FieldDescriptor, value: Any, path: str) -> Any:
-    if field.enum_type is not None:
-        if value == 0:
-            return None  # *_UNSPECIFIED: not given
-        names = ENUMS[field.enum_type.full_name][1]
-        if value not in names:
-            raise ConversionError(path, f"unknown {field.enum_type.name} value {value}; known: "
-                                        + ", ".join(enum_value_name(field.enum_type, v) for v in names.values()))
-        return names[value]
-    return value
+    return enum_to_value(field.enum_type, value, path) if field.enum_type is not None else value
 
 
 def message_to_dict(msg: Message, *, omit_unset: bool, path: str = "") -> dict[str, Any]:
@@ -235,6 +239,6 @@ def plan_result_dict(msg: pb.PlanResponse) -> dict[str, Any]:
     return data
 
 
-__all__ = ["fill_message", "message_to_dict", "spec_to_message", "spec_dict_from_message",
+__all__ = ["fill_message", "message_to_dict", "enum_to_value", "spec_to_message", "spec_dict_from_message",
            "plan_spec_dict_from_message", "plan_response", "plan_result_dict", "ConversionError", "ENUM_VALUES",
            "enum_value_name"]

@@ -157,8 +157,8 @@ def _top_k(request: Any) -> int:
     return top_k
 
 
-def _pareto_axis(value: int, field: str) -> Optional[str]:
-    return convert.message_to_dict(pb.PlanRequest(pareto_axis=value), omit_unset=True, path=field).get("pareto_axis")
+def _pareto_axis(number: int, field: str) -> Optional[str]:
+    return convert.enum_to_value(pb.ParetoAxis.DESCRIPTOR, number, field)
 
 
 # -------------------------------------------------------------------------------------------- service
