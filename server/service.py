@@ -211,8 +211,9 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     def _finish(self, context: grpc.ServicerContext, state: CallState, status: Optional[status_pb2.Status],
                 extra: dict[str, Any], abort: bool = True) -> None:
         code = "OK" if status is None else _code_name(status.code)
-        if status is None and state.cancel.is_set() and context.is_active() is False:
-            code = "CANCELLED"
+        if status is None and state.cancel.is_set() and context.is_active() is False:  # the answer was not sent
+            remaining = context.time_remaining()
+            code = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
         log_event("rpc", request_id=state.request_id, method=state.method, peer=context.peer(), code=code,
                   latency_ms=round(1e3 * (time.perf_counter() - state.started), 2),
                   **({"error": status.message} if status is not None and status.code != code_pb2.OK else {}), **extra)

@@ -81,3 +81,11 @@ def test_import_parplan_stays_cheap(wheel_venv):
     run = _run([str(python), "-c", code], cwd=REPO)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]"
+
+
+def test_a_benchmark_runs_from_the_installed_wheel(wheel_venv):
+    """The benchmarks need no editable install (they ran only from one while the root folder shadowed it)."""
+    _, python = wheel_venv
+    run = _run([str(python), "benchmarks/solver_speed.py", "--quick", "--workers", "1"], cwd=REPO)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "same optimum: 3/3" in run.stdout
