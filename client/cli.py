@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 2 bad input (unreadable or invalid spec, a plan that contradicts the spec, an
 option out of its range, or a usage error) with ONE line ``error: <field>: <rule>`` on stderr; 1 an
-internal error (a bug: also one line, no traceback). Every :class:`~parplan.costmodel.errors.ParplanError`
+internal error (a bug: also one line, no traceback) or, with ``--server``, a server that failed
+the call (unreachable, busy, unauthenticated). Every :class:`~parplan.costmodel.errors.ParplanError`
 is bad input; no input that validates may reach exit 1.
 
 Warnings about a spec (settings it accepts but ignores, ``costmodel.spec.spec_warnings``) go to stderr
@@ -103,9 +104,9 @@ HF_CONFIG_OPTION = typer.Option(None, "--hf-config", metavar="CONFIG.json", help
                                 "Face config.json (replaces the spec's model section)")
 
 
-SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see CONTRACT.md); '-' reads stdin",
+SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see docs/spec.md); '-' reads stdin",
                                show_default=False)
-FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (CONTRACT.md)",
+FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (docs/spec.md)",
                              case_sensitive=False)
 
 
@@ -190,7 +191,7 @@ def optimize(
     pareto: ParetoAxis = typer.Option(None, "--pareto", help="also the exact Pareto frontier of step time vs "
                                       "peak memory or vs GPU count", case_sensitive=False),
     output_format: ResultFormat = typer.Option(ResultFormat.table, "--format", "-f", case_sensitive=False,
-                                               help="table (for people), json (CONTRACT.md) or yaml"),
+                                               help="table (for people), json (docs/spec.md) or yaml"),
     time_limit: float = typer.Option(60.0, "--time-limit", help="CP-SAT limit per solve, seconds (0 < t ≤ 86400)"),
     method: Method = typer.Option(Method.cpsat, "--method", case_sensitive=False,
                                   help="cpsat, or exhaustive (the oracle; fine for small spaces)"),
@@ -206,23 +207,36 @@ def optimize(
                              "(needs the optional 'plot' extra, matplotlib)"),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="live status line on stderr "
                                   "(default: only when stderr is a terminal)"),
+    server: str = typer.Option(None, "--server", metavar="HOST:PORT", help="solve on a `solver-cli serve` "
+                               "server (token: $PARPLAN_AUTH_TOKEN, TLS roots: $PARPLAN_TLS_CA_FILE)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
         from parplan.client.report import plan_result_to_dict, render_result
         from parplan.solver.arguments import check_optimize_arguments
-        from parplan.solver.cpsat import SolverControls
-        from parplan.solver.planner import optimize as run_optimize
 
         check_optimize_arguments(top_k=top, method=method.value, pareto=pareto.value if pareto else None,
                                  time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
         if plot and not pareto:
             raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
         spec = read_spec(spec_path, hf_config)
-        controls = SolverControls(time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
-        with export_cli.SolveProgress(enabled=progress) as status:
-            result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
-                                  controls=controls, on_solution=status.on_solution)
+        solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
+                      seed=seed)
+        if server is not None:  # grpcio, not OR-Tools: a fast start
+            from parplan.client.grpc_client import ServiceError, remote_optimize
+
+            try:
+                result = remote_optimize(server, spec, top_k=top, pareto=pareto.value if pareto else None, **solver)
+            except ServiceError as err:
+                _fail(f"--server {server}: {err}", EXIT_INTERNAL)
+        else:
+            from parplan.solver.cpsat import SolverControls
+            from parplan.solver.planner import optimize as run_optimize
+
+            controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"})
+            with export_cli.SolveProgress(enabled=progress) as status:
+                result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
+                                      controls=controls, on_solution=status.on_solution)
         if plot:
             export_cli.plot_frontier(result, plot, spec)
         if export or emit:
@@ -373,6 +387,30 @@ def gpus() -> None:
             for source in g.sources:
                 grid.add_row("  -", source)
             console.print(grid)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
+    port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more get "
+                                       "RESOURCE_EXHAUSTED"),
+    tls_cert: str = typer.Option(None, "--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)"),
+    tls_key: str = typer.Option(None, "--tls-key", metavar="PEM", help="TLS private key"),
+    auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
+                                        "'authorization: Bearer <token>' (the file's content) on every call"),
+    grace_period: float = typer.Option(10.0, "--grace-period", min=0, help="seconds in-flight calls get to "
+                                       "finish after SIGTERM"),
+) -> None:
+    """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
+    with _errors():
+        from parplan.server.app import ServeConfigError, ServeOptions, serve as run_server
+
+        try:
+            run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
+                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period))
+        except ServeConfigError as err:
+            _fail(str(err), EXIT_BAD_INPUT)
 
 
 def main() -> None:

@@ -1,34 +1,26 @@
-"""Evaluations as CONTRACT.md objects (for ``--format json`` and the service) and as rich tables.
+"""Evaluations and planner results as rich tables for people (``solver-cli evaluate``/``optimize``).
 
-Pure functions, shared by ``solver-cli evaluate``, ``solver-cli optimize`` and the gRPC service:
+The pure CONTRACT mapping (``--format json``, the gRPC service) lives in :mod:`parplan.client.contract`;
+its names are re-exported here for existing callers.
 
-* :func:`plan_entry` -> one element of ``plans``: ``{"plan", "metrics", "stages", "violations"}``;
-* :func:`evaluation_to_dict` -> the whole CONTRACT object for one evaluated plan;
-* :func:`result_to_dict` -> the CONTRACT object for any status and list of evaluations;
-* :func:`to_json` -> strict JSON text (no NaN/Infinity);
-* :func:`render_evaluation` -> the human-readable report on a rich console.
-
-Keys beyond CONTRACT.md: ``plans[i].stages`` (the per-stage ledger: StageReport fields),
-``plans[i].violations`` (rules the plan breaks; empty when feasible), and in ``metrics`` the extra
-fields ``hfu``, ``model_tflops_per_gpu``, ``usable_memory_gib`` and ``fits``.
+* :func:`render_evaluation` -> the human-readable report of one evaluated plan;
+* :func:`render_result` -> the report of an ``optimize`` result (best plan, runners-up, frontier, reasons).
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from parplan.client.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status, evaluation_to_dict,  # noqa: F401
+                                     metrics_to_dict, plan_entry, plan_result_to_dict, plan_to_dict,
+                                     result_to_dict, to_json)
 from parplan.costmodel.evaluate import BREAKDOWN_KEYS, Evaluation
 from parplan.costmodel.spec import Plan, Spec
-
-PLAN_KEYS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule",
-             "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
-METRIC_KEYS = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s")
 
 BREAKDOWN_NOTES = {
     "compute": "layer and LM-head FLOPs (mean stage)",
@@ -41,58 +33,6 @@ BREAKDOWN_NOTES = {
     "bubble": "pipeline fill and drain",
     "imbalance": "slowest stage minus mean stage",
 }
-
-
-# ------------------------------------------------------------------------------------------- dicts
-
-
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The canonical plan in CONTRACT key order."""
-    data = plan.model_dump(mode="json")
-    out = {key: data[key] for key in PLAN_KEYS}
-    if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
-        out["pipeline_layout"] = data["pipeline_layout"]
-    return out
-
-
-def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
-    """CONTRACT metrics first (breakdown in BREAKDOWN_KEYS order), then the extra metric fields."""
-    data = evaluation.metrics.model_dump(mode="json")
-    out = {key: data[key] for key in METRIC_KEYS}
-    out["breakdown_s"] = {key: data["breakdown_s"][key] for key in BREAKDOWN_KEYS if key in data["breakdown_s"]}
-    out.update({key: value for key, value in data.items() if key not in out})
-    return out
-
-
-def plan_entry(evaluation: Evaluation) -> dict[str, Any]:
-    """One element of CONTRACT ``plans``."""
-    return {
-        "plan": plan_to_dict(evaluation.plan),
-        "metrics": metrics_to_dict(evaluation),
-        "stages": [stage.model_dump(mode="json") for stage in evaluation.stages],
-        "violations": list(evaluation.violations),
-        "runs_on": list(evaluation.runs_on),
-    }
-
-
-def result_to_dict(status: str, evaluations: Iterable[Evaluation],
-                   pareto: Iterable[Evaluation] = ()) -> dict[str, Any]:
-    """A CONTRACT object: ``{"status", "plans", "pareto"}`` (``pareto`` entries have the ``plans`` shape)."""
-    return {"status": status, "plans": [plan_entry(e) for e in evaluations], "pareto": [plan_entry(e) for e in pareto]}
-
-
-def evaluation_status(evaluation: Evaluation) -> str:
-    return "FEASIBLE" if evaluation.feasible else "INFEASIBLE"
-
-
-def evaluation_to_dict(evaluation: Evaluation) -> dict[str, Any]:
-    """``solver-cli evaluate --format json``: one plan, status FEASIBLE or INFEASIBLE (it has violations)."""
-    return result_to_dict(evaluation_status(evaluation), [evaluation])
-
-
-def to_json(obj: Any, indent: Optional[int] = 2) -> str:
-    """Strict JSON (raises ValueError on NaN/Infinity rather than writing invalid JSON)."""
-    return json.dumps(obj, indent=indent, allow_nan=False, ensure_ascii=False)
 
 
 # ------------------------------------------------------------------------------------------ tables
@@ -219,25 +159,6 @@ def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optiona
 
 
 # ------------------------------------------------------------------------------------------ optimize
-
-
-def plan_result_to_dict(result) -> dict[str, Any]:
-    """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation, solver stats and,
-    unless the run was deterministic, ``timing`` (wall-clock seconds, see ``solver.result.Timing``)."""
-    out = result_to_dict(result.status, result.plans, result.pareto)
-    out["objective"] = result.objective
-    out["pareto_axis"] = result.pareto_axis
-    out["explanation"] = None
-    if result.explanation is not None:
-        ex = result.explanation.model_dump(mode="json", exclude={"relaxations"})
-        ex["relaxations"] = [{"requirement": r.requirement, "change": r.change, "patch": r.patch,
-                              "plan": plan_entry(r.plan) if r.plan is not None else None}
-                             for r in result.explanation.relaxations]
-        out["explanation"] = ex
-    out["solver"] = result.stats.model_dump(mode="json")
-    if result.timing is not None:  # absent in deterministic mode: the output stays byte-identical
-        out["timing"] = result.timing.model_dump(mode="json", exclude_none=True)
-    return out
 
 
 def _short_plan(p: Plan) -> str:

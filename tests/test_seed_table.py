@@ -69,7 +69,7 @@ def extract_parallel_plan_source(text: str) -> str:
 def seed_oracle() -> SimpleNamespace:
     files = sorted(SEEDS_DIR.glob("003_*.txt"))
     if not files:
-        pytest.skip(f"seed 003 not found under {SEEDS_DIR} (the shared/ folder beside the repository)")
+        pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
     source = extract_parallel_plan_source(files[0].read_text(encoding="utf-8"))
     namespace: dict = {"__name__": "seed_parallel_plan"}  # not __main__: the printing block does not run
     exec(compile(source, "parallel_plan.py", "exec", dont_inherit=True), namespace)  # no __future__ flags
@@ -264,7 +264,7 @@ def test_printed_rows_are_in_the_seed_text():
     """Guard against typos in the hard-coded table: every row's line appears verbatim in seed 003."""
     files = sorted(SEEDS_DIR.glob("003_*.txt"))
     if not files:
-        pytest.skip(f"seed 003 not found under {SEEDS_DIR}")
+        pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
     text = files[0].read_text(encoding="utf-8")
     for sid, tp, cp, pp, dp, mfu, gib, rc, printed in PRINTED:
         layers = SCENARIO_BY_ID[sid][1]["num_layers"] // pp

@@ -130,7 +130,7 @@ def test_printed_rows_are_in_the_seed_text():
     """Guard against typos in PRINTED: each row (with its rank for the "第 N 名" rows) is in seed 003."""
     files = sorted(SEEDS_DIR.glob("003_*.txt"))
     if not files:
-        pytest.skip(f"seed 003 not found under {SEEDS_DIR}")
+        pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
     text = files[0].read_text(encoding="utf-8")
     for sid, rank, tp, cp, pp, dp, mfu, gib, rc in PRINTED:
         layers = SCENARIOS[sid][0]["num_layers"] // pp

@@ -1,0 +1,1 @@
+"""Generated protobuf and gRPC code of parplan.v1 (``python proto/generate.py``); installed as ``parplan.v1``."""

@@ -1,0 +1,605 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Schedule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULE_UNSPECIFIED: _ClassVar[Schedule]
+    SCHEDULE_1F1B: _ClassVar[Schedule]
+    SCHEDULE_INTERLEAVED: _ClassVar[Schedule]
+    SCHEDULE_ZB_H1: _ClassVar[Schedule]
+    SCHEDULE_DUALPIPE: _ClassVar[Schedule]
+
+class Recompute(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECOMPUTE_UNSPECIFIED: _ClassVar[Recompute]
+    RECOMPUTE_NONE: _ClassVar[Recompute]
+    RECOMPUTE_SELECTIVE: _ClassVar[Recompute]
+    RECOMPUTE_FULL: _ClassVar[Recompute]
+
+class Precision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PRECISION_UNSPECIFIED: _ClassVar[Precision]
+    PRECISION_BF16: _ClassVar[Precision]
+    PRECISION_FP8: _ClassVar[Precision]
+
+class Objective(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OBJECTIVE_UNSPECIFIED: _ClassVar[Objective]
+    OBJECTIVE_MAX_THROUGHPUT: _ClassVar[Objective]
+    OBJECTIVE_MIN_MEMORY: _ClassVar[Objective]
+    OBJECTIVE_MIN_GPUS: _ClassVar[Objective]
+
+class AssumptionPreset(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ASSUMPTION_PRESET_UNSPECIFIED: _ClassVar[AssumptionPreset]
+    ASSUMPTION_PRESET_DEFAULT: _ClassVar[AssumptionPreset]
+    ASSUMPTION_PRESET_TEXTBOOK: _ClassVar[AssumptionPreset]
+
+class Method(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    METHOD_UNSPECIFIED: _ClassVar[Method]
+    METHOD_CPSAT: _ClassVar[Method]
+    METHOD_EXHAUSTIVE: _ClassVar[Method]
+
+class ParetoAxis(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PARETO_AXIS_UNSPECIFIED: _ClassVar[ParetoAxis]
+    PARETO_AXIS_MEMORY: _ClassVar[ParetoAxis]
+    PARETO_AXIS_GPUS: _ClassVar[ParetoAxis]
+
+class PlanStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PLAN_STATUS_UNSPECIFIED: _ClassVar[PlanStatus]
+    PLAN_STATUS_OPTIMAL: _ClassVar[PlanStatus]
+    PLAN_STATUS_FEASIBLE: _ClassVar[PlanStatus]
+    PLAN_STATUS_INFEASIBLE: _ClassVar[PlanStatus]
+    PLAN_STATUS_UNKNOWN: _ClassVar[PlanStatus]
+SCHEDULE_UNSPECIFIED: Schedule
+SCHEDULE_1F1B: Schedule
+SCHEDULE_INTERLEAVED: Schedule
+SCHEDULE_ZB_H1: Schedule
+SCHEDULE_DUALPIPE: Schedule
+RECOMPUTE_UNSPECIFIED: Recompute
+RECOMPUTE_NONE: Recompute
+RECOMPUTE_SELECTIVE: Recompute
+RECOMPUTE_FULL: Recompute
+PRECISION_UNSPECIFIED: Precision
+PRECISION_BF16: Precision
+PRECISION_FP8: Precision
+OBJECTIVE_UNSPECIFIED: Objective
+OBJECTIVE_MAX_THROUGHPUT: Objective
+OBJECTIVE_MIN_MEMORY: Objective
+OBJECTIVE_MIN_GPUS: Objective
+ASSUMPTION_PRESET_UNSPECIFIED: AssumptionPreset
+ASSUMPTION_PRESET_DEFAULT: AssumptionPreset
+ASSUMPTION_PRESET_TEXTBOOK: AssumptionPreset
+METHOD_UNSPECIFIED: Method
+METHOD_CPSAT: Method
+METHOD_EXHAUSTIVE: Method
+PARETO_AXIS_UNSPECIFIED: ParetoAxis
+PARETO_AXIS_MEMORY: ParetoAxis
+PARETO_AXIS_GPUS: ParetoAxis
+PLAN_STATUS_UNSPECIFIED: PlanStatus
+PLAN_STATUS_OPTIMAL: PlanStatus
+PLAN_STATUS_FEASIBLE: PlanStatus
+PLAN_STATUS_INFEASIBLE: PlanStatus
+PLAN_STATUS_UNKNOWN: PlanStatus
+
+class Spec(_message.Message):
+    __slots__ = ("model", "training", "cluster", "search", "assumptions", "objective", "target_step_time_s", "target_tokens_per_s", "plan")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    ASSUMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_STEP_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    model: ModelSpec
+    training: TrainingSpec
+    cluster: ClusterSpec
+    search: SearchSpec
+    assumptions: AssumptionsSpec
+    objective: Objective
+    target_step_time_s: float
+    target_tokens_per_s: float
+    plan: PlanSpec
+    def __init__(self, model: _Optional[_Union[ModelSpec, _Mapping]] = ..., training: _Optional[_Union[TrainingSpec, _Mapping]] = ..., cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ..., search: _Optional[_Union[SearchSpec, _Mapping]] = ..., assumptions: _Optional[_Union[AssumptionsSpec, _Mapping]] = ..., objective: _Optional[_Union[Objective, str]] = ..., target_step_time_s: _Optional[float] = ..., target_tokens_per_s: _Optional[float] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ...) -> None: ...
+
+class MoESpec(_message.Message):
+    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers")
+    NUM_EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_DENSE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    num_experts: int
+    top_k: int
+    expert_ffn_hidden_size: int
+    num_shared_experts: int
+    shared_expert_ffn_hidden_size: int
+    first_dense_layers: int
+    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ...) -> None: ...
+
+class ModelSpec(_message.Message):
+    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_ATTENTION_HEADS_FIELD_NUMBER: _ClassVar[int]
+    NUM_KV_HEADS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GATED_MLP_FIELD_NUMBER: _ClassVar[int]
+    TIE_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    MOE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    gated_mlp: bool
+    tie_embeddings: bool
+    moe: MoESpec
+    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ...) -> None: ...
+
+class TrainingSpec(_message.Message):
+    __slots__ = ("seq_len", "global_batch_size", "precision")
+    SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    seq_len: int
+    global_batch_size: int
+    precision: Precision
+    def __init__(self, seq_len: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
+
+class ClusterSpec(_message.Message):
+    __slots__ = ("gpu", "num_gpus", "gpus_per_node", "memory_gib", "peak_bf16_tflops", "peak_fp8_tflops", "nvlink_domain_size", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps", "intra_node_latency_us", "inter_node_latency_us")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    PEAK_BF16_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_FP8_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INTRA_NODE_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    INTRA_NODE_LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    num_gpus: int
+    gpus_per_node: int
+    memory_gib: float
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    nvlink_domain_size: int
+    intra_node_bandwidth_gbps: float
+    inter_node_bandwidth_gbps: float
+    intra_node_latency_us: float
+    inter_node_latency_us: float
+    def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ...) -> None: ...
+
+class SearchSpec(_message.Message):
+    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus")
+    TP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    ETP_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    MICRO_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    VPP_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    UNEVEN_STAGES_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGES_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_FIELD_NUMBER: _ClassVar[int]
+    UNIFORM_RECOMPUTE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    tp: _containers.RepeatedScalarFieldContainer[int]
+    cp: _containers.RepeatedScalarFieldContainer[int]
+    pp: _containers.RepeatedScalarFieldContainer[int]
+    ep: _containers.RepeatedScalarFieldContainer[int]
+    etp: _containers.RepeatedScalarFieldContainer[int]
+    dp: _containers.RepeatedScalarFieldContainer[int]
+    micro_batch_size: _containers.RepeatedScalarFieldContainer[int]
+    vpp: _containers.RepeatedScalarFieldContainer[int]
+    schedules: _containers.RepeatedScalarFieldContainer[Schedule]
+    uneven_stages: bool
+    zero_stages: _containers.RepeatedScalarFieldContainer[int]
+    recompute: _containers.RepeatedScalarFieldContainer[Recompute]
+    uniform_recompute: bool
+    sequence_parallel: _containers.RepeatedScalarFieldContainer[bool]
+    max_num_gpus: int
+    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ...) -> None: ...
+
+class ScalarValue(_message.Message):
+    __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
+    NUMBER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    number_value: float
+    integer_value: int
+    bool_value: bool
+    string_value: str
+    null_value: _struct_pb2.NullValue
+    def __init__(self, number_value: _Optional[float] = ..., integer_value: _Optional[int] = ..., bool_value: _Optional[bool] = ..., string_value: _Optional[str] = ..., null_value: _Optional[_Union[_struct_pb2.NullValue, str]] = ...) -> None: ...
+
+class AssumptionsSpec(_message.Message):
+    __slots__ = ("preset", "overrides")
+    class OverridesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ScalarValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ScalarValue, _Mapping]] = ...) -> None: ...
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    preset: AssumptionPreset
+    overrides: _containers.MessageMap[str, ScalarValue]
+    def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, ScalarValue]] = ...) -> None: ...
+
+class PlanSpec(_message.Message):
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+    TP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    ETP_FIELD_NUMBER: _ClassVar[int]
+    MICRO_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_MICROBATCHES_FIELD_NUMBER: _ClassVar[int]
+    VPP_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    etp: int
+    micro_batch_size: int
+    num_microbatches: int
+    vpp: int
+    schedule: Schedule
+    stage_layers: _containers.RepeatedScalarFieldContainer[int]
+    recompute: Recompute
+    recompute_layers: _containers.RepeatedScalarFieldContainer[int]
+    zero_stage: int
+    sequence_parallel: bool
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
+
+class SolverParameters(_message.Message):
+    __slots__ = ("method", "time_limit_s", "workers", "deterministic", "seed")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    method: Method
+    time_limit_s: float
+    workers: int
+    deterministic: bool
+    seed: int
+    def __init__(self, method: _Optional[_Union[Method, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., deterministic: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Plan(_message.Message):
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+    TP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    ETP_FIELD_NUMBER: _ClassVar[int]
+    MICRO_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_MICROBATCHES_FIELD_NUMBER: _ClassVar[int]
+    VPP_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    etp: int
+    micro_batch_size: int
+    num_microbatches: int
+    vpp: int
+    schedule: Schedule
+    stage_layers: _containers.RepeatedScalarFieldContainer[int]
+    recompute: Recompute
+    recompute_layers: _containers.RepeatedScalarFieldContainer[int]
+    zero_stage: int
+    sequence_parallel: bool
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
+
+class Metrics(_message.Message):
+    __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits")
+    class BreakdownSEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    STEP_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    MFU_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    STAGE_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    BREAKDOWN_S_FIELD_NUMBER: _ClassVar[int]
+    HFU_FIELD_NUMBER: _ClassVar[int]
+    MODEL_TFLOPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    USABLE_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    FITS_FIELD_NUMBER: _ClassVar[int]
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+    peak_memory_gib: float
+    stage_memory_gib: _containers.RepeatedScalarFieldContainer[float]
+    breakdown_s: _containers.ScalarMap[str, float]
+    hfu: float
+    model_tflops_per_gpu: float
+    usable_memory_gib: float
+    fits: bool
+    def __init__(self, step_time_s: _Optional[float] = ..., mfu: _Optional[float] = ..., tokens_per_s: _Optional[float] = ..., peak_memory_gib: _Optional[float] = ..., stage_memory_gib: _Optional[_Iterable[float]] = ..., breakdown_s: _Optional[_Mapping[str, float]] = ..., hfu: _Optional[float] = ..., model_tflops_per_gpu: _Optional[float] = ..., usable_memory_gib: _Optional[float] = ..., fits: _Optional[bool] = ...) -> None: ...
+
+class StageReport(_message.Message):
+    __slots__ = ("index", "layers", "dense_layers", "moe_layers", "recomputed_layers", "inflight_microbatches", "time_per_microbatch_s", "compute_s", "recompute_s", "tp_s", "cp_s", "ep_s", "pp_s", "zero_s", "dp_s", "model_states_gib", "activations_gib", "logits_gib", "workspace_gib", "pipeline_buffers_gib", "memory_gib")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    MOE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTED_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    INFLIGHT_MICROBATCHES_FIELD_NUMBER: _ClassVar[int]
+    TIME_PER_MICROBATCH_S_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_S_FIELD_NUMBER: _ClassVar[int]
+    RECOMPUTE_S_FIELD_NUMBER: _ClassVar[int]
+    TP_S_FIELD_NUMBER: _ClassVar[int]
+    CP_S_FIELD_NUMBER: _ClassVar[int]
+    EP_S_FIELD_NUMBER: _ClassVar[int]
+    PP_S_FIELD_NUMBER: _ClassVar[int]
+    ZERO_S_FIELD_NUMBER: _ClassVar[int]
+    DP_S_FIELD_NUMBER: _ClassVar[int]
+    MODEL_STATES_GIB_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATIONS_GIB_FIELD_NUMBER: _ClassVar[int]
+    LOGITS_GIB_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_GIB_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_BUFFERS_GIB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    layers: int
+    dense_layers: int
+    moe_layers: int
+    recomputed_layers: int
+    inflight_microbatches: float
+    time_per_microbatch_s: float
+    compute_s: float
+    recompute_s: float
+    tp_s: float
+    cp_s: float
+    ep_s: float
+    pp_s: float
+    zero_s: float
+    dp_s: float
+    model_states_gib: float
+    activations_gib: float
+    logits_gib: float
+    workspace_gib: float
+    pipeline_buffers_gib: float
+    memory_gib: float
+    def __init__(self, index: _Optional[int] = ..., layers: _Optional[int] = ..., dense_layers: _Optional[int] = ..., moe_layers: _Optional[int] = ..., recomputed_layers: _Optional[int] = ..., inflight_microbatches: _Optional[float] = ..., time_per_microbatch_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., recompute_s: _Optional[float] = ..., tp_s: _Optional[float] = ..., cp_s: _Optional[float] = ..., ep_s: _Optional[float] = ..., pp_s: _Optional[float] = ..., zero_s: _Optional[float] = ..., dp_s: _Optional[float] = ..., model_states_gib: _Optional[float] = ..., activations_gib: _Optional[float] = ..., logits_gib: _Optional[float] = ..., workspace_gib: _Optional[float] = ..., pipeline_buffers_gib: _Optional[float] = ..., memory_gib: _Optional[float] = ...) -> None: ...
+
+class Evaluation(_message.Message):
+    __slots__ = ("plan", "metrics", "stages", "violations")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    plan: Plan
+    metrics: Metrics
+    stages: _containers.RepeatedCompositeFieldContainer[StageReport]
+    violations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., stages: _Optional[_Iterable[_Union[StageReport, _Mapping]]] = ..., violations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Relaxation(_message.Message):
+    __slots__ = ("requirement", "change", "patch", "plan")
+    class PatchEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ScalarValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ScalarValue, _Mapping]] = ...) -> None: ...
+    REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    requirement: str
+    change: str
+    patch: _containers.MessageMap[str, ScalarValue]
+    plan: Evaluation
+    def __init__(self, requirement: _Optional[str] = ..., change: _Optional[str] = ..., patch: _Optional[_Mapping[str, ScalarValue]] = ..., plan: _Optional[_Union[Evaluation, _Mapping]] = ...) -> None: ...
+
+class Explanation(_message.Message):
+    __slots__ = ("summary", "conflicting", "rejected_choices", "min_memory_needed_gib", "usable_memory_gib", "relaxations")
+    class RejectedChoicesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_CHOICES_FIELD_NUMBER: _ClassVar[int]
+    MIN_MEMORY_NEEDED_GIB_FIELD_NUMBER: _ClassVar[int]
+    USABLE_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    RELAXATIONS_FIELD_NUMBER: _ClassVar[int]
+    summary: str
+    conflicting: _containers.RepeatedScalarFieldContainer[str]
+    rejected_choices: _containers.ScalarMap[str, int]
+    min_memory_needed_gib: float
+    usable_memory_gib: float
+    relaxations: _containers.RepeatedCompositeFieldContainer[Relaxation]
+    def __init__(self, summary: _Optional[str] = ..., conflicting: _Optional[_Iterable[str]] = ..., rejected_choices: _Optional[_Mapping[str, int]] = ..., min_memory_needed_gib: _Optional[float] = ..., usable_memory_gib: _Optional[float] = ..., relaxations: _Optional[_Iterable[_Union[Relaxation, _Mapping]]] = ...) -> None: ...
+
+class SolveStats(_message.Message):
+    __slots__ = ("method", "wall_time_s", "choices_total", "choices_searched", "objective_value", "best_bound", "gap", "workers", "seed", "deterministic", "ortools_version")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_SEARCHED_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOUND_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    ORTOOLS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    method: Method
+    wall_time_s: float
+    choices_total: int
+    choices_searched: int
+    objective_value: float
+    best_bound: float
+    gap: float
+    workers: int
+    seed: int
+    deterministic: bool
+    ortools_version: str
+    def __init__(self, method: _Optional[_Union[Method, str]] = ..., wall_time_s: _Optional[float] = ..., choices_total: _Optional[int] = ..., choices_searched: _Optional[int] = ..., objective_value: _Optional[float] = ..., best_bound: _Optional[float] = ..., gap: _Optional[float] = ..., workers: _Optional[int] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., ortools_version: _Optional[str] = ...) -> None: ...
+
+class PlanRequest(_message.Message):
+    __slots__ = ("spec", "spec_text", "solver", "top_k", "pareto_axis")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    PARETO_AXIS_FIELD_NUMBER: _ClassVar[int]
+    spec: Spec
+    spec_text: str
+    solver: SolverParameters
+    top_k: int
+    pareto_axis: ParetoAxis
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ...) -> None: ...
+
+class PlanResponse(_message.Message):
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    PLANS_FIELD_NUMBER: _ClassVar[int]
+    PARETO_FIELD_NUMBER: _ClassVar[int]
+    PARETO_AXIS_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    status: PlanStatus
+    objective: Objective
+    plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
+    pareto: _containers.RepeatedCompositeFieldContainer[Evaluation]
+    pareto_axis: ParetoAxis
+    explanation: Explanation
+    solver: SolveStats
+    parameters: SolverParameters
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
+
+class PlanStreamRequest(_message.Message):
+    __slots__ = ("spec", "spec_text", "solver", "top_k")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    spec: Spec
+    spec_text: str
+    solver: SolverParameters
+    top_k: int
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ...) -> None: ...
+
+class PlanProgress(_message.Message):
+    __slots__ = ("plan", "objective_value", "best_bound", "elapsed_s")
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOUND_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    plan: Evaluation
+    objective_value: float
+    best_bound: float
+    elapsed_s: float
+    def __init__(self, plan: _Optional[_Union[Evaluation, _Mapping]] = ..., objective_value: _Optional[float] = ..., best_bound: _Optional[float] = ..., elapsed_s: _Optional[float] = ...) -> None: ...
+
+class PlanStreamResponse(_message.Message):
+    __slots__ = ("progress", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: PlanProgress
+    result: PlanResponse
+    def __init__(self, progress: _Optional[_Union[PlanProgress, _Mapping]] = ..., result: _Optional[_Union[PlanResponse, _Mapping]] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("spec", "spec_text", "plan")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    spec: Spec
+    spec_text: str
+    plan: PlanSpec
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("status", "evaluation")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    status: PlanStatus
+    evaluation: Evaluation
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ...) -> None: ...
+
+class ParetoRequest(_message.Message):
+    __slots__ = ("spec", "spec_text", "axis", "solver")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
+    AXIS_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    spec: Spec
+    spec_text: str
+    axis: ParetoAxis
+    solver: SolverParameters
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
+
+class ParetoResponse(_message.Message):
+    __slots__ = ("status", "axis", "points", "solver", "parameters")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    AXIS_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    status: PlanStatus
+    axis: ParetoAxis
+    points: _containers.RepeatedCompositeFieldContainer[Evaluation]
+    solver: SolveStats
+    parameters: SolverParameters
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...

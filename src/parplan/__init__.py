@@ -1,0 +1,49 @@
+"""parplan: proven-optimal parallelism plans for large-model training.
+
+The top-level folders of the repository are installed as subpackages of this one:
+``parplan.costmodel`` (the exact evaluator), ``parplan.solver`` (CP-SAT planner and its exact oracle),
+``parplan.frameworks`` (framework profiles and exports), ``parplan.client`` (spec loading, reports, the
+``solver-cli`` command, the gRPC client), ``parplan.server`` (the gRPC service).
+
+Embedding code usually needs three names::
+
+    from parplan import load_spec, optimize, evaluate
+
+    result = optimize("examples/llama3-70b-64xh100.yaml", top_k=3)   # a Spec, a path or a dict
+    best = result.plans[0].plan               # the canonical Plan
+    ledger = evaluate(load_spec("examples/llama3-70b-64xh100.yaml"), best)
+
+``plan`` is ``optimize``'s other name (``from parplan import plan``). Every error a caller can fix is a
+``ParplanError`` (``SpecError``, ``PlanError``, ``ArgumentError``). Importing parplan pulls in neither
+OR-Tools nor grpcio: names are resolved on first use.
+"""
+
+__version__ = "0.1.0"
+
+_NAMES = {
+    "load_spec": ("parplan.client.spec_io", "load_spec"),
+    "as_spec": ("parplan.client.spec_io", "as_spec"),
+    "optimize": ("parplan.client.api", "optimize"),
+    "plan": ("parplan.client.api", "optimize"),
+    "evaluate": ("parplan.client.api", "evaluate"),
+    "Spec": ("parplan.costmodel.spec", "Spec"),
+    "Plan": ("parplan.costmodel.spec", "Plan"),
+    "PlanSpec": ("parplan.costmodel.spec", "PlanSpec"),
+    "SolverControls": ("parplan.solver.cpsat", "SolverControls"),
+    "PlanResult": ("parplan.solver.result", "PlanResult"),
+    "ParplanError": ("parplan.costmodel.errors", "ParplanError"),
+    "ArgumentError": ("parplan.costmodel.errors", "ArgumentError"),
+    "SpecError": ("parplan.client.spec_io", "SpecError"),
+    "PlanError": ("parplan.costmodel.evaluate", "PlanError"),
+}
+
+__all__ = sorted(_NAMES) + ["__version__"]
+
+
+def __getattr__(name: str):  # lazy: importing parplan stays cheap and pulls no solver unless asked
+    if name not in _NAMES:
+        raise AttributeError(f"module 'parplan' has no attribute {name!r}")
+    module, attr = _NAMES[name]
+    import importlib
+
+    return getattr(importlib.import_module(module), attr)

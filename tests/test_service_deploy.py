@@ -1,0 +1,88 @@
+"""deploy/: the Kubernetes manifests and the Dockerfile agree with the server's real flags, port and health
+service name (the manifests are parsed with PyYAML; nothing is applied)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import typer
+import yaml
+
+from parplan.client.cli import app
+from parplan.server.app import DEFAULT_PORT, HEALTH_SERVICE_NAME
+from parplan.server.service import SERVICE_NAME
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+def manifests() -> dict[str, dict]:
+    docs = {}
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            docs[doc["kind"]] = doc
+    return docs
+
+
+def serve_options() -> dict[str, click.Option]:
+    command = typer.main.get_command(app).commands["serve"]
+    return {opt: param for param in command.params for opt in param.opts}
+
+
+def parse_args(args: list[str]) -> dict[str, str]:
+    """``--flag=value`` / ``--flag value`` -> {flag: value}, through the real command's parser."""
+    command = typer.main.get_command(app).commands["serve"]
+    ctx = command.make_context("serve", list(args), resilient_parsing=False)
+    return ctx.params
+
+
+def test_manifests_hold_a_deployment_service_and_hpa():
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler"} <= set(manifests())
+
+
+def test_deployment_args_are_real_serve_flags_and_ports_agree():
+    docs = manifests()
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    flags = [arg.split("=", 1)[0] for arg in container["args"]]
+    known = serve_options()
+    assert all(flag in known for flag in flags), set(flags) - set(known)
+    params = parse_args(container["args"])  # raises on a bad value (e.g. a port out of range)
+    port = params["port"]
+    assert params["host"] == "0.0.0.0"
+    (container_port,) = [p for p in container["ports"] if p["name"] == "grpc"]
+    assert container_port["containerPort"] == port
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == port, probe
+    assert container["readinessProbe"]["grpc"]["service"] == SERVICE_NAME
+    assert container["livenessProbe"]["grpc"].get("service", "") == ""  # the server as a whole
+    assert HEALTH_SERVICE_NAME == "grpc.health.v1.Health"  # what the kubelet's grpc probe calls
+    grace = docs["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > params["grace_period"], "the pod must outlive the drain"
+    token = params["auth_token_file"]
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert any(str(token).startswith(m + "/") for m in mounts)
+
+
+def test_service_and_hpa_point_at_the_deployment():
+    docs = manifests()
+    deployment = docs["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    service = docs["Service"]["spec"]
+    assert all(labels.get(k) == v for k, v in service["selector"].items())
+    (port,) = service["ports"]
+    assert port["targetPort"] == "grpc" and port["appProtocol"] == "grpc"
+    target = docs["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+
+
+def test_dockerfile_runs_serve_on_the_default_port():
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^EXPOSE\s+(\d+)$", text, re.M).group(1) == str(DEFAULT_PORT)
+    entry = yaml.safe_load(re.search(r"^ENTRYPOINT\s+(.+)$", text, re.M).group(1))
+    cmd = yaml.safe_load(re.search(r"^CMD\s+(.+)$", text, re.M).group(1))
+    assert entry == ["solver-cli", "serve"]
+    params = parse_args(cmd)
+    assert params["port"] == DEFAULT_PORT and params["host"] == "0.0.0.0"
+    for folder in ("src", "costmodel", "solver", "client", "server", "frameworks", "proto"):
+        assert re.search(rf"^COPY {folder} \./{folder}$", text, re.M), folder

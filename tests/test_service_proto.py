@@ -1,0 +1,121 @@
+"""The proto and its edge mapping: generated code is fresh, every library field has a proto field, enums
+cover the library's values, and spec/result dicts survive the round trip through the messages."""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from parplan.client.contract import plan_result_to_dict
+from parplan.client.spec_io import load_spec_file, spec_from_data
+from parplan.costmodel.assumptions import KNOBS
+from parplan.costmodel.evaluate import Evaluation, Metrics, StageReport
+from parplan.costmodel.spec import ClusterSpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec, Spec, TrainingSpec
+from parplan.server import convert
+from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats
+from parplan.v1 import planner_pb2 as pb
+
+REPO = Path(__file__).resolve().parents[1]
+GENERATED = REPO / "proto" / "parplan" / "v1"
+
+
+def test_generated_code_is_fresh(tmp_path):
+    """``python proto/generate.py`` into a temporary folder gives the committed files byte for byte."""
+    run = subprocess.run([sys.executable, str(REPO / "proto" / "generate.py"), "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    fresh = sorted((tmp_path / "parplan" / "v1").glob("planner_pb2*"))
+    assert [p.name for p in fresh] == ["planner_pb2.py", "planner_pb2.pyi", "planner_pb2_grpc.py"]
+    stale = [p.name for p in fresh if not filecmp.cmp(p, GENERATED / p.name, shallow=False)]
+    assert not stale, f"regenerate with `python proto/generate.py` and commit: {stale} differ"
+
+
+# model -> message: every field of the library's types has a proto field of the same name
+PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, set()), (MoESpec, pb.MoESpec, set()),
+         (TrainingSpec, pb.TrainingSpec, set()), (ClusterSpec, pb.ClusterSpec, set()),
+         (SearchSpec, pb.SearchSpec, set()), (PlanSpec, pb.PlanSpec, set()), (Plan, pb.Plan, set()),
+         (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, set()), (Evaluation, pb.Evaluation, set()),
+         (Relaxation, pb.Relaxation, set()), (Explanation, pb.Explanation, set()), (SolveStats, pb.SolveStats, set())]
+
+
+@pytest.mark.parametrize("model, message, special", PAIRS, ids=[p[0].__name__ for p in PAIRS])
+def test_every_library_field_has_a_proto_field(model: type[BaseModel], message, special):
+    missing = set(model.model_fields) - set(message.DESCRIPTOR.fields_by_name) - special
+    assert not missing, f"{message.DESCRIPTOR.full_name} lacks {sorted(missing)}: add them to planner.proto"
+    extra = set(message.DESCRIPTOR.fields_by_name) - set(model.model_fields)
+    assert not extra, f"{message.DESCRIPTOR.full_name} has fields the library lacks: {sorted(extra)}"
+
+
+def test_plan_response_carries_the_cli_json():
+    result_fields = set(PlanResult.model_fields) - {"stats"} | {"solver"}
+    assert result_fields | {"parameters"} == set(pb.PlanResponse.DESCRIPTOR.fields_by_name)
+
+
+def test_enums_cover_the_library_values_and_nothing_else():
+    for full_name, values in convert.ENUM_VALUES.items():
+        enum = pb.DESCRIPTOR.enum_types_by_name[full_name.rsplit(".", 1)[1]]
+        names = {v.name for v in enum.values}
+        prefix = convert.enum_value_name(enum, "")
+        assert names == {prefix + "UNSPECIFIED"} | {convert.enum_value_name(enum, v) for v in values}
+        assert enum.values_by_name[prefix + "UNSPECIFIED"].number == 0
+    from parplan.solver.planner import Method  # the one place the test needs OR-Tools' planner module
+    assert convert.METHODS == typing.get_args(Method)
+    assert set(convert.PARETO_AXES) == set(typing.get_args(typing.get_args(PlanResult.model_fields["pareto_axis"].annotation)[0]))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "examples").glob("*.yaml")))
+def test_spec_round_trip(name):
+    spec = load_spec_file(REPO / "examples" / name)
+    message = convert.spec_to_message(spec.model_dump(mode="json", exclude_none=True))
+    wire = pb.Spec.FromString(message.SerializeToString())
+    assert spec_from_data(convert.spec_dict_from_message(wire)) == spec
+
+
+def test_knob_overrides_keep_their_types():
+    spec = load_spec_file(REPO / "examples" / "llama3-70b-64xh100.yaml")
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["assumptions"] = {"preset": "textbook", "min_tokens_per_cp_rank": 2048, "include_latency": True,
+                           "matmul_efficiency": 0.55}
+    message = convert.spec_to_message(data)
+    overrides = message.assumptions.overrides
+    assert overrides["min_tokens_per_cp_rank"].WhichOneof("kind") == "integer_value"
+    assert overrides["include_latency"].WhichOneof("kind") == "bool_value"
+    assert overrides["matmul_efficiency"].WhichOneof("kind") == "number_value"
+    assert set(overrides) <= set(KNOBS)
+    assert spec_from_data(convert.spec_dict_from_message(message)).assumptions == spec_from_data(data).assumptions
+
+
+def test_unknown_enum_number_is_a_conversion_error_naming_the_field():
+    message = pb.Spec(training=pb.TrainingSpec(precision=7))
+    with pytest.raises(convert.ConversionError) as err:
+        convert.spec_dict_from_message(message)
+    assert err.value.field_path == "spec.training.precision"
+
+
+def test_result_round_trip_infeasible_with_explanation():
+    """An INFEASIBLE result with relaxations (patches of ints, floats, booleans, null) maps back exactly."""
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    spec = load_spec_file(REPO / "examples" / "infeasible" / "8b-gbs-below-pp.yaml")
+    result = optimize(spec, controls=SolverControls(deterministic=True))
+    assert result.status == "INFEASIBLE" and result.explanation is not None
+    data = plan_result_to_dict(result)
+    message = pb.PlanResponse.FromString(convert.plan_response(data, {"time_limit_s": 1.0}).SerializeToString())
+    assert convert.plan_result_dict(message) == data
+
+
+@pytest.mark.skipif(shutil.which("buf") is None, reason="buf not on PATH (CI installs it: npm install @bufbuild/buf)")
+def test_buf_lint_and_breaking():
+    lint = subprocess.run(["buf", "lint"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    breaking = subprocess.run(["buf", "breaking", "--against", "proto/released/parplan-v1.binpb"], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+    assert breaking.returncode == 0, breaking.stdout + breaking.stderr
