@@ -265,11 +265,10 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
     stopper = None
     done = threading.Event()
     if controls.cancel is not None:
-        def watch():
-            while not controls.cancel.wait(0.02):
-                if done.is_set():
-                    return
-            solver.stop_search()
+        def watch():  # stop until the solve ends: a cancel that lands before solve() starts must not be lost
+            while not done.wait(0.02):
+                if controls.cancel.is_set():
+                    solver.stop_search()
         stopper = threading.Thread(target=watch, daemon=True)
         stopper.start()
     status = solver.solve(m)
