@@ -38,7 +38,7 @@ class Assumptions(BaseModel):
     recomputed_layer_sbh_coefficient: float = Field(2.0, ge=0, description="a fully recomputed layer keeps its bf16 input: 2*s*b*h (Korthikanti 2022 §4)")
     flash_attention: bool = Field(True, description="fused attention (FlashAttention): scores never stored, causal blocks skipped; False (Megatron-LM before 2023): Korthikanti's 5·a·s/h activation term (selective recompute removes it), the whole s x s score matrix computed by batched GEMMs, and the scores moved through memory (activation_traffic_passes)")
     dropout_masks: bool = Field(False, description="count 1-byte dropout masks (GPT-3 style); Llama-style models use no dropout")
-    fp8_weight_cache_bytes: float = Field(2.0, ge=0, description="FP8 training: bytes per GEMM weight of the FP8 copies kept across micro-batches, the weight and its transpose (Transformer Engine caches them on the first micro-batch; Hopper FP8 GEMMs need both layouts); ZeRO-3 caches none; textbook 0")
+    fp8_weight_cache_bytes: float = Field(0.0, ge=0, description="FP8 training: bytes per GEMM weight of FP8 copies kept across micro-batches *beside* the BF16 weights: 2 for Transformer Engine with BF16 primary weights (it caches the FP8 weight and, for Hopper's K-major FP8 GEMMs, its transpose from the first micro-batch on); 0 (default) with FP8 primary weights (Megatron --fp8-param-gather / NeMo fp8_params: the 1-byte FP8 weight replaces the BF16 copy and its 1-byte transpose takes the byte saved) or with per-use casts (torchao Float8Linear, DeepSeek-V3's online block quantization); the FP8 runs in the data (NeMo 24.07's Llama-3 8B on TP 1) would not fit with 2; ZeRO-3 caches none")
     fp8_activation_bytes: float = Field(1.0, gt=0, description="FP8 training: bytes per element of the saved inputs of linear layers (Transformer Engine saves the FP8-cast input for the weight gradient; DeepSeek-V3 §3.3.2 caches them in FP8); 2: saved in BF16")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
     recompute_workspace_layers: float = Field(1.0, ge=0, description="full recompute: while a recomputed layer runs its backward, its activations exist in full again; every stage holds this many layers' full activations of one micro-batch on top of the stored inputs (PyTorch/Megatron activation checkpointing); textbook 0")
@@ -148,7 +148,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tp_comm_overlap": 0.0,
         "tp_sp_weight_grad_regather": False,
         "hierarchical_all_to_all": False,
-        "fp8_weight_cache_bytes": 0.0,
         "fp8_activation_bytes": 2.0,
         "cp_comm_overlaps_attention": True,
         "cp_comm_overlap": 1.0,

@@ -273,16 +273,19 @@ def test_mtp_layer_on_the_last_stage():
 # ------------------------------------------------------------------------------------------------ FP8
 def test_fp8_weight_cache_and_activations_by_hand():
     """Llama-3 70B, TP 4, ZeRO-1: a layer's GEMM weights 150,994,944 (attention) + 3 · 8192 · 28,672
-    (MLP) = 855,638,016, 213,909,504 per GPU; FP8 keeps their FP8 copy and transpose, 2 B each:
-    427,819,008 B more per layer. The saved linear inputs (QKV input 8192, attention output 8192,
+    (MLP) = 855,638,016, 213,909,504 per GPU; Transformer Engine with BF16 primary weights keeps their FP8
+    copy and transpose beside them (fp8_weight_cache_bytes 2): 427,819,008 B more per layer; with FP8
+    primary weights (the default, 0) the FP8 copies take the BF16 copy's place. The saved linear inputs (QKV input 8192, attention output 8192,
     MLP input 8192, FC2 input 28,672 elements per token, of which TP shards the last three... here SP
     shards all of them) drop from 2 B to 1 B."""
-    spec_bf16 = _spec(LLAMA70B, 8, seq=8192, gbs=8)
+    spec_bf16 = _spec(LLAMA70B, 8, seq=8192, gbs=8, fp8_weight_cache_bytes=2.0)
     spec_fp8 = Spec.model_validate({**spec_bf16.model_dump(), "training": dict(seq_len=8192, global_batch_size=8, precision="fp8")})
+    spec_fp8_params = Spec.model_validate({**spec_fp8.model_dump(), "assumptions": {}})
     c = Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, zero_stage=1, sequence_parallel=True)
     bf, f8 = _costs(spec_bf16, c), _costs(spec_fp8, c)
     assert (150_994_944 + 3 * 8192 * 28672) // 4 == 213_909_504
     assert f8.dense.states_bytes - bf.dense.states_bytes == pytest.approx(2 * 213_909_504)
+    assert _costs(spec_fp8_params, c).dense.states_bytes == pytest.approx(bf.dense.states_bytes)
     saved = (8192 + 8192) / 4 + (8192 + 28672) / 4  # QKV and MLP inputs (SP-sharded), o and FC2 inputs
     assert (bf.dense.act_bytes - f8.dense.act_bytes) / 8192 == pytest.approx(saved)
     assert f8.dense.time_s != bf.dense.time_s  # FP8 GEMMs; the elementwise traffic is unchanged
