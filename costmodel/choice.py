@@ -46,9 +46,29 @@ class Choice:
     zero_stage: int = 1
     sequence_parallel: bool = True
 
+    # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property
     def num_gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def stage_ranks(self) -> int:
+        """GPUs of one pipeline stage: TP x CP x DP (the p2p stride in the mesh order tp-cp-dp-pp)."""
+        return self.tp * self.cp * self.dp
+
+    @property
+    def dense_dp(self) -> int:
+        """The gradient / ZeRO group of the dense parameters: DP x CP (Megatron's distributed optimizer)."""
+        return self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """The gradient / ZeRO group of the routed experts: a stage's ranks folded as ETP x EP x EDP."""
+        return self.stage_ranks // (self.ep * self.etp)
+
+    @property
+    def sequence_parallel_on(self) -> bool:
+        return self.sequence_parallel and self.tp > 1
 
 
 @dataclass(frozen=True)
@@ -256,9 +276,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         "tp": link(1, c.tp, domain, gpu, a, n),
         "cp": link(c.tp, c.cp, domain, gpu, a, n),
         "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a, n),
-        "pp": link(c.tp * c.cp * c.dp, c.pp, domain, gpu, a, n),
+        "pp": link(c.stage_ranks, c.pp, domain, gpu, a, n),
         "ep": link(c.etp, c.ep, domain, gpu, a, n),
-        "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a, n),
+        "edp": link(c.etp * c.ep, c.expert_dp, domain, gpu, a, n),
     }
 
     # DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
@@ -304,7 +324,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     def spf(gemms: list[tuple[float, float, float, float]]) -> float:
         return linear_seconds_per_flop(a, gpu, precision, peak, gemms)
 
-    sp = c.sequence_parallel and c.tp > 1
+    sp = c.sequence_parallel_on
     M = float(tokens_tp_group)  # GEMM rows: with or without SP, each TP rank multiplies every token
     f_mlp = m.ffn_hidden_size
     up = 2 if m.gated_mlp else 1
@@ -394,8 +414,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             return max(hidden_share, comm_s - window_s)
         return hidden_share
 
-    g_dense = c.dp * c.cp
-    g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
+    g_dense = c.dense_dp
+    g_expert = c.expert_dp
 
     def states(params_gpu: float, shards: int) -> float:
         return model_state_bytes(params_gpu, zero, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
@@ -667,7 +687,7 @@ def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states,
     from dataclasses import replace
 
     extra_params_per_layer = (arch.embedding_params + arch.head_params) / spec.model.num_layers / c.tp
-    g = c.dp * c.cp
+    g = c.dense_dp
 
     def bump(lc: LayerCost | None) -> LayerCost | None:
         if lc is None:
