@@ -8,9 +8,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from parplan.costmodel.assumptions import resolve_assumptions
@@ -19,10 +16,6 @@ from parplan.costmodel.legality import choice_violations
 from parplan.costmodel.spec import Spec
 from parplan.solver.planner import optimize
 from parplan.solver.space import default_expert_tp, default_micro_batch_sizes, enumerate_choices
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def _space(model: dict, gpus: int, gbs: int, search: dict | None = None):
