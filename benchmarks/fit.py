@@ -76,9 +76,11 @@ PARAMS: tuple[Param, ...] = (
     Param("matmul_shape_penalty", 0.0, 4.0, 0.5, why="kappa, GEMM-shape (roofline traffic) penalty"),
     Param("attention_seq_penalty", 0.0, 16384.0, 512.0, scale=1024.0, why="s0, attention short-sequence penalty (tokens)"),
     Param("intra_node_bandwidth_efficiency", 0.30, 1.0, 0.8, why="NVLink achieved / link rate"),
-    Param("inter_node_bandwidth_efficiency", 0.30, 1.0, 0.8, why="network achieved / line rate"),
+    Param("inter_node_bandwidth_efficiency", 0.30, 0.9, 0.8, why="network achieved / line rate (NCCL on 400G IB: 0.8-0.9)"),
     Param("hierarchical_collective_efficiency", 0.0, 1.0, 0.8, why="share of the k-fold NIC speed-up of a collective with k members per node"),
-    Param("intra_node_latency_factor", 0.2, 2.0, 1.0, why="NVLink per-step latency / catalog alpha (5 us): 1-10 us"),
+    Param("intra_node_latency_factor", 0.2, 3.0, 1.0, why="NVLink per-step latency / catalog alpha (5 us); physical range "
+          "1-15 us: NCCL src/graph/tuning.cc, ring Simple protocol, 8.4 us per collective + 3.4-5.7 us per NVLink "
+          "step, i.e. 6.9-14 us per step for rings of 8-2 GPUs"),
     Param("inter_node_latency_factor", 0.1, 2.0, 1.0, why="network per-step latency / catalog alpha (30 us): 3-60 us"),
     Param("tp_comm_overlap", 0.0, 1.0, 0.5, why="TP comm hidden (--tp-comm-overlap, AsyncTP)"),
     Param("dp_comm_overlap", 0.0, 1.0, 0.8, why="DP grad reduce / param gather hidden"),
@@ -96,6 +98,12 @@ PRIORS: dict[str, tuple[float, float, str]] = {
     "attention_efficiency_ampere": (0.60, 0.10, "FlashAttention-2 paper: 50-73 % of A100's peak"),
     "attention_efficiency_flash2": (0.35, 0.10, "FlashAttention-3 paper: FlashAttention-2 at about 35 % of H100's peak"),
     "attention_efficiency_hopper": (0.60, 0.15, "FlashAttention-3 paper: up to 75 % of H100's BF16 peak"),
+    "inter_node_bandwidth_efficiency": (0.85, 0.05, "NCCL collectives on 400 Gb/s InfiniBand reach about 0.8-0.9 of "
+                                                    "line rate (the 0.9 bound)"),
+    "intra_node_latency_factor": (1.6, 0.6, "NCCL src/graph/tuning.cc ring Simple: 8.4 us per collective + 3.4-5.7 us per "
+                                            "NVLink step, 6.9-14 us per step for rings of 8-2 GPUs: 8 +- 3 us of 5 us"),
+    "attention_seq_penalty": (512.0, 512.0, "FlashAttention-3 paper Fig. 5 (causal, head dim 128): about half "
+                                            "the long-sequence throughput at 512 tokens, s0 ~ 500"),
 }
 PRIOR_POINTS = 2.0
 

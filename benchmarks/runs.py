@@ -33,7 +33,7 @@ from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.evaluate import PlanError, evaluate, even_stage_layers
 from parplan.costmodel.hardware import UnknownGPU, lookup_gpu, resolve_gpu_name
 from parplan.frameworks.layout import LayoutError, megatron_split, resolve_layout, torchtitan_split
-from parplan.costmodel.spec import ClusterSpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
+from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 
 HERE = Path(__file__).resolve().parent
 REPO_DATA = HERE / "data" / "published-runs.yaml"
@@ -429,11 +429,18 @@ def _express(row: dict, ex: Expression) -> None:
                       expert_ffn_hidden_size=_int(row["expert_ffn_hidden_size"]),
                       num_shared_experts=_int(row.get("num_shared_experts")) or 0,
                       first_dense_layers=dense_first)
-        if fam == "deepseek":
-            a["attention"] = "MLA approximated as multi-head attention with 128 KV heads"
+    mla, mtp = None, 0
+    if fam == "deepseek":
+        # DeepSeek-V3 §4.2 / config.json: MLA d_c = 512, d_c' = 1536, d_h = 128, d_h^R = 64 (v_head_dim 128);
+        # the production run trains one MTP module (§4.2: D = 1) and routes each token to <= 4 nodes (§3.2.2)
+        mla = MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+        a["attention"] = "MLA (DeepSeek-V3 §4.2 / config.json: q_lora_rank 1536, kv_lora_rank 512, head dims 128+64, v 128)"
+        if fw == "hai-llm" and moe is not None:
+            mtp = 1
+            moe = moe.model_copy(update={"max_nodes_per_token": 4})
     model = ModelSpec(name=row.get("model") or rid, num_layers=L, hidden_size=h, ffn_hidden_size=ffn,
                       num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab, gated_mlp=gated,
-                      tie_embeddings=tie, moe=moe, head_dim=_int(get("head_dim")))
+                      tie_embeddings=tie, moe=moe, head_dim=_int(get("head_dim")), mla=mla, num_mtp_layers=mtp)
 
     # ---- cluster
     gpu_name = row.get("gpu") or ""
@@ -601,6 +608,18 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw == "bridge":  # perf_recipes/_common.py:72-74: grad_reduce_in_fp32 = False (frameworks/profiles.py)
         set_("grad_bytes", 2.0, "Megatron-Bridge performance recipes: bf16 gradient buffers (grad_reduce_in_fp32 off)")
         set_("grad_reduce_bytes", 2.0, "Megatron-Bridge performance recipes: gradients reduced in bf16")
+    if fw == "hai-llm":
+        # DeepSeek-V3 report: FP8 dispatch, BF16 combine (§3.3.4); 20 of the H800's 132 SMs run the
+        # all-to-all kernels (§3.2.2); AdamW moments in BF16 with FP32 master weights (§3.3.3): 4 + 2 + 2 B;
+        # RMSNorm and MLA up-projections recomputed, SwiGLU inputs cached in FP8 (§3.2.3, §3.3.2)
+        set_("ep_dispatch_bytes", 1.0, "DeepSeek-V3 §3.3.4: tokens dispatched in FP8, combined in BF16")
+        set_("ep_comm_sm_fraction", 20 / 132, "DeepSeek-V3 §3.2.2: 20 of 132 SMs for communication", shown="20/132")
+        set_("optimizer_bytes", 8.0, "DeepSeek-V3 §3.3.3: FP32 master weights, BF16 AdamW moments")
+        set_("fp8_weight_cache_bytes", 0.0, "DeepSeek-V3 §3.3.2: weights quantized online per 128x128 block "
+             "at each use; the report names no cached FP8 weight copies (Transformer Engine's cache is its own)")
+        if recompute == "selective":
+            set_("selective_recompute_policy", "deepseek_v3", "DeepSeek-V3 §3.2.3: RMSNorm and MLA up-projections "
+                 "recomputed; §3.3.2: SwiGLU inputs cached in FP8, output recomputed")
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
@@ -616,6 +635,10 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
             set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
         if pp > 1:
             set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
+        if ex.spec is not None and ex.spec.training.precision == "fp8":
+            set_("fp8_weight_cache_bytes", 0.0, "torchao Float8Linear casts weights per use, caches none")
+            set_("fp8_activation_bytes", 2.0, "torchao float8_linear.py matmul_with_hp_or_float8_args saves "
+                                              "the BF16 input and weight for backward")
         if tp > 1 and "asynctp" not in notes:
             set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
 

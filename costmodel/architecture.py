@@ -4,6 +4,14 @@ FLOP conventions (seed 003 ``parallel_plan.py``; Narayanan et al. 2021 eq. 3): a
 per multiply-accumulate in the forward pass and twice that in the backward pass, so 6 FLOPs per
 parameter per token for fwd+bwd; causal attention costs 6·s·d_q per token per layer (QKᵀ and AV,
 halved by the mask); the LM head costs 6·V·h per token.
+
+Multi-head latent attention (``model.mla``, DeepSeek-V2 §2.1 / DeepSeek-V3 §2.1, config.json names):
+queries go h -> q_lora_rank -> heads·(d_nope + d_rope), keys and values h -> kv_lora_rank (+ one shared
+d_rope RoPE key) -> heads·(d_nope + d_v); the attention core multiplies queries and keys of width
+d_nope + d_rope and values of width d_v: 6·s·heads·(d_qk + d_v)·causal per token fwd+bwd (= 6·s·h·2
+for MHA's d_qk = d_v = h/heads). Multi-token prediction (``model.num_mtp_layers``, DeepSeek-V3 §2.2):
+each module adds an RMSNorm pair, a 2h x h projection and one transformer layer, and reuses the
+embedding and the output head (whose FLOPs it pays again).
 """
 
 from __future__ import annotations
@@ -32,12 +40,57 @@ class Architecture:
 
     @cached_property
     def q_dim(self) -> int:
+        """Width of one Q row: heads × query/key head dim (MLA: d_nope + d_rope)."""
+        mla = self.spec.mla
+        if mla is not None:
+            return self.spec.num_attention_heads * (mla.qk_nope_head_dim + mla.qk_rope_head_dim)
         return self.spec.num_attention_heads * self.spec.head_size
 
     @cached_property
     def kv_dim(self) -> int:
-        """Width of one K (or V) row: kv heads × head dim (seed 003: KV)."""
+        """Width of one K (or V) row for MHA/GQA: kv heads × head dim (seed 003: KV); MLA: the K row."""
+        if self.spec.mla is not None:
+            return self.k_dim
         return self.spec.kv_heads * self.spec.head_size
+
+    @cached_property
+    def k_dim(self) -> int:
+        """Width of one K row as the attention core reads it (MLA: every head's d_nope + d_rope)."""
+        return self.q_dim if self.spec.mla is not None else self.kv_dim
+
+    @cached_property
+    def v_dim(self) -> int:
+        """Width of one V row (MLA: heads × d_v)."""
+        mla = self.spec.mla
+        return self.spec.num_attention_heads * mla.v_head_dim if mla is not None else self.kv_dim
+
+    @cached_property
+    def o_dim(self) -> int:
+        """Width of the attention core's output, the output projection's input (MLA: heads × d_v)."""
+        mla = self.spec.mla
+        return self.spec.num_attention_heads * mla.v_head_dim if mla is not None else self.q_dim
+
+    def attention_gemms(self, tokens: float, tp: int) -> list[tuple[float, float, float, float]]:
+        """The attention block's GEMMs on one TP rank as (weights, M, K, N) for the efficiency model.
+
+        MHA/GQA: fused QKV (N sharded by TP) and the output projection (K sharded). MLA: query down- and
+        up-projection, key/value down-projection (with the RoPE key), key/value up-projection, output
+        projection; all up-projections column-parallel, the down-projections counted as sharded too
+        (Megatron-Core keeps them duplicated over TP ranks: under TP this undercounts them).
+        """
+        h = self.hidden
+        mla = self.spec.mla
+        if mla is None:
+            qkv = self.q_dim + 2 * self.kv_dim
+            return [(h * qkv, tokens, h, qkv / tp), (self.q_dim * h, tokens, self.q_dim / tp, h)]
+        heads = self.spec.num_attention_heads
+        kv_down = mla.kv_lora_rank + mla.qk_rope_head_dim
+        kv_up = heads * (mla.qk_nope_head_dim + mla.v_head_dim)
+        q = ([(h * mla.q_lora_rank, tokens, h, mla.q_lora_rank),
+              (mla.q_lora_rank * self.q_dim, tokens, mla.q_lora_rank, self.q_dim / tp)]
+             if mla.q_lora_rank else [(h * self.q_dim, tokens, h, self.q_dim / tp)])
+        return q + [(h * kv_down, tokens, h, kv_down), (mla.kv_lora_rank * kv_up, tokens, mla.kv_lora_rank, kv_up / tp),
+                    (self.o_dim * h, tokens, self.o_dim / tp, h)]
 
     @cached_property
     def num_moe_layers(self) -> int:
@@ -51,12 +104,25 @@ class Architecture:
     # ---- parameters
     @cached_property
     def attention_params(self) -> int:
-        h = self.hidden
-        return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        """Attention weights (matmuls only): the sum of :meth:`attention_gemms`' weights."""
+        return int(sum(w for w, *_ in self.attention_gemms(1.0, 1)))
 
     @cached_property
     def norm_params_per_layer(self) -> int:
-        return 2 * self.hidden
+        """Two RMSNorms of width h; MLA adds the query and key/value latent norms."""
+        mla = self.spec.mla
+        return 2 * self.hidden + (0 if mla is None else mla.q_lora_rank + mla.kv_lora_rank)
+
+    @cached_property
+    def mtp_module_params(self) -> int:
+        """One MTP module without its transformer layer: two RMSNorms (h each), the 2h x h projection and
+        the final RMSNorm before the shared head (DeepSeek-V3 §2.2)."""
+        return 3 * self.hidden + 2 * self.hidden * self.hidden
+
+    @cached_property
+    def mtp_layer_is_moe(self) -> bool:
+        """DeepSeek-V3's MTP layer is a MoE layer like the last main layer (config: layer 61)."""
+        return self.spec.moe is not None and self.num_moe_layers > 0
 
     @cached_property
     def dense_layer_params(self) -> int:
@@ -95,12 +161,20 @@ class Architecture:
         return (0 if self.spec.tie_embeddings else self.spec.vocab_size * self.hidden) + self.hidden
 
     @cached_property
+    def mtp_layer_params(self) -> int:
+        """The transformer layer of one MTP module."""
+        if self.mtp_layer_is_moe:
+            return self.moe_layer_nonexpert_params + self.expert_params_per_layer
+        return self.dense_layer_params
+
+    @cached_property
     def total_params(self) -> int:
         return (
             self.num_dense_layers * self.dense_layer_params
             + self.num_moe_layers * (self.moe_layer_nonexpert_params + self.expert_params_per_layer)
             + self.embedding_params
             + self.head_params
+            + self.spec.num_mtp_layers * (self.mtp_module_params + self.mtp_layer_params)
         )
 
     @cached_property
@@ -119,8 +193,9 @@ class Architecture:
 
     # ---- FLOPs per token, forward + backward (model FLOPs: no recomputation)
     def attention_core_flops(self, seq_len: int, causal_fraction: float = 0.5) -> float:
-        """QKᵀ and AV, fwd+bwd, per token: 3 · 4 · s · d_q · causal_fraction (= 6·s·h when causal)."""
-        return 12.0 * seq_len * self.q_dim * causal_fraction
+        """QKᵀ and AV, fwd+bwd, per token: 3 · 2 · s · (d_q + d_o) · causal_fraction (= 6·s·h when causal
+        for MHA, d_q = d_o = h; MLA: d_q = heads·(d_nope + d_rope), d_o = heads·d_v)."""
+        return 6.0 * seq_len * (self.q_dim + self.o_dim) * causal_fraction
 
     @cached_property
     def dense_layer_linear_flops(self) -> float:
@@ -145,8 +220,15 @@ class Architecture:
         """LM head, fwd+bwd, per token: 6·V·h (seed 003: f_head)."""
         return 6.0 * self.spec.vocab_size * self.hidden
 
+    def mtp_flops(self, seq_len: int, causal_fraction: float = 0.5) -> float:
+        """One MTP module per token, fwd+bwd: projection, its transformer layer and the shared head again."""
+        attn = self.attention_core_flops(seq_len, causal_fraction)
+        layer = (self.moe_layer_dense_linear_flops + self.moe_layer_expert_flops if self.mtp_layer_is_moe
+                 else self.dense_layer_linear_flops)
+        return 6.0 * 2 * self.hidden * self.hidden + layer + attn + self.head_flops
+
     def model_flops_per_token(self, seq_len: int, causal_fraction: float = 0.5) -> float:
         attn = self.attention_core_flops(seq_len, causal_fraction)
         dense = self.num_dense_layers * (self.dense_layer_linear_flops + attn)
         moe = self.num_moe_layers * (self.moe_layer_dense_linear_flops + self.moe_layer_expert_flops + attn)
-        return dense + moe + self.head_flops
+        return dense + moe + self.head_flops + self.spec.num_mtp_layers * self.mtp_flops(seq_len, causal_fraction)

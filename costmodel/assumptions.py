@@ -38,9 +38,11 @@ class Assumptions(BaseModel):
     recomputed_layer_sbh_coefficient: float = Field(2.0, ge=0, description="a fully recomputed layer keeps its bf16 input: 2*s*b*h (Korthikanti 2022 §4)")
     flash_attention: bool = Field(True, description="fused attention (FlashAttention): scores never stored, causal blocks skipped; False (Megatron-LM before 2023): Korthikanti's 5·a·s/h activation term (selective recompute removes it), the whole s x s score matrix computed by batched GEMMs, and the scores moved through memory (activation_traffic_passes)")
     dropout_masks: bool = Field(False, description="count 1-byte dropout masks (GPT-3 style); Llama-style models use no dropout")
+    fp8_weight_cache_bytes: float = Field(0.0, ge=0, description="FP8 training: bytes per GEMM weight of FP8 copies kept across micro-batches *beside* the BF16 weights: 2 for Transformer Engine with BF16 primary weights (it caches the FP8 weight and, for Hopper's K-major FP8 GEMMs, its transpose from the first micro-batch on); 0 (default) with FP8 primary weights (Megatron --fp8-param-gather / NeMo fp8_params: the 1-byte FP8 weight replaces the BF16 copy and its 1-byte transpose takes the byte saved) or with per-use casts (torchao Float8Linear, DeepSeek-V3's online block quantization); the FP8 runs in the data (NeMo 24.07's Llama-3 8B on TP 1) would not fit with 2; ZeRO-3 caches none")
+    fp8_activation_bytes: float = Field(1.0, gt=0, description="FP8 training: bytes per element of the saved inputs of linear layers (Transformer Engine saves the FP8-cast input for the weight gradient; DeepSeek-V3 §3.3.2 caches them in FP8); 2: saved in BF16")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
     recompute_workspace_layers: float = Field(1.0, ge=0, description="full recompute: while a recomputed layer runs its backward, its activations exist in full again; every stage holds this many layers' full activations of one micro-batch on top of the stored inputs (PyTorch/Megatron activation checkpointing); textbook 0")
-    selective_recompute_policy: Literal["attention", "alternate_matmuls"] = Field("attention", description="what recompute='selective' recomputes: 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py)")
+    selective_recompute_policy: Literal["attention", "alternate_matmuls", "deepseek_v3"] = Field("attention", description="what recompute='selective' recomputes: 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py); 'deepseek_v3' (DeepSeek-V3 §3.2.3/§3.3.2, Megatron-Core --recompute-modules layernorm mla_up_proj moe_act: RMSNorm outputs, MLA up-projections and the experts' SwiGLU output recomputed, SwiGLU inputs cached in FP8 under FP8 training)")
     zero3_collectives_per_layer: float = Field(3.0, ge=0, description="ZeRO-3 collectives per layer and micro-batch, each paying a ring latency (n-1)*alpha: FSDP gathers a wrapped block once for forward and once for backward and reduce-scatters it once (3); DeepSpeed ZeRO-3 before mid-2021 issued one per parameter tensor (3 x tensors per layer; DeepSpeed issue #1069, PR #1188)")
     zero3_unsharded_layers: float = Field(2.0, ge=0, description="ZeRO-3/FSDP: layers whose weights (and, in backward, gradients) are held unsharded at once: the one computing and the one prefetched (FSDP2 forward/backward prefetch, DeepSpeed stage-3 prefetch); textbook 0")
     zero_unsharded_across_microbatches_with_pp: bool = Field(True, description="ZeRO-2/3 with pipeline parallelism: a stage keeps its weights unsharded and its gradients unreduced across micro-batches and syncs once per step (PyTorch pipelining with FSDP2, as torchtitan runs it: reshard_after_forward off, gradient sync on the last micro-batch only), so it costs ZeRO-1's memory and traffic; False: gather and reduce every micro-batch; textbook False")
@@ -88,9 +90,12 @@ class Assumptions(BaseModel):
     dp_comm_overlap: float = Field(_CAL["dp_comm_overlap"], ge=0, le=1, description=f"share of DP grad reduce / param gather hidden behind backward / forward (Megatron --overlap-grad-reduce/--overlap-param-gather, PyTorch DDP buckets); {_FIT} on the rows that overlap; seed 003: 80 %")
     zero_microbatch_comm_overlap: float = Field(_CAL["zero_microbatch_comm_overlap"], ge=0, le=1, description=f"share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter; FSDP prefetch); {_FIT}")
     pp_comm_overlap: float = Field(_CAL["pp_comm_overlap"], ge=0, le=1, description=f"share of stage-boundary p2p hidden; {_FIT}; seed 003: half")
-    ep_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of EP all-to-all hidden without DualPipe")
-    ep_comm_overlap_dualpipe: float = Field(0.9, ge=0, le=1, description="share hidden under DualPipe's paired chunks (DeepSeek-V3 §3.2.1)")
-    ep_dispatch_bytes: float = Field(2.0, gt=0, description="bytes per element of dispatched tokens (DeepSeek-V3 dispatches FP8: 1)")
+    ep_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of EP all-to-all hidden without DualPipe (Megatron-Core --overlap-moe-expert-parallel-comm overlaps it with another micro-batch's compute); never more than the layer's compute (overlap_limited_by_compute)")
+    ep_comm_overlap_dualpipe: float = Field(0.9, ge=0, le=1, description="share of EP all-to-all hidden under DualPipe's paired forward/backward chunks, never more than the paired layer's compute (DeepSeek-V3 §3.2.1: 'both all-to-all and PP communication can be fully hidden')")
+    ep_dispatch_bytes: float = Field(2.0, gt=0, description="bytes per element of dispatched tokens (DeepSeek-V3 dispatches FP8: 1); the combine is BF16 (2)")
+    hierarchical_all_to_all: bool = Field(True, description="EP all-to-all over two concurrent tiers: copies for GPUs in the sender's NVLink domain over NVLink, the rest over the network, every send posted at once (one latency per tier); node-limited routing (model.moe.max_nodes_per_token) crosses the network once per node and fans out over NVLink (costmodel/collectives.py all_to_all_time_s); textbook: a ring over the EP group's slowest link, (ep-1) latencies in sequence")
+    ep_comm_sm_fraction: float = Field(0.0, ge=0, lt=1, description="share of the SMs reserved for the EP dispatch/combine kernels while MoE layers compute (their compute runs 1/(1-x) slower); DeepSeek-V3 §3.2.2: 20 of H800's 132 SMs; 0: NCCL's copy engines / no reservation")
+    tp_sp_weight_grad_regather: bool = Field(True, description="with sequence parallelism the column-parallel linears all-gather their sequence-sharded input again in the backward pass for the weight gradient (Megatron-LM megatron/core/tensor_parallel/layers.py): 5 collectives per attention/MLP block instead of 4; textbook False (seed 003 counts 8 per layer)")
     grad_reduce_bytes: float = Field(4.0, gt=0, description="bytes per gradient element in the DP reduce-scatter/all-reduce; Megatron reduces fp32 main grads under bf16; seed 003: 2")
     cp_kv_sharded_by_tp: bool = Field(True, description="each TP rank exchanges only its own KV heads in the CP ring; seed 003 sends the whole K,V row per GPU")
     recompute_repeats_comm: bool = Field(True, description="full recompute repeats the forward TP/CP comm; textbook: not counted")
@@ -98,7 +103,7 @@ class Assumptions(BaseModel):
 
     # ---- pipeline
     zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B for zero-bubble schedules (ZB paper: W ~ B/2)")
-    dualpipe_chunk_overlap: float = Field(1.0, ge=0, le=1, description="share of F hidden in an overlapped F&B chunk: F&B = B + (1-x) F")
+    dualpipe_chunk_overlap: float = Field(0.0, ge=0, le=1, description="share of the forward *compute* that runs hidden under the backward compute in DualPipe's paired F&B chunk: F&B = F + B - x·F in units of the stage time, which already carries only the communication the pairing leaves exposed (ep_comm_overlap_dualpipe); 0: the pairing hides communication, not compute (DeepSeek-V3 §3.2.1; the two chunks share the SMs)")
 
     # ---- context parallel
     min_tokens_per_cp_rank: int = Field(1024, ge=1, description="smallest sequence shard per CP rank; textbook 4096 (seed 003 MIN_CP_CHUNK)")
@@ -141,6 +146,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "intra_node_bandwidth_efficiency": 1.0,
         "inter_node_bandwidth_efficiency": 1.0,
         "tp_comm_overlap": 0.0,
+        "tp_sp_weight_grad_regather": False,
+        "hierarchical_all_to_all": False,
+        "fp8_activation_bytes": 2.0,
         "cp_comm_overlaps_attention": True,
         "cp_comm_overlap": 1.0,
         "dp_comm_overlap": 0.8,

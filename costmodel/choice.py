@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.collectives import ring_gather_time_s
+from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
-                                     model_state_bytes)
-from parplan.costmodel.mesh import span_within_domain
+                                     mlp_activation_bytes, model_state_bytes)
+from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 from parplan.costmodel.spec import Spec
 
 
@@ -46,9 +46,29 @@ class Choice:
     zero_stage: int = 1
     sequence_parallel: bool = True
 
+    # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property
     def num_gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def stage_ranks(self) -> int:
+        """GPUs of one pipeline stage: TP x CP x DP (the p2p stride in the mesh order tp-cp-dp-pp)."""
+        return self.tp * self.cp * self.dp
+
+    @property
+    def dense_dp(self) -> int:
+        """The gradient / ZeRO group of the dense parameters: DP x CP (Megatron's distributed optimizer)."""
+        return self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """The gradient / ZeRO group of the routed experts: a stage's ranks folded as ETP x EP x EDP."""
+        return self.stage_ranks // (self.ep * self.etp)
+
+    @property
+    def sequence_parallel_on(self) -> bool:
+        return self.sequence_parallel and self.tp > 1
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,20 @@ class LayerCost:
     @property
     def time_s(self) -> float:
         return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero_s
+
+
+def inflight_microbatches(c: Choice, stage: int) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
+    p, m, v = c.pp, c.num_microbatches, c.vpp
+    if c.schedule in ("1f1b", "zb-h1"):
+        return float(min(p - stage, m))
+    if c.schedule == "interleaved":
+        # Megatron: warmup = (p - i - 1)·2 + (v - 1)·p chunk micro-batches, plus the one in flight;
+        # stage 0 gives p + (p-1)/v stages' worth, Megatron's theoretical-memory penalty.
+        return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v) / v
+    if c.schedule == "dualpipe":
+        return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
+    raise ValueError(c.schedule)
 
 
 @dataclass(frozen=True)
@@ -118,17 +152,7 @@ class ChoiceCosts:
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:
         """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
-        c = self.choice
-        p, m, v = c.pp, c.num_microbatches, c.vpp
-        if c.schedule in ("1f1b", "zb-h1"):
-            return float(min(p - stage, m))
-        if c.schedule == "interleaved":
-            # Megatron: warmup = (p - i - 1)·2 + (v - 1)·p chunk micro-batches, plus the one in flight;
-            # stage 0 gives p + (p-1)/v stages' worth, Megatron's theoretical-memory penalty.
-            return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v) / v
-        if c.schedule == "dualpipe":
-            return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
-        raise ValueError(c.schedule)
+        return inflight_microbatches(self.choice, stage)
 
     def pipeline_buffer_bytes(self, stage: int) -> float:
         """Bytes the pipeline runtime holds on stage ``stage`` besides its layers' activations.
@@ -160,13 +184,23 @@ class ChoiceCosts:
 
 
 def bubble_factor(c: Choice, a: Assumptions) -> float:
-    """The schedule's bubble in units of the slowest stage's per-micro-batch time, F : B = 1 : ratio."""
+    """The schedule's bubble in units of the slowest stage's per-micro-batch time, F : B = 1 : ratio.
+
+    DualPipe's paired chunk F&B (DeepSeek-V3 §3.2.1, Table 2) runs one micro-batch's forward and another's
+    backward together so that each one's all-to-all and p2p hide behind the other's *compute*; the two
+    computations still share the SMs, so F&B = F + B - (communication the pairing hides). The stage time
+    t = F + B already carries only the exposed communication (the EP term's ``exposed()`` credits what
+    the pairing hides, :func:`choice_costs`), so in units of t, F&B = F + B - x·F with x =
+    ``dualpipe_chunk_overlap`` (default 0: no compute hidden by compute; the DualPipe repository,
+    dualpipe/dualpipe.py at 030ce43, hands each pair to the model's own ``overlapped_forward_backward``
+    hook, whose reference example runs the two chunks one after the other).
+    """
     from parplan.costmodel.bubble import bubble_time
 
     r = a.backward_to_forward_ratio
     F, B = 1 / (1 + r), r / (1 + r)
     W = a.zb_weight_grad_fraction * B
-    FandB = B + (1 - a.dualpipe_chunk_overlap) * F
+    FandB = F + B - a.dualpipe_chunk_overlap * F
     return bubble_time(c.schedule, c.pp, F, B, W, FandB, c.vpp)
 
 
@@ -216,15 +250,19 @@ def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
     return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
 
 
+def tier_links(gpu: GPU, a: Assumptions) -> tuple[Link, Link]:
+    """(NVLink, network) tiers as achieved: line rate x efficiency, catalog latency x factor."""
+    on = a.include_latency
+    nv = Link(True, gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency,
+              gpu.intra_node_latency_us * 1e-6 * a.intra_node_latency_factor if on else 0.0)
+    net = Link(False, gpu.inter_node_bandwidth_gbps * 1e9 * a.inter_node_bandwidth_efficiency,
+               gpu.inter_node_latency_us * 1e-6 * a.inter_node_latency_factor if on else 0.0)
+    return nv, net
+
+
 def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions, num_gpus: int | None = None) -> Link:
-    nv = span_within_domain(stride, size, domain, num_gpus)
-    if nv:
-        bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
-        lat = gpu.intra_node_latency_us * 1e-6 * a.intra_node_latency_factor
-    else:
-        bw = gpu.inter_node_bandwidth_gbps * 1e9 * a.inter_node_bandwidth_efficiency
-        lat = gpu.inter_node_latency_us * 1e-6 * a.inter_node_latency_factor
-    return Link(nv, bw, lat if a.include_latency else 0.0)
+    nv, net = tier_links(gpu, a)
+    return nv if span_within_domain(stride, size, domain, num_gpus) else net
 
 
 def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None) -> ChoiceCosts:
@@ -245,9 +283,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         "tp": link(1, c.tp, domain, gpu, a, n),
         "cp": link(c.tp, c.cp, domain, gpu, a, n),
         "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a, n),
-        "pp": link(c.tp * c.cp * c.dp, c.pp, domain, gpu, a, n),
+        "pp": link(c.stage_ranks, c.pp, domain, gpu, a, n),
         "ep": link(c.etp, c.ep, domain, gpu, a, n),
-        "edp": link(c.etp * c.ep, (c.tp * c.cp * c.dp) // (c.etp * c.ep), domain, gpu, a, n),
+        "edp": link(c.etp * c.ep, c.expert_dp, domain, gpu, a, n),
     }
 
     # DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
@@ -265,6 +303,22 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
 
     coll = {"dp_cp": collective("dp_cp", c.tp), "edp": collective("edp", c.etp * c.ep)}
+    links["etp"] = link(1, c.etp, domain, gpu, a, n)
+    ep_sms_reserved = c.ep > 1 and a.ep_comm_sm_fraction > 0
+
+    def all_to_all_s(token_bytes: float) -> float:
+        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte."""
+        if c.ep <= 1:
+            return 0.0
+        if not a.hierarchical_all_to_all:  # textbook: a ring over the EP link, (ep-1)·alpha in sequence
+            Le = links["ep"]
+            return sum(ring_gather_time_s(token_bytes * moe.top_k * b, c.ep, Le.latency_s, Le.bandwidth_Bps)
+                       for b in (a.ep_dispatch_bytes, 2.0))
+        local = ep_members_per_domain(c.etp, c.ep, domain, n)
+        nv, net = tier_links(gpu, a)
+        return sum(all_to_all_time_s(token_bytes * b, moe.top_k, c.ep, local, nv.bandwidth_Bps, nv.latency_s,
+                                     net.bandwidth_Bps, net.latency_s, moe.max_nodes_per_token)
+                   for b in (a.ep_dispatch_bytes, 2.0))
 
     s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
     tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
@@ -277,21 +331,31 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     def spf(gemms: list[tuple[float, float, float, float]]) -> float:
         return linear_seconds_per_flop(a, gpu, precision, peak, gemms)
 
+    sp = c.sequence_parallel_on
     M = float(tokens_tp_group)  # GEMM rows: with or without SP, each TP rank multiplies every token
     f_mlp = m.ffn_hidden_size
     up = 2 if m.gated_mlp else 1
-    attn_gemms = [(h * (arch.q_dim + 2 * arch.kv_dim), M, h, (arch.q_dim + 2 * arch.kv_dim) / c.tp),
-                  (arch.q_dim * h, M, arch.q_dim / c.tp, h)]
+    attn_gemms = arch.attention_gemms(M, c.tp)
     mlp_gemms = [(up * h * f_mlp, M, h, up * f_mlp / c.tp), (h * f_mlp, M, f_mlp / c.tp, h)]
     spf_dense = spf(attn_gemms + mlp_gemms)
-    sp = c.sequence_parallel and c.tp > 1
     fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
 
     # ---- communication per layer per micro-batch (fwd+bwd), seed 001 §3 / seed 003
+    # TP collectives per block (attention or MLP), each a ring all-gather / reduce-scatter of one b·s·h
+    # activation (an all-reduce counts two): without SP an all-reduce forward and one backward (4); with
+    # SP an all-gather and a reduce-scatter forward, their transposes backward, and the all-gather of the
+    # block's sequence-sharded input again for the column-parallel weight gradient (5; Megatron-LM
+    # megatron/core/tensor_parallel/layers.py at 32efeffd, LinearWithGradAccumulationAndAsyncCommunication
+    # .backward: ``if ctx.sequence_parallel: handle = dist_all_gather_func(all_gather_buffer, input, ...)``).
+    # TP-comm overlap only with SP (Megatron arguments.py asserts --sequence-parallel for --tp-comm-overlap).
     act_group_bytes = tokens_tp_group * h * 2  # one b·s·h bf16 activation of the TP group
     L = links["tp"]
-    tp_layer = 8 * ring_gather_time_s(act_group_bytes, c.tp, L.latency_s, L.bandwidth_Bps) * (1 - a.tp_comm_overlap)
-    kv_bytes = 2 * tokens_tp_group * arch.kv_dim * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
+    tp_block_collectives = 5 if (sp and a.tp_sp_weight_grad_regather) else 4
+    tp_overlap = a.tp_comm_overlap if sp else 0.0
+    tp_one = ring_gather_time_s(act_group_bytes, c.tp, L.latency_s, L.bandwidth_Bps) * (1 - tp_overlap)
+    tp_layer = 2 * tp_block_collectives * tp_one
+    tp_layer_fwd = 2 * 2 * tp_one  # what a recomputed forward repeats
+    kv_bytes = tokens_tp_group * (arch.k_dim + arch.v_dim) * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
     Lc = links["cp"]
     ring = 3 * (c.cp - 1) * (Lc.latency_s + kv_bytes / Lc.bandwidth_Bps) if c.cp > 1 else 0.0
     if a.flash_attention:
@@ -357,15 +421,35 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             return max(hidden_share, comm_s - window_s)
         return hidden_share
 
-    g_dense = c.dp * c.cp
-    g_expert = (c.tp * c.cp * c.dp) // (c.etp * c.ep)
+    g_dense = c.dense_dp
+    g_expert = c.expert_dp
 
     def states(params_gpu: float, shards: int) -> float:
         return model_state_bytes(params_gpu, zero, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
 
-    # ---- activations per layer
+    def fp8_weight_cache(matmul_params_gpu: float) -> float:
+        """FP8 training keeps each GEMM weight's FP8 copy and its transpose across micro-batches
+        (Transformer Engine caches them from the first micro-batch: ``is_first_microbatch``; Hopper's FP8
+        GEMMs take both operands K-major, so the weight-gradient path needs the transpose); ZeRO-3 gathers
+        weights per use and caches none. Norms, the router, embedding and head stay in BF16 (DeepSeek-V3
+        §3.3.1)."""
+        if not fp8 or zero == 3:
+            return 0.0
+        return matmul_params_gpu * a.fp8_weight_cache_bytes
+
+    # ---- activations per layer: what is stored (memory) and all of it (elementwise traffic, working set)
     per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
                   and a.activation_sbh_coefficient is None)
+    # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
+    # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
+    # mla_up_proj moe_act)
+    ds_selective = (c.recompute == "selective" and a.selective_recompute_policy == "deepseek_v3"
+                    and a.activation_sbh_coefficient is None)
+    fp8 = precision == "fp8"
+    lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
+    mla = m.mla
+    shape_kw = dict(v_dim=arch.v_dim, o_dim=arch.o_dim,
+                    mla_latents=None if mla is None else (mla.q_lora_rank, mla.kv_lora_rank + mla.qk_rope_head_dim))
     sac_recompute_share = 0.0
     if a.activation_sbh_coefficient is not None:
         dense_act_per_token = a.activation_sbh_coefficient * h / c.tp
@@ -377,21 +461,23 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         attn_act_per_token = dense_act_per_token - sac_mlp_items.per_token(c.tp, sp)
     else:
         items = dense_layer_activation_items(
-            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
-            a.flash_attention, a.dropout_masks, keep_scores=(c.recompute != "selective"))
+            h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
+            a.flash_attention, a.dropout_masks, keep_scores=(c.recompute != "selective"), linear_input_bytes=lb,
+            recompute_norms=ds_selective, recompute_mla_up=ds_selective and mla is not None, **shape_kw)
         dense_act_per_token = items.per_token(c.tp, sp)
-        mlp_items = (6 if m.gated_mlp else 4) * m.ffn_hidden_size
-        attn_act_per_token = dense_act_per_token - mlp_items / c.tp
+        attn_act_per_token = dense_act_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp, lb) / c.tp
     rc_act_per_token = a.recomputed_layer_sbh_coefficient * h / (c.tp if (sp or a.activation_sbh_coefficient is not None) else 1)
 
     # ---- memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
-    # softmax): activation_traffic_passes x the layer's activation bytes (all of them, whatever is stored)
-    traffic_per_token = dense_act_per_token
-    if a.activation_sbh_coefficient is None and c.recompute == "selective":
+    # softmax): activation_traffic_passes x the layer's activation bytes (all of them in BF16, whatever is
+    # stored and in which format)
+    if a.activation_sbh_coefficient is None:
         traffic_per_token = dense_layer_activation_items(
-            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
-            a.flash_attention, a.dropout_masks, keep_scores=True).per_token(c.tp, sp)
-    scores_per_token = traffic_per_token - dense_act_per_token  # dropped by selective recompute, still moved
+            h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
+            a.flash_attention, a.dropout_masks, keep_scores=True, **shape_kw).per_token(c.tp, sp)
+        attn_traffic_per_token = traffic_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp) / c.tp
+    else:
+        traffic_per_token, attn_traffic_per_token = dense_act_per_token, attn_act_per_token
     # DTensor sequence parallelism saves the all-gathered inputs of the column-parallel matmuls (QKV and the
     # MLP's first linear), each 2·h per token unsharded instead of 2·h/TP; memory only, the time is unchanged
     gathered_per_token = 0.0
@@ -408,17 +494,24 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
                                        + traffic_s(traffic_per_token))
     elif c.recompute == "selective" and not a.flash_attention:
         selective_dense = attn_core_s * fwd_share
+    if ds_selective:  # the up-projections' forward again, and the two RMSNorms (read input, write output)
+        up_params = 0.0 if mla is None else (mla.q_lora_rank * arch.q_dim
+                                             + mla.kv_lora_rank * m.num_attention_heads * (mla.qk_nope_head_dim + mla.v_head_dim))
+        norm_bytes = 2 * 2 * (2 * h) / (c.tp if sp else 1)
+        selective_dense += 2 * tokens_gpu * up_params * spf_dense + tokens_tp_group * norm_bytes / hbm_Bps
 
-    def recompute_comm(tp_s: float, cp_s: float, ep_s: float) -> tuple[float, float, float]:
+    def recompute_comm(tp_fwd_s: float, cp_s: float, ep_s: float) -> tuple[float, float, float]:
+        """The forward communication a fully recomputed layer repeats: its forward TP collectives, one of
+        the CP ring's three passes, half of the all-to-all."""
         if not a.recompute_repeats_comm:
             return (0.0, 0.0, 0.0)
-        return (tp_s / 2, cp_s / 3, ep_s / 2)
+        return (tp_fwd_s, cp_s / 3, ep_s / 2)
 
     # ---- dense layer
     dense_params_gpu = arch.dense_layer_params / c.tp
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
     dense_compute = tokens_gpu * arch.dense_layer_linear_flops * spf_dense + attn_core_s + traffic_s(traffic_per_token)
-    rc_comm = recompute_comm(tp_layer, cp_layer, 0.0)
+    rc_comm = recompute_comm(tp_layer_fwd, cp_layer, 0.0)
     dense = LayerCost(
         compute_s=dense_compute + selective_dense,
         tp_s=tp_layer,
@@ -429,7 +522,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         recompute_s=dense_compute * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=selective_dense,
-        states_bytes=states(dense_params_gpu, g_dense),
+        states_bytes=states(dense_params_gpu, g_dense)
+        + fp8_weight_cache(dense_params_gpu - arch.norm_params_per_layer / c.tp),
         act_bytes=tokens_tp_group * (dense_act_per_token + 2 * stored_gathered),
         act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
         dp_s=dp_exposed([(dense_params_gpu, coll["dp_cp"], g_dense)], dense_compute),
@@ -456,24 +550,39 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
                                      + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
                        + attn_core_s)
-        Le = links["ep"]
-        token_bytes = tokens_gpu * moe.top_k * h
-        a2a = (ring_gather_time_s(token_bytes * a.ep_dispatch_bytes, c.ep, Le.latency_s, Le.bandwidth_Bps)
-               + ring_gather_time_s(token_bytes * 2, c.ep, Le.latency_s, Le.bandwidth_Bps))
-        ep_overlap = a.ep_comm_overlap_dualpipe if c.schedule == "dualpipe" else a.ep_comm_overlap
-        ep_layer = 2 * a2a * (1 - ep_overlap)  # dispatch + combine, forward and backward
         if a.activation_sbh_coefficient is not None:
-            moe_act_per_token = a.activation_sbh_coefficient * h / c.tp
+            moe_act_per_token = moe_traffic_per_token = a.activation_sbh_coefficient * h / c.tp
         else:
-            shared = moe.num_shared_experts * (6 if m.gated_mlp else 4) * arch.shared_expert_ffn / c.tp
-            routed = moe.top_k * (2 * h * c.etp + (6 if m.gated_mlp else 4) * moe.expert_ffn_hidden_size) / c.tp
+            gated = m.gated_mlp
+            shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
+            shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
+            routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
+                f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
+            routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
             moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
-        moe_compute += traffic_s(moe_act_per_token + scores_per_token)
-        full_layer_bytes.append(tokens_tp_group * (moe_act_per_token + scores_per_token + gathered_per_token))
-        rc_comm_m = recompute_comm(tp_layer, cp_layer, ep_layer)
+            moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * a.moe_load_imbalance
+        moe_compute += traffic_s(moe_traffic_per_token)
+        full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
+        if ep_sms_reserved:  # SMs reserved for the dispatch/combine kernels compute nothing (DeepSeek-V3 §3.2.2)
+            moe_compute /= 1.0 - a.ep_comm_sm_fraction
+        a2a = all_to_all_s(tokens_gpu * h)
+        ep_overlap = a.ep_comm_overlap_dualpipe if c.schedule == "dualpipe" else a.ep_comm_overlap
+        # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
+        # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
+        ep_layer = exposed(2 * a2a, ep_overlap, moe_compute)
+        # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
+        # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
+        # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
+        # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
+        Lt = links["etp"]
+        etp_one = ring_gather_time_s(tokens_gpu * c.etp * moe.top_k * h * 2, c.etp, Lt.latency_s, Lt.bandwidth_Bps)
+        shared_blocks = 1 if moe.num_shared_experts else 0
+        tp_moe = (1 + shared_blocks) * tp_block_collectives * tp_one + 4 * etp_one
+        tp_moe_fwd = (1 + shared_blocks) * 2 * tp_one + 2 * etp_one
+        rc_comm_m = recompute_comm(tp_moe_fwd, cp_layer, ep_layer)
         moe_cost = LayerCost(
             compute_s=moe_compute + selective_dense,
-            tp_s=tp_layer,
+            tp_s=tp_moe,
             cp_s=cp_layer,
             ep_s=ep_layer,
             zero_s=exposed(nonexpert_gpu * zero_comm_per_param(coll["dp_cp"], g_dense)
@@ -483,7 +592,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
             recompute_comm=rc_comm_m,
             selective_s=selective_dense,
-            states_bytes=states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert),
+            states_bytes=(states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert)
+                          + fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
+                                             + expert_gpu)),
             act_bytes=tokens_tp_group * (moe_act_per_token + stored_gathered),
             act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
             dp_s=dp_exposed([(nonexpert_gpu, coll["dp_cp"], g_dense), (expert_gpu, coll["edp"], g_expert)],
@@ -505,6 +616,26 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     head_s = head_flops * spf([(1.0, M, h, m.vocab_size / c.tp)])
     logit_elements = tokens_tp_group * m.vocab_size / c.tp  # per micro-batch, vocabulary-sharded by TP
     logits = logit_elements * a.logits_bytes_per_element
+
+    # ---- multi-token prediction on the last stage (DeepSeek-V3 §2.2; its §3.2.3 puts the MTP modules
+    # with the output head): per module the 2h -> h projection, one transformer layer and the shared head
+    # again, with their logits. Its time is all reported as the last stage's compute (the stage-affine
+    # interface has no per-stage communication slot); its activations are held for the last stage's
+    # in-flight micro-batches (a DualPipe rank weighs each of its two stages' activations by 1/2).
+    n_mtp = m.num_mtp_layers
+    mtp_time = mtp_flops = mtp_bytes = mtp_dp = 0.0
+    if n_mtp:
+        mtp_layer = moe_cost if (arch.mtp_layer_is_moe and moe_cost is not None) else dense
+        proj_gpu = 2 * h * h / c.tp
+        proj_s = tokens_gpu * 6 * 2 * h * h * spf([(1.0, M, 2 * h, h / c.tp)])
+        mtp_time = n_mtp * (mtp_layer.time_s + proj_s + head_s)
+        mtp_flops = n_mtp * tokens_gpu * arch.mtp_flops(seq, a.attention_flops_causal_fraction)
+        held = inflight_microbatches(c, c.pp - 1) * (0.5 if c.schedule == "dualpipe" else 1.0)
+        mtp_act = mtp_layer.act_bytes + tokens_tp_group * 2 * (2 * h) / (c.tp if sp else 1)
+        mtp_bytes = n_mtp * (mtp_layer.states_bytes + states(arch.mtp_module_params / c.tp, g_dense)
+                             + fp8_weight_cache(proj_gpu) + held * mtp_act)
+        mtp_dp = n_mtp * (mtp_layer.dp_s + dp_exposed([(proj_gpu, coll["dp_cp"], g_dense)], proj_s))
+        logits *= 1 + n_mtp
 
     Lp = links["pp"]
     p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
@@ -534,21 +665,21 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         moe=moe_cost,
         first_extra_time_s=exposed(first_params * zero_comm_per_param(coll["dp_cp"], g_dense),
                                    a.zero_microbatch_comm_overlap, 0.0),
-        last_extra_time_s=head_s + exposed(last_params * zero_comm_per_param(coll["dp_cp"], g_dense),
-                                           a.zero_microbatch_comm_overlap, head_s),
-        last_extra_compute_s=head_s,
+        last_extra_time_s=head_s + mtp_time + exposed(last_params * zero_comm_per_param(coll["dp_cp"], g_dense),
+                                                      a.zero_microbatch_comm_overlap, head_s),
+        last_extra_compute_s=head_s + mtp_time,
         p2p_s=p2p,
         first_extra_bytes=states(first_params, g_dense),
-        last_extra_bytes=states(last_params, g_dense),
+        last_extra_bytes=states(last_params, g_dense) + mtp_bytes,
         logits_bytes=logits,
         workspace_bytes=workspace,
         stage_io_bytes=stage_io if torch_pipelining else 0.0,
         retained_output_bytes=logit_elements * 2 if torch_pipelining else 0.0,  # bf16 outputs
         first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
-        last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s),
+        last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s) + mtp_dp,
         dp_const_s=dp_lat,
         first_extra_flops=0.0,
-        last_extra_flops=head_flops,
+        last_extra_flops=head_flops + mtp_flops,
         usable_memory_bytes=usable_memory_bytes(spec, gpu, a),
         peak_flops=peak,
         links=links,
@@ -566,7 +697,7 @@ def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states,
     from dataclasses import replace
 
     extra_params_per_layer = (arch.embedding_params + arch.head_params) / spec.model.num_layers / c.tp
-    g = c.dp * c.cp
+    g = c.dense_dp
 
     def bump(lc: LayerCost | None) -> LayerCost | None:
         if lc is None:

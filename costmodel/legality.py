@@ -55,8 +55,8 @@ def degree_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
     else:
         if m.moe.num_experts % c.ep:
             out.append(f"moe.num_experts ({m.moe.num_experts}) must be divisible by ep ({c.ep})")
-        if (c.tp * c.cp * c.dp) % (c.ep * c.etp):
-            out.append(f"ep·etp ({c.ep * c.etp}) must divide tp·cp·dp ({c.tp * c.cp * c.dp}) (EP folds into DP×CP)")
+        if c.stage_ranks % (c.ep * c.etp):
+            out.append(f"ep·etp ({c.ep * c.etp}) must divide tp·cp·dp ({c.stage_ranks}) (EP folds into DP×CP)")
         if a.tp_requires_nvlink and not span_within_domain(1, c.etp, domain, c.num_gpus):
             out.append(f"etp ({c.etp}) must fit inside one NVLink domain of {domain} GPUs")
     return out

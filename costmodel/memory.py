@@ -47,9 +47,26 @@ class ActivationItems:
         return self.sharded / tp + self.replicated / (tp if sequence_parallel else 1)
 
 
+def mlp_activation_bytes(ffn: int, gated: bool, linear_input_bytes: float = 2.0,
+                         swiglu_inputs_bytes: float = 2.0, recompute_activation: bool = False) -> float:
+    """Saved bytes per token inside one MLP of width ``ffn`` (its input is counted by the caller).
+
+    Gated: gate and up outputs (the SwiGLU inputs, 2 B each in BF16) and their product (the second
+    linear's input, ``linear_input_bytes``); GeLU: its input 2f and output. ``recompute_activation``: the
+    activation's output is recomputed from its inputs in backward (DeepSeek-V3 §3.3.2 for the MoE
+    experts, whose SwiGLU inputs it caches in FP8: ``swiglu_inputs_bytes`` 1; Megatron-Core
+    ``--recompute-modules moe_act``).
+    """
+    out = 0.0 if recompute_activation else linear_input_bytes * ffn
+    return (2 * swiglu_inputs_bytes * ffn if gated else 2 * ffn) + out
+
+
 def dense_layer_activation_items(hidden: int, q_dim: int, kv_dim: int, ffn: int, gated: bool,
                                  num_heads: int, seq_len: int, flash_attention: bool = True,
-                                 dropout: bool = False, keep_scores: bool = True) -> ActivationItems:
+                                 dropout: bool = False, keep_scores: bool = True, *,
+                                 v_dim: int | None = None, o_dim: int | None = None,
+                                 mla_latents: tuple[int, int] | None = None, linear_input_bytes: float = 2.0,
+                                 recompute_norms: bool = False, recompute_mla_up: bool = False) -> ActivationItems:
     """Itemized activation bytes per token of one transformer layer.
 
     Replicated without SP: two LayerNorm inputs 2·2h, QKV input 2h, first MLP linear input 2h, dropout
@@ -58,10 +75,29 @@ def dense_layer_activation_items(hidden: int, q_dim: int, kv_dim: int, ffn: int,
     Without FlashAttention the scores, softmax and its dropout add 5·a·s bytes (Korthikanti's 5as/h
     term); selective recompute drops them (``keep_scores=False``).
     GPT-3 shapes (MHA, f = 4h, dropout) give 34 bytes·h, Korthikanti's constant.
+
+    Extensions (defaults reproduce the above): ``v_dim``/``o_dim`` the V and attention-output widths when
+    they differ from K's and Q's (MLA); ``mla_latents = (q_lora_rank, kv_lora_rank + d_rope)``: the two
+    down-projection outputs (inputs of their RMSNorms, 2 B each) and their normed copies (inputs of the
+    up-projections), replicated like the block input; ``linear_input_bytes``: bytes per element of every
+    saved linear-layer input (QKV / down-projection input, up-projection inputs, output-projection input,
+    first and second MLP linear inputs; FP8 training saves the FP8-cast input: Transformer Engine's Linear
+    keeps the quantized input for the weight gradient, DeepSeek-V3 §3.3.2 caches them in FP8);
+    ``recompute_norms``: RMSNorm outputs recomputed, not stored (DeepSeek-V3 §3.2.3; Megatron-Core
+    ``--recompute-modules layernorm``); ``recompute_mla_up``: the MLA up-projections recomputed from the
+    stored latents, so Q, K, V are not stored (DeepSeek-V3 §3.2.3; ``--recompute-modules mla_up_proj``).
     """
-    replicated = 4 * hidden + 2 * hidden + 2 * hidden + (2 * hidden if dropout else 0)
-    attn = 2 * q_dim + 4 * kv_dim + 2 * q_dim + 4 * num_heads
-    mlp = 6 * ffn if gated else 4 * ffn
+    lb = linear_input_bytes
+    v_dim = kv_dim if v_dim is None else v_dim
+    o_dim = q_dim if o_dim is None else o_dim
+    norm_out = 0.0 if recompute_norms else lb * hidden  # the QKV (down-projection) input and the MLP input
+    replicated = 4 * hidden + 2 * norm_out + (2 * hidden if dropout else 0)
+    qkv = 0.0 if recompute_mla_up else 2 * q_dim + 2 * kv_dim + 2 * v_dim
+    attn = qkv + lb * o_dim + 4 * num_heads
+    if mla_latents is not None:
+        latents = sum(mla_latents)
+        replicated += 2 * latents + (0.0 if recompute_norms else lb * latents)
+    mlp = mlp_activation_bytes(ffn, gated, lb)
     scores = 5 * num_heads * seq_len if (not flash_attention and keep_scores) else 0
     return ActivationItems(sharded=attn + mlp + scores, replicated=replicated)
 

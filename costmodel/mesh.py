@@ -58,6 +58,14 @@ def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int |
     return bool((starts // domain_size == (starts + span - 1) // domain_size).all())
 
 
+def ep_members_per_domain(stride: int, size: int, domain_size: int, num_gpus: int | None = None) -> int:
+    """Members of a strided group (an EP group: stride expert-TP) that share one NVLink domain: all of
+    them when the group fits in a domain, else domain_size // stride (at least 1)."""
+    if size <= 1 or span_within_domain(stride, size, domain_size, num_gpus):
+        return max(1, size)
+    return max(1, min(size, domain_size // stride))
+
+
 def group_strides(tp: int, cp: int, dp: int, etp: int = 1) -> dict[str, tuple[int, int]]:
     """(stride, size) of each communication group in the mesh order tp-cp-dp-pp.
 

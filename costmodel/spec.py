@@ -98,12 +98,30 @@ class MoESpec(_Limited):
         None, description="width of one shared expert; default: expert_ffn_hidden_size"
     )
     first_dense_layers: int = Field(0, ge=0, description="leading layers that are dense, not MoE")
+    max_nodes_per_token: Optional[PositiveInt] = Field(
+        None, description="node-limited routing: a token's experts lie on at most this many nodes, reached "
+        "once each over the network and fanned out over NVLink (DeepSeek-V3 §3.2.2: 4); None: unrestricted")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoESpec":
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) must not exceed num_experts ({self.num_experts})")
         return self
+
+
+class MLASpec(_Strict):
+    """Multi-head latent attention (DeepSeek-V2/V3; names as in DeepSeek-V3's config.json).
+
+    Queries: h -> q_lora_rank (0: no query compression) -> heads x (qk_nope_head_dim + qk_rope_head_dim);
+    keys/values: h -> kv_lora_rank + qk_rope_head_dim, then kv_lora_rank -> heads x (qk_nope_head_dim +
+    v_head_dim); output: heads x v_head_dim -> h.
+    """
+
+    q_lora_rank: int = Field(ge=0, description="query compression rank (DeepSeek-V3: 1536); 0: none")
+    kv_lora_rank: PositiveInt = Field(description="key/value compression rank (DeepSeek-V3: 512)")
+    qk_nope_head_dim: PositiveInt = Field(description="per-head query/key width without RoPE (128)")
+    qk_rope_head_dim: int = Field(ge=0, description="per-head decoupled RoPE width, key shared by heads (64)")
+    v_head_dim: PositiveInt = Field(description="per-head value width (128)")
 
 
 class ModelSpec(_Limited):
@@ -123,6 +141,10 @@ class ModelSpec(_Limited):
     gated_mlp: bool = True
     tie_embeddings: bool = False
     moe: Optional[MoESpec] = None
+    mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None: MHA/GQA")
+    num_mtp_layers: int = Field(0, ge=0, description="multi-token prediction modules on the last stage "
+                                "(DeepSeek-V3 §2.2: 1), each a projection and one transformer layer sharing "
+                                "the embedding and the output head")
 
     @model_validator(mode="after")
     def _shapes_consistent(self) -> "ModelSpec":

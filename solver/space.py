@@ -1,6 +1,8 @@
 """The discrete search space: every legal choice of degrees, batch split, schedule, ZeRO and recompute.
 
-Candidate values come from the spec's ``search:`` restrictions (None = every legal value); legality is
+Candidate values come from the spec's ``search:`` restrictions; unset, micro-batch sizes are the divisors
+of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` that divides the layers, expert-TP
+every divisor of TP, the degrees every divisor of the GPU count; legality is
 decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
 Two exact dominance reductions keep the space small without losing an optimum for any objective:
 ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
@@ -23,8 +25,20 @@ from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
 
-DEFAULT_MICRO_BATCH_SIZES = (1, 2, 4, 8)
-DEFAULT_VPP = (2, 3, 4, 5, 6, 8)
+MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
+DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
+
+
+def default_micro_batch_sizes(local_batch: int) -> list[int]:
+    """Micro-batch sizes of the default space: the divisors of the per-DP batch up to 16 (published runs
+    use 1, 2, 3, 4, 6, 8, 14 and 16); the batch split rule dp·mbs | global batch holds by construction."""
+    return [d for d in divisors(local_batch) if d <= MAX_DEFAULT_MICRO_BATCH_SIZE]
+
+
+def default_expert_tp(tp: int) -> list[int]:
+    """Expert-TP degrees of the default space: the divisors of TP (Megatron-Core's
+    --expert-tensor-parallel-size; the expert MLP's collectives, costmodel/choice.py, price each)."""
+    return divisors(tp)
 
 
 def divisors(n: int) -> list[int]:
@@ -152,7 +166,6 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
-    mbs_values = opts.micro_batch_size or DEFAULT_MICRO_BATCH_SIZES
 
     def reject(why: list[str], count: int = 1) -> None:
         key = why[0]
@@ -180,7 +193,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                     ep_etp = [(1, 1)]
                 else:
                     ep_etp = [(ep, etp)
-                              for etp in _allowed(sorted({1, tp}) if opts.etp is None else divisors(n), opts.etp)
+                              for etp in _allowed(default_expert_tp(tp) if opts.etp is None else divisors(n), opts.etp)
                               for ep in _allowed(divisors(moe.num_experts), opts.ep)
                               if (tp * cp * dp) % (ep * etp) == 0]
                 for ep, etp in ep_etp:
@@ -191,6 +204,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                     if why:
                         reject(why)
                         continue
+                    mbs_values = opts.micro_batch_size or default_micro_batch_sizes(gbs // dp if gbs % dp == 0 else 1)
                     for mbs in mbs_values:
                         if gbs % (dp * mbs):
                             reject([f"dp·micro_batch_size must divide training.global_batch_size ({gbs})"])

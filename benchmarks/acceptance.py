@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The cost-model acceptance checks of issue 10, measured.
+
+    python benchmarks/acceptance.py [--out FILE]
+
+1. DeepSeek-V3 as published (``deepseek-v3-production-2048xh800`` in ``data/published-runs.yaml``: TP1 PP16
+   EP64 DualPipe, FP8, MLA, one MTP module, 2048 H800, 15,360 x 4096 tokens per step): does it fit in 80 GB,
+   and how does the predicted rate compare with the 1,543 tokens/s per GPU implied by the report's 2.664M
+   H800 GPU-hours for 14.8T tokens (goal: 0.95-1.3 x)?
+2. Llama-3.1 405B on 16,384 H100 (seq 8192, 2048 sequences per step): the free planner's optimum against
+   Meta's published plan (Llama 3 report Table 4: TP8 CP1 PP16 DP128, interleaved, micro-batch 1), the
+   latter searched only over what Meta did not publish (vpp, stage split, recompute, ZeRO), both with
+   ``--method exhaustive`` (goal: optimum / Meta <= 1.15); also Meta's degrees under any schedule, which
+   shows how much of the gap is the interleaved bubble the model can express for 126 layers on 16 stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import compare, load_runs  # noqa: E402
+from parplan.costmodel.spec import Spec  # noqa: E402
+from parplan.solver.planner import optimize  # noqa: E402
+
+DSV3_ID = "deepseek-v3-production-2048xh800"
+DSV3_TOKENS_PER_GPU_S = 14.8e12 / 2.664e6 / 3600  # 1,543.2
+
+LLAMA405B = {
+    "model": dict(name="llama3.1-405b", num_layers=126, hidden_size=16384, ffn_hidden_size=53248,
+                  num_attention_heads=128, num_kv_heads=8, vocab_size=128256),
+    "training": dict(seq_len=8192, global_batch_size=2048, precision="bf16"),
+    "cluster": dict(gpu="H100-SXM-80GB", num_gpus=16384),
+}
+META_PLAN = dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"], micro_batch_size=[1])
+
+
+def _plan(ev) -> str:
+    p = ev.plan
+    s = f"tp{p.tp} cp{p.cp} pp{p.pp} dp{p.dp} mbs{p.micro_batch_size} {p.schedule}"
+    if p.vpp > 1:
+        s += f"/v{p.vpp}"
+    return s + f" z{p.zero_stage} rc{sum(p.recompute_layers)} layers {p.stage_layers[0]}/{p.stage_layers[len(p.stage_layers) // 2]}/{p.stage_layers[-1]}"
+
+
+def deepseek_check() -> list[str]:
+    row = next(r for r in load_runs() if r["id"] == DSV3_ID)
+    out = compare(row)
+    ok = out["fits"] and 0.95 <= out["ratio"] <= 1.3
+    b = out["breakdown_s"]
+    return [f"DeepSeek-V3 as published: {out['plan_summary']}",
+            f"  predicted {out['predicted']:,.0f} tokens/s/GPU vs {DSV3_TOKENS_PER_GPU_S:,.0f} (2.664M GPU-h / 14.8T tokens): "
+            f"{out['ratio']:.3f} x (goal 0.95-1.3)",
+            f"  peak memory {out['predicted_peak_memory_gib']:.1f} GiB of {out['usable_memory_gib']:.1f} usable: "
+            f"{'fits' if out['fits'] else 'does NOT fit'}",
+            "  step " + f"{out['step_time_s']:.2f} s = " + " + ".join(f"{k} {v:.2f}" for k, v in b.items() if v),
+            f"  {'MET' if ok else 'NOT MET'}"]
+
+
+def llama_check() -> list[str]:
+    free = optimize(Spec.model_validate(LLAMA405B), method="exhaustive")
+    meta = optimize(Spec.model_validate({**LLAMA405B, "search": META_PLAN}), method="exhaustive")
+    f, m = free.plans[0], meta.plans[0]
+    ratio = m.metrics.step_time_s / f.metrics.step_time_s
+    lines = ["Llama-3.1 405B / 16,384 H100, seq 8192, 2048 sequences:",
+             f"  free optimum  {f.metrics.mfu * 100:5.2f} % MFU, step {f.metrics.step_time_s:.3f} s  {_plan(f)}",
+             f"  Meta's plan   {m.metrics.mfu * 100:5.2f} % MFU, step {m.metrics.step_time_s:.3f} s  {_plan(m)}",
+             f"  optimum / Meta = {ratio:.3f} (goal <= 1.15): {'MET' if ratio <= 1.15 else 'NOT MET'}"]
+    any_sched = optimize(Spec.model_validate({**LLAMA405B, "search": {k: v for k, v in META_PLAN.items() if k != "schedules"}}),
+                         method="exhaustive").plans[0]
+    lines.append(f"  Meta's degrees, any schedule: {any_sched.metrics.mfu * 100:5.2f} % MFU  {_plan(any_sched)}; "
+                 f"optimum / it = {any_sched.metrics.step_time_s / f.metrics.step_time_s:.3f}")
+    for name, ev in (("free", f), ("Meta", m)):
+        lines.append(f"  {name:5s} breakdown: " + ", ".join(f"{k} {v:.2f}" for k, v in ev.metrics.breakdown_s.items() if v))
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="also write the report here")
+    args = ap.parse_args(argv)
+    text = "\n".join(["# python benchmarks/acceptance.py", *deepseek_check(), "", *llama_check()]) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
