@@ -102,21 +102,21 @@ def test_impossible_pin_is_named():
 
 
 def _per_stage_case(split: str) -> Spec:
-    return Spec.model_validate(_example(search__tp=[2], search__pp=[8], search__schedules=["1f1b"],
+    return Spec.model_validate(_example(search__tp=[2], search__cp=[1], search__pp=[8], search__schedules=["1f1b"],
                                         search__stage_split=split))
 
 
 def test_per_stage_counts_beat_first_last_on_70b_tp2_pp8():
     """Llama-3 70B, 64 H100, TP2 PP8 1F1B: in-flight micro-batches fall from 8 on stage 0 to 1 on stage 7, so
-    stage memory differs a lot; per-stage layer and recompute counts buy ≥ 1 % over first/last."""
+    stage memory differs a lot; per-stage layer and recompute counts buy ≥ 2 % over first/last."""
     per = optimize(_per_stage_case("per_stage"), method="cpsat", controls=ONE)
     fl = optimize(_per_stage_case("first_last"), method="cpsat", controls=ONE)
     ex = optimize(_per_stage_case("per_stage"), method="exhaustive")
     assert per.status == fl.status == ex.status == "OPTIMAL"
     t_per, t_fl = per.plans[0].metrics.step_time_s, fl.plans[0].metrics.step_time_s
     assert t_per == pytest.approx(ex.plans[0].metrics.step_time_s, rel=1e-9)
-    # measured: 60.03 s vs 60.71 s (1.1 %); the issue asked for 2 % (against the old solver's 61.74 s it is 2.8 %)
-    assert t_per <= t_fl / 1.01, (t_per, t_fl, per.plans[0].plan, fl.plans[0].plan)
+    # measured with the merged cost model and its refit: 64.35 s vs 66.18 s (2.8 %)
+    assert t_per <= t_fl / 1.02, (t_per, t_fl, per.plans[0].plan, fl.plans[0].plan)
     assert len(set(per.plans[0].plan.stage_layers[1:-1])) > 1  # the middle stages differ
     check_plan(_per_stage_case("per_stage"), per.plans[0])
 
