@@ -6,7 +6,14 @@ descriptor maps both ways; the only special shapes are
 * enums: ``SCHEDULE_ZB_H1`` <-> ``"zb-h1"`` (the value, upper-cased, ``-`` as ``_``, after the enum's prefix),
   with ``*_UNSPECIFIED`` meaning "not given" (the spec's default);
 * :class:`ScalarValue`: ``{"integer_value": 2}`` <-> ``2`` (knob overrides and relaxation patches);
-* ``assumptions``: the YAML section ``{preset, <knob>: value, ...}`` is ``{preset, overrides: {knob: value}}``.
+* the spec's unions, a ``oneof`` each: :class:`FrameworkChoice` (``framework: torchtitan`` or ``{name,
+  version}``) and :class:`PipelineLayout` (a Megatron layout string, lists of layer letters or of decoder-layer
+  counts); the lists of lists are :class:`PipelineLayoutLayers` and :class:`PipelineLayoutDecoderLayers`
+  (``[[2, 3], [3, 2]]`` <-> ``{stages: [{chunk_layers: [2, 3]}, ...]}``);
+* ``assumptions``: the YAML section ``{preset, <knob>: value, ...}`` is ``{preset, overrides: {knob: value}}``;
+* keys the CONTRACT dicts leave out when they are None (``plan.pipeline_layout``, ``timing`` and the optional
+  ``Timing`` phases) stay out on the way back (:data:`OMIT_WHEN_UNSET`), and deprecated fields (kept for
+  released clients, e.g. ``SolveStats.wall_time_s``) are left out of the dicts.
 
 A dict key with no proto field raises :class:`KeyError` (the library grew a field the proto lacks: a bug that
 ``tests/test_service_proto.py`` catches by comparing the models with the messages).
@@ -22,12 +29,13 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.assumptions import PRESETS
-from parplan.costmodel.spec import RECOMPUTE_GRANULARITIES, SCHEDULES, Objective, Precision
+from parplan.costmodel.spec import RECOMPUTE_GRANULARITIES, SCHEDULES, FrameworkName, Objective, Precision, SearchSpec
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
 
 METHODS = ("cpsat", "exhaustive")  # parplan.solver.planner.Method (not imported: it pulls in OR-Tools)
 PARETO_AXES = ("memory", "gpus")  # PlanResult.pareto_axis
+STAGE_SPLITS = typing.get_args(typing.get_args(SearchSpec.model_fields["stage_split"].annotation)[0])
 
 # enum full name -> the library's values (strings) it stands for
 ENUM_VALUES: dict[str, tuple[str, ...]] = {
@@ -39,6 +47,8 @@ ENUM_VALUES: dict[str, tuple[str, ...]] = {
     "parplan.v1.Method": METHODS,
     "parplan.v1.ParetoAxis": PARETO_AXES,
     "parplan.v1.PlanStatus": typing.get_args(Status),
+    "parplan.v1.Framework": typing.get_args(FrameworkName),
+    "parplan.v1.StageSplit": STAGE_SPLITS,
 }
 
 
@@ -56,6 +66,12 @@ def _enum_tables(enum: EnumDescriptor) -> tuple[dict[str, int], dict[int, str]]:
 
 ENUMS = {name: _enum_tables(pb.DESCRIPTOR.enum_types_by_name[name.rsplit(".", 1)[1]]) for name in ENUM_VALUES}
 SCALAR_VALUE = pb.ScalarValue.DESCRIPTOR.full_name
+
+# fields whose CONTRACT key is absent (not None) when unset: message_to_dict leaves them out
+OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"].full_name,
+                             pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
+                             pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
+                             *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})
 
 
 class ConversionError(ValueError):
@@ -94,6 +110,57 @@ def _set_value(field: FieldDescriptor, value: Any) -> Any:
     return value
 
 
+def _nested_to_message(inner: str):
+    """A list of lists -> ``{stages: [{<inner>: [...]}, ...]}``."""
+    def fill(value: Any, msg: Message) -> None:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise TypeError(f"not a list of lists: {value!r}")
+        for row in value:
+            if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
+                raise TypeError(f"not a list of lists: {value!r}")
+            getattr(msg.stages.add(), inner).extend(row)
+    return fill
+
+
+def _framework_to_message(value: Any, msg: Message) -> None:
+    if isinstance(value, str):
+        msg.name = _set_value(msg.DESCRIPTOR.fields_by_name["name"], value)
+    else:
+        msg.spec.SetInParent()
+        fill_message(msg.spec, value)
+
+
+def _layout_to_message(value: Any, msg: Message) -> None:
+    if isinstance(value, str):
+        msg.megatron = value
+        return
+    # a list of stages: layer letters/names if any entry is text, else decoder-layer counts (all-empty stages,
+    # which both forms accept, go as the letters form, the form pydantic picks first)
+    rows = value if isinstance(value, (list, tuple)) else ()
+    items = [item for row in rows if isinstance(row, (list, tuple)) for item in row]
+    target = msg.decoder_layers if items and not any(isinstance(item, str) for item in items) else msg.layers
+    target.SetInParent()
+    TO_MESSAGE[target.DESCRIPTOR.full_name](value, target)
+
+
+# message full name -> how a library value fills it (the shapes that are not a dict of its fields)
+TO_MESSAGE = {
+    SCALAR_VALUE: lambda value, msg: _scalar_to_message(value, msg),
+    pb.FrameworkChoice.DESCRIPTOR.full_name: _framework_to_message,
+    pb.PipelineLayout.DESCRIPTOR.full_name: _layout_to_message,
+    pb.PipelineLayoutLayers.DESCRIPTOR.full_name: _nested_to_message("layers"),
+    pb.PipelineLayoutDecoderLayers.DESCRIPTOR.full_name: _nested_to_message("chunk_layers"),
+}
+
+
+def _fill_value(msg: Message, value: Any) -> None:
+    special = TO_MESSAGE.get(msg.DESCRIPTOR.full_name)
+    if special is not None:
+        special(value, msg)
+    else:
+        fill_message(msg, value)
+
+
 def fill_message(msg: Message, data: dict[str, Any]) -> Message:
     """Set ``msg``'s fields from a dict keyed by field name (``None`` leaves a field unset)."""
     fields = msg.DESCRIPTOR.fields_by_name
@@ -109,22 +176,17 @@ def fill_message(msg: Message, data: dict[str, Any]) -> Message:
             for k, v in value.items():
                 if value_field.message_type is None:
                     target[k] = _set_value(value_field, v)
-                elif value_field.message_type.full_name == SCALAR_VALUE:
-                    _scalar_to_message(v, target[k])
                 else:
-                    fill_message(target[k], v)
+                    _fill_value(target[k], v)
         elif field.is_repeated:
             for item in value:
                 if field.message_type is not None:
-                    fill_message(target.add(), item)
+                    _fill_value(target.add(), item)
                 else:
                     target.append(_set_value(field, item))
         elif field.message_type is not None:
             target.SetInParent()
-            if field.message_type.full_name == SCALAR_VALUE:
-                _scalar_to_message(value, target)
-            else:
-                fill_message(target, value)
+            _fill_value(target, value)
         else:
             setattr(msg, key, _set_value(field, value))
     return msg
@@ -139,6 +201,48 @@ def _scalar_from_message(msg: Message, path: str) -> Any:
         raise ConversionError(path, "a value is required (set one of number_value, integer_value, bool_value, "
                                     "string_value, null_value)")
     return None if kind == "null_value" else getattr(msg, kind)
+
+
+def _oneof_kind(msg: Message, path: str) -> str:
+    kind = msg.WhichOneof("kind")
+    if kind is None:
+        raise ConversionError(path, "a value is required (set one of "
+                                    + ", ".join(f.name for f in msg.DESCRIPTOR.oneofs_by_name["kind"].fields) + ")")
+    return kind
+
+
+def _nested_from_message(inner: str):
+    return lambda msg, path, omit_unset: [list(getattr(stage, inner)) for stage in msg.stages]
+
+
+def _framework_from_message(msg: Message, path: str, omit_unset: bool) -> Any:
+    if _oneof_kind(msg, path) == "name":
+        return enum_to_value(pb.Framework.DESCRIPTOR, msg.name, f"{path}.name")
+    return message_to_dict(msg.spec, omit_unset=omit_unset, path=f"{path}.spec")
+
+
+def _layout_from_message(msg: Message, path: str, omit_unset: bool) -> Any:
+    kind = _oneof_kind(msg, path)
+    if kind == "megatron":
+        return msg.megatron
+    return FROM_MESSAGE[getattr(msg, kind).DESCRIPTOR.full_name](getattr(msg, kind), f"{path}.{kind}", omit_unset)
+
+
+# message full name -> the library value it holds (the inverse of TO_MESSAGE)
+FROM_MESSAGE = {
+    SCALAR_VALUE: lambda msg, path, omit_unset: _scalar_from_message(msg, path),
+    pb.FrameworkChoice.DESCRIPTOR.full_name: _framework_from_message,
+    pb.PipelineLayout.DESCRIPTOR.full_name: _layout_from_message,
+    pb.PipelineLayoutLayers.DESCRIPTOR.full_name: _nested_from_message("layers"),
+    pb.PipelineLayoutDecoderLayers.DESCRIPTOR.full_name: _nested_from_message("chunk_layers"),
+}
+
+
+def _message_value(msg: Message, omit_unset: bool, path: str) -> Any:
+    special = FROM_MESSAGE.get(msg.DESCRIPTOR.full_name)
+    if special is not None:
+        return special(msg, path, omit_unset)
+    return message_to_dict(msg, omit_unset=omit_unset, path=path)
 
 
 def enum_to_value(enum: EnumDescriptor, number: int, path: str) -> Optional[str]:
@@ -163,6 +267,8 @@ def message_to_dict(msg: Message, *, omit_unset: bool, path: str = "") -> dict[s
     out: dict[str, Any] = {}
     desc: Descriptor = msg.DESCRIPTOR
     for field in desc.fields:
+        if field.GetOptions().deprecated:
+            continue
         name = field.name
         where = f"{path}.{name}" if path else name
         value = getattr(msg, name)
@@ -170,28 +276,23 @@ def message_to_dict(msg: Message, *, omit_unset: bool, path: str = "") -> dict[s
             value_field = field.message_type.fields_by_name["value"]
             if value_field.message_type is None:
                 item = {k: _get_value(value_field, v, f"{where}[{k!r}]") for k, v in value.items()}
-            elif value_field.message_type.full_name == SCALAR_VALUE:
-                item = {k: _scalar_from_message(v, f"{where}[{k!r}]") for k, v in value.items()}
             else:
-                item = {k: message_to_dict(v, omit_unset=omit_unset, path=f"{where}[{k!r}]") for k, v in value.items()}
+                item = {k: _message_value(v, omit_unset, f"{where}[{k!r}]") for k, v in value.items()}
             item = dict(sorted(item.items())) if omit_unset else item
         elif field.is_repeated:
             if field.message_type is not None:
-                item = [message_to_dict(v, omit_unset=omit_unset, path=f"{where}[{i}]") for i, v in enumerate(value)]
+                item = [_message_value(v, omit_unset, f"{where}[{i}]") for i, v in enumerate(value)]
             else:
                 item = [_get_value(field, v, f"{where}[{i}]") for i, v in enumerate(value)]
         elif field.message_type is not None:
-            if not msg.HasField(name):
-                item = None
-            elif field.message_type.full_name == SCALAR_VALUE:
-                item = _scalar_from_message(value, where)
-            else:
-                item = message_to_dict(value, omit_unset=omit_unset, path=where)
+            item = _message_value(value, omit_unset, where) if msg.HasField(name) else None
         elif field.has_presence and not msg.HasField(name):
             item = None
         else:
             item = _get_value(field, value, where)
         if omit_unset and (item is None or (isinstance(item, (list, dict)) and not item and field.is_repeated)):
+            continue
+        if item is None and field.full_name in OMIT_WHEN_UNSET:
             continue
         out[name] = item
     return out
@@ -227,9 +328,16 @@ def plan_spec_dict_from_message(msg: pb.PlanSpec, path: str = "plan") -> dict[st
 # ---------------------------------------------------------------------------------------------- results
 
 
+def set_deprecated_fields(response: Message) -> Message:
+    """What released clients still read: ``solver.wall_time_s`` (now ``timing.wall_time_s``; 0 without timing)."""
+    if response.HasField("solver"):
+        response.solver.wall_time_s = response.timing.wall_time_s
+    return response
+
+
 def plan_response(result_dict: dict[str, Any], parameters: dict[str, Any]) -> pb.PlanResponse:
     """The CONTRACT dict of an ``optimize`` result (:func:`plan_result_to_dict`) -> ``PlanResponse``."""
-    return fill_message(pb.PlanResponse(), {**result_dict, "parameters": parameters})
+    return set_deprecated_fields(fill_message(pb.PlanResponse(), {**result_dict, "parameters": parameters}))
 
 
 def plan_result_dict(msg: pb.PlanResponse) -> dict[str, Any]:
@@ -241,4 +349,4 @@ def plan_result_dict(msg: pb.PlanResponse) -> dict[str, Any]:
 
 __all__ = ["fill_message", "message_to_dict", "enum_to_value", "spec_to_message", "spec_dict_from_message",
            "plan_spec_dict_from_message", "plan_response", "plan_result_dict", "ConversionError", "ENUM_VALUES",
-           "enum_value_name"]
+           "enum_value_name", "set_deprecated_fields", "OMIT_WHEN_UNSET"]

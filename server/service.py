@@ -274,8 +274,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             data = plan_result_to_dict(result)
             response = convert.fill_message(pb.ParetoResponse(), {
                 "status": data["status"], "axis": axis, "points": data["pareto"], "solver": data["solver"],
-                "parameters": params})
-            return response, _result_fields(result)
+                "parameters": params, "timing": data.get("timing")})
+            return convert.set_deprecated_fields(response), _result_fields(result)
 
         return self._unary(request, context, "Pareto", body)
 
@@ -345,7 +345,10 @@ def _controls(params: dict[str, Any], cancel: threading.Event) -> SolverControls
 
 
 def _result_fields(result) -> dict[str, Any]:
-    return {"plan_status": result.status, "solver_wall_time_s": round(result.stats.wall_time_s, 4)}
+    fields = {"plan_status": result.status}
+    if result.timing is not None:  # None in deterministic mode
+        fields["solver_wall_time_s"] = round(result.timing.wall_time_s, 4)
+    return fields
 
 
 def _source_field(request: Any, err: Exception) -> str:

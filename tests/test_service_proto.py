@@ -17,9 +17,10 @@ from parplan.client.contract import plan_result_to_dict
 from parplan.client.spec_io import load_spec_file, spec_from_data
 from parplan.costmodel.assumptions import KNOBS
 from parplan.costmodel.evaluate import Evaluation, Metrics, StageReport
-from parplan.costmodel.spec import ClusterSpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec, Spec, TrainingSpec
+from parplan.costmodel.spec import (ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
+                                    Spec, TrainingSpec)
 from parplan.server import convert
-from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats
+from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.v1 import planner_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +40,7 @@ def test_generated_code_is_fresh(tmp_path):
 
 # model -> message: every field of the library's types has a proto field of the same name
 PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, set()), (MoESpec, pb.MoESpec, set()),
+         (MLASpec, pb.MLASpec, set()), (FrameworkSpec, pb.FrameworkSpec, set()), (Timing, pb.Timing, set()),
          (TrainingSpec, pb.TrainingSpec, set()), (ClusterSpec, pb.ClusterSpec, set()),
          (SearchSpec, pb.SearchSpec, set()), (PlanSpec, pb.PlanSpec, set()), (Plan, pb.Plan, set()),
          (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, set()), (Evaluation, pb.Evaluation, set()),
@@ -49,7 +51,9 @@ PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, set()), (Mo
 def test_every_library_field_has_a_proto_field(model: type[BaseModel], message, special):
     missing = set(model.model_fields) - set(message.DESCRIPTOR.fields_by_name) - special
     assert not missing, f"{message.DESCRIPTOR.full_name} lacks {sorted(missing)}: add them to planner.proto"
-    extra = set(message.DESCRIPTOR.fields_by_name) - set(model.model_fields)
+    # deprecated fields stay for released clients (buf breaking forbids deleting a field) and are not mapped
+    kept = {f.name for f in message.DESCRIPTOR.fields if f.GetOptions().deprecated}
+    extra = set(message.DESCRIPTOR.fields_by_name) - set(model.model_fields) - kept
     assert not extra, f"{message.DESCRIPTOR.full_name} has fields the library lacks: {sorted(extra)}"
 
 
@@ -119,3 +123,86 @@ def test_buf_lint_and_breaking():
     breaking = subprocess.run(["buf", "breaking", "--against", "proto/released/parplan-v1.binpb"], cwd=REPO,
                               capture_output=True, text=True, timeout=120)
     assert breaking.returncode == 0, breaking.stdout + breaking.stderr
+
+
+# the shapes the generic walk maps specially: the spec's unions (framework, pipeline_layout), the lists of lists,
+# keys left out when unset (plan.pipeline_layout, timing), and the deprecated SolveStats.wall_time_s
+LAYOUT_SPEC = REPO / "examples" / "deepseek-v3-256xgb200-megatron-layout-evaluate.yaml"
+LAYOUT_STRING = "Et|(tt|)*30L"
+LAYOUTS = {"megatron": LAYOUT_STRING,
+           "letters": [["E", "t"]] + [["t", "t"]] * 30 + [["L"]],
+           "layer_type_names": [["embedding", "decoder"]] + [["decoder", "decoder"]] * 30 + [["loss"]],
+           "decoder_layers": [[2, 2, 2, 2]] * 7 + [[1, 2, 2, 2]]}
+FRAMEWORKS = {"name": "megatron-core", "name_only_object": {"name": "megatron-core"},
+              "name_and_version": {"name": "megatron-core", "version": "0.13.0"}}
+
+
+def _round_trip_spec(data: dict) -> Spec:
+    message = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
+    return spec_from_data(convert.spec_dict_from_message(message))
+
+
+@pytest.mark.parametrize("form", sorted(LAYOUTS))
+def test_pipeline_layout_forms_round_trip(form):
+    data = load_spec_file(LAYOUT_SPEC).model_dump(mode="json", exclude_none=True)
+    data["plan"]["pipeline_layout"] = LAYOUTS[form]
+    spec = spec_from_data(data)
+    assert _round_trip_spec(spec.model_dump(mode="json", exclude_none=True)) == spec
+    kind = convert.spec_to_message(data).plan.pipeline_layout.WhichOneof("kind")
+    assert kind == {"megatron": "megatron", "decoder_layers": "decoder_layers"}.get(form, "layers")
+
+
+@pytest.mark.parametrize("form", sorted(FRAMEWORKS))
+def test_framework_forms_round_trip(form):
+    data = load_spec_file(LAYOUT_SPEC).model_dump(mode="json", exclude_none=True)
+    data["framework"] = FRAMEWORKS[form]
+    spec = spec_from_data(data)
+    back = _round_trip_spec(spec.model_dump(mode="json", exclude_none=True))
+    assert back == spec and type(back.framework) is type(spec.framework)  # a name stays a name, an object an object
+
+
+def test_new_model_and_search_fields_round_trip():
+    data = load_spec_file(LAYOUT_SPEC).model_dump(mode="json", exclude_none=True)
+    data["model"].update(num_mtp_layers=1, mla={"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                                                 "qk_rope_head_dim": 64, "v_head_dim": 128})
+    data["model"]["moe"]["max_nodes_per_token"] = 4
+    data["search"] = {"stage_split": "first_last"}
+    spec = spec_from_data(data)
+    assert _round_trip_spec(spec.model_dump(mode="json", exclude_none=True)) == spec
+    assert convert.spec_to_message(data).search.stage_split == pb.STAGE_SPLIT_FIRST_LAST
+
+
+@pytest.mark.parametrize("message, path", [
+    (pb.Spec(framework=pb.FrameworkChoice()), "spec.framework"),
+    (pb.Spec(plan=pb.PlanSpec(pipeline_layout=pb.PipelineLayout())), "spec.plan.pipeline_layout"),
+    (pb.Spec(framework=pb.FrameworkChoice(name=9)), "spec.framework.name"),
+])
+def test_unset_oneofs_and_unknown_frameworks_are_conversion_errors(message, path):
+    with pytest.raises(convert.ConversionError) as err:
+        convert.spec_dict_from_message(message)
+    assert err.value.field_path == path
+
+
+def test_evaluation_with_layout_and_runs_on_round_trips():
+    from parplan.client.contract import evaluation_to_dict
+    from parplan.client.evaluation import evaluate_spec
+
+    entry = evaluation_to_dict(evaluate_spec(load_spec_file(LAYOUT_SPEC)))["plans"][0]
+    assert entry["plan"]["pipeline_layout"] and entry["runs_on"]
+    message = pb.Evaluation.FromString(convert.fill_message(pb.Evaluation(), entry).SerializeToString())
+    assert convert.message_to_dict(message, omit_unset=False) == entry
+    assert Evaluation.model_validate(convert.message_to_dict(message, omit_unset=False)) == evaluate_spec(
+        load_spec_file(LAYOUT_SPEC))
+
+
+def test_result_round_trip_with_timing_and_the_deprecated_wall_time():
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    spec = load_spec_file(REPO / "examples" / "seed-textbook-70b-8k.yaml")
+    result = optimize(spec, controls=SolverControls(workers=1))
+    data = plan_result_to_dict(result)
+    assert "timing" in data and "pipeline_layout" not in data["plans"][0]["plan"]
+    message = pb.PlanResponse.FromString(convert.plan_response(data, {"time_limit_s": 1.0}).SerializeToString())
+    assert convert.plan_result_dict(message) == data
+    assert message.solver.wall_time_s == message.timing.wall_time_s == data["timing"]["wall_time_s"] > 0

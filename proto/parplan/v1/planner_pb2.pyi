@@ -61,6 +61,21 @@ class PlanStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PLAN_STATUS_FEASIBLE: _ClassVar[PlanStatus]
     PLAN_STATUS_INFEASIBLE: _ClassVar[PlanStatus]
     PLAN_STATUS_UNKNOWN: _ClassVar[PlanStatus]
+
+class Framework(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FRAMEWORK_UNSPECIFIED: _ClassVar[Framework]
+    FRAMEWORK_MEGATRON_CORE: _ClassVar[Framework]
+    FRAMEWORK_MEGATRON_BRIDGE: _ClassVar[Framework]
+    FRAMEWORK_TORCHTITAN: _ClassVar[Framework]
+    FRAMEWORK_DEEPSPEED: _ClassVar[Framework]
+
+class StageSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STAGE_SPLIT_UNSPECIFIED: _ClassVar[StageSplit]
+    STAGE_SPLIT_PER_STAGE: _ClassVar[StageSplit]
+    STAGE_SPLIT_FIRST_LAST: _ClassVar[StageSplit]
+    STAGE_SPLIT_EVEN: _ClassVar[StageSplit]
 SCHEDULE_UNSPECIFIED: Schedule
 SCHEDULE_1F1B: Schedule
 SCHEDULE_INTERLEAVED: Schedule
@@ -91,9 +106,18 @@ PLAN_STATUS_OPTIMAL: PlanStatus
 PLAN_STATUS_FEASIBLE: PlanStatus
 PLAN_STATUS_INFEASIBLE: PlanStatus
 PLAN_STATUS_UNKNOWN: PlanStatus
+FRAMEWORK_UNSPECIFIED: Framework
+FRAMEWORK_MEGATRON_CORE: Framework
+FRAMEWORK_MEGATRON_BRIDGE: Framework
+FRAMEWORK_TORCHTITAN: Framework
+FRAMEWORK_DEEPSPEED: Framework
+STAGE_SPLIT_UNSPECIFIED: StageSplit
+STAGE_SPLIT_PER_STAGE: StageSplit
+STAGE_SPLIT_FIRST_LAST: StageSplit
+STAGE_SPLIT_EVEN: StageSplit
 
 class Spec(_message.Message):
-    __slots__ = ("model", "training", "cluster", "search", "assumptions", "objective", "target_step_time_s", "target_tokens_per_s", "plan")
+    __slots__ = ("model", "training", "cluster", "search", "assumptions", "objective", "target_step_time_s", "target_tokens_per_s", "plan", "framework")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TRAINING_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +127,7 @@ class Spec(_message.Message):
     TARGET_STEP_TIME_S_FIELD_NUMBER: _ClassVar[int]
     TARGET_TOKENS_PER_S_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     model: ModelSpec
     training: TrainingSpec
     cluster: ClusterSpec
@@ -112,26 +137,59 @@ class Spec(_message.Message):
     target_step_time_s: float
     target_tokens_per_s: float
     plan: PlanSpec
-    def __init__(self, model: _Optional[_Union[ModelSpec, _Mapping]] = ..., training: _Optional[_Union[TrainingSpec, _Mapping]] = ..., cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ..., search: _Optional[_Union[SearchSpec, _Mapping]] = ..., assumptions: _Optional[_Union[AssumptionsSpec, _Mapping]] = ..., objective: _Optional[_Union[Objective, str]] = ..., target_step_time_s: _Optional[float] = ..., target_tokens_per_s: _Optional[float] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ...) -> None: ...
+    framework: FrameworkChoice
+    def __init__(self, model: _Optional[_Union[ModelSpec, _Mapping]] = ..., training: _Optional[_Union[TrainingSpec, _Mapping]] = ..., cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ..., search: _Optional[_Union[SearchSpec, _Mapping]] = ..., assumptions: _Optional[_Union[AssumptionsSpec, _Mapping]] = ..., objective: _Optional[_Union[Objective, str]] = ..., target_step_time_s: _Optional[float] = ..., target_tokens_per_s: _Optional[float] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ..., framework: _Optional[_Union[FrameworkChoice, _Mapping]] = ...) -> None: ...
+
+class FrameworkChoice(_message.Message):
+    __slots__ = ("name", "spec")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    name: Framework
+    spec: FrameworkSpec
+    def __init__(self, name: _Optional[_Union[Framework, str]] = ..., spec: _Optional[_Union[FrameworkSpec, _Mapping]] = ...) -> None: ...
+
+class FrameworkSpec(_message.Message):
+    __slots__ = ("name", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: Framework
+    version: str
+    def __init__(self, name: _Optional[_Union[Framework, str]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class MoESpec(_message.Message):
-    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers")
+    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers", "max_nodes_per_token")
     NUM_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     NUM_SHARED_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     SHARED_EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     FIRST_DENSE_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_NODES_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     num_experts: int
     top_k: int
     expert_ffn_hidden_size: int
     num_shared_experts: int
     shared_expert_ffn_hidden_size: int
     first_dense_layers: int
-    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ...) -> None: ...
+    max_nodes_per_token: int
+    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., max_nodes_per_token: _Optional[int] = ...) -> None: ...
+
+class MLASpec(_message.Message):
+    __slots__ = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    Q_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    KV_LORA_RANK_FIELD_NUMBER: _ClassVar[int]
+    QK_NOPE_HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    QK_ROPE_HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    V_HEAD_DIM_FIELD_NUMBER: _ClassVar[int]
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    def __init__(self, q_lora_rank: _Optional[int] = ..., kv_lora_rank: _Optional[int] = ..., qk_nope_head_dim: _Optional[int] = ..., qk_rope_head_dim: _Optional[int] = ..., v_head_dim: _Optional[int] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe")
+    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe", "mla", "num_mtp_layers")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +201,8 @@ class ModelSpec(_message.Message):
     GATED_MLP_FIELD_NUMBER: _ClassVar[int]
     TIE_EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     MOE_FIELD_NUMBER: _ClassVar[int]
+    MLA_FIELD_NUMBER: _ClassVar[int]
+    NUM_MTP_LAYERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     num_layers: int
     hidden_size: int
@@ -154,7 +214,9 @@ class ModelSpec(_message.Message):
     gated_mlp: bool
     tie_embeddings: bool
     moe: MoESpec
-    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ...) -> None: ...
+    mla: MLASpec
+    num_mtp_layers: int
+    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ..., mla: _Optional[_Union[MLASpec, _Mapping]] = ..., num_mtp_layers: _Optional[int] = ...) -> None: ...
 
 class TrainingSpec(_message.Message):
     __slots__ = ("seq_len", "global_batch_size", "precision")
@@ -193,7 +255,7 @@ class ClusterSpec(_message.Message):
     def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ...) -> None: ...
 
 class SearchSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus")
+    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +271,7 @@ class SearchSpec(_message.Message):
     UNIFORM_RECOMPUTE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     MAX_NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_SPLIT_FIELD_NUMBER: _ClassVar[int]
     tp: _containers.RepeatedScalarFieldContainer[int]
     cp: _containers.RepeatedScalarFieldContainer[int]
     pp: _containers.RepeatedScalarFieldContainer[int]
@@ -224,7 +287,8 @@ class SearchSpec(_message.Message):
     uniform_recompute: bool
     sequence_parallel: _containers.RepeatedScalarFieldContainer[bool]
     max_num_gpus: int
-    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ...) -> None: ...
+    stage_split: StageSplit
+    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ...) -> None: ...
 
 class ScalarValue(_message.Message):
     __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
@@ -256,7 +320,7 @@ class AssumptionsSpec(_message.Message):
     def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, ScalarValue]] = ...) -> None: ...
 
 class PlanSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +336,7 @@ class PlanSpec(_message.Message):
     RECOMPUTE_LAYERS_FIELD_NUMBER: _ClassVar[int]
     ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -287,7 +352,42 @@ class PlanSpec(_message.Message):
     recompute_layers: _containers.RepeatedScalarFieldContainer[int]
     zero_stage: int
     sequence_parallel: bool
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
+    pipeline_layout: PipelineLayout
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayout, _Mapping]] = ...) -> None: ...
+
+class PipelineLayout(_message.Message):
+    __slots__ = ("megatron", "layers", "decoder_layers")
+    MEGATRON_FIELD_NUMBER: _ClassVar[int]
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    DECODER_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    megatron: str
+    layers: PipelineLayoutLayers
+    decoder_layers: PipelineLayoutDecoderLayers
+    def __init__(self, megatron: _Optional[str] = ..., layers: _Optional[_Union[PipelineLayoutLayers, _Mapping]] = ..., decoder_layers: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ...) -> None: ...
+
+class PipelineLayoutLayers(_message.Message):
+    __slots__ = ("stages",)
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    stages: _containers.RepeatedCompositeFieldContainer[PipelineStageLayers]
+    def __init__(self, stages: _Optional[_Iterable[_Union[PipelineStageLayers, _Mapping]]] = ...) -> None: ...
+
+class PipelineStageLayers(_message.Message):
+    __slots__ = ("layers",)
+    LAYERS_FIELD_NUMBER: _ClassVar[int]
+    layers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, layers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PipelineLayoutDecoderLayers(_message.Message):
+    __slots__ = ("stages",)
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    stages: _containers.RepeatedCompositeFieldContainer[PipelineStageDecoderLayers]
+    def __init__(self, stages: _Optional[_Iterable[_Union[PipelineStageDecoderLayers, _Mapping]]] = ...) -> None: ...
+
+class PipelineStageDecoderLayers(_message.Message):
+    __slots__ = ("chunk_layers",)
+    CHUNK_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    chunk_layers: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, chunk_layers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SolverParameters(_message.Message):
     __slots__ = ("method", "time_limit_s", "workers", "deterministic", "seed")
@@ -304,7 +404,7 @@ class SolverParameters(_message.Message):
     def __init__(self, method: _Optional[_Union[Method, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., deterministic: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +420,7 @@ class Plan(_message.Message):
     RECOMPUTE_LAYERS_FIELD_NUMBER: _ClassVar[int]
     ZERO_STAGE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_LAYOUT_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -335,7 +436,8 @@ class Plan(_message.Message):
     recompute_layers: _containers.RepeatedScalarFieldContainer[int]
     zero_stage: int
     sequence_parallel: bool
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
+    pipeline_layout: PipelineLayoutDecoderLayers
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ...) -> None: ...
 
 class Metrics(_message.Message):
     __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits")
@@ -415,16 +517,18 @@ class StageReport(_message.Message):
     def __init__(self, index: _Optional[int] = ..., layers: _Optional[int] = ..., dense_layers: _Optional[int] = ..., moe_layers: _Optional[int] = ..., recomputed_layers: _Optional[int] = ..., inflight_microbatches: _Optional[float] = ..., time_per_microbatch_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., recompute_s: _Optional[float] = ..., tp_s: _Optional[float] = ..., cp_s: _Optional[float] = ..., ep_s: _Optional[float] = ..., pp_s: _Optional[float] = ..., zero_s: _Optional[float] = ..., dp_s: _Optional[float] = ..., model_states_gib: _Optional[float] = ..., activations_gib: _Optional[float] = ..., logits_gib: _Optional[float] = ..., workspace_gib: _Optional[float] = ..., pipeline_buffers_gib: _Optional[float] = ..., memory_gib: _Optional[float] = ...) -> None: ...
 
 class Evaluation(_message.Message):
-    __slots__ = ("plan", "metrics", "stages", "violations")
+    __slots__ = ("plan", "metrics", "stages", "violations", "runs_on")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_ON_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     metrics: Metrics
     stages: _containers.RepeatedCompositeFieldContainer[StageReport]
     violations: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., stages: _Optional[_Iterable[_Union[StageReport, _Mapping]]] = ..., violations: _Optional[_Iterable[str]] = ...) -> None: ...
+    runs_on: _containers.RepeatedScalarFieldContainer[Framework]
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., stages: _Optional[_Iterable[_Union[StageReport, _Mapping]]] = ..., violations: _Optional[_Iterable[str]] = ..., runs_on: _Optional[_Iterable[_Union[Framework, str]]] = ...) -> None: ...
 
 class Relaxation(_message.Message):
     __slots__ = ("requirement", "change", "patch", "plan")
@@ -509,7 +613,7 @@ class PlanRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters")
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +622,7 @@ class PlanResponse(_message.Message):
     EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     objective: Objective
     plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -526,7 +631,22 @@ class PlanResponse(_message.Message):
     explanation: Explanation
     solver: SolveStats
     parameters: SolverParameters
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
+    timing: Timing
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+
+class Timing(_message.Message):
+    __slots__ = ("wall_time_s", "search_s", "top_k_s", "frontier_s", "explanation_s")
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_S_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_S_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_S_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_S_FIELD_NUMBER: _ClassVar[int]
+    wall_time_s: float
+    search_s: float
+    top_k_s: float
+    frontier_s: float
+    explanation_s: float
+    def __init__(self, wall_time_s: _Optional[float] = ..., search_s: _Optional[float] = ..., top_k_s: _Optional[float] = ..., frontier_s: _Optional[float] = ..., explanation_s: _Optional[float] = ...) -> None: ...
 
 class PlanStreamRequest(_message.Message):
     __slots__ = ("spec", "spec_text", "solver", "top_k")
@@ -591,15 +711,17 @@ class ParetoRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
 
 class ParetoResponse(_message.Message):
-    __slots__ = ("status", "axis", "points", "solver", "parameters")
+    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AXIS_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     axis: ParetoAxis
     points: _containers.RepeatedCompositeFieldContainer[Evaluation]
     solver: SolveStats
     parameters: SolverParameters
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
+    timing: Timing
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
