@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import click
 import typer
 import yaml
 
@@ -25,7 +24,7 @@ def manifests() -> dict[str, dict]:
     return docs
 
 
-def serve_options() -> dict[str, click.Option]:
+def serve_options() -> dict:  # option name -> the command's parameter (typer vendors click since 0.29)
     command = typer.main.get_command(app).commands["serve"]
     return {opt: param for param in command.params for opt in param.opts}
 
