@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from ortools.sat.python import cp_model
@@ -234,7 +234,6 @@ class CpOutcome:
     bound: Optional[int] = None
     wall_time_s: float = 0.0
     headroom: int = 0
-    stats: dict = field(default_factory=dict)
 
 
 PORTFOLIO_UNITS = 32  # stage models with fewer units solve fastest on one worker (no portfolio start-up)

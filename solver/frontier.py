@@ -18,7 +18,7 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.deadline import TimeUp
+from parplan.solver.deadline import TimeUp, past
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.solver.search import SearchOutcome, Searcher, best_plans
 
@@ -154,17 +154,13 @@ def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: i
         return None, SearchOutcome("UNKNOWN", [], None, 0)
 
 
-def _past(deadline: Optional[float]) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
-
-
 def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverControls] = None,
                  deadline: Optional[float] = None) -> list[Evaluation]:
     controls = controls or SolverControls()
     points: list[Evaluation] = []
     best_time = None
     for n in candidate_gpu_counts(spec):
-        if _past(deadline):
+        if past(deadline):
             break
         problem, out = _best_at(spec, n, method, controls, deadline=deadline)
         if not out.found:
@@ -199,7 +195,7 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     for n in candidate_gpu_counts(spec):
         if flops / (n * peak) > target_s:  # even at 100 % of peak n GPUs cannot meet the target
             continue
-        if _past(deadline):
+        if past(deadline):
             undecided = True
             break
         tried += 1
@@ -228,7 +224,7 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     # a looser target: the best step time any GPU count up to the limit reaches (checked: it is that plan)
     best = None
     for n in candidate_gpu_counts(spec, upper):
-        if _past(deadline):
+        if past(deadline):
             break
         problem, out = _best_at(spec, n, method, controls, deadline=deadline)
         if out.found:
@@ -249,7 +245,7 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     for n in candidate_gpu_counts(wider):
         if n <= upper or flops / (n * peak) > target_s:
             continue
-        if _past(deadline):
+        if past(deadline):
             break
         problem, out = _best_at(wider, n, method, controls, deadline=deadline)
         if out.found:

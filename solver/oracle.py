@@ -203,16 +203,10 @@ class _Solver:
             return np.clip(c, 0, K + 1)
 
         def delta_min(cT: np.ndarray) -> int:
-            lo_d, hi_d = int(dp0.max()), int(DP[:, -1].max())
-            if int((np.minimum(cT, dp_counts(lo_d)) - 1).sum()) >= K:
-                return lo_d
-            while lo_d < hi_d:  # invariant: hi_d feasible
-                mid = (lo_d + hi_d) // 2
-                if int((np.minimum(cT, dp_counts(mid)) - 1).sum()) >= K and (np.minimum(cT, dp_counts(mid)) >= 1).all():
-                    hi_d = mid
-                else:
-                    lo_d = mid + 1
-            return hi_d
+            def fits(delta: int) -> bool:
+                c = np.minimum(cT, dp_counts(delta))
+                return int((c - 1).sum()) >= K and bool((c >= 1).all())
+            return least_true(int(dp0.max()), int(DP[:, -1].max()), fits)
 
         cT_full = counts_max
         d_floor = delta_min(cT_full)
@@ -271,26 +265,11 @@ class _Solver:
         d_top = int(DPmax.max())
 
         def tau_min(limit_d: int) -> int:
-            lo_t, hi_t = int(T0.max()), big
-            c = count(big, limit_d)
-            hi_t = int(time_dp(np.maximum(c - 1, 0))[0].max())
-            while lo_t < hi_t:
-                mid = (lo_t + hi_t) // 2
-                if feasible(mid, limit_d):
-                    hi_t = mid
-                else:
-                    lo_t = mid + 1
-            return hi_t
+            hi_t = int(time_dp(np.maximum(count(big, limit_d) - 1, 0))[0].max())
+            return least_true(int(T0.max()), hi_t, lambda tau: feasible(tau, limit_d))
 
         def d_min(limit_t: int) -> int:
-            lo_d, hi_d = int(DP0.max()), d_top
-            while lo_d < hi_d:
-                mid = (lo_d + hi_d) // 2
-                if feasible(limit_t, mid):
-                    hi_d = mid
-                else:
-                    lo_d = mid + 1
-            return hi_d
+            return least_true(int(DP0.max()), d_top, lambda d: feasible(limit_t, d))
 
         tau = tau_min(d_top)
         d_floor = d_min(big)
@@ -440,17 +419,21 @@ class _Solver:
         return RowSolution(U, peak, x)
 
 
-def fill_levels(caps: np.ndarray, K: int, order: list[int]) -> np.ndarray:
-    """Hand out K grid steps, each unit at most caps[u]: as level as possible, remainders in ``order``."""
-    caps = np.maximum(caps, 0)
-    lo, hi = 0, int(caps.max()) if len(caps) else 0
-    while lo < hi:  # least level λ with Σ min(caps, λ) ≥ K
+def least_true(lo: int, hi: int, ok) -> int:
+    """The least integer in [lo, hi] for which the monotone predicate ``ok`` holds (``ok(hi)`` is assumed)."""
+    while lo < hi:
         mid = (lo + hi) // 2
-        if int(np.minimum(caps, mid).sum()) >= K:
+        if ok(mid):
             hi = mid
         else:
             lo = mid + 1
-    lam = lo
+    return hi
+
+
+def fill_levels(caps: np.ndarray, K: int, order: list[int]) -> np.ndarray:
+    """Hand out K grid steps, each unit at most caps[u]: as level as possible, remainders in ``order``."""
+    caps = np.maximum(caps, 0)
+    lam = least_true(0, int(caps.max()) if len(caps) else 0, lambda level: int(np.minimum(caps, level).sum()) >= K)
     steps = np.minimum(caps, max(lam - 1, 0))
     rest = K - int(steps.sum())
     for u in order:

@@ -14,7 +14,6 @@ from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.explain import explain
@@ -24,7 +23,6 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.search import MIB_KIB, Method, SearchOutcome, Searcher
-from parplan.solver.tables import KIB
 
 SEARCH_SHARE_WITH_FRONTIER = 0.7
 
@@ -96,6 +94,3 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     result.timing = timing(controls, t0, **phases)  # None in deterministic mode (byte-identical output)
     return result
 
-
-def gib(kib: int) -> float:
-    return kib * KIB / GIB

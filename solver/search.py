@@ -120,7 +120,7 @@ class Searcher:
         out = cpsat.solve(t, cap, self.controls, min(self.remaining_s(), self.controls.time_limit_s), cutoff=cutoff,
                           hint=balanced_hint(t, cap), lower_bound=int(lb) if np.isfinite(lb) else None)
         if out.status == "OPTIMAL":
-            U, peak = _value(t, out.x)
+            U, peak = evaluate_assignment(t, out.x)
             sol = RowSolution(U, peak, out.x)
             if cutoff is None:
                 self._cache[key] = sol
@@ -144,7 +144,7 @@ class Searcher:
             if out.status == "MODEL_INVALID":
                 raise RuntimeError(f"CP-SAT rejected the peak model of choice {t.choice}")
             raise TimeUp()
-        U, peak = _value(t, out.x)
+        U, peak = evaluate_assignment(t, out.x)
         return RowSolution(U, peak, out.x) if (U, peak_mib(peak)) <= (sol.U, peak_mib(sol.peak_kib)) else sol
 
     # ------------------------------------------------------------------ the space
@@ -238,10 +238,6 @@ class Searcher:
         if out.status in ("FEASIBLE", "UNKNOWN") and not out.found:
             raise TimeUp()
         return bool(out.found)
-
-
-def _value(t: StageTable, x: Assignment) -> tuple[int, int]:
-    return evaluate_assignment(t, x)
 
 
 def best_plans(spec, method: Method, controls: SolverControls, *, options=None, num_gpus: Optional[int] = None,

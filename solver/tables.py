@@ -70,12 +70,16 @@ class Scale:
         return seconds * NS / self.time_unit_ns * self.weight
 
 
-def kib_up(nbytes: float) -> int:
-    return int(math.ceil(nbytes / KIB - 1e-9))
+def kib_up(nbytes):
+    """Bytes to KiB rounded up (a cost: never under-estimated); a number or an array."""
+    out = np.ceil(np.asarray(nbytes, float) / KIB - 1e-9).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
 
 
-def kib_down(nbytes: float) -> int:
-    return int(math.floor(nbytes / KIB + 1e-9))
+def kib_down(nbytes):
+    """Bytes to KiB rounded down (a saving: never over-estimated); a number or an array."""
+    out = np.floor(np.asarray(nbytes, float) / KIB + 1e-9).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
 
 
 @dataclass(frozen=True)
@@ -121,14 +125,6 @@ class StageTable:
 
     def objective(self, t_max: int, dp_max: int) -> int:
         return self.M * int(t_max) + self.scale.weight * int(dp_max)
-
-
-def _ceil_kib(nbytes: np.ndarray) -> np.ndarray:
-    return np.ceil(np.asarray(nbytes, float) / KIB - 1e-9).astype(np.int64)
-
-
-def _floor_kib(nbytes: np.ndarray) -> np.ndarray:
-    return np.floor(np.asarray(nbytes, float) / KIB + 1e-9).astype(np.int64)
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
@@ -185,8 +181,8 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     n = len(inflight_u)
     t_layer = np.full(n, int(round(w * main.time_s * NS / scale.time_unit_ns)), np.int64)
     t_rc = np.full(n, int(round(w * main.recompute_s * NS / scale.time_unit_ns)), np.int64)
-    m_layer = _ceil_kib(main.states_bytes + w * inflight_u * main.act_bytes)
-    m_saved = _floor_kib(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
+    m_layer = kib_up(main.states_bytes + w * inflight_u * main.act_bytes)
+    m_saved = kib_down(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
     dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
     g = max(1, c.vpp)
     lo = np.zeros(n, np.int64)
@@ -210,7 +206,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     t_rd_u = T(w * t_rd) if k else 0
     s_d_u = kib_down(w * save_rd) if k else 0
     ws_u = kib_up(w * costs.recompute_workspace_bytes)
-    t_const_u, m_const_u = _time_units(ranks_t0, scale), _ceil_kib(ranks_m0)
+    t_const_u, m_const_u = _time_units(ranks_t0, scale), kib_up(ranks_m0)
     all_layers = recompute_all and c.recompute == "full"
     if all_layers:  # every layer recomputed: per-layer costs absorb it, every stage holds the working set
         t_layer, m_layer = t_layer + t_rc, m_layer - m_saved
