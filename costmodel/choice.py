@@ -45,6 +45,11 @@ class Choice:
     recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
     zero_stage: int = 1
     sequence_parallel: bool = True
+    # interleaved: decoder layers fewer in stage 0's first model chunk and in the last stage's last chunk than
+    # in their other chunks (Meta's Llama 3 405B split, Megatron's --pipeline-model-parallel-layout); the plan
+    # carries them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
+    first_chunk_trim: int = 0
+    last_chunk_trim: int = 0
 
     # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property

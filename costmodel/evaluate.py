@@ -163,10 +163,23 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
 
 
 def plan_choice(plan: Plan) -> Choice:
+    first, last = chunk_trims_of(plan.pipeline_layout)
     return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
                   schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
-                  sequence_parallel=plan.sequence_parallel)
+                  sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last)
+
+
+def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:
+    """(first, last) trims of a layout whose stages hold equal chunks but stage 0's first and the last stage's
+    last chunk, which hold fewer (the solver's trimmed layouts, ``Choice.first_chunk_trim``); (0, 0) otherwise."""
+    if not layout or len(layout) < 2 or len(layout[0]) < 2:
+        return 0, 0
+    first, last = layout[0], layout[-1]
+    if any(len(set(ch)) > 1 for ch in layout[1:-1]) or len(set(first[1:])) > 1 or len(set(last[:-1])) > 1:
+        return 0, 0
+    a, b = first[1] - first[0], last[0] - last[-1]
+    return (a, b) if a >= 0 and b >= 0 else (0, 0)
 
 
 def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:
@@ -193,6 +206,7 @@ class StageTotals(BaseModel):
     dp_s: float = 0.0
     states_bytes: float = 0.0
     act_bytes: float = 0.0  # per in-flight micro-batch
+    act_saved_bytes: float = 0.0  # of which recomputation saves (already subtracted from act_bytes)
     logits_bytes: float = 0.0
     workspace_bytes: float = 0.0  # once per stage (a DualPipe rank: the mean of its two stages')
     buffer_bytes: float = 0.0  # the pipeline runtime's boundary buffers (a DualPipe rank: both stages')
@@ -242,6 +256,7 @@ def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
         dp_s=n * lc.dp_s,
         states_bytes=n * lc.states_bytes,
         act_bytes=(n - r) * lc.act_bytes + r * lc.act_recomputed_bytes,
+        act_saved_bytes=r * (lc.act_bytes - lc.act_recomputed_bytes),
         model_flops=n * lc.model_flops,
         recompute_flops=r * lc.recompute_flops,
     )
@@ -313,17 +328,22 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     stage_reports, mem = [], []
     for i, (r, (d, e)) in enumerate(zip(ranks, classes)):
         inflight = costs.inflight(i)
+        activations = inflight * r.act_bytes
         if plan.pipeline_layout is not None and c.schedule == "interleaved":
-            # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py)
-            inflight = stage_inflight(plan.pipeline_layout, p, c.vpp, m, i)
-        total = r.states_bytes + inflight * r.act_bytes + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
+            # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py);
+            # recomputed layers are spread over the chunks, as Megatron's --recompute-num-layers counts per chunk,
+            # so they save at the stage's mean in-flight count
+            weighted = stage_inflight(plan.pipeline_layout, p, c.vpp, m, i)
+            activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
+            inflight = activations / r.act_bytes if r.act_bytes else weighted
+        total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
         mem.append(total / GIB)
         stage_reports.append(StageReport(
             index=i, layers=plan.stage_layers[i], dense_layers=d, moe_layers=e,
             recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
             time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
             cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
-            model_states_gib=r.states_bytes / GIB, activations_gib=inflight * r.act_bytes / GIB,
+            model_states_gib=r.states_bytes / GIB, activations_gib=activations / GIB,
             logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB,
             pipeline_buffers_gib=r.buffer_bytes / GIB, memory_gib=total / GIB))
 

@@ -330,6 +330,7 @@ class SpaceLimits:
     stage_split: str  # the loosest search.stage_split the framework runs: per_stage, first_last or even
     uniform_recompute: bool
     recompute_all_layers: bool  # full recomputation checkpoints every layer of every stage (no per-stage count)
+    chunk_layouts: bool  # per-(stage, chunk) layer counts: interleaved chunks may differ within a stage
 
 
 def space_limits(prof: Profile) -> SpaceLimits:
@@ -345,6 +346,7 @@ def space_limits(prof: Profile) -> SpaceLimits:
         stage_split={"any": "per_stage"}.get(prof.stage_split, prof.stage_split),
         uniform_recompute=prof.full_recompute_counts == "chunk_block",
         recompute_all_layers=prof.full_recompute_counts in ("all", "all_or_every_nth"),
+        chunk_layouts=prof.stage_split == "any",
     )
 
 

@@ -81,10 +81,10 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
     for u in range(n):
         lo = int(t.layers_min[u])
         hi = max(lo, lo + spare)
-        if g > 1:
-            q = m.new_int_var(lo // g, hi // g, f"layer_groups_{u}")
+        if g > 1:  # lo + g·q (a trimmed end chunk makes lo no multiple of g)
+            q = m.new_int_var(0, (hi - lo) // g, f"layer_groups_{u}")
             lv = m.new_int_var(lo, hi, f"layers_{u}")
-            m.add(lv == g * q)
+            m.add(lv == lo + g * q)
         else:
             lv = m.new_int_var(lo, hi, f"layers_{u}")
         layers.append(lv)

@@ -86,7 +86,7 @@ class Problem:
             if c.schedule == "dualpipe":
                 costs = choice_costs(spec, c, self.gpu, a, self.arch)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
-                key = replace(c, schedule="1f1b", vpp=1)
+                key = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
                 if key not in self._base_costs:
                     self._base_costs[key] = choice_costs(spec, key, self.gpu, a, self.arch)
                 costs = with_schedule(self._base_costs[key], c)
@@ -112,10 +112,25 @@ class Problem:
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel)
+                    sequence_parallel=c.sequence_parallel, pipeline_layout=trimmed_layout(c, layers))
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)
+
+
+def trimmed_layout(c: Choice, stage_layers: list[int]) -> list[list[int]] | None:
+    """The per-chunk layout of an interleaved choice with trimmed end chunks (None without trims): every stage's
+    chunks hold equal layers but stage 0's first and the last stage's last, which hold the trims fewer."""
+    if not (c.first_chunk_trim or c.last_chunk_trim):
+        return None
+    v = c.vpp
+    trims = [0] * len(stage_layers)
+    trims[0] += c.first_chunk_trim
+    trims[-1] += c.last_chunk_trim
+    layout = [[(n + t) // v] * v for n, t in zip(stage_layers, trims)]
+    layout[0][0] -= c.first_chunk_trim
+    layout[-1][-1] -= c.last_chunk_trim
+    return layout
 
 
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:

@@ -1,7 +1,8 @@
 """The discrete search space: every legal choice of degrees, batch split, schedule, ZeRO and recompute.
 
 Candidate values come from the spec's ``search:`` restrictions; unset, micro-batch sizes are the divisors
-of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` that divides the layers, expert-TP
+of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` (layers that do not divide into whole chunks
+trim stage 0's first chunk and the last stage's last one: :func:`chunk_trims`), expert-TP
 every divisor of TP, the degrees every divisor of the GPU count; legality is
 decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
 Two exact dominance reductions keep the space small without losing an optimum for any objective:
@@ -41,6 +42,34 @@ def default_expert_tp(tp: int) -> list[int]:
     return divisors(tp)
 
 
+def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[int, int]]:
+    """The (first, last) chunk trims of interleaved choices with ``vpp`` chunks per stage.
+
+    Every stage holds ``vpp`` chunks of equal layers, except that stage 0's first chunk may hold ``first`` and
+    the last stage's last chunk ``last`` layers fewer (``pipeline_layout``: Meta's Llama 3 405B split, 126
+    layers on 16 stages with one layer fewer on the first and last; Megatron's
+    ``--account-for-embedding/loss-in-pipeline-split``). Per-stage totals then take ``vpp·q − trim``; the
+    trims are the pairs with ``first + last ≡ −num_layers (mod vpp)`` and ``first + last < vpp`` (the least
+    that makes the layers fit whole chunks), so a model whose layers divide into chunks keeps (0, 0) only.
+    Without trims (``trims`` false: a framework without per-chunk layouts, or a stage split or model the
+    tables cannot trim exactly) only models whose layers divide by vpp have interleaved choices. Every
+    chunk but a trimmed one needs a layer."""
+    r = (-num_layers) % vpp
+    if not trims:
+        pairs = [(0, 0)] if r == 0 else []
+    else:
+        pairs = [(a, r - a) for a in range(r + 1)]
+    # least layers: one per chunk, a trimmed chunk may be empty (Megatron's layout allows an 'E' or 'L' chunk)
+    return [(a, b) for a, b in pairs if num_layers >= _least_layers(pp, vpp, a, b)]
+
+
+def _least_layers(pp: int, vpp: int, first: int, last: int) -> int:
+    """Fewest layers of a trimmed layout: each chunk of a stage holds q ≥ 1 layers, a trimmed chunk q − trim ≥ 0."""
+    if pp == 1:
+        return vpp * max(1, first, last) - first - last
+    return (pp - 2) * vpp + vpp * max(1, first) - first + vpp * max(1, last) - last
+
+
 def divisors(n: int) -> list[int]:
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -68,6 +97,7 @@ class SpaceOptions:
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
     zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
     recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
+    chunk_layouts: bool = True  # interleaved chunks may differ within a stage (trimmed first / last chunk)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -102,6 +132,7 @@ class SpaceOptions:
             stage_split=_tighter(opts.stage_split, lim.stage_split),
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
             recompute_all_layers=lim.recompute_all_layers,
+            chunk_layouts=lim.chunk_layouts,
         )
 
 
@@ -163,6 +194,15 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             kept.setdefault(effective_zero_stage(z, pp, a), z)
         return list(kept.values())
 
+    # a uniform recompute count per chunk (Megatron's --recompute-num-layers) does not fit a trimmed chunk:
+    # trimmed choices recompute nothing ('none', which 'full' stood for) or selectively
+    recompute_trimmed = recompute
+    if opts.uniform_recompute and "full" in recompute:
+        recompute_trimmed = list(dict.fromkeys(
+            ("none" if r == "full" else r) for r in recompute if r != "full" or "none" in opts.recompute))
+    # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
+    trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
+             and (moe is None or moe.first_dense_layers == 0))
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
@@ -211,21 +251,22 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                             continue
                         m = gbs // (dp * mbs)
                         for schedule in (schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
-                            vpps = [1]
+                            layouts = [(1, 0, 0)]
                             if schedule == "interleaved":
-                                vpps = [v for v in (opts.vpp or DEFAULT_VPP)
-                                        if v >= 2 and L % v == 0 and L // (pp * v) >= 1]
+                                layouts = [(v, a_, b_) for v in (opts.vpp or DEFAULT_VPP) if v >= 2
+                                           for a_, b_ in chunk_trims(L, pp, v, trims)]
                             elif opts.vpp is not None and 1 not in opts.vpp:
                                 continue
-                            for vpp in vpps:
+                            for vpp, first_trim, last_trim in layouts:
                                 head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
-                                              num_microbatches=m, vpp=vpp, schedule=schedule)
+                                              num_microbatches=m, vpp=vpp, schedule=schedule,
+                                              first_chunk_trim=first_trim, last_chunk_trim=last_trim)
                                 why = schedule_violations(spec, head)
                                 if why:
                                     reject(why)
                                     continue
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
-                                    for rc in recompute:
+                                    for rc in (recompute_trimmed if first_trim or last_trim else recompute):
                                         for sp in sps:
                                             c = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
                                             if framework and framework_choice_violations(spec, c):

@@ -34,6 +34,7 @@ import numpy as np
 
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import ChoiceCosts, LayerCost
+from parplan.frameworks.layout import interleaved_inflight_chunks
 
 KIB = 1024.0
 NS = 1e9
@@ -166,6 +167,12 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         act_0[0] += k * inflight[0] * (dense.act_bytes - main.act_bytes)
         dp_0[0] += k * (dense.dp_s - main.dp_s)
         t_rd, save_rd = dense.recompute_s, inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
+    if c.first_chunk_trim or c.last_chunk_trim:
+        # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
+        # trimmed chunk lacks layers at its own count, not at the stage's mean (recompute savings stay at the mean)
+        for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
+            held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
+            act_0[stage] -= trim * main.act_bytes * (held - inflight[stage])
     dualpipe = c.schedule == "dualpipe"
     if dualpipe:
         # rank u runs stages u and p-1-u: time and activations weighted 1/2, states and DP time summed
@@ -192,6 +199,11 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     else:
         lo[:] = g
         lo[0] = max(g, -(-k // g) * g)
+        # trimmed end chunks (space.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
+        # unit g·q − b; their layer counts keep that residue modulo the grid
+        for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
+            if trim:
+                lo[u] = g * max(1, trim) - trim
     fixed = None
     if split == "even":
         fixed = np.full(n, (num_layers // p) * (2 if dualpipe else 1), np.int64)
@@ -304,8 +316,8 @@ def assignment_violations(t: StageTable, x: Assignment, cap_kib: int) -> list[st
     if sum(l) != L:
         out.append(f"layers sum to {sum(l)}, not {L}")
     for u in range(n):
-        if l[u] < t.layers_min[u] or l[u] % g:
-            out.append(f"unit {u}: {l[u]} layers (min {t.layers_min[u]}, multiple of {g})")
+        if l[u] < t.layers_min[u] or (l[u] - t.layers_min[u]) % g:
+            out.append(f"unit {u}: {l[u]} layers (min {t.layers_min[u]}, in steps of {g})")
         if t.layers_fixed is not None and l[u] != t.layers_fixed[u]:
             out.append(f"unit {u}: even split needs {t.layers_fixed[u]} layers")
         if r[u] < 0 or r[u] + (x.dense if u == 0 else 0) > l[u]:

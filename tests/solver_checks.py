@@ -55,7 +55,7 @@ def check_plan(spec: Spec, ev: Evaluation) -> None:
     gpu = resolve_gpu(spec.cluster)
     c = plan_choice(plan)
     assert choice_violations(spec, c, a, nvlink_domain_size(spec, gpu)) == [], plan
-    assert stage_violations(spec, c, plan.stage_layers, plan.recompute_layers) == [], plan
+    assert stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout) == [], plan
     assert plan.num_gpus == spec.cluster.num_gpus, plan
     assert plan.dp * plan.micro_batch_size * plan.num_microbatches == spec.training.global_batch_size, plan
     assert search_violations(spec, plan) == [], search_violations(spec, plan)
