@@ -36,7 +36,12 @@ def check_plan_matches_spec(spec: Spec, plan: Plan) -> None:
                           f"model.num_layers = {spec.model.num_layers}")
     if len(plan.recompute_layers) != plan.pp:
         raise ExportError(f"plan.recompute_layers must have pp = {plan.pp} entries")
-    if any(n % plan.vpp for n in plan.stage_layers):
+    if plan.pipeline_layout is not None:
+        if [sum(ch) for ch in plan.pipeline_layout] != list(plan.stage_layers) or any(
+                len(ch) != plan.vpp for ch in plan.pipeline_layout):
+            raise ExportError(f"plan.pipeline_layout must have pp = {plan.pp} stages of vpp = {plan.vpp} chunks "
+                              f"summing to plan.stage_layers {plan.stage_layers}")
+    elif any(n % plan.vpp for n in plan.stage_layers):
         raise ExportError(f"plan.stage_layers {plan.stage_layers}: every stage must split into vpp = {plan.vpp} "
                           f"equal model chunks")
     gbs = global_batch_size(plan)
@@ -55,7 +60,10 @@ def model_chunk_layers(plan: Plan) -> list[int]:
 
     Megatron-Core's layout numbers its stages this way (``PipelineParallelLayerLayout.__init__``,
     megatron/core/transformer/pipeline_parallel_layer_layout.py at core_v0.15.3), and so do looped
-    schedules in ``torch.distributed.pipelining`` (stage ``r + v·pp`` on rank ``r``)."""
+    schedules in ``torch.distributed.pipelining`` (stage ``r + v·pp`` on rank ``r``). A plan's
+    ``pipeline_layout`` gives each chunk's layers; without one every stage's chunks are equal."""
+    if plan.pipeline_layout is not None:
+        return [plan.pipeline_layout[r][v] for v in range(plan.vpp) for r in range(plan.pp)]
     return [plan.stage_layers[r] // plan.vpp for v in range(plan.vpp) for r in range(plan.pp)]
 
 

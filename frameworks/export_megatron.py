@@ -77,7 +77,7 @@ def layout_string(plan: Plan) -> str:
     order, ``E`` (embedding) in the first, ``L`` (loss) in the last, ``t*n`` for n decoder layers
     (``PipelineParallelLayerLayout.parse_str_to_list``, pipeline_parallel_layer_layout.py at core_v0.15.3)."""
     chunks = model_chunk_layers(plan)
-    parts = [f"t*{n}" for n in chunks]
+    parts = [f"t*{n}" if n else "" for n in chunks]  # an end chunk may hold only the embedding or the loss
     parts[0] = "E" + parts[0]
     parts[-1] = parts[-1] + "L"
     return "|".join(parts)
@@ -85,6 +85,9 @@ def layout_string(plan: Plan) -> str:
 
 def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
     layers = plan.stage_layers
+    if plan.pipeline_layout is not None and any(len(set(ch)) > 1 for ch in plan.pipeline_layout):
+        s.layout = layout_string(plan)  # chunks that differ within a stage: only the layout says so
+        return
     if len(set(layers)) == 1:
         if plan.vpp > 1:
             s.num_layers_per_virtual_stage = layers[0] // plan.vpp
@@ -98,9 +101,12 @@ def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
     s.layout = layout_string(plan)
 
 
-def block_recompute_layers(stage_layers: list[int], vpp: int, n: int) -> list[int]:
-    """Layers per stage that ``--recompute-method block --recompute-num-layers n`` recomputes."""
-    return [vpp * min(n, layers // vpp) for layers in stage_layers]
+def block_recompute_layers(stage_layers: list[int], vpp: int, n: int,
+                           layout: Optional[list[list[int]]] = None) -> list[int]:
+    """Layers per stage that ``--recompute-method block --recompute-num-layers n`` recomputes: the first n of
+    every model chunk (each chunk's layers from ``layout``, else equal chunks)."""
+    chunks = layout or [[layers // vpp] * vpp for layers in stage_layers]
+    return [sum(min(n, c) for c in stage) for stage in chunks]
 
 
 def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
@@ -122,8 +128,9 @@ def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
         return
     s.recompute_method = "block"
     planned = list(plan.recompute_layers)
-    candidates = [(n, block_recompute_layers(plan.stage_layers, plan.vpp, n))
-                  for n in range(1, max(plan.stage_layers) // plan.vpp + 1)]
+    top = max(max(ch) for ch in plan.pipeline_layout) if plan.pipeline_layout else max(plan.stage_layers) // plan.vpp
+    candidates = [(n, block_recompute_layers(plan.stage_layers, plan.vpp, n, plan.pipeline_layout))
+                  for n in range(1, top + 1)]
     exact = [n for n, done in candidates if done == planned]
     if exact:
         s.recompute_num_layers = exact[0]

@@ -155,10 +155,12 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     gbs = args.global_batch_size or mbs * dp
     m = _divide(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
 
+    layout = None
     if args.pipeline_model_parallel_layout:
         chunks = layout_chunks(args.pipeline_model_parallel_layout)
         vpp = _divide(len(chunks), pp, "--pipeline-model-parallel-layout stages / pp")
-        stage_layers = [sum(chunks[v * pp + r] for v in range(vpp)) for r in range(pp)]
+        layout = [[chunks[v * pp + r] for v in range(vpp)] for r in range(pp)]
+        stage_layers = [sum(stage) for stage in layout]
     elif args.decoder_first_pipeline_num_layers or args.decoder_last_pipeline_num_layers:
         first = args.decoder_first_pipeline_num_layers
         last = args.decoder_last_pipeline_num_layers
@@ -177,6 +179,8 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
 
     plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
                             "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
+    if layout is not None and any(len(set(stage)) > 1 for stage in layout):
+        plan["pipeline_layout"] = layout  # chunks that differ within a stage (e.g. an 'E' or 'L' chunk alone)
     if args.sequence_parallel or tp > 1:
         plan["sequence_parallel"] = bool(args.sequence_parallel)
     granularity = args.recompute_granularity
@@ -185,7 +189,8 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     elif granularity == "full":
         plan["recompute"] = "full"
         if args.recompute_method == "block":
-            plan["recompute_layers"] = block_recompute_layers(stage_layers, vpp, args.recompute_num_layers or 0)
+            plan["recompute_layers"] = block_recompute_layers(stage_layers, vpp, args.recompute_num_layers or 0,
+                                                              layout)
         else:
             plan["recompute_layers"] = list(stage_layers)
     elif granularity is not None:
@@ -276,8 +281,11 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
             stage_layers = [chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)]
             vpp = 1
         else:
-            stage_layers = [sum(chunks[v * pp + r] for v in range(per_rank)) for r in range(pp)]
+            layout = [[chunks[v * pp + r] for v in range(per_rank)] for r in range(pp)]
+            stage_layers = [sum(stage) for stage in layout]
             vpp = per_rank
+            if any(len(set(stage)) > 1 for stage in layout):
+                plan["pipeline_layout"] = layout
         plan.update(schedule=schedule, vpp=vpp, stage_layers=stage_layers)
     mode = ac.get("mode", "selective")
     if mode == "full":

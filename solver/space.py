@@ -27,6 +27,7 @@ from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
+MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
 
 
@@ -48,17 +49,19 @@ def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[i
     Every stage holds ``vpp`` chunks of equal layers, except that stage 0's first chunk may hold ``first`` and
     the last stage's last chunk ``last`` layers fewer (``pipeline_layout``: Meta's Llama 3 405B split, 126
     layers on 16 stages with one layer fewer on the first and last; Megatron's
-    ``--account-for-embedding/loss-in-pipeline-split``). Per-stage totals then take ``vpp·q − trim``; the
-    trims are the pairs with ``first + last ≡ −num_layers (mod vpp)`` and ``first + last < vpp`` (the least
-    that makes the layers fit whole chunks), so a model whose layers divide into chunks keeps (0, 0) only.
+    ``--account-for-embedding/loss-in-pipeline-split``, which count the embedding and the loss as one layer
+    each). Per-stage totals then take ``vpp·q − trim``; the trims are the pairs of 0 or 1 with
+    ``first + last ≡ −num_layers (mod vpp)`` (the one layer short at either end that practitioners use), so a
+    model whose layers divide into chunks keeps (0, 0) only and one that misses whole chunks by more than two
+    layers has no interleaved choice at that vpp.
     Without trims (``trims`` false: a framework without per-chunk layouts, or a stage split or model the
     tables cannot trim exactly) only models whose layers divide by vpp have interleaved choices. Every
     chunk but a trimmed one needs a layer."""
     r = (-num_layers) % vpp
-    if not trims:
+    if not trims or r == 0:
         pairs = [(0, 0)] if r == 0 else []
     else:
-        pairs = [(a, r - a) for a in range(r + 1)]
+        pairs = [(a, r - a) for a in range(r + 1) if a <= MAX_CHUNK_TRIM and r - a <= MAX_CHUNK_TRIM]
     # least layers: one per chunk, a trimmed chunk may be empty (Megatron's layout allows an 'E' or 'L' chunk)
     return [(a, b) for a, b in pairs if num_layers >= _least_layers(pp, vpp, a, b)]
 

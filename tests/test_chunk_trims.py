@@ -32,10 +32,11 @@ ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 
 
 def test_trims_fill_whole_chunks():
-    """(first, last) with first + last ≡ −L (mod v) and first + last < v: 126 = 16·8 − 2. (0, 2) and (2, 0)
-    would need two layers in every chunk of the trimmed stage: 14·8 + 8 + (2·8 − 2) = 134 > 126 layers."""
+    """(first, last) of 0 or 1 with first + last ≡ −L (mod v): 126 = 16·8 − 2."""
     assert chunk_trims(126, 16, 8, True) == [(1, 1)]
-    assert chunk_trims(134, 16, 8, True) == [(0, 2), (1, 1), (2, 0)]
+    assert chunk_trims(127, 16, 8, True) == [(0, 1), (1, 0)]
+    assert chunk_trims(125, 16, 8, True) == []  # three layers short of whole chunks
+    assert chunk_trims(80, 4, 6, True) == []  # 84 − 4
     assert chunk_trims(128, 16, 8, True) == [(0, 0)]
     assert chunk_trims(126, 16, 8, False) == []  # no per-chunk layouts: only layers that divide by vpp
     assert chunk_trims(126, 16, 2, False) == [(0, 0)]

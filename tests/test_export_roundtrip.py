@@ -28,6 +28,13 @@ EXACT = [
     ("llama3-70b-uneven-block", {"recompute_layers": [2, 2, 2, 2]}, "megatron"),
     ("llama3-70b-uneven-block", {"vpp": 2, "schedule": "interleaved", "stage_layers": [18, 22, 22, 18],
                                  "recompute_layers": [4, 4, 4, 4]}, "megatron"),
+    # trimmed end chunks (the solver's trims; Meta's 405B split): the layout string, with an 'E'-only chunk too
+    ("llama3-70b-interleaved", {"vpp": 3, "stage_layers": [20, 21, 21, 18],
+                                "pipeline_layout": [[6, 7, 7], [7, 7, 7], [7, 7, 7], [6, 6, 6]]}, "megatron"),
+    ("llama3-70b-interleaved", {"vpp": 3, "stage_layers": [2, 27, 27, 24],
+                                "pipeline_layout": [[0, 1, 1], [9, 9, 9], [9, 9, 9], [8, 8, 8]]}, "megatron"),
+    ("llama3-70b-interleaved", {"vpp": 3, "stage_layers": [20, 21, 21, 18], "zero_stage": 3, "recompute": "none",
+                                "pipeline_layout": [[6, 7, 7], [7, 7, 7], [7, 7, 7], [6, 6, 6]]}, "torchtitan"),
     ("gpt-1.7b-ddp", {}, "torchtitan"),
     ("llama3-8b-fsdp", {}, "torchtitan"),
     ("llama3-70b-layout", {"zero_stage": 2}, "torchtitan"),
