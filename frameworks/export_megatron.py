@@ -59,6 +59,8 @@ class MegatronSettings:
     last_stage_layers: Optional[int] = None
     layout: Optional[str] = None
     sequence_parallel: bool = False
+    cp_comm_type: Optional[str] = None  # --cp-comm-type (None: Megatron's default p2p)
+    hierarchical_cp_sizes: Optional[tuple[int, int]] = None  # --hierarchical-context-parallel-sizes (a2a+p2p)
     tp_comm_overlap: bool = False
     recompute_granularity: Optional[str] = None
     recompute_method: Optional[str] = None
@@ -148,6 +150,18 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
     s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
+    if plan.cp > 1 and plan.cp_comm_type != "p2p":
+        # Megatron-LM arguments.py:3221 --cp-comm-type; a2a+p2p needs the two levels' sizes (:580-585): the a2a
+        # level is the CP members of one NVLink domain (costmodel/context_parallel.py)
+        s.cp_comm_type = plan.cp_comm_type
+        if plan.cp_comm_type == "a2a+p2p":
+            from parplan.costmodel.choice import nvlink_domain_size
+            from parplan.costmodel.hardware import resolve_gpu
+            from parplan.costmodel.mesh import ep_members_per_domain
+
+            inner = ep_members_per_domain(plan.tp, plan.cp, nvlink_domain_size(spec, resolve_gpu(spec.cluster)),
+                                          plan.num_gpus)
+            s.hierarchical_cp_sizes = (inner, plan.cp // inner)
     if plan.tp > 1 and knobs.tp_comm_overlap > 0:
         if s.sequence_parallel:
             s.tp_comm_overlap = True
@@ -207,6 +221,10 @@ def parallel_args(s: MegatronSettings) -> list[str]:
     _flag(out, "--tensor-model-parallel-size", s.tp)
     _flag(out, "--pipeline-model-parallel-size", s.pp)
     _flag(out, "--context-parallel-size", s.cp)
+    if s.cp_comm_type is not None:
+        _flag(out, "--cp-comm-type", s.cp_comm_type)
+    if s.hierarchical_cp_sizes is not None:
+        out += ["--hierarchical-context-parallel-sizes", *map(str, s.hierarchical_cp_sizes)]  # nargs='+'
     if s.ep is not None:
         _flag(out, "--expert-model-parallel-size", s.ep)
         _flag(out, "--expert-tensor-parallel-size", s.etp)
