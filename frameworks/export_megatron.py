@@ -290,10 +290,12 @@ def _quote(token: str) -> str:
 def _array(name: str, tokens: list[str]) -> str:
     lines, i = [], 0
     while i < len(tokens):
-        flag = tokens[i]
-        value = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") else None
-        lines.append(f"    {flag}" + (f" {_quote(value)}" if value is not None else ""))
-        i += 2 if value is not None else 1
+        flag, i = tokens[i], i + 1
+        values = []
+        while i < len(tokens) and not tokens[i].startswith("--"):  # nargs='+' flags take several
+            values.append(tokens[i])
+            i += 1
+        lines.append(" ".join([f"    {flag}", *map(_quote, values)]))
     return f"{name}=(\n" + "\n".join(lines) + "\n)\n"
 
 
