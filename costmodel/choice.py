@@ -47,7 +47,7 @@ class Choice:
     recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
     zero_stage: int = 1
     sequence_parallel: bool = True
-    cp_comm_type: str = "p2p"  # Megatron --cp-comm-type: p2p | a2a | allgather | a2a+p2p (costmodel/context_parallel.py)
+    cp_comm_type: str = "p2p"  # --cp-comm-type p2p | a2a | allgather | a2a+p2p (costmodel/context_parallel.py)
 
     # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property

@@ -87,8 +87,9 @@ CITATIONS: dict[str, str] = {
     "titan.cp_rotate": f"{TITAN_022} torchtitan/config/job_config.py:446 context_parallel_rotate_method "
                        "'allgather' (default: all-gather the KV shards) | 'alltoall' (shuffle them around the ring); "
                        f"removed from the config in {TITAN[:TITAN.index('@')]}@8e5554449 (2026-06-14), which leaves "
-                       "PyTorch's default (_ContextParallelOptions.rotate_method = ALL_GATHER, "
-                       "torch/distributed/tensor/experimental/_context_parallel/_attention.py); no all-to-all over heads",
+                       "PyTorch's default (_ContextParallelOptions.rotate_method = ALL_GATHER in "
+                       "torch/distributed/tensor/experimental/_context_parallel/_attention.py); "
+                       "no all-to-all over heads",
     "deepspeed.ulysses": f"{DEEPSPEED} deepspeed/runtime/sequence_parallel/ulysses_sp.py:145-150 "
                          "UlyssesSPAttentionHF: attention heads divisible by the SP size, KV heads divisible by it "
                          "or it by them; deepspeed/runtime/config.py:721-722 sequence_parallel_size",

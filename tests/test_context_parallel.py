@@ -257,7 +257,7 @@ def test_megatron_and_bridge_export_and_import_the_cp_comm_type(kind):
         assert "--hierarchical-context-parallel-sizes 2 2" in text
     assert spec_from_export(text, "megatron", spec).plan.cp_comm_type == plan.cp_comm_type
     bridge = export_plan(spec, plan, "bridge").text
-    assert (f"cp_comm_type" in bridge) == (kind != "p2p")
+    assert ("cp_comm_type" in bridge) == (kind != "p2p")
 
 
 @pytest.mark.parametrize("kind,rotate", [("p2p", "alltoall"), ("allgather", "allgather")])
@@ -353,3 +353,15 @@ def test_cp_oracle_examples_chose_several_types():
     if not _Kinds.seen:
         pytest.skip("run together with test_cp_comm_types_cpsat_exhaustive_and_brute_force_agree")
     assert len(_Kinds.seen) >= 2, _Kinds.seen
+
+
+def test_infeasible_cp_comm_type_pin_is_explained_and_relaxed():
+    """cp pinned to 4 with only a2a asked, but 2 KV heads per TP rank (tp 4) cannot split 4 ways: nothing is
+    legal; the explanation names search.cp_comm_types among the conflicting requirements and a relaxation
+    with another CP comm type makes a plan."""
+    spec = _spec(gpus=64, search={"cp": [4], "tp": [4], "cp_comm_types": ["a2a"]})
+    res = optimize(spec, method="exhaustive")
+    assert res.status == "INFEASIBLE"
+    assert "search.cp_comm_types" in res.explanation.conflicting, res.explanation
+    relaxed = [r for r in res.explanation.relaxations if r.requirement == "search.cp_comm_types"]
+    assert relaxed and relaxed[0].plan.plan.cp_comm_type != "a2a", res.explanation.relaxations
