@@ -83,7 +83,10 @@ CITATIONS: dict[str, str] = {
                          "product = cp); NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b "
                          "transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py: "
                          "AttnFuncWithCPAndKVP2P (p2p, a2a+p2p with cp_group_a2a), AttnFuncWithCPAndKVAllGather, "
-                         "AttnFuncWithCPAndQKVOA2A (heads per TP rank divisible by cp)",
+                         "AttnFuncWithCPAndQKVOA2A (heads per TP rank divisible by cp); a2a+p2p takes cp_group = "
+                         "[a2a_cp_group, p2p_cp_group] (context_parallel.py:5020-5023), built by Megatron-LM "
+                         "megatron/core/parallel_state.py:387-398 create_hierarchical_groups with the first level of "
+                         "--hierarchical-context-parallel-sizes on adjacent CP ranks",
     "titan.cp_rotate": f"{TITAN_022} torchtitan/config/job_config.py:446 context_parallel_rotate_method "
                        "'allgather' (default: all-gather the KV shards) | 'alltoall' (shuffle them around the ring); "
                        f"removed from the config in {TITAN[:TITAN.index('@')]}@8e5554449 (2026-06-14), which leaves "
