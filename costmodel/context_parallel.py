@@ -110,7 +110,12 @@ def ulysses_comm(qkv_bytes: float, out_bytes: float, a2a) -> CpComm:
     """``a2a``: forward re-shards Q,K,V (one all-to-all call for the three, TE ``flash_attn_a2a_communicate``)
     and the output; backward re-shards dO and dQ,dK,dV (TE ``AttnFuncWithCPAndQKVOA2A.backward``): four
     all-to-alls per attention forward as in Jacobs et al. §3 (Q, K, V, O), the same volume backward. None
-    overlaps the attention kernel (it needs the re-sharded tensors; exposed). ``a2a(bytes)`` prices one."""
+    overlaps the attention kernel (it needs the re-sharded tensors; exposed). ``a2a(bytes)`` prices one.
+
+    Memory: the attention core saves Q, K, V and O for the whole sequence of heads/cp heads instead of
+    seq/cp tokens of every head (TE saves the re-sharded tensors): the same bytes per GPU (Jacobs et al.
+    §3.2: activation memory per GPU falls with the SP degree as with sequence sharding), so no term
+    differs from the ring's; the all-to-all buffers are freed with the pre-shard tensors."""
     fwd = a2a(qkv_bytes) + a2a(out_bytes)
     return CpComm(fwd, fwd)
 
