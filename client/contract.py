@@ -38,6 +38,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     out = {key: data[key] for key in PLAN_KEYS}
     if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
         out["pipeline_layout"] = data["pipeline_layout"]
+    if plan.cp_comm_type != "p2p":  # CP attention communication, only where it is not the default ring
+        out["cp_comm_type"] = data["cp_comm_type"]
     return out
 
 

@@ -71,6 +71,8 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
         table.add_row("recompute", plan.recompute)
     table.add_row("zero_stage", str(plan.zero_stage))
     table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
+    if plan.cp > 1:
+        table.add_row("cp_comm_type", plan.cp_comm_type)
     if plan.pipeline_layout is not None:
         table.add_row("pipeline_layout", " ".join(_ints(chunks) for chunks in plan.pipeline_layout))
     if runs_on is not None:

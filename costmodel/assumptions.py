@@ -85,7 +85,8 @@ class Assumptions(BaseModel):
     hierarchical_collective_efficiency: float = Field(_CAL["hierarchical_collective_efficiency"], ge=0, le=1, description=f"share of that k-fold speed-up realized: a group with k members per domain runs at NIC x (1 + (k-1) x this); {_FIT}")
     tp_comm_overlap: float = Field(_CAL["tp_comm_overlap"], ge=0, le=1, description=f"share of TP comm hidden behind GEMMs (Megatron --tp-comm-overlap, torchtitan AsyncTP); {_FIT} on the rows that use it; set 0 for frameworks without it; seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
-    cp_comm_overlap: float = Field(_CAL["cp_comm_overlap"], ge=0, le=1, description=f"share of the CP ring KV exchange hidden behind the attention core (never more than that compute); {_FIT}; textbook 1 (all of it, as far as attention lasts)")
+    cp_ring_model: Literal["blockwise", "aggregate"] = Field("blockwise", description="how the p2p KV ring's exposure is priced: 'blockwise' (physical, no fitted share: each of the cp-1 forward and cp backward steps exposes max(0, transfer - that step's attention block), Transformer Engine AttnFuncWithCPAndKVP2P, Liu et al. 2023 §3; costmodel/context_parallel.py ring_exposed_s); 'aggregate' (seed 003: the ring's total less cp_comm_overlap of it, never more than the whole attention core); textbook 'aggregate'")
+    cp_comm_overlap: float = Field(1.0, ge=0, le=1, description="cp_ring_model 'aggregate' only: share of the CP ring KV exchange hidden behind the attention core (never more than that compute); not fitted (the default model, 'blockwise', has no share); textbook 1 (all of it, as far as attention lasts)")
     overlap_limited_by_compute: bool = Field(True, description="hidden DP/ZeRO traffic cannot exceed the compute it hides behind (per layer: the backward of the last micro-batch for per-step traffic, the layer's fwd+bwd for ZeRO-2/3); textbook: fixed fractions")
     dp_comm_overlap: float = Field(_CAL["dp_comm_overlap"], ge=0, le=1, description=f"share of DP grad reduce / param gather hidden behind backward / forward (Megatron --overlap-grad-reduce/--overlap-param-gather, PyTorch DDP buckets); {_FIT} on the rows that overlap; seed 003: 80 %")
     zero_microbatch_comm_overlap: float = Field(_CAL["zero_microbatch_comm_overlap"], ge=0, le=1, description=f"share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter; FSDP prefetch); {_FIT}")
@@ -150,6 +151,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hierarchical_all_to_all": False,
         "fp8_activation_bytes": 2.0,
         "cp_comm_overlaps_attention": True,
+        "cp_ring_model": "aggregate",
         "cp_comm_overlap": 1.0,
         "dp_comm_overlap": 0.8,
         "zero_microbatch_comm_overlap": 0.8,

@@ -24,7 +24,6 @@ FITTED: dict[str, float] = {
     "dp_comm_overlap": 0.5788,
     "zero_microbatch_comm_overlap": 0.3795,
     "pp_comm_overlap": 0.057,
-    "cp_comm_overlap": 0.9997,
     "activation_traffic_passes": 7.4836,
 }
 
@@ -52,6 +51,5 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dp_comm_overlap": (0.0, 1.0),
     "zero_microbatch_comm_overlap": (0.0, 1.0),
     "pp_comm_overlap": (0.0, 1.0),
-    "cp_comm_overlap": (0.0, 1.0),
     "activation_traffic_passes": (0.0, 20.0),
 }

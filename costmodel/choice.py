@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
+from parplan.costmodel.context_parallel import (a2a_group_size, allgather_comm, attention_seq_len, ring_aggregate_s,
+                                                ring_exposed_s, ulysses_all_to_all_s, ulysses_comm)
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GIB, GPU
@@ -45,6 +47,7 @@ class Choice:
     recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
     zero_stage: int = 1
     sequence_parallel: bool = True
+    cp_comm_type: str = "p2p"  # --cp-comm-type p2p | a2a | allgather | a2a+p2p (costmodel/context_parallel.py)
     # interleaved: decoder layers fewer in stage 0's first model chunk and in the last stage's last chunk than
     # in their other chunks (Meta's Llama 3 405B split, Megatron's --pipeline-model-parallel-layout); the plan
     # carries them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
@@ -328,7 +331,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
     tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
     tokens_gpu = tokens_tp_group / c.tp  # per-GPU share of token-FLOPs
-    attn_eff = attention_efficiency(a, gpu, s_rank)  # attention core: BF16 FlashAttention
+    # CP comm type: the a2a level's size, and the sequence one attention kernel call sees (context_parallel.py)
+    cp_a2a = a2a_group_size(c.cp_comm_type, c.cp, ep_members_per_domain(c.tp, c.cp, domain, n)) if c.cp > 1 else 1
+    attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, seq, c.cp, cp_a2a))  # BF16 FlashAttention
     attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else rate
     hbm_Bps = hbm_bandwidth_gbps(gpu, a) * 1e9
 
@@ -361,8 +366,6 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     tp_layer = 2 * tp_block_collectives * tp_one
     tp_layer_fwd = 2 * 2 * tp_one  # what a recomputed forward repeats
     kv_bytes = tokens_tp_group * (arch.k_dim + arch.v_dim) * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
-    Lc = links["cp"]
-    ring = 3 * (c.cp - 1) * (Lc.latency_s + kv_bytes / Lc.bandwidth_Bps) if c.cp > 1 else 0.0
     if a.flash_attention:
         attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate
     else:
@@ -372,7 +375,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         d_head = m.head_size
         attn_core_s = tokens_gpu * arch.attention_core_flops(seq, 1.0) * spf(
             [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
-    cp_layer = max(ring * (1 - a.cp_comm_overlap), ring - attn_core_s) if a.cp_comm_overlaps_attention else ring
+    cp = cp_attention_comm(c, a, gpu, links, domain, n, kv_bytes, tokens_tp_group, arch, attn_core_s, fwd_share, cp_a2a)
+    cp_layer, cp_layer_fwd = cp.total_s, cp.fwd_s
 
     # ---- data-parallel / ZeRO traffic per parameter on this GPU
     def dp_comm_per_param(link_: Link, n: int) -> tuple[float, float]:
@@ -505,18 +509,18 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         norm_bytes = 2 * 2 * (2 * h) / (c.tp if sp else 1)
         selective_dense += 2 * tokens_gpu * up_params * spf_dense + tokens_tp_group * norm_bytes / hbm_Bps
 
-    def recompute_comm(tp_fwd_s: float, cp_s: float, ep_s: float) -> tuple[float, float, float]:
-        """The forward communication a fully recomputed layer repeats: its forward TP collectives, one of
-        the CP ring's three passes, half of the all-to-all."""
+    def recompute_comm(tp_fwd_s: float, cp_fwd_s: float, ep_s: float) -> tuple[float, float, float]:
+        """The forward communication a fully recomputed layer repeats: its forward TP collectives, the CP
+        attention communication's forward part, half of the all-to-all."""
         if not a.recompute_repeats_comm:
             return (0.0, 0.0, 0.0)
-        return (tp_fwd_s, cp_s / 3, ep_s / 2)
+        return (tp_fwd_s, cp_fwd_s, ep_s / 2)
 
     # ---- dense layer
     dense_params_gpu = arch.dense_layer_params / c.tp
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
     dense_compute = tokens_gpu * arch.dense_layer_linear_flops * spf_dense + attn_core_s + traffic_s(traffic_per_token)
-    rc_comm = recompute_comm(tp_layer_fwd, cp_layer, 0.0)
+    rc_comm = recompute_comm(tp_layer_fwd, cp_layer_fwd, 0.0)
     dense = LayerCost(
         compute_s=dense_compute + selective_dense,
         tp_s=tp_layer,
@@ -584,7 +588,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         shared_blocks = 1 if moe.num_shared_experts else 0
         tp_moe = (1 + shared_blocks) * tp_block_collectives * tp_one + 4 * etp_one
         tp_moe_fwd = (1 + shared_blocks) * 2 * tp_one + 2 * etp_one
-        rc_comm_m = recompute_comm(tp_moe_fwd, cp_layer, ep_layer)
+        rc_comm_m = recompute_comm(tp_moe_fwd, cp_layer_fwd, ep_layer)
         moe_cost = LayerCost(
             compute_s=moe_compute + selective_dense,
             tp_s=tp_moe,
@@ -660,6 +664,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         recompute_workspace = a.recompute_workspace_layers * max(full_layer_bytes)
     elif per_op_sac:  # every layer checkpoints per op: the regenerated layer is always there
         workspace += a.recompute_workspace_layers * max(full_layer_bytes)
+    workspace += cp.workspace_bytes  # CP all-gather: the gathered K,V (and dK,dV) of the layer in flight
     if zero == 3:
         layer_params_gpu = dense_params_gpu if moe is None else max(dense_params_gpu, nonexpert_gpu + expert_gpu)
         workspace += a.zero3_unsharded_layers * layer_params_gpu * (a.weight_bytes + a.grad_bytes)
@@ -694,6 +699,51 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         costs = _spread_embedding(costs, arch, c, states,
                                   sum(dp_comm_per_param(coll["dp_cp"], g_dense)) * (1 - a.dp_comm_overlap), spec)
     return costs
+
+
+def cp_attention_comm(c: Choice, a: Assumptions, gpu: GPU, links: dict[str, Link], domain: int, n: int,
+                      kv_bytes: float, tokens_tp_group: float, arch: Architecture, attn_core_s: float,
+                      fwd_share: float, cp_a2a: int):
+    """Exposed CP communication of one layer and micro-batch for the choice's CP comm type
+    (costmodel/context_parallel.py holds the derivations and sources)."""
+    from parplan.costmodel.context_parallel import CpComm
+
+    if c.cp <= 1:
+        return CpComm(0.0, 0.0)
+    attn_fwd, attn_bwd = attn_core_s * fwd_share, attn_core_s * (1 - fwd_share)
+    kind = c.cp_comm_type
+    if kind == "allgather":
+        Lc = links["cp"]
+        return allgather_comm(c.cp, kv_bytes, Lc.latency_s, Lc.bandwidth_Bps)
+    ring_cp, ring_link = c.cp, links["cp"]
+    comm = CpComm(0.0, 0.0)
+    if kind in ("a2a", "a2a+p2p"):
+        # the a2a level: cp_a2a members with stride tp (innermost after TP in the mesh order tp-cp-dp-pp)
+        nv, net = tier_links(gpu, a)
+        local = ep_members_per_domain(c.tp, cp_a2a, domain, n)
+        La = link(c.tp, cp_a2a, domain, gpu, a, n)
+
+        def a2a(tensor_bytes: float) -> float:
+            return ulysses_all_to_all_s(tensor_bytes, cp_a2a, local, (nv.bandwidth_Bps, nv.latency_s),
+                                        (net.bandwidth_Bps, net.latency_s), a.hierarchical_all_to_all,
+                                        (La.bandwidth_Bps, La.latency_s))
+
+        # this GPU's Q, K, V and output before the re-shard: its tokens, its TP rank's heads, BF16
+        qkv_bytes = tokens_tp_group * (arch.q_dim + arch.k_dim + arch.v_dim) * 2 / c.tp
+        out_bytes = tokens_tp_group * arch.o_dim * 2 / c.tp
+        comm = ulysses_comm(qkv_bytes, out_bytes, a2a)
+        if kind == "a2a":
+            return comm
+        ring_cp = c.cp // cp_a2a  # the p2p level: stride tp·cp_a2a
+        ring_link = link(c.tp * cp_a2a, ring_cp, domain, gpu, a, n)
+    if a.cp_ring_model == "aggregate":
+        ring = ring_aggregate_s(ring_cp, kv_bytes, ring_link.latency_s, ring_link.bandwidth_Bps, attn_core_s,
+                                a.cp_comm_overlap, a.cp_comm_overlaps_attention)
+    else:
+        ring = ring_exposed_s(ring_cp, kv_bytes, ring_link.latency_s, ring_link.bandwidth_Bps,
+                              attn_fwd if a.cp_comm_overlaps_attention else 0.0,
+                              attn_bwd if a.cp_comm_overlaps_attention else 0.0)
+    return CpComm(comm.fwd_s + ring.fwd_s, comm.bwd_s + ring.bwd_s, comm.workspace_bytes + ring.workspace_bytes)
 
 
 def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states, dp_per_param: float,

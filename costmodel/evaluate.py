@@ -159,7 +159,8 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
                 num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
                 recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
-                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout)
+                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
+                cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p")
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -167,7 +168,8 @@ def plan_choice(plan: Plan) -> Choice:
     return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
                   schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
-                  sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last)
+                  sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last,
+                  cp_comm_type=plan.cp_comm_type)
 
 
 def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice
-from parplan.costmodel.mesh import span_within_domain
+from parplan.costmodel.context_parallel import a2a_group_size
+from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 from parplan.costmodel.spec import Spec
 from parplan.frameworks.profiles import choice_rule_violations, spec_profile, stage_rule_violations
 
@@ -49,6 +50,7 @@ def degree_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
             out.append(f"seq_len ({seq}) must be divisible by 2·cp ({2 * c.cp}) for load-balanced causal CP")
         if seq // c.cp < a.min_tokens_per_cp_rank:
             out.append(f"seq_len/cp = {seq // c.cp} tokens is below min_tokens_per_cp_rank ({a.min_tokens_per_cp_rank})")
+    out += cp_comm_violations(spec, c, domain)
     if m.moe is None:
         if c.ep != 1 or c.etp != 1:
             out.append("ep and etp must be 1 for a dense model")
@@ -111,4 +113,34 @@ def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_l
             out.append("pipeline_layout's per-stage sums must equal stage_layers")
     if c.recompute != "full" and any(recompute_layers):
         out.append("recompute_layers must be 0 unless recompute is full")
+    return out
+
+
+def cp_comm_violations(spec: Spec, c: Choice, domain: int) -> list[str]:
+    """Rules of the CP comm type (costmodel/context_parallel.py).
+
+    * cp = 1 has no CP communication: the canonical type is p2p.
+    * a2a re-shards heads over the CP group: every TP rank's query and KV heads must divide by cp
+      (NVIDIA/TransformerEngine@d0067d0d context_parallel.py, AttnFuncWithCPAndQKVOA2A.forward:
+      ``assert q.shape[-2] % cp_size == 0 and k.shape[-2] % cp_size == 0``, shapes per TP rank).
+    * a2a+p2p: the a2a level is the CP members in one NVLink domain; it must hold more than one member and
+      fewer than cp (otherwise the plan is a2a or p2p), and the heads per TP rank must divide by it
+      (Megatron-LM@d98e8a64 arguments.py:583-585 needs --hierarchical-context-parallel-sizes; its product is
+      cp, arguments.py:580-582).
+    """
+    kind = c.cp_comm_type
+    if c.cp == 1:
+        return [] if kind == "p2p" else [f"cp_comm_type {kind} needs cp > 1 (cp = 1 is written p2p)"]
+    if kind in ("p2p", "allgather"):
+        return []
+    m = spec.model
+    heads, kv = m.num_attention_heads // c.tp, m.kv_heads // c.tp
+    size = a2a_group_size(kind, c.cp, ep_members_per_domain(c.tp, c.cp, domain, c.num_gpus))
+    out: list[str] = []
+    if kind == "a2a+p2p" and not 1 < size < c.cp:
+        out.append(f"cp_comm_type a2a+p2p needs the CP group (cp {c.cp}, stride tp {c.tp}) to span NVLink domains "
+                   f"of {domain} GPUs with more than one member in each (it has {size} per domain)")
+    if heads % size or kv % size:
+        out.append(f"cp_comm_type {kind}: attention heads per TP rank ({heads}) and KV heads per TP rank ({kv}) "
+                   f"must be divisible by the all-to-all group ({size})")
     return out

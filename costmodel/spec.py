@@ -23,12 +23,16 @@ from parplan.frameworks.profiles import apply_framework_assumptions, search_conf
 
 Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
 Recompute = Literal["none", "selective", "full"]
+# Megatron-Core --cp-comm-type (costmodel/context_parallel.py): the ring, Ulysses all-to-all, KV all-gather,
+# all-to-all within an NVLink domain and a ring across them
+CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
 
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
+CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
 # Upper limits of sizes: well above any model or cluster built (Llama-3 405B: 126 layers, hidden 16384,
 # 128K context, 16K GPUs; DeepSeek-V3: 256 experts), low enough that nothing later overflows.
@@ -242,6 +246,10 @@ class SearchSpec(_Limited):
     recompute: Optional[list[Recompute]] = None
     uniform_recompute: bool = False
     sequence_parallel: Optional[list[bool]] = None
+    cp_comm_types: Optional[list[CpCommType]] = Field(
+        None, description="CP attention communication to consider when cp > 1: p2p (KV ring), a2a (Ulysses "
+                          "all-to-all over heads), allgather (KV all-gather), a2a+p2p (a2a within an NVLink domain, "
+                          "ring across domains); default [p2p]")
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
 
     @property
@@ -256,7 +264,7 @@ class SearchSpec(_Limited):
             raise ValueError(f"search.stage_split {self.stage_split!r} contradicts search.uneven_stages: false "
                              "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
-                     "zero_stages", "recompute", "sequence_parallel"):
+                     "zero_stages", "recompute", "sequence_parallel", "cp_comm_types"):
             value = getattr(self, name)
             if value is not None and len(value) == 0:
                 raise ValueError(f"search.{name} must not be an empty list (omit it to allow every value)")
@@ -293,6 +301,8 @@ class PlanSpec(_Limited):
     recompute_layers: Optional[list[int]] = None
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = True
+    cp_comm_type: CpCommType = Field("p2p", description="CP attention communication (cp > 1): p2p | a2a | allgather "
+                                                       "| a2a+p2p (Megatron --cp-comm-type)")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
@@ -317,6 +327,7 @@ class Plan(_Strict):
     zero_stage: Literal[0, 1, 2, 3]
     sequence_parallel: bool
     pipeline_layout: Optional[list[list[NonNegativeInt]]] = None  # decoder layers per [stage][virtual chunk]
+    cp_comm_type: CpCommType = "p2p"  # CP attention communication; p2p whenever cp = 1 (the canonical form)
 
     @property
     def num_gpus(self) -> int:

@@ -43,6 +43,10 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
         ("model.pipeline_model_parallel_size", s.pp),
         ("model.context_parallel_size", s.cp),
     ]
+    if s.cp_comm_type is not None:  # Megatron-Core TransformerConfig.cp_comm_type
+        out.append(("model.cp_comm_type", s.cp_comm_type))
+    if s.hierarchical_cp_sizes is not None:
+        out.append(("model.hierarchical_context_parallel_sizes", list(s.hierarchical_cp_sizes)))
     if s.ep is not None:
         out += [("model.expert_model_parallel_size", s.ep), ("model.expert_tensor_parallel_size", s.etp)]
     if plan.vpp > 1 and s.layout is None:

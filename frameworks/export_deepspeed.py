@@ -86,9 +86,16 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
         if plan.sequence_parallel:
             warnings.append("sequence_parallel: AutoTP has no Megatron-style sequence parallelism; activations are "
                             "replicated across the TP group (more memory than planned)")
-    if plan.cp > 1:
-        warnings.append(f"cp = {plan.cp}: DeepSpeed's sequence parallelism is Ulysses (all-to-all over heads, "
-                        f"sequence_parallel_size on the HF path), not ring context parallelism; not exported")
+    if plan.cp > 1 and plan.cp_comm_type == "a2a":
+        # DeepSpeed-Ulysses (deepspeed/runtime/config.py:721-722; runtime/sequence_parallel/ulysses_sp.py)
+        cfg["sequence_parallel_size"] = plan.cp
+        warnings.append(f"code: cp = {plan.cp} is DeepSpeed-Ulysses; the model's attention must be wrapped "
+                        "(deepspeed.runtime.sequence_parallel.ulysses_sp.UlyssesSPAttentionHF.register_with_"
+                        "transformers, or deepspeed.sequence.layer.DistributedAttention)")
+    elif plan.cp > 1:
+        warnings.append(f"cp = {plan.cp} with cp_comm_type {plan.cp_comm_type}: DeepSpeed's sequence parallelism "
+                        "is Ulysses (all-to-all over heads, cp_comm_type a2a), not ring context parallelism; "
+                        "not exported")
     if spec.model.moe is not None and (plan.ep > 1 or plan.etp > 1):
         warnings.append(f"code: expert parallelism (ep = {plan.ep}, etp = {plan.etp}) is deepspeed.moe.layer.MoE("
                         f"ep_size={plan.ep}) in model code, not a config key")

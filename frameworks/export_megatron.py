@@ -59,6 +59,8 @@ class MegatronSettings:
     last_stage_layers: Optional[int] = None
     layout: Optional[str] = None
     sequence_parallel: bool = False
+    cp_comm_type: Optional[str] = None  # --cp-comm-type (None: Megatron's default p2p)
+    hierarchical_cp_sizes: Optional[tuple[int, int]] = None  # --hierarchical-context-parallel-sizes (a2a+p2p)
     tp_comm_overlap: bool = False
     recompute_granularity: Optional[str] = None
     recompute_method: Optional[str] = None
@@ -155,6 +157,18 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
     s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
+    if plan.cp > 1 and plan.cp_comm_type != "p2p":
+        # Megatron-LM arguments.py:3221 --cp-comm-type; a2a+p2p needs the two levels' sizes (:580-585): the a2a
+        # level is the CP members of one NVLink domain (costmodel/context_parallel.py)
+        s.cp_comm_type = plan.cp_comm_type
+        if plan.cp_comm_type == "a2a+p2p":
+            from parplan.costmodel.choice import nvlink_domain_size
+            from parplan.costmodel.hardware import resolve_gpu
+            from parplan.costmodel.mesh import ep_members_per_domain
+
+            inner = ep_members_per_domain(plan.tp, plan.cp, nvlink_domain_size(spec, resolve_gpu(spec.cluster)),
+                                          plan.num_gpus)
+            s.hierarchical_cp_sizes = (inner, plan.cp // inner)
     if plan.tp > 1 and knobs.tp_comm_overlap > 0:
         if s.sequence_parallel:
             s.tp_comm_overlap = True
@@ -214,6 +228,10 @@ def parallel_args(s: MegatronSettings) -> list[str]:
     _flag(out, "--tensor-model-parallel-size", s.tp)
     _flag(out, "--pipeline-model-parallel-size", s.pp)
     _flag(out, "--context-parallel-size", s.cp)
+    if s.cp_comm_type is not None:
+        _flag(out, "--cp-comm-type", s.cp_comm_type)
+    if s.hierarchical_cp_sizes is not None:
+        out += ["--hierarchical-context-parallel-sizes", *map(str, s.hierarchical_cp_sizes)]  # nargs='+'
     if s.ep is not None:
         _flag(out, "--expert-model-parallel-size", s.ep)
         _flag(out, "--expert-tensor-parallel-size", s.etp)
@@ -279,10 +297,12 @@ def _quote(token: str) -> str:
 def _array(name: str, tokens: list[str]) -> str:
     lines, i = [], 0
     while i < len(tokens):
-        flag = tokens[i]
-        value = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") else None
-        lines.append(f"    {flag}" + (f" {_quote(value)}" if value is not None else ""))
-        i += 2 if value is not None else 1
+        flag, i = tokens[i], i + 1
+        values = []
+        while i < len(tokens) and not tokens[i].startswith("--"):  # nargs='+' flags take several
+            values.append(tokens[i])
+            i += 1
+        lines.append(" ".join([f"    {flag}", *map(_quote, values)]))
     return f"{name}=(\n" + "\n".join(lines) + "\n)\n"
 
 

@@ -88,6 +88,16 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
                         "torchtitan that is enable_async_tensor_parallel, which needs [compile] enable = true: not "
                         "exported")
     par["context_parallel_degree"] = plan.cp
+    if plan.cp > 1:
+        # v0.2.2 job_config.py:446 context_parallel_rotate_method: 'alltoall' passes the KV shards around the
+        # ring (parplan's p2p), 'allgather' (its default) gathers them; torchtitan has no all-to-all over heads
+        rotate = {"p2p": "alltoall", "allgather": "allgather"}.get(plan.cp_comm_type)
+        if rotate is None:
+            warnings.append(f"cp_comm_type {plan.cp_comm_type}: torchtitan has no all-to-all over heads (Ulysses); "
+                            "exported with the KV ring (context_parallel_rotate_method alltoall), whose exposed "
+                            "communication differs from the plan's")
+            rotate = "alltoall"
+        par["context_parallel_rotate_method"] = rotate
     par["pipeline_parallel_degree"] = plan.pp
     if plan.pp > 1:
         par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]

@@ -100,6 +100,8 @@ def _megatron_parser() -> argparse.ArgumentParser:
     for flag in ("--moe-layer-freq", "--pipeline-model-parallel-layout", "--recompute-granularity",
                  "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format"):
         p.add_argument(flag, type=str)
+    p.add_argument("--cp-comm-type", type=str, nargs="+")  # one for all layers, or one per layer
+    p.add_argument("--hierarchical-context-parallel-sizes", type=int, nargs="+")
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
                  "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16"):
         p.add_argument(flag, action="store_true")
@@ -183,6 +185,11 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
         plan["pipeline_layout"] = layout  # chunks that differ within a stage (e.g. an 'E' or 'L' chunk alone)
     if args.sequence_parallel or tp > 1:
         plan["sequence_parallel"] = bool(args.sequence_parallel)
+    if args.cp_comm_type and cp > 1:
+        if len(set(args.cp_comm_type)) > 1:
+            raise ImportPlanError(f"--cp-comm-type {' '.join(args.cp_comm_type)}: one type per layer has no plan "
+                                  "form (plan.cp_comm_type is one for all layers)")
+        plan["cp_comm_type"] = args.cp_comm_type[0]
     granularity = args.recompute_granularity
     if granularity == "selective":
         plan["recompute"] = "selective"
@@ -270,6 +277,13 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
         raise ImportPlanError(f"parallelism.pipeline_parallel_schedule: {name!r} has no parplan schedule "
                               f"(known: 1F1B, Interleaved1F1B, DualPipeV)")
     plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m}
+    if cp > 1:  # v0.2.2 context_parallel_rotate_method: alltoall (the ring) | allgather (its default)
+        rotate = par.get("context_parallel_rotate_method", "allgather")
+        kinds = {"alltoall": "p2p", "allgather": "allgather"}
+        if rotate not in kinds:
+            raise ImportPlanError(f"parallelism.context_parallel_rotate_method: {rotate!r} is neither alltoall nor "
+                                  "allgather")
+        plan["cp_comm_type"] = kinds[rotate]
     if pp > 1:
         parts = par.get("module_fqns_per_model_part")
         if not parts:
@@ -336,11 +350,15 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
     if not isinstance(pp, int):
         raise ImportPlanError(f"pipeline.stages: {pp!r}; the stage count must be an integer to read a plan")
     tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1)
-    if tp * pp * dp != base.cluster.num_gpus:
-        raise ImportPlanError(f"tp·pp·dp = {tp * pp * dp} (autotp_size·pipeline.stages·train_batch_size/(micro × "
-                              f"accumulation)) must equal cluster.num_gpus = {base.cluster.num_gpus}")
-    plan: dict[str, Any] = {"tp": tp, "cp": 1, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
+    sp = cfg.get("sequence_parallel_size", 1)  # DeepSpeed-Ulysses (runtime/config.py:721-722)
+    if tp * pp * dp * sp != base.cluster.num_gpus:
+        raise ImportPlanError(f"tp·pp·dp·sp = {tp * pp * dp * sp} (autotp_size·pipeline.stages·train_batch_size/"
+                              f"(micro × accumulation)·sequence_parallel_size) must equal cluster.num_gpus = "
+                              f"{base.cluster.num_gpus}")
+    plan: dict[str, Any] = {"tp": tp, "cp": sp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
                             "zero_stage": cfg.get("zero_optimization", {}).get("stage", 0)}
+    if sp > 1:
+        plan["cp_comm_type"] = "a2a"
     if tp > 1:
         plan["sequence_parallel"] = False
     interval = pipe.get("activation_checkpoint_interval", 0)

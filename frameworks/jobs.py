@@ -38,7 +38,10 @@ PLACEHOLDER = "REPLACE-ME"
 
 def job_name(plan: Plan) -> str:
     """``parplan-<8 hex>``: a stable name from the plan's content."""
-    digest = hashlib.sha1(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    data = plan.model_dump(mode="json")
+    if data.get("cp_comm_type") == "p2p":  # the default: names of plans from before the field stay the same
+        del data["cp_comm_type"]
+    digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return f"parplan-{digest[:8]}"
 
 

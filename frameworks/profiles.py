@@ -78,6 +78,24 @@ CITATIONS: dict[str, str] = {
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the recipe's environment",
     "megatron.cp": f"{MEGATRON} megatron/training/arguments.py:3221 --cp-comm-type p2p (ring, default) | a2a | "
                    "allgather | a2a+p2p",
+    "megatron.cp_types": f"{MEGATRON} megatron/training/arguments.py:3221-3226 --cp-comm-type (one for all layers "
+                         "or one per layer) and :580-585 (a2a+p2p needs --hierarchical-context-parallel-sizes, "
+                         "product = cp); NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b "
+                         "transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py: "
+                         "AttnFuncWithCPAndKVP2P (p2p, a2a+p2p with cp_group_a2a), AttnFuncWithCPAndKVAllGather, "
+                         "AttnFuncWithCPAndQKVOA2A (heads per TP rank divisible by cp); a2a+p2p takes cp_group = "
+                         "[a2a_cp_group, p2p_cp_group] (context_parallel.py:5020-5023), built by Megatron-LM "
+                         "megatron/core/parallel_state.py:387-398 create_hierarchical_groups with the first level of "
+                         "--hierarchical-context-parallel-sizes on adjacent CP ranks",
+    "titan.cp_rotate": f"{TITAN_022} torchtitan/config/job_config.py:446 context_parallel_rotate_method "
+                       "'allgather' (default: all-gather the KV shards) | 'alltoall' (shuffle them around the ring); "
+                       f"removed from the config in {TITAN[:TITAN.index('@')]}@8e5554449 (2026-06-14), which leaves "
+                       "PyTorch's default (_ContextParallelOptions.rotate_method = ALL_GATHER in "
+                       "torch/distributed/tensor/experimental/_context_parallel/_attention.py); "
+                       "no all-to-all over heads",
+    "deepspeed.ulysses": f"{DEEPSPEED} deepspeed/runtime/sequence_parallel/ulysses_sp.py:145-150 "
+                         "UlyssesSPAttentionHF: attention heads divisible by the SP size, KV heads divisible by it "
+                         "or it by them; deepspeed/runtime/config.py:721-722 sequence_parallel_size",
     "titan.schedules": f"{TITAN} torchtitan/config/configs.py:216-224 pipeline_parallel_schedule, any of "
                        "torch.distributed.pipelining's get_schedule_class: 1F1B, GPipe, Interleaved1F1B, LoopedBFS, "
                        "InterleavedZeroBubble, ZBVZeroBubble, DualPipeV",
@@ -144,6 +162,7 @@ class Profile:
     assumptions: dict[str, Any] = field(default_factory=dict)  # memory conventions (knob -> value)
     citations: tuple[str, ...] = ()
     not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
+    cp_comm_types: tuple[str, ...] = ("p2p",)  # CP comm types it runs with cp > 1 (costmodel/context_parallel.py)
 
 
 _MEGATRON_CORE = Profile(
@@ -156,14 +175,17 @@ _MEGATRON_CORE = Profile(
                  "sequence_parallel_saves_gathered_inputs": False, "selective_recompute_policy": "attention"},
     citations=("megatron.schedules", "megatron.vp_group", "megatron.dist_opt", "megatron.fsdp", "megatron.fsdp_pp",
                "megatron.tp_overlap_sp", "megatron.recompute", "megatron.layout", "megatron.grads_fp32",
-               "megatron.cp"),
+               "megatron.cp", "megatron.cp_types"),
     not_expressible=("--recompute-modules (selective recompute of named modules: parplan's 'selective' is the "
-                     "attention core)", "CP comm types a2a / allgather (parplan prices the p2p ring)",
+                     "attention core)", "a different --cp-comm-type per layer (parplan: one for all layers); "
+                     "a2a+p2p with an a2a level other than the CP members of one NVLink domain",
                      "--outer-dp-sharding-strategy (HSDP)"),
+    cp_comm_types=("p2p", "a2a", "allgather", "a2a+p2p"),
 )
 _MEGATRON_CORE_PRE_LAYOUT = replace(
     _MEGATRON_CORE, versions=">= 0.9.0, < 0.13.0", stage_split="first_last",
-    citations=_MEGATRON_CORE.citations[:-3] + ("megatron.uneven", "megatron.grads_fp32", "megatron.cp"),
+    citations=_MEGATRON_CORE.citations[:-4] + ("megatron.uneven", "megatron.grads_fp32", "megatron.cp",
+                                               "megatron.cp_types"),
 )
 _MEGATRON_BRIDGE = replace(
     _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge performance recipes on Megatron-Core >= 0.13.0",
@@ -181,7 +203,8 @@ _TORCHTITAN = Profile(
                  "tp_comm_overlap": 0.0},
     citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
-               "titan.runtime"),
+               "titan.runtime", "titan.cp_rotate"),
+    cp_comm_types=("p2p", "allgather"),
     not_expressible=("GPipe (parplan has no all-forwards-first schedule)",
                      "InterleavedZeroBubble (parplan's zb-h1 has one stage per rank; torchtitan's looped schedules "
                      "need at least two)",
@@ -200,13 +223,15 @@ _DEEPSPEED = Profile(
     schedules=("1f1b",),
     zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1),
     recompute=("none", "full"), full_recompute_counts="all",
-    context_parallel=False, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
+    context_parallel=True, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp"),
-    not_expressible=("DeepSpeed-Ulysses sequence parallelism (all-to-all over heads)", "ZeRO-Infinity offload",
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp", "deepspeed.ulysses"),
+    not_expressible=("Ulysses with fewer KV heads than the SP size (DeepSpeed replicates them; parplan needs "
+                     "KV heads divisible by cp)", "ZeRO-Infinity offload",
                      "partition_method 'parameters' (balances parameter counts, not layers)"),
+    cp_comm_types=("a2a",),
 )
 
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
@@ -325,6 +350,7 @@ class SpaceLimits:
     zero_stages_with_pp: tuple[int, ...]
     recompute: tuple[str, ...]
     cp: Optional[tuple[int, ...]]  # None: unrestricted
+    cp_comm_types: tuple[str, ...]  # with cp > 1
     etp_one: bool
     sequence_parallel: Optional[tuple[bool, ...]]
     stage_split: str  # the loosest search.stage_split the framework runs: per_stage, first_last or even
@@ -341,6 +367,7 @@ def space_limits(prof: Profile) -> SpaceLimits:
         zero_stages_with_pp=prof.zero_stages_with_pp,
         recompute=prof.recompute,
         cp=None if prof.context_parallel else (1,),
+        cp_comm_types=prof.cp_comm_types,
         etp_one=prof.expert_tensor_parallel == "one",
         sequence_parallel=None if prof.sequence_parallel else (False,),
         stage_split={"any": "per_stage"}.get(prof.stage_split, prof.stage_split),
@@ -365,7 +392,9 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
     if c.recompute not in prof.recompute:
         out.append(f"{who} has no recompute granularity {c.recompute!r}")
     if c.cp > 1 and not prof.context_parallel:
-        out.append(f"{who} has no ring context parallelism (cp must be 1)")
+        out.append(f"{who} has no context parallelism (cp must be 1)")
+    elif c.cp > 1 and getattr(c, "cp_comm_type", "p2p") not in prof.cp_comm_types:
+        out.append(f"{who} has no CP comm type {c.cp_comm_type} (it runs {', '.join(prof.cp_comm_types)})")
     if c.etp != 1:
         if prof.expert_tensor_parallel == "one":
             out.append(f"{who} has no expert tensor parallelism (etp must be 1)")
@@ -449,5 +478,9 @@ def search_conflicts(spec: "Spec") -> list[str]:
             out.append(f"search.{name} {list(pinned)}: {prof.name} runs none of them "
                        f"(it runs {', '.join(map(str, allowed))})")
     if s.cp is not None and lim.cp is not None and 1 not in s.cp:
-        out.append(f"search.cp {list(s.cp)}: {prof.name} has no ring context parallelism (cp must be 1)")
+        out.append(f"search.cp {list(s.cp)}: {prof.name} has no context parallelism (cp must be 1)")
+    kinds = list(s.cp_comm_types or ["p2p"])
+    if lim.cp is None and s.cp is not None and 1 not in s.cp and not set(kinds) & set(lim.cp_comm_types):
+        out.append(f"search.cp {list(s.cp)} with search.cp_comm_types {kinds}: {prof.name} runs none of these CP "
+                   f"comm types (it runs {', '.join(lim.cp_comm_types)}; set search.cp_comm_types)")
     return out

@@ -29,7 +29,8 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.assumptions import PRESETS
-from parplan.costmodel.spec import RECOMPUTE_GRANULARITIES, SCHEDULES, FrameworkName, Objective, Precision, SearchSpec
+from parplan.costmodel.spec import (CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, SCHEDULES, FrameworkName, Objective,
+                                    Precision, SearchSpec)
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
 
@@ -49,13 +50,14 @@ ENUM_VALUES: dict[str, tuple[str, ...]] = {
     "parplan.v1.PlanStatus": typing.get_args(Status),
     "parplan.v1.Framework": typing.get_args(FrameworkName),
     "parplan.v1.StageSplit": STAGE_SPLITS,
+    "parplan.v1.CpCommType": CP_COMM_TYPES,
 }
 
 
 def enum_value_name(enum: EnumDescriptor, value: str) -> str:
-    """``Schedule``, ``"zb-h1"`` -> ``SCHEDULE_ZB_H1``."""
+    """``Schedule``, ``"zb-h1"`` -> ``SCHEDULE_ZB_H1`` (``CpCommType``, ``"a2a+p2p"`` -> ``CP_COMM_TYPE_A2A_P2P``)."""
     prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", enum.name).upper()
-    return f"{prefix}_{value.upper().replace('-', '_')}"
+    return f"{prefix}_{re.sub(r'[-+]', '_', value.upper())}"
 
 
 def _enum_tables(enum: EnumDescriptor) -> tuple[dict[str, int], dict[int, str]]:
@@ -69,6 +71,7 @@ SCALAR_VALUE = pb.ScalarValue.DESCRIPTOR.full_name
 
 # fields whose CONTRACT key is absent (not None) when unset: message_to_dict leaves them out
 OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["cp_comm_type"].full_name,  # absent: the p2p ring
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})

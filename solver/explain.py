@@ -20,7 +20,7 @@ import numpy as np
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
-from parplan.costmodel.spec import SearchSpec, Spec
+from parplan.costmodel.spec import CP_COMM_TYPES, SearchSpec, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
 from parplan.solver.deadline import TimeUp
@@ -43,7 +43,7 @@ def _requirements(spec: Spec) -> list[str]:
     for f in PIN_FIELDS:
         if getattr(s, f) is not None:
             req.append(f"search.{f}")
-    for f in ("schedules", "zero_stages", "recompute", "sequence_parallel"):
+    for f in ("schedules", "zero_stages", "recompute", "sequence_parallel", "cp_comm_types"):
         if getattr(s, f) is not None:
             req.append(f"search.{f}")
     if s.resolved_stage_split != "per_stage":
@@ -67,6 +67,8 @@ def _violates(c, spec: Spec, name: str) -> bool:
         return c.recompute not in s.recompute
     if name == "search.sequence_parallel":
         return c.sequence_parallel not in s.sequence_parallel
+    if name == "search.cp_comm_types":
+        return c.cp > 1 and c.cp_comm_type not in s.cp_comm_types
     return False
 
 
@@ -136,6 +138,10 @@ def _relaxed_options(spec: Spec, opts: SpaceOptions, names: list[str]) -> SpaceO
                 changes["stage_split"] = free.stage_split
             elif f == "uniform_recompute":
                 changes[f] = free.uniform_recompute
+            elif f == "cp_comm_types":  # every type the framework runs (the default space has p2p only)
+                every = SpaceOptions.from_spec(spec.model_copy(update={"search": SearchSpec(
+                    cp_comm_types=list(CP_COMM_TYPES))}))
+                changes[f] = every.cp_comm_types
     return replace(opts, **changes)
 
 
@@ -259,7 +265,7 @@ def _describe_change(requirement: str, ev) -> str:
     value = {"tp": p.tp, "cp": p.cp, "pp": p.pp, "dp": p.dp, "ep": p.ep, "etp": p.etp,
              "micro_batch_size": p.micro_batch_size, "vpp": p.vpp, "schedules": p.schedule,
              "zero_stages": p.zero_stage, "recompute": p.recompute, "sequence_parallel": p.sequence_parallel,
-             "uneven_stages": p.stage_layers, "stage_split": p.stage_layers,
+             "cp_comm_types": p.cp_comm_type, "uneven_stages": p.stage_layers, "stage_split": p.stage_layers,
              "uniform_recompute": p.recompute_layers}.get(f)
     if f in ("uneven_stages", "stage_split"):
         return f"allow every stage its own layer count (search.stage_split: per_stage), e.g. stage_layers {value}"

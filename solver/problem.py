@@ -112,7 +112,8 @@ class Problem:
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel, pipeline_layout=trimmed_layout(c, layers))
+                    sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
+                    pipeline_layout=trimmed_layout(c, layers))
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)

@@ -101,6 +101,7 @@ class SpaceOptions:
     zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
     recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
     chunk_layouts: bool = True  # interleaved chunks may differ within a stage (trimmed first / last chunk)
+    cp_comm_types: tuple[str, ...] = ("p2p",)  # with cp > 1 (cp = 1 is always p2p); search.cp_comm_types
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -116,6 +117,7 @@ class SpaceOptions:
             sequence_parallel=t(s.sequence_parallel),
             uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
             stage_split=s.resolved_stage_split,
+            cp_comm_types=tuple(s.cp_comm_types) if s.cp_comm_types else ("p2p",),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -123,6 +125,9 @@ class SpaceOptions:
         lim = space_limits(prof)
         keep = lambda mine, theirs: tuple(v for v in mine if v in theirs)  # noqa: E731
         pin = lambda mine, theirs: theirs if mine is None else keep(mine, theirs)  # noqa: E731
+        cp_types = keep(opts.cp_comm_types, lim.cp_comm_types)
+        if not cp_types:  # none of the asked CP comm types runs there: no cp > 1
+            opts = replace(opts, cp=pin(opts.cp, (1,)))
         return replace(
             opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
             recompute=keep(opts.recompute, lim.recompute),
@@ -134,7 +139,7 @@ class SpaceOptions:
             uneven_stages=_tighter(opts.stage_split, lim.stage_split) != "even",
             stage_split=_tighter(opts.stage_split, lim.stage_split),
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
-            recompute_all_layers=lim.recompute_all_layers,
+            recompute_all_layers=lim.recompute_all_layers, cp_comm_types=cp_types or ("p2p",),
             chunk_layouts=lim.chunk_layouts,
         )
 
@@ -239,10 +244,13 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                               for etp in _allowed(default_expert_tp(tp) if opts.etp is None else divisors(n), opts.etp)
                               for ep in _allowed(divisors(moe.num_experts), opts.ep)
                               if (tp * cp * dp) % (ep * etp) == 0]
-                for ep, etp in ep_etp:
+                # CP comm types: cp = 1 has none (p2p, canonical); none dominates another (each trades
+                # exposed time against memory and head divisibility differently)
+                kinds = list(opts.cp_comm_types) if cp > 1 else ["p2p"]
+                for (ep, etp), kind in ((x, k) for x in ep_etp for k in kinds):
                     # rules on the degrees alone: checked once for all batch splits and schedules
                     probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
-                                   num_microbatches=gbs // dp if gbs % dp == 0 else 1)
+                                   num_microbatches=gbs // dp if gbs % dp == 0 else 1, cp_comm_type=kind)
                     why = degree_violations(spec, probe, a, domain)
                     if why:
                         reject(why)
@@ -263,7 +271,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                             for vpp, first_trim, last_trim in layouts:
                                 head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                               num_microbatches=m, vpp=vpp, schedule=schedule,
-                                              first_chunk_trim=first_trim, last_chunk_trim=last_trim)
+                                              first_chunk_trim=first_trim, last_chunk_trim=last_trim,
+                                              cp_comm_type=kind)
                                 why = schedule_violations(spec, head)
                                 if why:
                                     reject(why)

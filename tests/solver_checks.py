@@ -38,6 +38,11 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
     if s.sequence_parallel is not None and plan.tp > 1 and plan.sequence_parallel not in s.sequence_parallel:
         out.append(f"sequence_parallel {plan.sequence_parallel} not in search.sequence_parallel = "
                    f"{s.sequence_parallel}")
+    kinds = s.cp_comm_types or ["p2p"]  # cp = 1 is always written p2p
+    if plan.cp > 1 and plan.cp_comm_type not in kinds:
+        out.append(f"cp_comm_type {plan.cp_comm_type} not in search.cp_comm_types = {kinds}")
+    if plan.cp == 1 and plan.cp_comm_type != "p2p":
+        out.append(f"cp_comm_type {plan.cp_comm_type} at cp = 1 (canonical: p2p)")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
     if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:

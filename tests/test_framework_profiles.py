@@ -165,7 +165,8 @@ def _with_framework(spec: Spec, name: str) -> Spec:
                          ("zero_stages", prof.zero_stages)):
         if key in search and not set(search[key]) & set(allowed):
             del search[key]
-    if not prof.context_parallel and 1 not in search.get("cp", [1]):
+    kinds = search.get("cp_comm_types", ["p2p"])
+    if (not prof.context_parallel or not set(kinds) & set(prof.cp_comm_types)) and 1 not in search.get("cp", [1]):
         del search["cp"]
     return Spec.model_validate(data)
 

@@ -35,7 +35,7 @@ from parplan.costmodel.choice import Choice, choice_costs, nvlink_domain_size
 from parplan.costmodel.evaluate import evaluate_costs
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.legality import choice_violations
-from parplan.costmodel.spec import SCHEDULES, Plan, Spec
+from parplan.costmodel.spec import CP_COMM_TYPES, SCHEDULES, Plan, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 
@@ -117,6 +117,8 @@ def small_specs(draw, tiny: bool = False) -> Spec:
         search["recompute"] = v
     if (v := _maybe_subset(draw, [True, False], 0.2)) is not None:
         search["sequence_parallel"] = v
+    if (v := _maybe_subset(draw, list(CP_COMM_TYPES), 0.35)) is not None:  # CP comm types (issue 10)
+        search["cp_comm_types"] = v
     search["uneven_stages"] = draw(st.booleans())
     if search["uneven_stages"] and draw(st.integers(0, 3)) == 0:
         search["stage_split"] = "first_last"
@@ -248,8 +250,9 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                 eps = [(1, 1)] if moe is None else [
                     (ep, etp) for ep in _allowed(_divisors(inner), s.ep) for etp in etps]
                 sps = [False] if tp == 1 else _allowed([True, False], s.sequence_parallel)
-                for (ep, etp), mbs, schedule in itertools.product(
-                        eps, s.micro_batch_size or [1, 2, 4, 8], s.schedules or SCHEDULES):
+                kinds = (s.cp_comm_types or ["p2p"]) if cp > 1 else ["p2p"]
+                for (ep, etp), mbs, schedule, kind in itertools.product(
+                        eps, s.micro_batch_size or [1, 2, 4, 8], s.schedules or SCHEDULES, kinds):
                     if gbs % (dp * mbs):
                         continue
                     vpps = _allowed(range(2, L + 1) if schedule == "interleaved" else [1], s.vpp)
@@ -257,7 +260,7 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                                                                s.recompute or ("none", "selective", "full"), sps):
                         c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                    num_microbatches=gbs // (dp * mbs), vpp=vpp, schedule=schedule, recompute=rc,
-                                   zero_stage=zero, sequence_parallel=sp)
+                                   zero_stage=zero, sequence_parallel=sp, cp_comm_type=kind)
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
@@ -275,7 +278,7 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
         plan = Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=c.recompute, recompute_layers=list(rcl), zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel)
+                    sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type)
         return evaluate_costs(spec, plan, costs, a, [])
 
     def good(e):
