@@ -36,7 +36,7 @@ from benchmarks.fit import RESULTS, _git_commit, source_of  # noqa: E402
 from benchmarks.runs import express, load_runs, plan_summary  # noqa: E402
 from parplan.costmodel.assumptions import AssumptionsSpec  # noqa: E402
 from parplan.costmodel.evaluate import evaluate, resolve_plan  # noqa: E402
-from parplan.costmodel.spec import SearchSpec  # noqa: E402
+from parplan.costmodel.spec import FrameworkSpec, SearchSpec  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
 
 # Rows with a full published configuration (TP, PP, DP, CP and micro-batch size all stated), one or two
@@ -109,8 +109,9 @@ def check_row(row: dict, top_k: int) -> dict[str, Any]:
     out["same_techniques_search"] = same_techniques(row, plan)
     same = spec.model_copy(update={"search": SearchSpec(**out["same_techniques_search"])})
     out["same_techniques"] = _rank(same, t_pub, top_k)
-    out["framework"] = ex.framework
-    in_fw = spec.model_copy(update={"framework": ex.framework}) if ex.framework else spec
+    out["framework"] = ex.framework if ex.framework_version is None else f"{ex.framework} {ex.framework_version}"
+    fw = ex.framework if ex.framework_version is None else FrameworkSpec(name=ex.framework, version=ex.framework_version)
+    in_fw = spec.model_copy(update={"framework": fw}) if ex.framework else spec
     out["in_framework"] = _rank(in_fw, t_pub, top_k)
     best = optimize(in_fw, method="exhaustive").plans if ex.framework else []
     out["in_framework"]["best_runs_on_framework"] = bool(best) and ex.framework in best[0].runs_on
@@ -142,7 +143,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
         gap_f = r["published_step_s"] / f["best_step_s"] if f["best_step_s"] else float("nan")
         gaps_fw.append(gap_f)
         runs_note = "" if not r["framework"] else " yes" if f["best_runs_on_framework"] else " NO (recompute counts)"
-        fw_lines.append(f"{r['id']:44s} {str(r['framework'] or '(none)'):16s} {str(f['rank']):>5s}  {gap_f:8.2f}  "
+        fw_lines.append(f"{r['id']:44s} {str(r['framework'] or '(none)'):22s} {str(f['rank']):>5s}  {gap_f:8.2f}  "
                         f"{f['best_plan']} ({100 * f['best_mfu']:.0f}%){runs_note}")
     w("")
     w(f"rank: 1 + the number of plans (one per discrete choice, top {top_k} of the exhaustive search) the model finds")
@@ -152,7 +153,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
     w("in that space (1.00 = the model agrees the published plan is optimal). MFU: model FLOPs (causal attention).")
     w("")
     w("Within each run's framework (spec.framework = the row's profile; search = the profile's legal space):")
-    w(f"{'row':44s} {'framework':16s} {'rank':>5s}  {'pub/best':>8s}  best plan the framework runs (model MFU), runs on it")
+    w(f"{'row':44s} {'framework':22s} {'rank':>5s}  {'pub/best':>8s}  best plan the framework runs (model MFU), runs on it")
     lines.extend(fw_lines)
     ints = [x for x in ranks if isinstance(x, int)]
     ints_s = [x for x in ranks_same if isinstance(x, int)]

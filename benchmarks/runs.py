@@ -74,6 +74,7 @@ class Expression:
     assumed: dict[str, str] = field(default_factory=dict)  # field -> value chosen and why (not in the row)
     reason: Optional[str] = None  # set when not expressible
     framework: Optional[str] = None  # the framework profile that runs the row's plan (profile_family)
+    framework_version: Optional[str] = None  # the profile's version at the row's date (framework_version), or None
     # assumption knobs set for this row: techniques its framework did not use (e.g. no TP comm overlap in
     # Megatron-LM 2021); the fitted knobs describe the technique when it is used
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -135,10 +136,10 @@ def _framework(row: dict) -> str:
     return "unknown"
 
 
-# the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; rows of older
-# releases than a profile describes get the family's current profile (the rank check's "within its framework")
+# the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; Megatron-LM 2021/2022
+# rows get the dated megatron-lm profile (framework_version), the others the family's current profile
 _PROFILE_OF = {"torchtitan": "torchtitan", "nemo": "megatron-core", "mcore": "megatron-core",
-               "megatron-legacy": "megatron-core", "bridge": "megatron-bridge", "deepspeed": "deepspeed"}
+               "megatron-legacy": "megatron-lm", "bridge": "megatron-bridge", "deepspeed": "deepspeed"}
 
 
 def profile_family(row: dict) -> Optional[str]:
@@ -147,6 +148,28 @@ def profile_family(row: dict) -> Optional[str]:
     if "deepspeed" in sharding:
         return "deepspeed"
     return _PROFILE_OF.get(_framework(row))
+
+
+def framework_version(row: dict, ex: Optional["Expression"] = None) -> Optional[str]:
+    """The version of the row's profile: for Megatron-LM 2021/2022 rows (the ``megatron-lm`` profile, dated by
+    main-branch commits) the row's ``framework_version`` (a date, from its ``mapping_facts`` where the source
+    names the commit), else the last day of the year its framework or source names ('Megatron-LM (2022)' ->
+    2022-12-31): the widest space of that year, so the check never narrows a framework below what the run could
+    have had. Other rows: None (the family's newest profile)."""
+    if profile_family(row) != "megatron-lm":
+        return None
+    stated = _get(row, "framework_version", ex) if ex is not None else (
+        row.get("framework_version") or ((row.get("mapping_facts") or {}).get("framework_version") or {}).get("value"))
+    if stated is not None:
+        return str(stated)
+    for text in (row.get("framework") or "", row.get("source") or ""):
+        year = re.search(r"\b(20\d\d)\b", text)
+        if year:
+            if ex is not None:
+                ex.assumed["framework_version"] = (f"{year.group(1)}-12-31 (Megatron-LM main at the end of the year "
+                                                   "the row names; no commit stated)")
+            return f"{year.group(1)}-12-31"
+    return None
 
 
 def _get(row: dict, key: str, ex: "Expression"):
@@ -549,6 +572,7 @@ def _express(row: dict, ex: Expression) -> None:
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
                        sequence_parallel=bool(sp), pipeline_layout=layout)
     ex.framework = profile_family(row)
+    ex.framework_version = framework_version(row, ex)
 
 
 def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,

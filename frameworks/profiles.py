@@ -17,6 +17,8 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
 * Megatron-Bridge ``067f987df03b8355b03192d88d70f1709fedf51a`` (2026-08-22)
 * torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21) and tag ``v0.2.2`` (2026-02-20)
 * DeepSpeed ``edaa7221267243c7be7fb49c5d5f5c4fb97b4641`` (2026-08-22)
+* Megatron-LM before Megatron-Core (``megatron-lm``, 2021-2022): the main-branch commits that added each option
+  (``git log --first-parent main -S<flag>``), see :data:`MEGATRON_LM_COMMITS`
 
 What parplan's schedules cannot express is listed per profile (``not_expressible``): the framework
 can run it, parplan cannot plan it, so no returned plan uses it.
@@ -38,6 +40,22 @@ TITAN_022 = "pytorch/torchtitan@v0.2.2"
 DEEPSPEED = "deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
 
 FRAMEWORKS: tuple[str, ...] = ("megatron-core", "megatron-bridge", "torchtitan", "deepspeed")
+# releases of the past, planned for when a spec names them (``runs_on`` lists them only for such a spec)
+HISTORICAL: tuple[str, ...] = ("megatron-lm",)
+
+# Megatron-LM main-branch commits (first-parent merges) that changed what it could run, before Megatron-Core;
+# the ``megatron-lm`` profile's versions are dates of that branch (YYYY-MM-DD) or its tags v2.0 / v2.5 / v2.6
+MEGATRON_LM_COMMITS: dict[str, tuple[str, str]] = {  # fact -> (commit, commit date)
+    "readme_2021_01": ("152aab304d4eabe4f992def6296156642e11c28d", "2021-01-11"),
+    "interleaved": ("76e3fca0ee43a11d57ab7dc9a6de93e59d9a1e72", "2021-02-17"),
+    "sc21_scripts": ("de7dc40f883ceed06344051c3c7ebd57da59cc53", "2021-08-10"),
+    "partial_recompute": ("23266c578bb25c3d854d9488cab86f50f2b909c2", "2021-08-19"),
+    "sequence_parallel": ("9aad9203aaac510984037098d5072776da1f4e5f", "2022-05-20"),
+    "distributed_optimizer": ("d07d29df14ade3a0858c9f33b5da61d80ffd31cd", "2022-06-08"),
+    "flash_attention": ("285068c8108e0e8e6538f54fe27c3ee86c5217a2", "2023-01-11"),
+}
+MEGATRON_LM_TAGS: dict[str, str] = {"v2.0": "2021-01-12", "v2.5": "2021-08-10", "v2.6": "2021-08-27"}  # git tag dates
+_MLM = {k: f"NVIDIA/Megatron-LM@{c}" for k, (c, _) in MEGATRON_LM_COMMITS.items()}
 
 # fact -> where it is written (file at a commit, lines). The profiles below cite these keys.
 CITATIONS: dict[str, str] = {
@@ -107,6 +125,30 @@ CITATIONS: dict[str, str] = {
     "titan.cp": f"{TITAN} torchtitan/config/configs.py:233-242 context_parallel_degree, head-tail load balancing",
     "titan.runtime": "benchmarks/runs.py _techniques (torch.distributed.pipelining buffers, DTensor SP saved "
                      "inputs, loss_parallel 16 B/logit with TP, 12 B without): facts established and cited there",
+    "megatron_lm.1f1b": f"{_MLM['readme_2021_01']} megatron/training.py:497-521 forward_backward_no_pipelining and "
+                        "forward_backward_pipelining ('Run 1F1B schedule'); no interleaving, no ZeRO, no sequence "
+                        "parallelism, no selective recompute in the tree",
+    "megatron_lm.even": f"{_MLM['sc21_scripts']} megatron/model/transformer.py:551-553: num_layers must be divisible "
+                        "by pipeline_model_parallel_size (every stage the same count; 10c6ad06 (2022-02-08) adds only "
+                        "--standalone-embedding-stage, a stage without transformer layers)",
+    "megatron_lm.full_all": f"{_MLM['sc21_scripts']} megatron/model/transformer.py:597-621 _checkpointed_forward: "
+                            "--checkpoint-activations checkpoints every layer, in chunks of --checkpoint-num-layers",
+    "megatron_lm.interleaved": f"{_MLM['interleaved']} (merge 2021-02-17, 'Interleaved pipelined execution') "
+                               "megatron/schedules.py:98 forward_backward_pipelining_with_interleaving, "
+                               "--num-layers-per-virtual-pipeline-stage",
+    "megatron_lm.block": f"{_MLM['partial_recompute']} (merge 2021-08-19) megatron/model/transformer.py:613-636 "
+                         "--activations-checkpoint-method uniform | block: block checkpoints the first "
+                         "--activations-checkpoint-num-layers layers of each model chunk",
+    "megatron_lm.sp_selective": f"{_MLM['sequence_parallel']} (merge 2022-05-20, Korthikanti et al. 2022, arXiv "
+                                "2205.05198) megatron/arguments.py --sequence-parallel, --recompute-granularity "
+                                "full | selective, --recompute-method uniform | block",
+    "megatron_lm.dist_opt": f"{_MLM['distributed_optimizer']} (merge 2022-06-08) megatron/arguments.py "
+                            "--use-distributed-optimizer (ZeRO-1)",
+    "megatron_lm.no_cp_no_flash": f"{_MLM['flash_attention']} (merge 2023-01-11) adds --use-flash-attn; ring "
+                                  "context parallelism (--context-parallel-size) merges later (4a6255a7, 2023-10-30): "
+                                  "before 2023-01-11 neither exists, and the unfused softmax stores the s x s scores",
+    "megatron_lm.ddp": f"{_MLM['sc21_scripts']} megatron/arguments.py:578 --DDP-impl local (default) | torch: the "
+                       "local DDP all-reduces gradients after the backward pass (training.py train_step)",
     "deepspeed.schedule": f"{DEEPSPEED} deepspeed/runtime/pipe/schedule.py:189-252 TrainSchedule (synchronous "
                           "1F1B); no interleaved schedule",
     "deepspeed.zero_pp": f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py:76-77: ZeRO-2 and ZeRO-3 are "
@@ -209,9 +251,44 @@ _DEEPSPEED = Profile(
                      "partition_method 'parameters' (balances parameter counts, not layers)"),
 )
 
+# Megatron-LM 2021-2022 (before Megatron-Core): each variant adds what one main-branch merge added
+_MEGATRON_LM_2021_01 = Profile(
+    name="megatron-lm", versions="main 2021-01-11 .. 2021-02-16 (v2.0)",
+    schedules=("1f1b",),
+    zero_stages=(0,), zero_stages_with_pp=(0,),
+    recompute=("none", "full"), full_recompute_counts="all",
+    context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
+    assumptions={"pipeline_runtime": "megatron", "sequence_parallel_saves_gathered_inputs": False,
+                 "flash_attention": False, "tp_comm_overlap": 0.0, "pp_comm_overlap": 0.0, "dp_comm_overlap": 0.0},
+    citations=("megatron_lm.1f1b", "megatron_lm.even", "megatron_lm.full_all", "megatron_lm.no_cp_no_flash",
+               "megatron_lm.ddp"),
+    not_expressible=("--DDP-impl torch (PyTorch DDP overlaps the all-reduce: set assumptions.dp_comm_overlap)",),
+)
+_MEGATRON_LM_2021_02 = replace(
+    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-08-18 (v2.5)", schedules=("1f1b", "interleaved"),
+    citations=_MEGATRON_LM_2021_01.citations + ("megatron_lm.interleaved",),
+)
+_MEGATRON_LM_2021_08 = replace(
+    _MEGATRON_LM_2021_02, versions="main 2021-08-19 .. 2022-05-19 (v2.6)", full_recompute_counts="chunk_block",
+    citations=_MEGATRON_LM_2021_02.citations + ("megatron_lm.block",),
+)
+_MEGATRON_LM_2022_05 = replace(
+    _MEGATRON_LM_2021_08, versions="main 2022-05-20 .. 2022-06-07", recompute=("none", "selective", "full"),
+    sequence_parallel=True,
+    assumptions={**_MEGATRON_LM_2021_08.assumptions, "selective_recompute_policy": "attention"},
+    citations=_MEGATRON_LM_2021_08.citations + ("megatron_lm.sp_selective",),
+)
+_MEGATRON_LM_2022_06 = replace(
+    _MEGATRON_LM_2022_05, versions="main 2022-06-08 .. 2023-01-10", zero_stages=(0, 1), zero_stages_with_pp=(0, 1),
+    citations=_MEGATRON_LM_2022_05.citations + ("megatron_lm.dist_opt",),
+)
+
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
     "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
+    "megatron-lm": (((2022, 6, 8), _MEGATRON_LM_2022_06), ((2022, 5, 20), _MEGATRON_LM_2022_05),
+                    ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 2, 17), _MEGATRON_LM_2021_02),
+                    ((2021, 1, 11), _MEGATRON_LM_2021_01)),
     "megatron-bridge": ((None, _MEGATRON_BRIDGE),),
     "torchtitan": (((0, 2, 3), _TORCHTITAN), ((0, 0, 0), _TORCHTITAN_022)),
     "deepspeed": ((None, _DEEPSPEED),),
@@ -232,20 +309,40 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in nums[:3]) + (0,) * (3 - min(3, len(nums)))
 
 
+# versions from this key on are not the profile's (Megatron-LM: flash attention, then CP; use megatron-core)
+_UNTIL: dict[str, tuple[int, ...]] = {"megatron-lm": (2023, 1, 11)}
+
+
+def _megatron_lm_date(version: str) -> tuple[int, ...]:
+    """'2021-08-10' -> (2021, 8, 10); a tag 'v2.6' -> its date (:data:`MEGATRON_LM_TAGS`)."""
+    v = version.strip()
+    v = MEGATRON_LM_TAGS.get(v, MEGATRON_LM_TAGS.get(f"v{v}", v))
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", v)
+    if not m:
+        raise UnknownFramework(f"framework.version {version!r} for megatron-lm: expected a date of Megatron-LM's main "
+                               f"branch (YYYY-MM-DD) or a tag ({', '.join(MEGATRON_LM_TAGS)})")
+    return tuple(int(g) for g in m.groups())
+
+
 def profile(name: str, version: Optional[str] = None) -> Profile:
     """The profile of ``name`` at ``version`` (None: the newest snapshot read)."""
     if name not in _VERSIONED:
-        raise UnknownFramework(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+        raise UnknownFramework(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS + HISTORICAL)}")
     variants = _VERSIONED[name]
     if version is None:
         return variants[0][1]
-    key = _version_key(version)
+    key = _megatron_lm_date(version) if name == "megatron-lm" else _version_key(version)
+    if name in _UNTIL and key >= _UNTIL[name]:
+        raise UnknownFramework(f"framework megatron-lm version {version}: from {'-'.join(f'{x:02d}' for x in _UNTIL[name])} "
+                               "(flash attention, then context parallelism) the megatron-lm profile no longer applies; "
+                               "name megatron-core with its core version")
     for since, prof in variants:
         if since is None or key >= since:
             return prof
     oldest = variants[-1][0]
+    shown = "-".join(f"{x:02d}" for x in oldest) if name == "megatron-lm" else ".".join(map(str, oldest))
     raise UnknownFramework(f"framework {name} version {version} predates the oldest profile "
-                           f"({'.'.join(map(str, oldest))}); its facts are not cited here")
+                           f"({shown}); its facts are not cited here")
 
 
 def spec_profile(spec: "Spec") -> Optional[Profile]:
@@ -420,10 +517,12 @@ def framework_violations(prof: Profile, plan: Any) -> list[str]:
 
 
 def runs_on(spec: "Spec", plan: Any) -> list[str]:
-    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``."""
+    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``; a historical
+    framework (:data:`HISTORICAL`) only when the spec names it."""
     mine = spec_profile(spec)
     out = []
-    for name in FRAMEWORKS:
+    names = FRAMEWORKS if mine is None or mine.name in FRAMEWORKS else FRAMEWORKS + (mine.name,)
+    for name in names:
         prof = mine if mine is not None and mine.name == name else profile(name)
         if not framework_violations(prof, plan):
             out.append(name)
