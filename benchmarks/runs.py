@@ -139,11 +139,12 @@ def _framework(row: dict) -> str:
 # the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; Megatron-LM 2021/2022
 # rows get the dated megatron-lm profile (framework_version), the others the family's current profile
 _PROFILE_OF = {"torchtitan": "torchtitan", "nemo": "megatron-core", "mcore": "megatron-core",
-               "megatron-legacy": "megatron-lm", "bridge": "megatron-bridge", "deepspeed": "deepspeed"}
+               "megatron-legacy": "megatron-lm", "bridge": "megatron-bridge", "deepspeed": "deepspeed",
+               "llmfoundry": "llm-foundry"}
 
 
 def profile_family(row: dict) -> Optional[str]:
-    """The framework profile that runs a row's plan today, or None (LLM Foundry, HAI-LLM: no profile)."""
+    """The framework profile that runs a row's plan, or None (HAI-LLM, Meta internal: no profile)."""
     sharding = (row.get("zero_or_sharding") or "").lower()
     if "deepspeed" in sharding:
         return "deepspeed"

@@ -25,7 +25,7 @@ Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
-FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm"]
+FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
 
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")

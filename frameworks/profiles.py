@@ -17,6 +17,8 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
 * Megatron-Bridge ``067f987df03b8355b03192d88d70f1709fedf51a`` (2026-08-22)
 * torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21) and tag ``v0.2.2`` (2026-02-20)
 * DeepSpeed ``edaa7221267243c7be7fb49c5d5f5c4fb97b4641`` (2026-08-22)
+* LLM Foundry ``061f2c7ce64e655100286584a7629e2a09f827ba`` (2023-10-17; after v0.3.0) and the Composer release it
+  pins (``mosaicml>=0.16.3,<0.17``: v0.16.4 ``1c9d8d17989424d804bc3baef03ba11d5005fd88``)
 * Megatron-LM before Megatron-Core (``megatron-lm``, 2021-2022): the main-branch commits that added each option
   (``git log --first-parent main -S<flag>``), see :data:`MEGATRON_LM_COMMITS`
 
@@ -41,7 +43,7 @@ DEEPSPEED = "deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
 
 FRAMEWORKS: tuple[str, ...] = ("megatron-core", "megatron-bridge", "torchtitan", "deepspeed")
 # releases of the past, planned for when a spec names them (``runs_on`` lists them only for such a spec)
-HISTORICAL: tuple[str, ...] = ("megatron-lm",)
+HISTORICAL: tuple[str, ...] = ("megatron-lm", "llm-foundry")
 
 # Megatron-LM main-branch commits (first-parent merges) that changed what it could run, before Megatron-Core;
 # the ``megatron-lm`` profile's versions are dates of that branch (YYYY-MM-DD) or its tags v2.0 / v2.5 / v2.6
@@ -56,6 +58,8 @@ MEGATRON_LM_COMMITS: dict[str, tuple[str, str]] = {  # fact -> (commit, commit d
 }
 MEGATRON_LM_TAGS: dict[str, str] = {"v2.0": "2021-01-12", "v2.5": "2021-08-10", "v2.6": "2021-08-27"}  # git tag dates
 _MLM = {k: f"NVIDIA/Megatron-LM@{c}" for k, (c, _) in MEGATRON_LM_COMMITS.items()}
+FOUNDRY = "mosaicml/llm-foundry@061f2c7ce64e655100286584a7629e2a09f827ba"
+COMPOSER = "mosaicml/composer@1c9d8d17989424d804bc3baef03ba11d5005fd88"  # v0.16.4
 
 # fact -> where it is written (file at a commit, lines). The profiles below cite these keys.
 CITATIONS: dict[str, str] = {
@@ -149,6 +153,18 @@ CITATIONS: dict[str, str] = {
                                   "before 2023-01-11 neither exists, and the unfused softmax stores the s x s scores",
     "megatron_lm.ddp": f"{_MLM['sc21_scripts']} megatron/arguments.py:578 --DDP-impl local (default) | torch: the "
                        "local DDP all-reduces gradients after the backward pass (training.py train_step)",
+    "foundry.fsdp_only": f"{FOUNDRY} llmfoundry/ and scripts/train/: no tensor, pipeline or context parallelism "
+                         "(no tp_config, device mesh or pipeline code; tensor parallelism arrives in ee456002, "
+                         "'Tensor Parallelism (#1521)', 2024-09-27, first in v0.13.0); scripts/train/benchmarking/"
+                         "submit_benchmarks.py:64-80 sets only fsdp_config (mixed_precision, activation_checkpointing, "
+                         "sharding_strategy)",
+    "foundry.sharding": f"{COMPOSER} composer/trainer/mosaic_fsdp_utils.py:36-40 SHARDING_MAP NO_SHARD | SHARD_GRAD_OP | "
+                        "FULL_SHARD (dist_strategy.py:316-317 reads fsdp_config.sharding_strategy through it): "
+                        "ZeRO 0, 2, 3",
+    "foundry.ac": f"{FOUNDRY} llmfoundry/models/mpt/modeling_mpt.py:481-482 activation_checkpointing_fn: every "
+                  "MPTBlock is checkpointed when fsdp_config.activation_checkpointing is true (no selective, no count)",
+    "foundry.pure": f"{FOUNDRY} scripts/train/benchmarking/submit_benchmarks.py:64-66 fsdp_config_mixed_precision "
+                    "default PURE (bf16 parameters, gradient reduction and buffers; benchmarks/runs.py)",
     "deepspeed.schedule": f"{DEEPSPEED} deepspeed/runtime/pipe/schedule.py:189-252 TrainSchedule (synchronous "
                           "1F1B); no interleaved schedule",
     "deepspeed.zero_pp": f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py:76-77: ZeRO-2 and ZeRO-3 are "
@@ -186,6 +202,8 @@ class Profile:
     assumptions: dict[str, Any] = field(default_factory=dict)  # memory conventions (knob -> value)
     citations: tuple[str, ...] = ()
     not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
+    tensor_parallel: bool = True  # False: tp must be 1
+    pipeline_parallel: bool = True  # False: pp must be 1
 
 
 _MEGATRON_CORE = Profile(
@@ -283,12 +301,26 @@ _MEGATRON_LM_2022_06 = replace(
     citations=_MEGATRON_LM_2022_05.citations + ("megatron_lm.dist_opt",),
 )
 
+_LLM_FOUNDRY = Profile(
+    name="llm-foundry", versions="< 0.13.0 (main 061f2c7, 2023-10-17, on Composer 0.16)",
+    schedules=("1f1b",),
+    zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
+    recompute=("none", "full"), full_recompute_counts="all",
+    context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
+    assumptions={"grad_reduce_bytes": 2.0},
+    citations=("foundry.fsdp_only", "foundry.sharding", "foundry.ac", "foundry.pure"),
+    not_expressible=("activation_cpu_offload", "mixed_precision DEFAULT / FULL (fp32 reductions: set "
+                     "assumptions.grad_reduce_bytes 4)"),
+    tensor_parallel=False, pipeline_parallel=False,
+)
+
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
     "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
     "megatron-lm": (((2022, 6, 8), _MEGATRON_LM_2022_06), ((2022, 5, 20), _MEGATRON_LM_2022_05),
                     ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 2, 17), _MEGATRON_LM_2021_02),
                     ((2021, 1, 11), _MEGATRON_LM_2021_01)),
+    "llm-foundry": (((0, 0, 0), _LLM_FOUNDRY),),
     "megatron-bridge": ((None, _MEGATRON_BRIDGE),),
     "torchtitan": (((0, 2, 3), _TORCHTITAN), ((0, 0, 0), _TORCHTITAN_022)),
     "deepspeed": ((None, _DEEPSPEED),),
@@ -310,7 +342,7 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 # versions from this key on are not the profile's (Megatron-LM: flash attention, then CP; use megatron-core)
-_UNTIL: dict[str, tuple[int, ...]] = {"megatron-lm": (2023, 1, 11)}
+_UNTIL: dict[str, tuple[int, ...]] = {"megatron-lm": (2023, 1, 11), "llm-foundry": (0, 13, 0)}
 
 
 def _megatron_lm_date(version: str) -> tuple[int, ...]:
@@ -332,10 +364,13 @@ def profile(name: str, version: Optional[str] = None) -> Profile:
     if version is None:
         return variants[0][1]
     key = _megatron_lm_date(version) if name == "megatron-lm" else _version_key(version)
-    if name in _UNTIL and key >= _UNTIL[name]:
+    if name == "megatron-lm" and key >= _UNTIL[name]:
         raise UnknownFramework(f"framework megatron-lm version {version}: from {'-'.join(f'{x:02d}' for x in _UNTIL[name])} "
                                "(flash attention, then context parallelism) the megatron-lm profile no longer applies; "
                                "name megatron-core with its core version")
+    if name in _UNTIL and key >= _UNTIL[name]:
+        raise UnknownFramework(f"framework {name} version {version}: from {'.'.join(map(str, _UNTIL[name]))} "
+                               f"(tensor parallelism) the {name} profile no longer applies; its facts are not cited here")
     for since, prof in variants:
         if since is None or key >= since:
             return prof
@@ -427,6 +462,8 @@ class SpaceLimits:
     stage_split: str  # the loosest search.stage_split the framework runs: per_stage, first_last or even
     uniform_recompute: bool
     recompute_all_layers: bool  # full recomputation checkpoints every layer of every stage (no per-stage count)
+    tp: Optional[tuple[int, ...]] = None  # None: unrestricted
+    pp: Optional[tuple[int, ...]] = None
 
 
 def space_limits(prof: Profile) -> SpaceLimits:
@@ -442,6 +479,8 @@ def space_limits(prof: Profile) -> SpaceLimits:
         stage_split={"any": "per_stage"}.get(prof.stage_split, prof.stage_split),
         uniform_recompute=prof.full_recompute_counts == "chunk_block",
         recompute_all_layers=prof.full_recompute_counts in ("all", "all_or_every_nth"),
+        tp=None if prof.tensor_parallel else (1,),
+        pp=None if prof.pipeline_parallel else (1,),
     )
 
 
@@ -449,6 +488,10 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
     """Rules on degrees, schedule, ZeRO, recompute granularity and SP (a Choice or a Plan)."""
     out: list[str] = []
     who = prof.name
+    if c.tp > 1 and not prof.tensor_parallel:
+        out.append(f"{who} has no tensor parallelism (tp must be 1)")
+    if c.pp > 1 and not prof.pipeline_parallel:
+        out.append(f"{who} has no pipeline parallelism (pp must be 1)")
     if c.pp > 1 and c.schedule not in prof.schedules:
         out.append(f"{who} cannot run schedule {c.schedule} (it runs {', '.join(prof.schedules)})")
     if c.pp == 1 and c.schedule not in ("1f1b", *prof.schedules):
@@ -547,4 +590,8 @@ def search_conflicts(spec: "Spec") -> list[str]:
                        f"(it runs {', '.join(map(str, allowed))})")
     if s.cp is not None and lim.cp is not None and 1 not in s.cp:
         out.append(f"search.cp {list(s.cp)}: {prof.name} has no ring context parallelism (cp must be 1)")
+    for name, what in (("tp", "tensor"), ("pp", "pipeline")):
+        pinned = getattr(s, name)
+        if pinned is not None and getattr(lim, name) is not None and 1 not in pinned:
+            out.append(f"search.{name} {list(pinned)}: {prof.name} has no {what} parallelism ({name} must be 1)")
     return out

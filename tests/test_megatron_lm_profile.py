@@ -165,3 +165,72 @@ def test_every_megatron_lm_row_runs_on_its_dated_profile():
         assert framework_violations(prof, plan) == [], (ex.row_id, plan)
         checked += 1
     assert checked >= 20
+
+
+# ------------------------------------------------------------------------------------------- LLM Foundry
+
+
+def _foundry(**extra) -> Spec:
+    data = yaml.safe_load(LLAMA.read_text())
+    data["framework"] = "llm-foundry"
+    data.update(extra)
+    return Spec.model_validate(data)
+
+
+def test_llm_foundry_is_fsdp_only():
+    """llm-foundry@061f2c7 (2023-10-17): PyTorch FSDP through Composer 0.16 (NO_SHARD, SHARD_GRAD_OP, FULL_SHARD),
+    every MPTBlock checkpointed or none; no TP (ee456002, v0.13.0), PP or CP."""
+    prof = profile("llm-foundry")
+    assert prof.zero_stages == (0, 2, 3) and prof.recompute == ("none", "full") and prof.full_recompute_counts == "all"
+    assert profile("llm-foundry", "0.12.0") is prof
+    with pytest.raises(UnknownFramework, match="0.13.0"):
+        profile("llm-foundry", "v0.13.0")
+    opts = SpaceOptions.from_spec(_foundry())
+    assert opts.tp == (1,) and opts.pp == (1,) and opts.cp == (1,) and opts.zero_stages == (0, 2, 3)
+    assert opts.recompute_all_layers and opts.sequence_parallel == (False,)
+    with pytest.raises(ValidationError, match="search.tp"):
+        _foundry(search={"tp": [2, 4]})
+    plan = evaluate(_foundry(), PlanSpec(tp=8, pp=2, micro_batch_size=1, zero_stage=1, sequence_parallel=False)).plan
+    msgs = choice_rule_violations(prof, plan)
+    assert any("no tensor parallelism" in m for m in msgs) and any("no pipeline parallelism" in m for m in msgs)
+    assert any("ZeRO-1" in m for m in msgs)
+    dp = evaluate(_foundry(), PlanSpec(tp=1, pp=1, micro_batch_size=1, zero_stage=3, recompute="full",
+                                       sequence_parallel=False)).plan
+    assert framework_violations(prof, dp) == [] and "llm-foundry" in runs_on(_foundry(), dp)
+    assert resolve_grad_reduce_bytes(_foundry()) == 2.0  # mixed_precision PURE
+
+
+def resolve_grad_reduce_bytes(spec: Spec) -> float:
+    from parplan.costmodel.assumptions import resolve_assumptions
+    return resolve_assumptions(spec.assumptions).grad_reduce_bytes
+
+
+@SPECS
+@given(spec=small_specs())
+def test_planner_returns_only_plans_llm_foundry_runs(spec):
+    data = spec.model_dump(mode="python", exclude_none=True)
+    data["framework"] = "llm-foundry"
+    search = data.get("search", {})
+    for key, allowed in (("recompute", ("none", "full")), ("zero_stages", (0, 2, 3)), ("schedules", ("1f1b",))):
+        if key in search and not set(search[key]) & set(allowed):
+            del search[key]
+    for key in ("cp", "tp", "pp"):
+        if 1 not in search.get(key, [1]):
+            del search[key]
+    spec = Spec.model_validate(data)
+    prof = profile("llm-foundry")
+    for e in optimize(spec, method="exhaustive", top_k=3).plans:
+        assert e.plan.tp == 1 and e.plan.pp == 1 and e.plan.cp == 1
+        assert framework_violations(prof, e.plan) == [], e.plan
+        assert "llm-foundry" in e.runs_on
+
+
+def test_every_llm_foundry_row_runs_on_its_profile():
+    checked = 0
+    for row in runs.load_runs():
+        ex = runs.express(row)
+        if not ex.ok or ex.framework != "llm-foundry":
+            continue
+        assert framework_violations(profile("llm-foundry"), evaluate(ex.spec, ex.plan).plan) == [], ex.row_id
+        checked += 1
+    assert checked >= 8
