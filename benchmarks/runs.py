@@ -33,6 +33,7 @@ from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.evaluate import PlanError, evaluate, even_stage_layers
 from parplan.costmodel.hardware import UnknownGPU, lookup_gpu, resolve_gpu_name
 from parplan.frameworks.layout import LayoutError, megatron_split, resolve_layout, torchtitan_split
+from parplan.frameworks.profiles import profile
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 
 HERE = Path(__file__).resolve().parent
@@ -156,13 +157,17 @@ def framework_version(row: dict, ex: Optional["Expression"] = None) -> Optional[
     main-branch commits) the row's ``framework_version`` (a date, from its ``mapping_facts`` where the source
     names the commit), else the last day of the year its framework or source names ('Megatron-LM (2022)' ->
     2022-12-31): the widest space of that year, so the check never narrows a framework below what the run could
-    have had. Other rows: None (the family's newest profile)."""
-    if profile_family(row) != "megatron-lm":
+    have had. Other rows: their stated ``framework_version`` (torchtitan's main-branch date before v0.1.0), else None
+    (the family's newest profile)."""
+    family = profile_family(row)
+    if family is None:
         return None
     stated = _get(row, "framework_version", ex) if ex is not None else (
         row.get("framework_version") or ((row.get("mapping_facts") or {}).get("framework_version") or {}).get("value"))
     if stated is not None:
         return str(stated)
+    if family != "megatron-lm":
+        return None
     for text in (row.get("framework") or "", row.get("source") or ""):
         year = re.search(r"\b(20\d\d)\b", text)
         if year:
@@ -566,14 +571,19 @@ def _express(row: dict, ex: Expression) -> None:
             if tp > 1:
                 a["sequence_parallel"] = "false (not stated)"
 
+    ex.framework = profile_family(row)
+    ex.framework_version = framework_version(row, ex)
+    if ex.framework == "torchtitan" and pp > 1 and zero == 3 and ex.framework_version is not None \
+            and 3 not in profile(ex.framework, ex.framework_version).zero_stages_with_pp:
+        zero = 2
+        a["zero_stage"] = (f"2 (FSDP2 under PP: torchtitan {ex.framework_version} does not reshard after forward "
+                           "with PP, parallelize_llama.py apply_fsdp; ZeRO-2-like)")
     training = TrainingSpec(seq_len=seq, global_batch_size=gbs, precision=precision)
     ex.spec = Spec(model=model, training=training, cluster=cluster)
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
                        sequence_parallel=bool(sp), pipeline_layout=layout)
-    ex.framework = profile_family(row)
-    ex.framework_version = framework_version(row, ex)
 
 
 def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,

@@ -15,7 +15,8 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
 
 * Megatron-LM ``d98e8a64ddf34856e74b24714e3bedb2f5a39553`` (2026-08-22; tag core_v0.19.0 is 2026-08-19)
 * Megatron-Bridge ``067f987df03b8355b03192d88d70f1709fedf51a`` (2026-08-22)
-* torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21) and tag ``v0.2.2`` (2026-02-20)
+* torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21), tag ``v0.2.2`` (2026-02-20) and main
+  ``9dec370ad26b5f8e9a7333a0e36165018262644b`` (2024-12-26; versions before v0.1.0 are main-branch dates)
 * DeepSpeed ``edaa7221267243c7be7fb49c5d5f5c4fb97b4641`` (2026-08-22)
 * LLM Foundry ``061f2c7ce64e655100286584a7629e2a09f827ba`` (2023-10-17; after v0.3.0) and the Composer release it
   pins (``mosaicml>=0.16.3,<0.17``: v0.16.4 ``1c9d8d17989424d804bc3baef03ba11d5005fd88``)
@@ -39,6 +40,7 @@ MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987df03b8355b03192d88d70f1709fedf51a"
 TITAN = "pytorch/torchtitan@b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
 TITAN_022 = "pytorch/torchtitan@v0.2.2"
+TITAN_2412 = "pytorch/torchtitan@9dec370ad26b5f8e9a7333a0e36165018262644b"
 DEEPSPEED = "deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
 
 FRAMEWORKS: tuple[str, ...] = ("megatron-core", "megatron-bridge", "torchtitan", "deepspeed")
@@ -127,6 +129,22 @@ CITATIONS: dict[str, str] = {
     "titan.async_tp": f"{TITAN} torchtitan/config/configs.py:299-309 enable_async_tensor_parallel (default off; "
                       "needs torch.compile of the model)",
     "titan.cp": f"{TITAN} torchtitan/config/configs.py:233-242 context_parallel_degree, head-tail load balancing",
+    "titan.sp_with_tp": f"{TITAN_022} torchtitan/models/llama3/infra/parallelize.py:161-233 apply_tp: the norms are "
+                        "SequenceParallel() in every TP plan (no TP without SP); decoupled in aa68af18 (2026-03-29)",
+    "titan.fsdp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:320-339 apply_fsdp: with PP no "
+                       "reshard after forward (ZeRO-2-like), without PP reshard (ZeRO-3); no option until 5940ddeb "
+                       "(2025-02-06, 'Makes FSDP reshard_after_forward configurable')",
+    "titan.ddp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:79-110: FSDP over dp_shard x cp "
+                      "whenever either is > 1; DDP (data_parallel_replicate alone) raises 'DDP has not supported > 1D "
+                      "parallelism' with TP or PP",
+    "titan.ac_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:230-262 and config_manager.py:514-524: "
+                     "activation_checkpoint.mode none | full | selective, selective_ac_option 'op' or N (every N-th "
+                     "block)",
+    "titan.options_2412": f"{TITAN_2412} torchtitan/config_manager.py:288 enable_async_tensor_parallel, 302 "
+                          "pipeline_parallel_split_points (any layer boundaries, per stage and virtual stage), 318-324 "
+                          "pipeline_parallel_schedule (torch.distributed.pipelining's get_schedule_class: 1F1B, "
+                          "Interleaved1F1B, GPipe, LoopedBFS, InterleavedZeroBubble), 359 context_parallel_degree, 389 "
+                          "mixed_precision_reduce (float32)",
     "titan.runtime": "benchmarks/runs.py _techniques (torch.distributed.pipelining buffers, DTensor SP saved "
                      "inputs, loss_parallel 16 B/logit with TP, 12 B without): facts established and cited there",
     "megatron_lm.1f1b": f"{_MLM['readme_2021_01']} megatron/training.py:497-521 forward_backward_no_pipelining and "
@@ -204,6 +222,8 @@ class Profile:
     not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
     tensor_parallel: bool = True  # False: tp must be 1
     pipeline_parallel: bool = True  # False: pp must be 1
+    sequence_parallel_with_tp: bool = False  # True: every TP plan is sequence-parallel (no TP without SP)
+    ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
 
 
 _MEGATRON_CORE = Profile(
@@ -253,7 +273,14 @@ _TORCHTITAN = Profile(
 )
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
-    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022"),
+    sequence_parallel_with_tp=True,
+    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp"),
+)
+_TORCHTITAN_2412 = replace(
+    _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
+    expert_tensor_parallel="one", ddp_one_dimensional=True,
+    citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
+               "titan.ddp_2412", "titan.ac_2412", "titan.options_2412"),
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",
@@ -356,6 +383,19 @@ def _megatron_lm_date(version: str) -> tuple[int, ...]:
     return tuple(int(g) for g in m.groups())
 
 
+def _torchtitan_at_date(version: str) -> Profile:
+    """torchtitan's main branch before its first release (v0.1.0, 2025-06-17) by date: read at 9dec370
+    (2024-12-26) up to the merge that made FSDP resharding configurable (5940ddeb, 2025-02-06)."""
+    key = tuple(int(x) for x in version.strip().split("-"))
+    if key < (2024, 12, 26):
+        raise UnknownFramework(f"framework torchtitan version {version} predates the oldest profile "
+                               "(main 2024-12-26); its facts are not cited here")
+    if key >= (2025, 2, 6):
+        raise UnknownFramework(f"framework torchtitan version {version}: main from 2025-02-06 on is not profiled by "
+                               "date; name a release (0.1.0 or later)")
+    return _TORCHTITAN_2412
+
+
 def profile(name: str, version: Optional[str] = None) -> Profile:
     """The profile of ``name`` at ``version`` (None: the newest snapshot read)."""
     if name not in _VERSIONED:
@@ -363,6 +403,8 @@ def profile(name: str, version: Optional[str] = None) -> Profile:
     variants = _VERSIONED[name]
     if version is None:
         return variants[0][1]
+    if name == "torchtitan" and re.fullmatch(r"\s*20\d\d-\d\d-\d\d\s*", version):
+        return _torchtitan_at_date(version)
     key = _megatron_lm_date(version) if name == "megatron-lm" else _version_key(version)
     if name == "megatron-lm" and key >= _UNTIL[name]:
         raise UnknownFramework(f"framework megatron-lm version {version}: from {'-'.join(f'{x:02d}' for x in _UNTIL[name])} "
@@ -511,6 +553,10 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
             out.append(f"{who} supports etp 1 or etp = tp only (got etp {c.etp}, tp {c.tp})")
     if c.sequence_parallel and c.tp > 1 and not prof.sequence_parallel:
         out.append(f"{who} has no Megatron-style sequence parallelism")
+    if prof.sequence_parallel_with_tp and c.tp > 1 and not c.sequence_parallel:
+        out.append(f"{who} {prof.versions} runs tensor parallelism only with sequence parallelism")
+    if prof.ddp_one_dimensional and c.zero_stage == 0 and c.dp * c.cp > 1 and (c.tp > 1 or c.pp > 1 or c.cp > 1):
+        out.append(f"{who} {prof.versions} runs DDP (ZeRO-0) only without TP, PP and CP (FSDP otherwise)")
     return out
 
 

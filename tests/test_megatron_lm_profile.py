@@ -234,3 +234,59 @@ def test_every_llm_foundry_row_runs_on_its_profile():
         assert framework_violations(profile("llm-foundry"), evaluate(ex.spec, ex.plan).plan) == [], ex.row_id
         checked += 1
     assert checked >= 8
+
+
+# ------------------------------------------------------------------------------- torchtitan main 2024-12
+
+
+def test_torchtitan_main_2024_12_by_date():
+    """torchtitan@9dec370 (2024-12-26): FSDP reshards after forward without PP (ZeRO-3) and not under PP (ZeRO-2),
+    no option (until 5940ddeb, 2025-02-06); DDP only 1-D; TP always with SP (until aa68af18, 2026-03-29)."""
+    prof = profile("torchtitan", "2024-12-26")
+    assert prof.zero_stages == (0, 3) and prof.zero_stages_with_pp == (0, 2)
+    assert prof.sequence_parallel_with_tp and prof.ddp_one_dimensional and prof.full_recompute_counts == "all_or_every_nth"
+    assert profile("torchtitan", "0.2.2").sequence_parallel_with_tp and not profile("torchtitan").sequence_parallel_with_tp
+    with pytest.raises(UnknownFramework, match="predates"):
+        profile("torchtitan", "2024-12-01")
+    with pytest.raises(UnknownFramework, match="name a release"):
+        profile("torchtitan", "2025-02-06")
+    spec = Spec.model_validate({**yaml.safe_load(LLAMA.read_text()),
+                                "framework": {"name": "torchtitan", "version": "2024-12-26"}})
+    base = evaluate(spec, PlanSpec(tp=8, pp=1, micro_batch_size=1, zero_stage=3, sequence_parallel=True)).plan
+    ok = lambda **kw: choice_rule_violations(prof, base.model_copy(update=kw)) == []  # noqa: E731
+    assert ok() and not ok(sequence_parallel=False)  # no TP without SP
+    assert not ok(zero_stage=2)  # no ZeRO-2 without PP
+    assert not ok(zero_stage=0)  # DDP with TP: 'DDP has not supported > 1D parallelism'
+    assert ok(tp=1, sequence_parallel=False, zero_stage=0, dp=base.dp * 8)  # 1-D DDP
+    pp = base.model_copy(update={"pp": 2, "dp": base.dp // 2})
+    assert choice_rule_violations(prof, pp.model_copy(update={"zero_stage": 2})) == []
+    assert choice_rule_violations(prof, pp.model_copy(update={"zero_stage": 3}))  # resharded under PP: not then
+    opts = SpaceOptions.from_spec(spec)
+    assert opts.zero_stages == (0, 2, 3) and opts.zero_stages_with_pp == (0, 2)
+
+
+@SPECS
+@given(spec=small_specs())
+def test_planner_returns_only_plans_torchtitan_2024_12_runs(spec):
+    data = spec.model_dump(mode="python", exclude_none=True)
+    data["framework"] = {"name": "torchtitan", "version": "2024-12-26"}
+    prof = profile("torchtitan", "2024-12-26")
+    search = data.get("search", {})
+    for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
+                         ("zero_stages", (0, 2, 3))):
+        if key in search and not set(search[key]) & set(allowed):
+            del search[key]
+    spec = Spec.model_validate(data)
+    for e in optimize(spec, method="exhaustive", top_k=3).plans:
+        assert choice_rule_violations(prof, e.plan) == [], e.plan
+
+
+def test_torchtitan_2024_12_rows_run_on_their_profile():
+    checked = 0
+    for row in runs.load_runs():
+        ex = runs.express(row)
+        if not ex.ok or ex.framework != "torchtitan" or ex.framework_version != "2024-12-26":
+            continue
+        assert framework_violations(profile("torchtitan", "2024-12-26"), evaluate(ex.spec, ex.plan).plan) == [], ex.row_id
+        checked += 1
+    assert checked >= 15
