@@ -11,12 +11,14 @@ ZeRO stage, SP); the published plan's rank is one plus the number of those plans
 faster than the published plan (the published plan evaluated by the same model, memory violations
 included). A second ranking restricts the search to the techniques the published run used (its ZeRO stage,
 1F1B/interleaved schedules or DualPipe, and its sequence-parallel setting), since a 2021 run could not use
-ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework as it is today
-(``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`; the profile's schedules,
-ZeRO stages, recompute options, CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
+ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework at the run's version
+(``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`, at
+:func:`benchmarks.runs.framework_version`: Megatron-LM 2021/22 rows at their commit date, torchtitan 2024-12 rows at
+their main-branch date, LLM Foundry's FSDP-only profile; the others at today's profile; the profile's schedules,
+ZeRO stages, recompute options, TP/PP/CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
 framework* against the published plan, same model (the row's own assumption facts stay; the profile's memory
-knobs are not re-applied, so both plans are priced alike). Rows without a profile (LLM Foundry) keep the
-default space there. Results go to ``benchmarks/results/rank_check.txt``.
+knobs are not re-applied, so both plans are priced alike). Rows without a profile keep the default space there
+and are reported apart. Results go to ``benchmarks/results/rank_check.txt``.
 """
 
 from __future__ import annotations
