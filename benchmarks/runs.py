@@ -640,6 +640,15 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
                                              f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
         set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
+    modules = re.search(r"--recompute-modules\s+([a-z_ ]+)", (row.get("recompute") or "").lower())
+    if recompute == "selective" and modules and fw in ("nemo", "mcore", "bridge"):
+        # Megatron-Core --recompute-modules: parplan's deepseek_v3 policy is exactly layernorm + moe_act
+        # (+ mla_up_proj, which it applies when the model has MLA); other module sets keep the attention policy
+        named = set(modules.group(1).split())
+        has_mla = ex.spec is not None and ex.spec.model.mla is not None
+        if {"layernorm", "moe_act"} <= named <= {"layernorm", "moe_act", "mla_up_proj"} and ("mla_up_proj" in named) == has_mla:
+            set_("selective_recompute_policy", "deepseek_v3", f"--recompute-modules {' '.join(sorted(named))}: RMSNorm "
+                 "outputs and the experts' activation recomputed" + (", MLA up-projections too" if has_mla else ""))
     if fw == "bridge":  # perf_recipes/_common.py:72-74: grad_reduce_in_fp32 = False (frameworks/profiles.py)
         set_("grad_bytes", 2.0, "Megatron-Bridge performance recipes: bf16 gradient buffers (grad_reduce_in_fp32 off)")
         set_("grad_reduce_bytes", 2.0, "Megatron-Bridge performance recipes: gradients reduced in bf16")

@@ -290,3 +290,23 @@ def test_torchtitan_2024_12_rows_run_on_their_profile():
         assert framework_violations(profile("torchtitan", "2024-12-26"), evaluate(ex.spec, ex.plan).plan) == [], ex.row_id
         checked += 1
     assert checked >= 15
+
+
+# ------------------------------------------------------------------------ --recompute-modules mapping rule
+
+
+def test_recompute_modules_map_to_the_policy_that_models_them():
+    """Megatron-Core --recompute-modules layernorm moe_act (+ mla_up_proj with MLA) is parplan's deepseek_v3
+    policy; other module sets (mlp, up_proj, ...) keep the attention policy. The B200 GPT-OSS row's recipe states it
+    (Megatron-Bridge@067f987d perf_recipes/gpt_oss/b200/gpt_oss.py:39-40) and with it the row fits (it ran)."""
+    held = {r["id"]: r for r in runs.load_runs(runs.HELDOUT_DATA)}
+    row = held["bridge260401-b200-gptoss-120b-64gpu-bf16"]
+    ex = runs.express(row)
+    assert ex.plan.recompute == "selective" and ex.overrides["selective_recompute_policy"] == "deepseek_v3"
+    assert runs.compare(row)["fits"]
+    plain = runs.express({**row, "recompute": "selective: --recompute-modules mlp moe_act"})
+    assert "selective_recompute_policy" not in plain.overrides
+    attention_only = runs.express({**row, "recompute": "selective"})
+    assert "selective_recompute_policy" not in attention_only.overrides
+    with_mla = runs.express({**row, "recompute": "selective: --recompute-modules layernorm mla_up_proj moe_act"})
+    assert "selective_recompute_policy" not in with_mla.overrides  # GPT-OSS has no MLA: not the modelled set
