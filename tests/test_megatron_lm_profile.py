@@ -310,3 +310,19 @@ def test_recompute_modules_map_to_the_policy_that_models_them():
     assert "selective_recompute_policy" not in attention_only.overrides
     with_mla = runs.express({**row, "recompute": "selective: --recompute-modules layernorm mla_up_proj moe_act"})
     assert "selective_recompute_policy" not in with_mla.overrides  # GPT-OSS has no MLA: not the modelled set
+
+
+def test_cli_table_names_the_past_release_profiles(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from parplan.client.cli import app
+
+    data = yaml.safe_load(LLAMA.read_text())
+    for fw, short in (({"name": "megatron-lm", "version": "2022-06-08"}, "ml"), ("llm-foundry", "lf")):
+        data["framework"] = fw
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump(data))
+        result = CliRunner().invoke(app, ["optimize", str(path), "--top", "2"])
+        assert result.exit_code == 0, result.stdout + str(result.exception)
+        name = fw["name"] if isinstance(fw, dict) else fw
+        assert name in result.stdout and f" {short} " in result.stdout  # the runs-on column and its caption
