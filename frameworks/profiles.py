@@ -52,6 +52,7 @@ HISTORICAL: tuple[str, ...] = ("megatron-lm", "llm-foundry")
 MEGATRON_LM_COMMITS: dict[str, tuple[str, str]] = {  # fact -> (commit, commit date)
     "readme_2021_01": ("152aab304d4eabe4f992def6296156642e11c28d", "2021-01-11"),
     "interleaved": ("76e3fca0ee43a11d57ab7dc9a6de93e59d9a1e72", "2021-02-17"),
+    "interleaved_pp3": ("2f3a2d68e3e48c1d7fe2eb4a5c7ffe5074b7ca94", "2021-03-23"),
     "sc21_scripts": ("de7dc40f883ceed06344051c3c7ebd57da59cc53", "2021-08-10"),
     "partial_recompute": ("23266c578bb25c3d854d9488cab86f50f2b909c2", "2021-08-19"),
     "sequence_parallel": ("9aad9203aaac510984037098d5072776da1f4e5f", "2022-05-20"),
@@ -158,6 +159,10 @@ CITATIONS: dict[str, str] = {
     "megatron_lm.interleaved": f"{_MLM['interleaved']} (merge 2021-02-17, 'Interleaved pipelined execution') "
                                "megatron/schedules.py:98 forward_backward_pipelining_with_interleaving, "
                                "--num-layers-per-virtual-pipeline-stage",
+    "megatron_lm.interleaved_pp3": f"{_MLM['interleaved_pp3']} (merge 2021-03-23, 'extra_assertion') "
+                                   "megatron/arguments.py: 'pipeline-model-parallel size should be greater than 2 with "
+                                   "interleaved schedule' (still at de7dc40f arguments.py:118-121; pp = 2 only with "
+                                   "--overlap-p2p-comm from 152c5620, 2024-05-31)",
     "megatron_lm.block": f"{_MLM['partial_recompute']} (merge 2021-08-19) megatron/model/transformer.py:613-636 "
                          "--activations-checkpoint-method uniform | block: block checkpoints the first "
                          "--activations-checkpoint-num-layers layers of each model chunk",
@@ -224,6 +229,7 @@ class Profile:
     pipeline_parallel: bool = True  # False: pp must be 1
     sequence_parallel_with_tp: bool = False  # True: every TP plan is sequence-parallel (no TP without SP)
     ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
+    interleaved_min_pp: int = 2  # the interleaved schedule needs at least this many pipeline stages
 
 
 _MEGATRON_CORE = Profile(
@@ -310,12 +316,16 @@ _MEGATRON_LM_2021_01 = Profile(
     not_expressible=("--DDP-impl torch (PyTorch DDP overlaps the all-reduce: set assumptions.dp_comm_overlap)",),
 )
 _MEGATRON_LM_2021_02 = replace(
-    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-08-18 (v2.5)", schedules=("1f1b", "interleaved"),
+    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-03-22", schedules=("1f1b", "interleaved"),
     citations=_MEGATRON_LM_2021_01.citations + ("megatron_lm.interleaved",),
 )
+_MEGATRON_LM_2021_03 = replace(
+    _MEGATRON_LM_2021_02, versions="main 2021-03-23 .. 2021-08-18 (v2.5)", interleaved_min_pp=3,
+    citations=_MEGATRON_LM_2021_02.citations + ("megatron_lm.interleaved_pp3",),
+)
 _MEGATRON_LM_2021_08 = replace(
-    _MEGATRON_LM_2021_02, versions="main 2021-08-19 .. 2022-05-19 (v2.6)", full_recompute_counts="chunk_block",
-    citations=_MEGATRON_LM_2021_02.citations + ("megatron_lm.block",),
+    _MEGATRON_LM_2021_03, versions="main 2021-08-19 .. 2022-05-19 (v2.6)", full_recompute_counts="chunk_block",
+    citations=_MEGATRON_LM_2021_03.citations + ("megatron_lm.block",),
 )
 _MEGATRON_LM_2022_05 = replace(
     _MEGATRON_LM_2021_08, versions="main 2022-05-20 .. 2022-06-07", recompute=("none", "selective", "full"),
@@ -345,7 +355,8 @@ _LLM_FOUNDRY = Profile(
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
     "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
     "megatron-lm": (((2022, 6, 8), _MEGATRON_LM_2022_06), ((2022, 5, 20), _MEGATRON_LM_2022_05),
-                    ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 2, 17), _MEGATRON_LM_2021_02),
+                    ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 3, 23), _MEGATRON_LM_2021_03),
+                    ((2021, 2, 17), _MEGATRON_LM_2021_02),
                     ((2021, 1, 11), _MEGATRON_LM_2021_01)),
     "llm-foundry": (((0, 0, 0), _LLM_FOUNDRY),),
     "megatron-bridge": ((None, _MEGATRON_BRIDGE),),
@@ -536,6 +547,8 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
         out.append(f"{who} has no pipeline parallelism (pp must be 1)")
     if c.pp > 1 and c.schedule not in prof.schedules:
         out.append(f"{who} cannot run schedule {c.schedule} (it runs {', '.join(prof.schedules)})")
+    if c.schedule == "interleaved" and 1 < c.pp < prof.interleaved_min_pp:
+        out.append(f"{who} {prof.versions} runs the interleaved schedule only with pp > {prof.interleaved_min_pp - 1}")
     if c.pp == 1 and c.schedule not in ("1f1b", *prof.schedules):
         out.append(f"{who} cannot run schedule {c.schedule}")
     allowed = prof.zero_stages_with_pp if c.pp > 1 else prof.zero_stages

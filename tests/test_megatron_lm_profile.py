@@ -87,6 +87,12 @@ def test_legality_at_each_version_by_hand():
     assert choice_rule_violations(v22, plan) == []
     assert any("ZeRO-1" in m for m in choice_rule_violations(profile("megatron-lm", "2022-06-07"), plan))
     assert any("schedule interleaved" in m for m in choice_rule_violations(profile("megatron-lm", "2021-01-11"), plan))
+    # interleaving needs pp > 2 from 2f3a2d68 (2021-03-23; de7dc40f arguments.py:118-121)
+    pp2 = plan.model_copy(update={"pp": 2, "dp": plan.dp * 2, "recompute": "full", "zero_stage": 0,
+                                  "sequence_parallel": False})
+    assert any("pp > 2" in m for m in choice_rule_violations(v21, pp2))
+    assert choice_rule_violations(profile("megatron-lm", "2021-03-22"), pp2) == []
+    assert choice_rule_violations(v21, pp2.model_copy(update={"schedule": "1f1b", "vpp": 1})) == []
     cp = plan.model_copy(update={"cp": 2})
     assert any("context parallelism" in m for m in choice_rule_violations(v22, cp))
     # stage split: num_layers divisible by PP (transformer.py:551-553 at de7dc40f)
