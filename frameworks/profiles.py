@@ -131,7 +131,8 @@ CITATIONS: dict[str, str] = {
                       "needs torch.compile of the model)",
     "titan.cp": f"{TITAN} torchtitan/config/configs.py:233-242 context_parallel_degree, head-tail load balancing",
     "titan.sp_with_tp": f"{TITAN_022} torchtitan/models/llama3/infra/parallelize.py:161-233 apply_tp: the norms are "
-                        "SequenceParallel() in every TP plan (no TP without SP); decoupled in aa68af18 (2026-03-29)",
+                        "SequenceParallel() in every TP plan (no TP without SP; so too at 9dec370 "
+                        "torchtitan/parallelisms/parallelize_llama.py:117-185); decoupled in aa68af18 (2026-03-29)",
     "titan.fsdp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:320-339 apply_fsdp: with PP no "
                        "reshard after forward (ZeRO-2-like), without PP reshard (ZeRO-3); no option until 5940ddeb "
                        "(2025-02-06, 'Makes FSDP reshard_after_forward configurable')",
