@@ -11,12 +11,14 @@ ZeRO stage, SP); the published plan's rank is one plus the number of those plans
 faster than the published plan (the published plan evaluated by the same model, memory violations
 included). A second ranking restricts the search to the techniques the published run used (its ZeRO stage,
 1F1B/interleaved schedules or DualPipe, and its sequence-parallel setting), since a 2021 run could not use
-ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework as it is today
-(``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`; the profile's schedules,
-ZeRO stages, recompute options, CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
+ZeRO-1 or zero-bubble schedules. A third ranking searches the space of the run's framework at the run's version
+(``spec.framework`` = the row's framework profile, :func:`benchmarks.runs.profile_family`, at
+:func:`benchmarks.runs.framework_version`: Megatron-LM 2021/22 rows at their commit date, torchtitan 2024-12 rows at
+their main-branch date, LLM Foundry's FSDP-only profile; the others at today's profile; the profile's schedules,
+ZeRO stages, recompute options, TP/PP/CP/ETP/SP rules, frameworks/profiles.py): the planner's optimum *within that
 framework* against the published plan, same model (the row's own assumption facts stay; the profile's memory
-knobs are not re-applied, so both plans are priced alike). Rows without a profile (LLM Foundry) keep the
-default space there. Results go to ``benchmarks/results/rank_check.txt``.
+knobs are not re-applied, so both plans are priced alike). Rows without a profile keep the default space there
+and are reported apart. Results go to ``benchmarks/results/rank_check.txt``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from benchmarks.fit import RESULTS, _git_commit, source_of  # noqa: E402
 from benchmarks.runs import express, load_runs, plan_summary  # noqa: E402
 from parplan.costmodel.assumptions import AssumptionsSpec  # noqa: E402
 from parplan.costmodel.evaluate import evaluate, resolve_plan  # noqa: E402
-from parplan.costmodel.spec import SearchSpec  # noqa: E402
+from parplan.costmodel.spec import FrameworkSpec, SearchSpec  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
 
 # Rows with a full published configuration (TP, PP, DP, CP and micro-batch size all stated), one or two
@@ -109,8 +111,9 @@ def check_row(row: dict, top_k: int) -> dict[str, Any]:
     out["same_techniques_search"] = same_techniques(row, plan)
     same = spec.model_copy(update={"search": SearchSpec(**out["same_techniques_search"])})
     out["same_techniques"] = _rank(same, t_pub, top_k)
-    out["framework"] = ex.framework
-    in_fw = spec.model_copy(update={"framework": ex.framework}) if ex.framework else spec
+    out["framework"] = ex.framework if ex.framework_version is None else f"{ex.framework} {ex.framework_version}"
+    fw = ex.framework if ex.framework_version is None else FrameworkSpec(name=ex.framework, version=ex.framework_version)
+    in_fw = spec.model_copy(update={"framework": fw}) if ex.framework else spec
     out["in_framework"] = _rank(in_fw, t_pub, top_k)
     best = optimize(in_fw, method="exhaustive").plans if ex.framework else []
     out["in_framework"]["best_runs_on_framework"] = bool(best) and ex.framework in best[0].runs_on
@@ -121,7 +124,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
     lines = list(header)
     w = lines.append
     w(f"{'row':44s} {'published plan (model MFU)':46s} {'rank':>5s} {'rank*':>5s}  {'pub/best':>8s} {'pub/best*':>9s}  best plan in the default space (model MFU)")
-    ranks, ranks_same, gaps, gaps_same, gaps_fw, fw_lines = [], [], [], [], [], []
+    ranks, ranks_same, gaps, gaps_same, gaps_fw, fw_lines, gaps_prof = [], [], [], [], [], [], []
     for r in results:
         if "error" in r:
             w(f"{r['id']:44s} not expressible: {r['error']}")
@@ -141,8 +144,10 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
         f = r["in_framework"]
         gap_f = r["published_step_s"] / f["best_step_s"] if f["best_step_s"] else float("nan")
         gaps_fw.append(gap_f)
+        if r["framework"]:
+            gaps_prof.append(gap_f)
         runs_note = "" if not r["framework"] else " yes" if f["best_runs_on_framework"] else " NO (recompute counts)"
-        fw_lines.append(f"{r['id']:44s} {str(r['framework'] or '(none)'):16s} {str(f['rank']):>5s}  {gap_f:8.2f}  "
+        fw_lines.append(f"{r['id']:44s} {str(r['framework'] or '(none)'):22s} {str(f['rank']):>5s}  {gap_f:8.2f}  "
                         f"{f['best_plan']} ({100 * f['best_mfu']:.0f}%){runs_note}")
     w("")
     w(f"rank: 1 + the number of plans (one per discrete choice, top {top_k} of the exhaustive search) the model finds")
@@ -152,7 +157,7 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
     w("in that space (1.00 = the model agrees the published plan is optimal). MFU: model FLOPs (causal attention).")
     w("")
     w("Within each run's framework (spec.framework = the row's profile; search = the profile's legal space):")
-    w(f"{'row':44s} {'framework':16s} {'rank':>5s}  {'pub/best':>8s}  best plan the framework runs (model MFU), runs on it")
+    w(f"{'row':44s} {'framework':22s} {'rank':>5s}  {'pub/best':>8s}  best plan the framework runs (model MFU), runs on it")
     lines.extend(fw_lines)
     ints = [x for x in ranks if isinstance(x, int)]
     ints_s = [x for x in ranks_same if isinstance(x, int)]
@@ -161,11 +166,17 @@ def render(results: list[dict[str, Any]], top_k: int, header: list[str]) -> str:
       f"{sum(1 for x in ranks_same if x == 1)} (same techniques); within the top 5 in {sum(1 for x in ints if x <= 5)} / "
       f"{sum(1 for x in ints_s if x <= 5)}; beyond the top {top_k} in {sum(1 for x in ranks if not isinstance(x, int))} / "
       f"{sum(1 for x in ranks_same if not isinstance(x, int))}.")
-    for label, g in (("default space", gaps), ("same techniques", gaps_same), ("within its framework", gaps_fw)):
+    spaces = [("default space", gaps), ("same techniques", gaps_same), ("within its framework", gaps_fw)]
+    if len(gaps_prof) < len(gaps_fw):
+        spaces.append(("within its framework, rows with a profile", gaps_prof))
+    for label, g in spaces:
         if g:
             gs = sorted(g)
             w(f"Published step time over the model's best ({label}): median {gs[len(gs) // 2]:.2f}, "
               f"range {gs[0]:.2f}-{gs[-1]:.2f}; within 5 % of the best in {sum(1 for x in gs if x <= 1.05)} of {len(gs)}.")
+    if len(gaps_prof) < len(gaps_fw):
+        w(f"({len(gaps_fw) - len(gaps_prof)} rows have no framework profile; their 'within its framework' figure is the "
+          "default space's.)")
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,7 @@ from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.evaluate import PlanError, evaluate, even_stage_layers
 from parplan.costmodel.hardware import UnknownGPU, lookup_gpu, resolve_gpu_name
 from parplan.frameworks.layout import LayoutError, megatron_split, resolve_layout, torchtitan_split
+from parplan.frameworks.profiles import profile
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +75,7 @@ class Expression:
     assumed: dict[str, str] = field(default_factory=dict)  # field -> value chosen and why (not in the row)
     reason: Optional[str] = None  # set when not expressible
     framework: Optional[str] = None  # the framework profile that runs the row's plan (profile_family)
+    framework_version: Optional[str] = None  # the profile's version at the row's date (framework_version), or None
     # assumption knobs set for this row: techniques its framework did not use (e.g. no TP comm overlap in
     # Megatron-LM 2021); the fitted knobs describe the technique when it is used
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -135,18 +137,45 @@ def _framework(row: dict) -> str:
     return "unknown"
 
 
-# the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; rows of older
-# releases than a profile describes get the family's current profile (the rank check's "within its framework")
+# the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; Megatron-LM 2021/2022
+# rows get the dated megatron-lm profile (framework_version), the others the family's current profile
 _PROFILE_OF = {"torchtitan": "torchtitan", "nemo": "megatron-core", "mcore": "megatron-core",
-               "megatron-legacy": "megatron-core", "bridge": "megatron-bridge", "deepspeed": "deepspeed"}
+               "megatron-legacy": "megatron-lm", "bridge": "megatron-bridge", "deepspeed": "deepspeed",
+               "llmfoundry": "llm-foundry"}
 
 
 def profile_family(row: dict) -> Optional[str]:
-    """The framework profile that runs a row's plan today, or None (LLM Foundry, HAI-LLM: no profile)."""
+    """The framework profile that runs a row's plan, or None (HAI-LLM, Meta internal: no profile)."""
     sharding = (row.get("zero_or_sharding") or "").lower()
     if "deepspeed" in sharding:
         return "deepspeed"
     return _PROFILE_OF.get(_framework(row))
+
+
+def framework_version(row: dict, ex: Optional["Expression"] = None) -> Optional[str]:
+    """The version of the row's profile: for Megatron-LM 2021/2022 rows (the ``megatron-lm`` profile, dated by
+    main-branch commits) the row's ``framework_version`` (a date, from its ``mapping_facts`` where the source
+    names the commit), else the last day of the year its framework or source names ('Megatron-LM (2022)' ->
+    2022-12-31): the widest space of that year, so the check never narrows a framework below what the run could
+    have had. Other rows: their stated ``framework_version`` (torchtitan's main-branch date before v0.1.0), else None
+    (the family's newest profile)."""
+    family = profile_family(row)
+    if family is None:
+        return None
+    stated = _get(row, "framework_version", ex) if ex is not None else (
+        row.get("framework_version") or ((row.get("mapping_facts") or {}).get("framework_version") or {}).get("value"))
+    if stated is not None:
+        return str(stated)
+    if family != "megatron-lm":
+        return None
+    for text in (row.get("framework") or "", row.get("source") or ""):
+        year = re.search(r"\b(20\d\d)\b", text)
+        if year:
+            if ex is not None:
+                ex.assumed["framework_version"] = (f"{year.group(1)}-12-31 (Megatron-LM main at the end of the year "
+                                                   "the row names; no commit stated)")
+            return f"{year.group(1)}-12-31"
+    return None
 
 
 def _get(row: dict, key: str, ex: "Expression"):
@@ -542,13 +571,19 @@ def _express(row: dict, ex: Expression) -> None:
             if tp > 1:
                 a["sequence_parallel"] = "false (not stated)"
 
+    ex.framework = profile_family(row)
+    ex.framework_version = framework_version(row, ex)
+    if ex.framework == "torchtitan" and pp > 1 and zero == 3 and ex.framework_version is not None \
+            and 3 not in profile(ex.framework, ex.framework_version).zero_stages_with_pp:
+        zero = 2
+        a["zero_stage"] = (f"2 (FSDP2 under PP: torchtitan {ex.framework_version} does not reshard after forward "
+                           "with PP, parallelize_llama.py apply_fsdp; ZeRO-2-like)")
     training = TrainingSpec(seq_len=seq, global_batch_size=gbs, precision=precision)
     ex.spec = Spec(model=model, training=training, cluster=cluster)
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
                        sequence_parallel=bool(sp), pipeline_layout=layout)
-    ex.framework = profile_family(row)
 
 
 def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,
@@ -605,6 +640,15 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
                                              f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
         set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
+    modules = re.search(r"--recompute-modules\s+([a-z_ ]+)", (row.get("recompute") or "").lower())
+    if recompute == "selective" and modules and fw in ("nemo", "mcore", "bridge"):
+        # Megatron-Core --recompute-modules: parplan's deepseek_v3 policy is exactly layernorm + moe_act
+        # (+ mla_up_proj, which it applies when the model has MLA); other module sets keep the attention policy
+        named = set(modules.group(1).split())
+        has_mla = ex.spec is not None and ex.spec.model.mla is not None
+        if {"layernorm", "moe_act"} <= named <= {"layernorm", "moe_act", "mla_up_proj"} and ("mla_up_proj" in named) == has_mla:
+            set_("selective_recompute_policy", "deepseek_v3", f"--recompute-modules {' '.join(sorted(named))}: RMSNorm "
+                 "outputs and the experts' activation recomputed" + (", MLA up-projections too" if has_mla else ""))
     if fw == "bridge":  # perf_recipes/_common.py:72-74: grad_reduce_in_fp32 = False (frameworks/profiles.py)
         set_("grad_bytes", 2.0, "Megatron-Bridge performance recipes: bf16 gradient buffers (grad_reduce_in_fp32 off)")
         set_("grad_reduce_bytes", 2.0, "Megatron-Bridge performance recipes: gradients reduced in bf16")

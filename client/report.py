@@ -80,7 +80,8 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
     return table
 
 
-RUNS_ON_SHORT = {"megatron-core": "mc", "megatron-bridge": "mb", "torchtitan": "tt", "deepspeed": "ds"}
+RUNS_ON_SHORT = {"megatron-core": "mc", "megatron-bridge": "mb", "torchtitan": "tt", "deepspeed": "ds",
+                 "megatron-lm": "ml", "llm-foundry": "lf"}  # the last two only when a spec names them
 
 
 def metrics_table(evaluation: Evaluation) -> Table:
@@ -195,7 +196,11 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
         table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta,
                       f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}",
                       " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
-    table.caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
+    caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
+    for name in ("megatron-lm", "llm-foundry"):
+        if any(name in e.runs_on for e in evaluations):
+            caption += f", {RUNS_ON_SHORT[name]} {name}"
+    table.caption = caption
     return table
 
 

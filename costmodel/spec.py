@@ -28,7 +28,7 @@ Recompute = Literal["none", "selective", "full"]
 CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
-FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
+FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
 
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -275,7 +275,8 @@ class FrameworkSpec(_Strict):
     """``framework: {name: ..., version: ...}``; the profiles are in parplan.frameworks.profiles."""
 
     name: FrameworkName
-    version: Optional[str] = Field(None, description="release, e.g. 0.13.0 or main; default: the newest profile")
+    version: Optional[str] = Field(None, description="release, e.g. 0.13.0 or main (megatron-lm: a main-branch "
+                                   "date YYYY-MM-DD or tag v2.0/v2.5/v2.6); default: the newest profile")
 
 
 class PlanSpec(_Limited):

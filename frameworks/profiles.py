@@ -15,8 +15,13 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
 
 * Megatron-LM ``d98e8a64ddf34856e74b24714e3bedb2f5a39553`` (2026-08-22; tag core_v0.19.0 is 2026-08-19)
 * Megatron-Bridge ``067f987df03b8355b03192d88d70f1709fedf51a`` (2026-08-22)
-* torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21) and tag ``v0.2.2`` (2026-02-20)
+* torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21), tag ``v0.2.2`` (2026-02-20) and main
+  ``9dec370ad26b5f8e9a7333a0e36165018262644b`` (2024-12-26; versions before v0.1.0 are main-branch dates)
 * DeepSpeed ``edaa7221267243c7be7fb49c5d5f5c4fb97b4641`` (2026-08-22)
+* LLM Foundry ``061f2c7ce64e655100286584a7629e2a09f827ba`` (2023-10-17; after v0.3.0) and the Composer release it
+  pins (``mosaicml>=0.16.3,<0.17``: v0.16.4 ``1c9d8d17989424d804bc3baef03ba11d5005fd88``)
+* Megatron-LM before Megatron-Core (``megatron-lm``, 2021-2022): the main-branch commits that added each option
+  (``git log --first-parent main -S<flag>``), see :data:`MEGATRON_LM_COMMITS`
 
 What parplan's schedules cannot express is listed per profile (``not_expressible``): the framework
 can run it, parplan cannot plan it, so no returned plan uses it.
@@ -35,9 +40,29 @@ MEGATRON = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge@067f987df03b8355b03192d88d70f1709fedf51a"
 TITAN = "pytorch/torchtitan@b5bcd76c66d0acb1a08b176d9639425bc55e0b2a"
 TITAN_022 = "pytorch/torchtitan@v0.2.2"
+TITAN_2412 = "pytorch/torchtitan@9dec370ad26b5f8e9a7333a0e36165018262644b"
 DEEPSPEED = "deepspeedai/DeepSpeed@edaa7221267243c7be7fb49c5d5f5c4fb97b4641"
 
 FRAMEWORKS: tuple[str, ...] = ("megatron-core", "megatron-bridge", "torchtitan", "deepspeed")
+# releases of the past, planned for when a spec names them (``runs_on`` lists them only for such a spec)
+HISTORICAL: tuple[str, ...] = ("megatron-lm", "llm-foundry")
+
+# Megatron-LM main-branch commits (first-parent merges) that changed what it could run, before Megatron-Core;
+# the ``megatron-lm`` profile's versions are dates of that branch (YYYY-MM-DD) or its tags v2.0 / v2.5 / v2.6
+MEGATRON_LM_COMMITS: dict[str, tuple[str, str]] = {  # fact -> (commit, commit date)
+    "readme_2021_01": ("152aab304d4eabe4f992def6296156642e11c28d", "2021-01-11"),
+    "interleaved": ("76e3fca0ee43a11d57ab7dc9a6de93e59d9a1e72", "2021-02-17"),
+    "interleaved_pp3": ("2f3a2d68e3e48c1d7fe2eb4a5c7ffe5074b7ca94", "2021-03-23"),
+    "sc21_scripts": ("de7dc40f883ceed06344051c3c7ebd57da59cc53", "2021-08-10"),
+    "partial_recompute": ("23266c578bb25c3d854d9488cab86f50f2b909c2", "2021-08-19"),
+    "sequence_parallel": ("9aad9203aaac510984037098d5072776da1f4e5f", "2022-05-20"),
+    "distributed_optimizer": ("d07d29df14ade3a0858c9f33b5da61d80ffd31cd", "2022-06-08"),
+    "flash_attention": ("285068c8108e0e8e6538f54fe27c3ee86c5217a2", "2023-01-11"),
+}
+MEGATRON_LM_TAGS: dict[str, str] = {"v2.0": "2021-01-12", "v2.5": "2021-08-10", "v2.6": "2021-08-27"}  # git tag dates
+_MLM = {k: f"NVIDIA/Megatron-LM@{c}" for k, (c, _) in MEGATRON_LM_COMMITS.items()}
+FOUNDRY = "mosaicml/llm-foundry@061f2c7ce64e655100286584a7629e2a09f827ba"
+COMPOSER = "mosaicml/composer@1c9d8d17989424d804bc3baef03ba11d5005fd88"  # v0.16.4
 
 # fact -> where it is written (file at a commit, lines). The profiles below cite these keys.
 CITATIONS: dict[str, str] = {
@@ -123,8 +148,65 @@ CITATIONS: dict[str, str] = {
     "titan.async_tp": f"{TITAN} torchtitan/config/configs.py:299-309 enable_async_tensor_parallel (default off; "
                       "needs torch.compile of the model)",
     "titan.cp": f"{TITAN} torchtitan/config/configs.py:233-242 context_parallel_degree, head-tail load balancing",
+    "titan.sp_with_tp": f"{TITAN_022} torchtitan/models/llama3/infra/parallelize.py:161-233 apply_tp: the norms are "
+                        "SequenceParallel() in every TP plan (no TP without SP; so too at 9dec370 "
+                        "torchtitan/parallelisms/parallelize_llama.py:117-185); decoupled in aa68af18 (2026-03-29)",
+    "titan.fsdp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:320-339 apply_fsdp: with PP no "
+                       "reshard after forward (ZeRO-2-like), without PP reshard (ZeRO-3); no option until 5940ddeb "
+                       "(2025-02-06, 'Makes FSDP reshard_after_forward configurable')",
+    "titan.ddp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:79-110: FSDP over dp_shard x cp "
+                      "whenever either is > 1; DDP (data_parallel_replicate alone) raises 'DDP has not supported > 1D "
+                      "parallelism' with TP or PP",
+    "titan.ac_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:230-262 and config_manager.py:514-524: "
+                     "activation_checkpoint.mode none | full | selective, selective_ac_option 'op' or N (every N-th "
+                     "block)",
+    "titan.options_2412": f"{TITAN_2412} torchtitan/config_manager.py:288 enable_async_tensor_parallel, 302 "
+                          "pipeline_parallel_split_points (any layer boundaries, per stage and virtual stage), 318-324 "
+                          "pipeline_parallel_schedule (torch.distributed.pipelining's get_schedule_class: 1F1B, "
+                          "Interleaved1F1B, GPipe, LoopedBFS, InterleavedZeroBubble), 359 context_parallel_degree, 389 "
+                          "mixed_precision_reduce (float32)",
     "titan.runtime": "benchmarks/runs.py _techniques (torch.distributed.pipelining buffers, DTensor SP saved "
                      "inputs, loss_parallel 16 B/logit with TP, 12 B without): facts established and cited there",
+    "megatron_lm.1f1b": f"{_MLM['readme_2021_01']} megatron/training.py:497-521 forward_backward_no_pipelining and "
+                        "forward_backward_pipelining ('Run 1F1B schedule'); no interleaving, no ZeRO, no sequence "
+                        "parallelism, no selective recompute in the tree",
+    "megatron_lm.even": f"{_MLM['sc21_scripts']} megatron/model/transformer.py:551-553: num_layers must be divisible "
+                        "by pipeline_model_parallel_size (every stage the same count; 10c6ad06 (2022-02-08) adds only "
+                        "--standalone-embedding-stage, a stage without transformer layers)",
+    "megatron_lm.full_all": f"{_MLM['sc21_scripts']} megatron/model/transformer.py:597-621 _checkpointed_forward: "
+                            "--checkpoint-activations checkpoints every layer, in chunks of --checkpoint-num-layers",
+    "megatron_lm.interleaved": f"{_MLM['interleaved']} (merge 2021-02-17, 'Interleaved pipelined execution') "
+                               "megatron/schedules.py:98 forward_backward_pipelining_with_interleaving, "
+                               "--num-layers-per-virtual-pipeline-stage",
+    "megatron_lm.interleaved_pp3": f"{_MLM['interleaved_pp3']} (merge 2021-03-23, 'extra_assertion') "
+                                   "megatron/arguments.py: 'pipeline-model-parallel size should be greater than 2 with "
+                                   "interleaved schedule' (still at de7dc40f arguments.py:118-121; pp = 2 only with "
+                                   "--overlap-p2p-comm from 152c5620, 2024-05-31)",
+    "megatron_lm.block": f"{_MLM['partial_recompute']} (merge 2021-08-19) megatron/model/transformer.py:613-636 "
+                         "--activations-checkpoint-method uniform | block: block checkpoints the first "
+                         "--activations-checkpoint-num-layers layers of each model chunk",
+    "megatron_lm.sp_selective": f"{_MLM['sequence_parallel']} (merge 2022-05-20, Korthikanti et al. 2022, arXiv "
+                                "2205.05198) megatron/arguments.py --sequence-parallel, --recompute-granularity "
+                                "full | selective, --recompute-method uniform | block",
+    "megatron_lm.dist_opt": f"{_MLM['distributed_optimizer']} (merge 2022-06-08) megatron/arguments.py "
+                            "--use-distributed-optimizer (ZeRO-1)",
+    "megatron_lm.no_cp_no_flash": f"{_MLM['flash_attention']} (merge 2023-01-11) adds --use-flash-attn; ring "
+                                  "context parallelism (--context-parallel-size) merges later (4a6255a7, 2023-10-30): "
+                                  "before 2023-01-11 neither exists, and the unfused softmax stores the s x s scores",
+    "megatron_lm.ddp": f"{_MLM['sc21_scripts']} megatron/arguments.py:578 --DDP-impl local (default) | torch: the "
+                       "local DDP all-reduces gradients after the backward pass (training.py train_step)",
+    "foundry.fsdp_only": f"{FOUNDRY} llmfoundry/ and scripts/train/: no tensor, pipeline or context parallelism "
+                         "(no tp_config, device mesh or pipeline code; tensor parallelism arrives in ee456002, "
+                         "'Tensor Parallelism (#1521)', 2024-09-27, first in v0.13.0); scripts/train/benchmarking/"
+                         "submit_benchmarks.py:64-80 sets only fsdp_config (mixed_precision, activation_checkpointing, "
+                         "sharding_strategy)",
+    "foundry.sharding": f"{COMPOSER} composer/trainer/mosaic_fsdp_utils.py:36-40 SHARDING_MAP NO_SHARD | SHARD_GRAD_OP | "
+                        "FULL_SHARD (dist_strategy.py:316-317 reads fsdp_config.sharding_strategy through it): "
+                        "ZeRO 0, 2, 3",
+    "foundry.ac": f"{FOUNDRY} llmfoundry/models/mpt/modeling_mpt.py:481-482 activation_checkpointing_fn: every "
+                  "MPTBlock is checkpointed when fsdp_config.activation_checkpointing is true (no selective, no count)",
+    "foundry.pure": f"{FOUNDRY} scripts/train/benchmarking/submit_benchmarks.py:64-66 fsdp_config_mixed_precision "
+                    "default PURE (bf16 parameters, gradient reduction and buffers; benchmarks/runs.py)",
     "deepspeed.schedule": f"{DEEPSPEED} deepspeed/runtime/pipe/schedule.py:189-252 TrainSchedule (synchronous "
                           "1F1B); no interleaved schedule",
     "deepspeed.zero_pp": f"{DEEPSPEED} deepspeed/runtime/pipe/engine.py:76-77: ZeRO-2 and ZeRO-3 are "
@@ -163,6 +245,11 @@ class Profile:
     citations: tuple[str, ...] = ()
     not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
     cp_comm_types: tuple[str, ...] = ("p2p",)  # CP comm types it runs with cp > 1 (costmodel/context_parallel.py)
+    tensor_parallel: bool = True  # False: tp must be 1
+    pipeline_parallel: bool = True  # False: pp must be 1
+    sequence_parallel_with_tp: bool = False  # True: every TP plan is sequence-parallel (no TP without SP)
+    ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
+    interleaved_min_pp: int = 2  # the interleaved schedule needs at least this many pipeline stages
 
 
 _MEGATRON_CORE = Profile(
@@ -216,7 +303,14 @@ _TORCHTITAN = Profile(
 )
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
-    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022"),
+    sequence_parallel_with_tp=True,
+    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp"),
+)
+_TORCHTITAN_2412 = replace(
+    _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
+    expert_tensor_parallel="one", ddp_one_dimensional=True,
+    citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
+               "titan.ddp_2412", "titan.ac_2412", "titan.options_2412"),
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",
@@ -234,9 +328,63 @@ _DEEPSPEED = Profile(
     cp_comm_types=("a2a",),
 )
 
+# Megatron-LM 2021-2022 (before Megatron-Core): each variant adds what one main-branch merge added
+_MEGATRON_LM_2021_01 = Profile(
+    name="megatron-lm", versions="main 2021-01-11 .. 2021-02-16 (v2.0)",
+    schedules=("1f1b",),
+    zero_stages=(0,), zero_stages_with_pp=(0,),
+    recompute=("none", "full"), full_recompute_counts="all",
+    context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
+    assumptions={"pipeline_runtime": "megatron", "sequence_parallel_saves_gathered_inputs": False,
+                 "flash_attention": False, "tp_comm_overlap": 0.0, "pp_comm_overlap": 0.0, "dp_comm_overlap": 0.0},
+    citations=("megatron_lm.1f1b", "megatron_lm.even", "megatron_lm.full_all", "megatron_lm.no_cp_no_flash",
+               "megatron_lm.ddp"),
+    not_expressible=("--DDP-impl torch (PyTorch DDP overlaps the all-reduce: set assumptions.dp_comm_overlap)",),
+)
+_MEGATRON_LM_2021_02 = replace(
+    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-03-22", schedules=("1f1b", "interleaved"),
+    citations=_MEGATRON_LM_2021_01.citations + ("megatron_lm.interleaved",),
+)
+_MEGATRON_LM_2021_03 = replace(
+    _MEGATRON_LM_2021_02, versions="main 2021-03-23 .. 2021-08-18 (v2.5)", interleaved_min_pp=3,
+    citations=_MEGATRON_LM_2021_02.citations + ("megatron_lm.interleaved_pp3",),
+)
+_MEGATRON_LM_2021_08 = replace(
+    _MEGATRON_LM_2021_03, versions="main 2021-08-19 .. 2022-05-19 (v2.6)", full_recompute_counts="chunk_block",
+    citations=_MEGATRON_LM_2021_03.citations + ("megatron_lm.block",),
+)
+_MEGATRON_LM_2022_05 = replace(
+    _MEGATRON_LM_2021_08, versions="main 2022-05-20 .. 2022-06-07", recompute=("none", "selective", "full"),
+    sequence_parallel=True,
+    assumptions={**_MEGATRON_LM_2021_08.assumptions, "selective_recompute_policy": "attention"},
+    citations=_MEGATRON_LM_2021_08.citations + ("megatron_lm.sp_selective",),
+)
+_MEGATRON_LM_2022_06 = replace(
+    _MEGATRON_LM_2022_05, versions="main 2022-06-08 .. 2023-01-10", zero_stages=(0, 1), zero_stages_with_pp=(0, 1),
+    citations=_MEGATRON_LM_2022_05.citations + ("megatron_lm.dist_opt",),
+)
+
+_LLM_FOUNDRY = Profile(
+    name="llm-foundry", versions="< 0.13.0 (main 061f2c7, 2023-10-17, on Composer 0.16)",
+    schedules=("1f1b",),
+    zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
+    recompute=("none", "full"), full_recompute_counts="all",
+    context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
+    assumptions={"grad_reduce_bytes": 2.0},
+    citations=("foundry.fsdp_only", "foundry.sharding", "foundry.ac", "foundry.pure"),
+    not_expressible=("activation_cpu_offload", "mixed_precision DEFAULT / FULL (fp32 reductions: set "
+                     "assumptions.grad_reduce_bytes 4)"),
+    tensor_parallel=False, pipeline_parallel=False,
+)
+
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
     "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
+    "megatron-lm": (((2022, 6, 8), _MEGATRON_LM_2022_06), ((2022, 5, 20), _MEGATRON_LM_2022_05),
+                    ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 3, 23), _MEGATRON_LM_2021_03),
+                    ((2021, 2, 17), _MEGATRON_LM_2021_02),
+                    ((2021, 1, 11), _MEGATRON_LM_2021_01)),
+    "llm-foundry": (((0, 0, 0), _LLM_FOUNDRY),),
     "megatron-bridge": ((None, _MEGATRON_BRIDGE),),
     "torchtitan": (((0, 2, 3), _TORCHTITAN), ((0, 0, 0), _TORCHTITAN_022)),
     "deepspeed": ((None, _DEEPSPEED),),
@@ -257,20 +405,58 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in nums[:3]) + (0,) * (3 - min(3, len(nums)))
 
 
+# versions from this key on are not the profile's (Megatron-LM: flash attention, then CP; use megatron-core)
+_UNTIL: dict[str, tuple[int, ...]] = {"megatron-lm": (2023, 1, 11), "llm-foundry": (0, 13, 0)}
+
+
+def _megatron_lm_date(version: str) -> tuple[int, ...]:
+    """'2021-08-10' -> (2021, 8, 10); a tag 'v2.6' -> its date (:data:`MEGATRON_LM_TAGS`)."""
+    v = version.strip()
+    v = MEGATRON_LM_TAGS.get(v, MEGATRON_LM_TAGS.get(f"v{v}", v))
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", v)
+    if not m:
+        raise UnknownFramework(f"framework.version {version!r} for megatron-lm: expected a date of Megatron-LM's main "
+                               f"branch (YYYY-MM-DD) or a tag ({', '.join(MEGATRON_LM_TAGS)})")
+    return tuple(int(g) for g in m.groups())
+
+
+def _torchtitan_at_date(version: str) -> Profile:
+    """torchtitan's main branch before its first release (v0.1.0, 2025-06-17) by date: read at 9dec370
+    (2024-12-26) up to the merge that made FSDP resharding configurable (5940ddeb, 2025-02-06)."""
+    key = tuple(int(x) for x in version.strip().split("-"))
+    if key < (2024, 12, 26):
+        raise UnknownFramework(f"framework torchtitan version {version} predates the oldest profile "
+                               "(main 2024-12-26); its facts are not cited here")
+    if key >= (2025, 2, 6):
+        raise UnknownFramework(f"framework torchtitan version {version}: main from 2025-02-06 on is not profiled by "
+                               "date; name a release (0.1.0 or later)")
+    return _TORCHTITAN_2412
+
+
 def profile(name: str, version: Optional[str] = None) -> Profile:
     """The profile of ``name`` at ``version`` (None: the newest snapshot read)."""
     if name not in _VERSIONED:
-        raise UnknownFramework(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}")
+        raise UnknownFramework(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS + HISTORICAL)}")
     variants = _VERSIONED[name]
     if version is None:
         return variants[0][1]
-    key = _version_key(version)
+    if name == "torchtitan" and re.fullmatch(r"\s*20\d\d-\d\d-\d\d\s*", version):
+        return _torchtitan_at_date(version)
+    key = _megatron_lm_date(version) if name == "megatron-lm" else _version_key(version)
+    if name == "megatron-lm" and key >= _UNTIL[name]:
+        raise UnknownFramework(f"framework megatron-lm version {version}: from {'-'.join(f'{x:02d}' for x in _UNTIL[name])} "
+                               "(flash attention, then context parallelism) the megatron-lm profile no longer applies; "
+                               "name megatron-core with its core version")
+    if name in _UNTIL and key >= _UNTIL[name]:
+        raise UnknownFramework(f"framework {name} version {version}: from {'.'.join(map(str, _UNTIL[name]))} "
+                               f"(tensor parallelism) the {name} profile no longer applies; its facts are not cited here")
     for since, prof in variants:
         if since is None or key >= since:
             return prof
     oldest = variants[-1][0]
+    shown = "-".join(f"{x:02d}" for x in oldest) if name == "megatron-lm" else ".".join(map(str, oldest))
     raise UnknownFramework(f"framework {name} version {version} predates the oldest profile "
-                           f"({'.'.join(map(str, oldest))}); its facts are not cited here")
+                           f"({shown}); its facts are not cited here")
 
 
 def spec_profile(spec: "Spec") -> Optional[Profile]:
@@ -357,6 +543,8 @@ class SpaceLimits:
     uniform_recompute: bool
     recompute_all_layers: bool  # full recomputation checkpoints every layer of every stage (no per-stage count)
     chunk_layouts: bool  # per-(stage, chunk) layer counts: interleaved chunks may differ within a stage
+    tp: Optional[tuple[int, ...]] = None  # None: unrestricted
+    pp: Optional[tuple[int, ...]] = None
 
 
 def space_limits(prof: Profile) -> SpaceLimits:
@@ -374,6 +562,8 @@ def space_limits(prof: Profile) -> SpaceLimits:
         uniform_recompute=prof.full_recompute_counts == "chunk_block",
         recompute_all_layers=prof.full_recompute_counts in ("all", "all_or_every_nth"),
         chunk_layouts=prof.stage_split == "any",
+        tp=None if prof.tensor_parallel else (1,),
+        pp=None if prof.pipeline_parallel else (1,),
     )
 
 
@@ -381,8 +571,14 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
     """Rules on degrees, schedule, ZeRO, recompute granularity and SP (a Choice or a Plan)."""
     out: list[str] = []
     who = prof.name
+    if c.tp > 1 and not prof.tensor_parallel:
+        out.append(f"{who} has no tensor parallelism (tp must be 1)")
+    if c.pp > 1 and not prof.pipeline_parallel:
+        out.append(f"{who} has no pipeline parallelism (pp must be 1)")
     if c.pp > 1 and c.schedule not in prof.schedules:
         out.append(f"{who} cannot run schedule {c.schedule} (it runs {', '.join(prof.schedules)})")
+    if c.schedule == "interleaved" and 1 < c.pp < prof.interleaved_min_pp:
+        out.append(f"{who} {prof.versions} runs the interleaved schedule only with pp > {prof.interleaved_min_pp - 1}")
     if c.pp == 1 and c.schedule not in ("1f1b", *prof.schedules):
         out.append(f"{who} cannot run schedule {c.schedule}")
     allowed = prof.zero_stages_with_pp if c.pp > 1 else prof.zero_stages
@@ -402,6 +598,10 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
             out.append(f"{who} supports etp 1 or etp = tp only (got etp {c.etp}, tp {c.tp})")
     if c.sequence_parallel and c.tp > 1 and not prof.sequence_parallel:
         out.append(f"{who} has no Megatron-style sequence parallelism")
+    if prof.sequence_parallel_with_tp and c.tp > 1 and not c.sequence_parallel:
+        out.append(f"{who} {prof.versions} runs tensor parallelism only with sequence parallelism")
+    if prof.ddp_one_dimensional and c.zero_stage == 0 and c.dp * c.cp > 1 and (c.tp > 1 or c.pp > 1 or c.cp > 1):
+        out.append(f"{who} {prof.versions} runs DDP (ZeRO-0) only without TP, PP and CP (FSDP otherwise)")
     return out
 
 
@@ -451,10 +651,12 @@ def framework_violations(prof: Profile, plan: Any) -> list[str]:
 
 
 def runs_on(spec: "Spec", plan: Any) -> list[str]:
-    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``."""
+    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``; a historical
+    framework (:data:`HISTORICAL`) only when the spec names it."""
     mine = spec_profile(spec)
     out = []
-    for name in FRAMEWORKS:
+    names = FRAMEWORKS if mine is None or mine.name in FRAMEWORKS else FRAMEWORKS + (mine.name,)
+    for name in names:
         prof = mine if mine is not None and mine.name == name else profile(name)
         if not framework_violations(prof, plan):
             out.append(name)
@@ -483,4 +685,8 @@ def search_conflicts(spec: "Spec") -> list[str]:
     if lim.cp is None and s.cp is not None and 1 not in s.cp and not set(kinds) & set(lim.cp_comm_types):
         out.append(f"search.cp {list(s.cp)} with search.cp_comm_types {kinds}: {prof.name} runs none of these CP "
                    f"comm types (it runs {', '.join(lim.cp_comm_types)}; set search.cp_comm_types)")
+    for name, what in (("tp", "tensor"), ("pp", "pipeline")):
+        pinned = getattr(s, name)
+        if pinned is not None and getattr(lim, name) is not None and 1 not in pinned:
+            out.append(f"search.{name} {list(pinned)}: {prof.name} has no {what} parallelism ({name} must be 1)")
     return out

@@ -132,6 +132,7 @@ class SpaceOptions:
             opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
             recompute=keep(opts.recompute, lim.recompute),
             cp=opts.cp if lim.cp is None else pin(opts.cp, lim.cp),
+            tp=opts.tp if lim.tp is None else pin(opts.tp, lim.tp), pp=opts.pp if lim.pp is None else pin(opts.pp, lim.pp),
             zero_stages_with_pp=lim.zero_stages_with_pp,
             etp=pin(opts.etp, (1,)) if lim.etp_one else opts.etp,
             sequence_parallel=opts.sequence_parallel if lim.sequence_parallel is None

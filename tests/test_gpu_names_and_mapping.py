@@ -130,4 +130,5 @@ def test_profile_family_per_row():
     assert runs.profile_family(_row(framework="torchtitan (2024-12)")) == "torchtitan"
     assert runs.profile_family(_row(framework="Megatron-Bridge (NeMo 26.06)")) == "megatron-bridge"
     assert runs.profile_family(_row(zero_or_sharding="ZeRO-3 (DeepSpeed)")) == "deepspeed"
-    assert runs.profile_family(_row(framework="LLM Foundry")) is None
+    assert runs.profile_family(_row(framework="LLM Foundry")) == "llm-foundry"  # FSDP only (frameworks/profiles.py)
+    assert runs.profile_family(_row(framework="HAI-LLM (DeepSeek internal)")) is None

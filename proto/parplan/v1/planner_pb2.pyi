@@ -69,6 +69,8 @@ class Framework(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FRAMEWORK_MEGATRON_BRIDGE: _ClassVar[Framework]
     FRAMEWORK_TORCHTITAN: _ClassVar[Framework]
     FRAMEWORK_DEEPSPEED: _ClassVar[Framework]
+    FRAMEWORK_MEGATRON_LM: _ClassVar[Framework]
+    FRAMEWORK_LLM_FOUNDRY: _ClassVar[Framework]
 
 class StageSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -119,6 +121,8 @@ FRAMEWORK_MEGATRON_CORE: Framework
 FRAMEWORK_MEGATRON_BRIDGE: Framework
 FRAMEWORK_TORCHTITAN: Framework
 FRAMEWORK_DEEPSPEED: Framework
+FRAMEWORK_MEGATRON_LM: Framework
+FRAMEWORK_LLM_FOUNDRY: Framework
 STAGE_SPLIT_UNSPECIFIED: StageSplit
 STAGE_SPLIT_PER_STAGE: StageSplit
 STAGE_SPLIT_FIRST_LAST: StageSplit
