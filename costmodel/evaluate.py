@@ -159,14 +159,17 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
                 num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
                 recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
-                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout)
+                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
+                zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
+                optimizer_offload_fraction=ps.optimizer_offload_fraction)
 
 
 def plan_choice(plan: Plan) -> Choice:
     return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
                   schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
-                  sequence_parallel=plan.sequence_parallel)
+                  sequence_parallel=plan.sequence_parallel, zero_replicas=plan.zero_replicas,
+                  optimizer_states=plan.optimizer_states, optimizer_offload_fraction=plan.optimizer_offload_fraction)
 
 
 def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:

@@ -112,7 +112,8 @@ class Problem:
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel)
+                    sequence_parallel=c.sequence_parallel, zero_replicas=c.zero_replicas,
+                    optimizer_states=c.optimizer_states, optimizer_offload_fraction=c.optimizer_offload_fraction)
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)

@@ -11,6 +11,12 @@ always on when TP > 1 and allowed (same time, less memory), 'selective' is dropp
 makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero recomputed
 layers is 'none', working set included; plans are reported canonically).
 Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
+
+Memory-side dimensions (``search.zero_replicas``, ``search.optimizer_states``,
+``search.optimizer_offload_fractions``; unset, each is today's single value): every listed value that is
+legal for the choice (costmodel/legality.py ``memory_dim_violations``, the framework's rules). One exact
+reduction: the optimizer states cost no time in the model, so of the listed dtypes only those with the
+fewest bytes per parameter are kept (same time, never more memory; the first listed among equals).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from dataclasses import dataclass, field, replace
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import degree_violations, framework_choice_violations, schedule_violations
+from parplan.costmodel.legality import (degree_violations, framework_choice_violations, memory_dim_violations,
+                                        schedule_violations)
+from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
@@ -68,6 +76,9 @@ class SpaceOptions:
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
     zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
     recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
+    zero_replicas: tuple[int, ...] = (1,)  # HSDP replica groups of the ZeRO group
+    optimizer_states: tuple[str | None, ...] = (None,)  # None: assumptions.optimizer_bytes
+    optimizer_offload_fractions: tuple[float, ...] = (0.0,)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -83,6 +94,9 @@ class SpaceOptions:
             sequence_parallel=t(s.sequence_parallel),
             uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
             stage_split=s.resolved_stage_split,
+            zero_replicas=tuple(s.zero_replicas) if s.zero_replicas else (1,),
+            optimizer_states=tuple(s.optimizer_states) if s.optimizer_states else (None,),
+            optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -163,6 +177,13 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             kept.setdefault(effective_zero_stage(z, pp, a), z)
         return list(kept.values())
 
+    states = list(dict.fromkeys(opts.optimizer_states))
+    if opts.prune_dominated and len(states) > 1:
+        least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in states)
+        states = [st for st in states if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
+    memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in states
+                   for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
+
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
@@ -225,11 +246,18 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                     reject(why)
                                     continue
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
-                                    for rc in recompute:
-                                        for sp in sps:
-                                            c = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
-                                            if framework and framework_choice_violations(spec, c):
-                                                reject(framework_choice_violations(spec, c))
-                                                continue
-                                            out.append(c)
+                                    for r, st, f in memory_dims:
+                                        mem = replace(head, zero_stage=z, zero_replicas=r, optimizer_states=st,
+                                                      optimizer_offload_fraction=f)
+                                        why = memory_dim_violations(mem)
+                                        if why:
+                                            reject(why, len(recompute) * len(sps))
+                                            continue
+                                        for rc in recompute:
+                                            for sp in sps:
+                                                c = replace(mem, recompute=rc, sequence_parallel=sp)
+                                                if framework and framework_choice_violations(spec, c):
+                                                    reject(framework_choice_violations(spec, c))
+                                                    continue
+                                                out.append(c)
     return Space(out, rejected)
