@@ -531,4 +531,14 @@ def search_conflicts(spec: "Spec") -> list[str]:
                        f"(it runs {', '.join(map(str, allowed))})")
     if s.cp is not None and lim.cp is not None and 1 not in s.cp:
         out.append(f"search.cp {list(s.cp)}: {prof.name} has no ring context parallelism (cp must be 1)")
+    if s.zero_replicas is not None and 1 not in s.zero_replicas and not prof.hsdp_zero_stages:
+        out.append(f"search.zero_replicas {list(s.zero_replicas)}: {prof.name} {prof.versions} has no HSDP "
+                   "(zero_replicas must be 1)")
+    if s.optimizer_states is not None and not prof.optimizer_states:
+        out.append(f"search.optimizer_states {list(s.optimizer_states)}: {prof.name} {prof.versions} has no "
+                   "precision-aware optimizer (omit the key: the assumptions' optimizer_bytes)")
+    fractions = s.optimizer_offload_fractions
+    if fractions is not None and 0 not in fractions and prof.optimizer_offload == "none":
+        out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name} {prof.versions} has no "
+                   "optimizer-only CPU offload (the fraction must be 0)")
     return out

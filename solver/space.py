@@ -116,6 +116,9 @@ class SpaceOptions:
             stage_split=_tighter(opts.stage_split, lim.stage_split),
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
             recompute_all_layers=lim.recompute_all_layers,
+            # a framework without a precision-aware optimizer runs only the assumptions' optimizer bytes
+            optimizer_states=opts.optimizer_states if prof.optimizer_states
+            else tuple(v for v in opts.optimizer_states if v is None),
         )
 
 
@@ -168,8 +171,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
         (the lowest allowed is kept); under PP only the framework's ZeRO stages that compose with it."""
         stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
-        if dense_group == 1 and expert_group == 1:
-            return sorted(stages)[:1]
+        if dense_group == 1 and expert_group == 1 and not offload:
+            return sorted(stages)[:1]  # (with offload a framework may need ZeRO >= 1 or ZeRO-3: all are kept)
         if not opts.prune_dominated:
             return stages
         kept: dict[int, int] = {}
@@ -179,8 +182,15 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
 
     states = list(dict.fromkeys(opts.optimizer_states))
     if opts.prune_dominated and len(states) > 1:
-        least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in states)
-        states = [st for st in states if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
+        # the listed dtypes with the fewest bytes (the first among equals); the assumptions' bytes (None) too
+        # where they are fewer still, since a framework may need a precision-aware optimizer (offload)
+        named = [st for st in states if st is not None]
+        least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in named)
+        keep = [st for st in named if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
+        if None in states and a.optimizer_bytes < least:
+            keep = [None] + keep
+        states = keep
+    offload = any(f > 0 for f in opts.optimizer_offload_fractions)
     memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in states
                    for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
 

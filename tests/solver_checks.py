@@ -38,6 +38,12 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
     if s.sequence_parallel is not None and plan.tp > 1 and plan.sequence_parallel not in s.sequence_parallel:
         out.append(f"sequence_parallel {plan.sequence_parallel} not in search.sequence_parallel = "
                    f"{s.sequence_parallel}")
+    for key, listed, default in (("zero_replicas", s.zero_replicas, 1),
+                                 ("optimizer_states", s.optimizer_states, None),
+                                 ("optimizer_offload_fraction", s.optimizer_offload_fractions, 0.0)):
+        value = getattr(plan, key)
+        if (value not in listed) if listed is not None else value != default:
+            out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
     if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:
