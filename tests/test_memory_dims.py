@@ -281,6 +281,23 @@ def test_states_reduction_is_exact_for_min_memory():
 
 
 # ----------------------------------------------------------------------------------------------- oracles
+class MemTally:
+    """What the oracle examples exercised: feasible specs, and best plans using each dimension."""
+
+    feasible = infeasible = replicas = states = offload = 0
+
+    @classmethod
+    def add(cls, result) -> None:
+        if not result.plans:
+            cls.infeasible += 1
+            return
+        cls.feasible += 1
+        plan = result.plans[0].plan
+        cls.replicas += plan.zero_replicas > 1
+        cls.states += plan.optimizer_states is not None
+        cls.offload += plan.optimizer_offload_fraction > 0
+
+
 @settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=small_specs(memory_dims=True))
@@ -289,11 +306,22 @@ def test_cpsat_matches_exhaustive_with_memory_dims(spec):
     cp = optimize(spec, method="cpsat", top_k=2, controls=CPSAT)
     ex = optimize(spec, method="exhaustive", top_k=2)
     assert bool(cp.plans) == bool(ex.plans), (cp.status, ex.status)
+    MemTally.add(cp)
     for a_, b_ in zip(cp.plans, ex.plans):
         assert a_.metrics.step_time_s == pytest.approx(b_.metrics.step_time_s, rel=REL_TOL)
     for ev in cp.plans:
         check_plan(spec, ev)
     check_integer_scaling(spec, cp)
+
+
+def test_memory_dims_oracle_examples_were_mixed():
+    """The examples above reach plans with each dimension (so the agreement is not only over today's space)."""
+    if MemTally.feasible + MemTally.infeasible == 0:
+        pytest.skip("run together with test_cpsat_matches_exhaustive_with_memory_dims")
+    t = MemTally
+    print(f"\nmemory dims: {t.feasible} feasible, {t.infeasible} infeasible; best plans with replicas {t.replicas}, "
+          f"optimizer dtypes {t.states}, offload {t.offload}")
+    assert t.feasible >= 10 and t.infeasible >= 1 and t.replicas >= 2 and t.states >= 5 and t.offload >= 2, vars(t)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None,
