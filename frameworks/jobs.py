@@ -38,7 +38,11 @@ PLACEHOLDER = "REPLACE-ME"
 
 def job_name(plan: Plan) -> str:
     """``parplan-<8 hex>``: a stable name from the plan's content."""
-    digest = hashlib.sha1(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    data = plan.model_dump(mode="json")
+    for key, default in (("zero_replicas", 1), ("optimizer_states", None), ("optimizer_offload_fraction", 0.0)):
+        if data[key] == default:  # the memory-side choices name a job only where made (today's names stay)
+            del data[key]
+    digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return f"parplan-{digest[:8]}"
 
 

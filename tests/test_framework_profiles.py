@@ -167,6 +167,12 @@ def _with_framework(spec: Spec, name: str) -> Spec:
             del search[key]
     if not prof.context_parallel and 1 not in search.get("cp", [1]):
         del search["cp"]
+    if "optimizer_states" in search and not prof.optimizer_states:  # the memory-side dimensions likewise
+        del search["optimizer_states"]
+    if prof.optimizer_offload == "none" and 0 not in search.get("optimizer_offload_fractions", [0]):
+        del search["optimizer_offload_fractions"]
+    if not prof.hsdp_zero_stages and 1 not in search.get("zero_replicas", [1]):
+        del search["zero_replicas"]
     return Spec.model_validate(data)
 
 

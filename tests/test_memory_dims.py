@@ -415,3 +415,20 @@ def test_proto_round_trip_of_the_new_fields():
     today = plan_to_dict(_plan(spec))
     assert "zero_replicas" not in today  # the default plan's dict (and golden outputs) are unchanged
     assert convert.message_to_dict(convert.fill_message(pb.Plan(), today), omit_unset=False) == today
+
+
+def test_exports_read_back():
+    """solver-cli import reads the new flags and keys back into the same plan (frameworks/import_plan.py)."""
+    from parplan.frameworks.export import export_plan
+    from parplan.frameworks.import_plan import spec_from_export
+
+    spec = _spec()
+    cases = [("megatron", _plan(spec, zero_replicas=2, optimizer_states="fp16/bf16/fp8",
+                                optimizer_offload_fraction=0.25)),
+             ("torchtitan", _plan(spec, zero_stage=3, zero_replicas=4)),
+             ("deepspeed", _plan(spec, zero_stage=3, zero_replicas=2, optimizer_offload_fraction=0.5))]
+    for target, plan in cases:
+        text = export_plan(spec, plan, target).text
+        back = spec_from_export(text, target, spec).plan
+        for key in ("zero_stage", "zero_replicas", "optimizer_states", "optimizer_offload_fraction"):
+            assert getattr(back, key, None) == getattr(plan, key), (target, key, getattr(back, key, None))
