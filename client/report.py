@@ -29,7 +29,7 @@ BREAKDOWN_NOTES = {
     "cp": "CP ring KV exchange, exposed",
     "ep": "EP all-to-all, exposed",
     "pp": "stage-boundary send/recv, exposed",
-    "dp": "DP grad/param sync, ZeRO-3 gathers, exposed",
+    "dp": "DP grad/param sync, ZeRO-3 gathers, optimizer offload, exposed",
     "bubble": "pipeline fill and drain",
     "imbalance": "slowest stage minus mean stage",
 }

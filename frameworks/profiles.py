@@ -541,4 +541,8 @@ def search_conflicts(spec: "Spec") -> list[str]:
     if fractions is not None and 0 not in fractions and prof.optimizer_offload == "none":
         out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name} {prof.versions} has no "
                    "optimizer-only CPU offload (the fraction must be 0)")
+    if (fractions is not None and 0 not in fractions and prof.optimizer_offload == "needs_states"
+            and s.optimizer_states is None):
+        out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name}'s optimizer CPU offload "
+                   "needs the precision-aware optimizer; list search.optimizer_states too")
     return out

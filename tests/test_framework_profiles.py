@@ -169,7 +169,8 @@ def _with_framework(spec: Spec, name: str) -> Spec:
         del search["cp"]
     if "optimizer_states" in search and not prof.optimizer_states:  # the memory-side dimensions likewise
         del search["optimizer_states"]
-    if prof.optimizer_offload == "none" and 0 not in search.get("optimizer_offload_fractions", [0]):
+    needs_states = prof.optimizer_offload == "needs_states" and "optimizer_states" not in search
+    if (prof.optimizer_offload == "none" or needs_states) and 0 not in search.get("optimizer_offload_fractions", [0]):
         del search["optimizer_offload_fractions"]
     if not prof.hsdp_zero_stages and 1 not in search.get("zero_replicas", [1]):
         del search["zero_replicas"]

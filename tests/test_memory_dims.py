@@ -226,6 +226,11 @@ def test_runs_on_and_search_conflicts():
         _spec(framework="torchtitan", search=dict(optimizer_states=["fp32/bf16/bf16"]))
     with pytest.raises(ValidationError, match="search.optimizer_offload_fractions .* no optimizer-only"):
         _spec(framework="torchtitan", search=dict(optimizer_offload_fractions=[1.0]))
+    with pytest.raises(ValidationError, match="needs the precision-aware optimizer; list search.optimizer_states"):
+        _spec(framework="megatron-core", search=dict(optimizer_offload_fractions=[0.5, 1.0]))
+    with pytest.raises(ValidationError, match="search.zero_replicas .* has no HSDP"):
+        _spec(framework={"name": "megatron-core", "version": "0.12.0"}, search=dict(zero_replicas=[2]))
+    _spec(framework="megatron-core", search=dict(optimizer_offload_fractions=[1.0], optimizer_states=["fp32/fp32/fp32"]))
 
 
 def test_spec_errors_name_the_field():
