@@ -26,6 +26,7 @@ from parplan.solver.result import PlanResult
 
 PLAN_KEYS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule",
              "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+MEMORY_DIM_DEFAULTS = {"zero_replicas": 1, "optimizer_states": None, "optimizer_offload_fraction": 0.0}
 METRIC_KEYS = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s")
 
 
@@ -40,6 +41,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         out["pipeline_layout"] = data["pipeline_layout"]
     if plan.cp_comm_type != "p2p":  # CP attention communication, only where it is not the default ring
         out["cp_comm_type"] = data["cp_comm_type"]
+    for key, default in MEMORY_DIM_DEFAULTS.items():  # HSDP, optimizer dtypes, offload: only where chosen
+        if data[key] != default:
+            out[key] = data[key]
     return out
 
 

@@ -29,7 +29,7 @@ BREAKDOWN_NOTES = {
     "cp": "CP ring KV exchange, exposed",
     "ep": "EP all-to-all, exposed",
     "pp": "stage-boundary send/recv, exposed",
-    "dp": "DP grad/param sync, ZeRO-3 gathers, exposed",
+    "dp": "DP grad/param sync, ZeRO-3 gathers, optimizer offload, exposed",
     "bubble": "pipeline fill and drain",
     "imbalance": "slowest stage minus mean stage",
 }
@@ -70,6 +70,12 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
     else:
         table.add_row("recompute", plan.recompute)
     table.add_row("zero_stage", str(plan.zero_stage))
+    if plan.zero_replicas > 1:
+        table.add_row("zero_replicas (HSDP)", f"{plan.zero_replicas} · shards of {plan.dp * plan.cp // plan.zero_replicas}")
+    if plan.optimizer_states is not None:
+        table.add_row("optimizer_states", plan.optimizer_states)
+    if plan.optimizer_offload_fraction > 0:
+        table.add_row("optimizer_offload_fraction", f"{plan.optimizer_offload_fraction:g}")
     table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
     if plan.cp > 1:
         table.add_row("cp_comm_type", plan.cp_comm_type)
@@ -172,6 +178,12 @@ def _short_plan(p: Plan) -> str:
     if p.vpp > 1:
         s += f" v{p.vpp}"
     s += f" ZeRO-{p.zero_stage}"
+    if p.zero_replicas > 1:
+        s += f" HSDP×{p.zero_replicas}"
+    if p.optimizer_states is not None:
+        s += f" opt {p.optimizer_states}"
+    if p.optimizer_offload_fraction > 0:
+        s += f" offload {p.optimizer_offload_fraction:g}"
     if len(set(p.stage_layers)) > 1:
         s += " layers " + _ints(p.stage_layers) if p.pp <= 4 else f" layers {p.stage_layers[0]}/{p.stage_layers[1]}…/{p.stage_layers[-1]}"
     if any(p.recompute_layers):

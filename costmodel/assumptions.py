@@ -102,6 +102,14 @@ class Assumptions(BaseModel):
     recompute_repeats_comm: bool = Field(True, description="full recompute repeats the forward TP/CP comm; textbook: not counted")
     tp_requires_nvlink: bool = Field(True, description="TP groups must sit inside one NVLink domain (seed 003: tp <= NODE)")
 
+    # ---- optimizer CPU offload (costmodel/offload.py; read only by plans with optimizer_offload_fraction > 0)
+    host_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="GPU-host link per GPU per direction in GB/s for the optimizer offload copies; None: the GPU's PCIe / NVLink-C2C line rate (costmodel/offload.py HOST_BANDWIDTH_GBPS: H100 PCIe Gen5 x16 64, A100 Gen4 32, GB200 C2C 450)")
+    host_bandwidth_efficiency: float = Field(1.0, gt=0, le=1, description="achieved share of the host link's line rate for pinned-memory copies (1: line rate; no measurement fitted)")
+    host_adam_params_per_s: float = Field(4.5e9, gt=0, description="parameters per second one node's CPUs update with a vectorized Adam (DeepSpeed CPU-Adam), shared by the node's GPUs; Ren et al. 2021, ZeRO-Offload (USENIX ATC '21) Table 3: CPU-Adam updates 1 B parameters in about 0.22 s")
+    optimizer_offload_d2h_bytes: float = Field(4.0, ge=0, description="bytes per offloaded parameter copied GPU -> host per step: its fp32 main gradient (Megatron-LM d98e8a64 megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py:104-114 copies each grad into a pinned host buffer of the optimizer parameter's dtype, the distributed optimizer's fp32 main params)")
+    optimizer_offload_h2d_bytes: float = Field(4.0, ge=0, description="bytes per offloaded parameter copied host -> GPU per step: the updated fp32 main parameter (hybrid_optimizer.py:117-124 param_copy_back_gpu_hook)")
+    optimizer_offload_overlap: bool = Field(False, description="the offload copies overlap the CPU Adam step (Megatron-Core --overlap-cpu-optimizer-d2h-h2d, arguments.py:2926, default off): the step pays max(D2H + H2D, CPU) instead of their sum")
+
     # ---- pipeline
     zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B for zero-bubble schedules (ZB paper: W ~ B/2)")
     dualpipe_chunk_overlap: float = Field(0.0, ge=0, le=1, description="share of the forward *compute* that runs hidden under the backward compute in DualPipe's paired F&B chunk: F&B = F + B - x·F in units of the stage time, which already carries only the communication the pairing leaves exposed (ep_comm_overlap_dualpipe); 0: the pairing hides communication, not compute (DeepSeek-V3 §3.2.1; the two chunks share the SMs)")

@@ -29,6 +29,8 @@ from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes, model_state_bytes)
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
+from parplan.costmodel.offload import host_bandwidth_Bps, offload_seconds_per_param
+from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import Spec
 
 
@@ -53,6 +55,12 @@ class Choice:
     # carries them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
     first_chunk_trim: int = 0
     last_chunk_trim: int = 0
+    # memory-side dimensions (defaults: today's plan): HSDP replica groups of the ZeRO group, the optimizer
+    # states' dtypes (costmodel/optimizer_states.py; None: assumptions.optimizer_bytes), the share of the
+    # optimizer states offloaded to the host (costmodel/offload.py)
+    zero_replicas: int = 1
+    optimizer_states: str | None = None
+    optimizer_offload_fraction: float = 0.0
 
     # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property
@@ -75,6 +83,18 @@ class Choice:
         return self.stage_ranks // (self.ep * self.etp)
 
     @property
+    def dense_shard(self) -> int:
+        """HSDP: the ranks one dense ZeRO shard spans, DP·CP / zero_replicas (the whole group when 1).
+        Megatron-Core's intra-partial DP group: consecutive ranks of the DP×CP group (parallel_state.py:922-929,
+        984-992 at d98e8a64); torchtitan's dp_shard × cp mesh inside dp_replicate."""
+        return max(1, self.dense_dp // self.zero_replicas)
+
+    @property
+    def expert_shard(self) -> int:
+        """HSDP: the ranks one expert ZeRO shard spans, EDP / zero_replicas (parallel_state.py:1447-1452)."""
+        return max(1, self.expert_dp // self.zero_replicas)
+
+    @property
     def sequence_parallel_on(self) -> bool:
         return self.sequence_parallel and self.tp > 1
 
@@ -86,6 +106,17 @@ class Link:
     nvlink: bool
     bandwidth_Bps: float
     latency_s: float
+
+
+@dataclass(frozen=True)
+class ZeroGroup:
+    """The group a ZeRO/DP collective runs in: ``shards`` ranks over ``link`` (the whole DP·CP or expert-DP
+    group, or under HSDP one shard group), and ``replicas`` copies of it over ``replica_link`` (HSDP)."""
+
+    link: Link
+    shards: int
+    replica_link: Link | None = None
+    replicas: int = 1
 
 
 @dataclass(frozen=True)
@@ -311,6 +342,19 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
 
     coll = {"dp_cp": collective("dp_cp", c.tp), "edp": collective("edp", c.etp * c.ep)}
+    R = c.zero_replicas
+    if R > 1:  # HSDP: shard groups of consecutive ranks, their replicas strided by a shard group's span
+        links["dp_shard"] = link(c.tp, c.dense_shard, domain, gpu, a, n)
+        links["dp_replica"] = link(c.tp * c.dense_shard, R, domain, gpu, a, n)
+        links["edp_shard"] = link(c.etp * c.ep, c.expert_shard, domain, gpu, a, n)
+        links["edp_replica"] = link(c.etp * c.ep * c.expert_shard, R, domain, gpu, a, n)
+        dense_grp = ZeroGroup(collective("dp_shard", c.tp), c.dense_shard,
+                              collective("dp_replica", c.tp * c.dense_shard), R)
+        expert_grp = ZeroGroup(collective("edp_shard", c.etp * c.ep), c.expert_shard,
+                               collective("edp_replica", c.etp * c.ep * c.expert_shard), R)
+    else:
+        dense_grp = ZeroGroup(coll["dp_cp"], c.dense_dp)
+        expert_grp = ZeroGroup(coll["edp"], c.expert_dp)
     links["etp"] = link(1, c.etp, domain, gpu, a, n)
     ep_sms_reserved = c.ep > 1 and a.ep_comm_sm_fraction > 0
 
@@ -379,7 +423,17 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     cp_layer, cp_layer_fwd = cp.total_s, cp.fwd_s
 
     # ---- data-parallel / ZeRO traffic per parameter on this GPU
-    def dp_comm_per_param(link_: Link, n: int) -> tuple[float, float]:
+    def replica_reduce_per_param(grp: ZeroGroup) -> float:
+        """HSDP: seconds per parameter on this GPU of the all-reduce of its gradient shard (1/shards of it)
+        across the replicas (Megatron-Core param_and_grad_buffer.py:684-700 and 815-830 at d98e8a64: after
+        the reduce-scatter in the shard group, an all-reduce over the inter-instance group; FSDP2 HSDP:
+        reduce-scatter over dp_shard, all-reduce over dp_replicate), ring 2(R-1)/R."""
+        if grp.replicas <= 1:
+            return 0.0
+        R = grp.replicas
+        return 2 * (R - 1) / R * a.grad_reduce_bytes / grp.shards / grp.replica_link.bandwidth_Bps
+
+    def dp_comm_per_param(grp: ZeroGroup) -> tuple[float, float]:
         """Seconds per step per parameter on this GPU of the once-per-step DP traffic, before overlap:
         (gradient part, weight part).
 
@@ -387,40 +441,76 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         them and all-gathers the updated weights; ZeRO-2 reduce-scatters every micro-batch (see
         zero_comm_per_param) and gathers weights once; ZeRO-3 keeps weights sharded. The gradient part
         hides behind the last micro-batch's backward (--overlap-grad-reduce), the weight part behind the
-        next step's first forward (--overlap-param-gather).
+        next step's first forward (--overlap-param-gather). HSDP (``zero_replicas`` R > 1): the collectives
+        run in the shard group of n = DP·CP/R ranks, and ZeRO-1 all-reduces the gradient shard across the R
+        replicas once per step (ZeRO-2/3: every micro-batch, zero_comm_per_param).
         """
-        if n <= 1:
+        n, link_ = grp.shards, grp.link
+        if n <= 1 and grp.replicas <= 1:
             return 0.0, 0.0
-        f = (n - 1) / n / link_.bandwidth_Bps
+        f = (n - 1) / n / link_.bandwidth_Bps if n > 1 else 0.0
         grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[zero]
         weight = {0: 0.0, 1: a.weight_bytes, 2: a.weight_bytes, 3: 0.0}[zero]
-        return grad * f, weight * f
+        grad_s = grad * f
+        if zero <= 1:
+            grad_s += replica_reduce_per_param(grp)
+        return grad_s, weight * f
 
-    def dp_exposed(parts: list[tuple[float, Link, int]], layer_compute_s: float) -> float:
-        """Exposed per-step DP time of the (params, link, group size) parts of one layer."""
-        grad_s = sum(p_ * dp_comm_per_param(l_, n_)[0] for p_, l_, n_ in parts)
-        weight_s = sum(p_ * dp_comm_per_param(l_, n_)[1] for p_, l_, n_ in parts)
-        return (exposed(grad_s, a.dp_comm_overlap, layer_compute_s * (1.0 - fwd_share))
-                + exposed(weight_s, a.dp_comm_overlap, layer_compute_s * fwd_share))
+    # optimizer CPU offload (costmodel/offload.py): per parameter of this GPU, the offloaded share of its
+    # optimizer shard (1/shards of it under ZeRO >= 1) goes to the host and back and steps on the CPU
+    off = c.optimizer_offload_fraction
+    offload_per_param_s = 0.0
+    if off > 0:
+        host_Bps = host_bandwidth_Bps(gpu.name, a.host_bandwidth_gbps, a.host_bandwidth_efficiency)
+        sharing = max(1, min(spec.cluster.gpus_per_node, spec.cluster.num_gpus))  # GPUs sharing a host's CPUs
+        offload_per_param_s = off * offload_seconds_per_param(
+            host_Bps, a.host_adam_params_per_s / sharing, a.optimizer_offload_d2h_bytes,
+            a.optimizer_offload_h2d_bytes, a.optimizer_offload_overlap)
 
-    def dp_latency(link_: Link, n: int) -> float:
-        return 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
+    def offload_per_param(grp: ZeroGroup) -> float:
+        """Exposed offload seconds per step per parameter on this GPU (its optimizer shard is 1/shards)."""
+        return offload_per_param_s / (grp.shards if zero >= 1 else 1) if offload_per_param_s else 0.0
 
-    def zero_comm_per_param(link_: Link, n: int) -> float:
+    def dp_exposed(parts: list[tuple[float, ZeroGroup]], layer_compute_s: float) -> float:
+        """Exposed per-step DP time of the (params, group) parts of one layer, with the optimizer offload's
+        host round trip (never hidden by compute: it runs between the last backward and the next forward)."""
+        grad_s = sum(p_ * dp_comm_per_param(g_)[0] for p_, g_ in parts)
+        weight_s = sum(p_ * dp_comm_per_param(g_)[1] for p_, g_ in parts)
+        out = (exposed(grad_s, a.dp_comm_overlap, layer_compute_s * (1.0 - fwd_share))
+               + exposed(weight_s, a.dp_comm_overlap, layer_compute_s * fwd_share))
+        if offload_per_param_s:
+            out += sum(p_ * offload_per_param(g_) for p_, g_ in parts)
+        return out
+
+    def dp_latency(grp: ZeroGroup) -> float:
+        n, link_ = grp.shards, grp.link
+        out = 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
+        if grp.replicas > 1:
+            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s * (1 - a.dp_comm_overlap)
+        return out
+
+    def zero_comm_per_param(grp: ZeroGroup) -> float:
         """Per micro-batch, before overlap: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers the
-        weights for forward and for backward."""
-        if zero < 2 or n <= 1:
+        weights for forward and for backward (in the shard group); HSDP all-reduces the gradient shard
+        across the replicas."""
+        n, link_ = grp.shards, grp.link
+        if zero < 2 or (n <= 1 and grp.replicas <= 1):
             return 0.0
         mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if zero == 3 else 0.0)
-        return (n - 1) / n * mb_bytes / link_.bandwidth_Bps
+        out = (n - 1) / n * mb_bytes / link_.bandwidth_Bps if n > 1 else 0.0
+        return out + replica_reduce_per_param(grp)
 
-    def zero_latency(link_: Link, n: int) -> float:
+    def zero_latency(grp: ZeroGroup) -> float:
         """Per layer and micro-batch: the ring latency (n-1)·alpha of each of the layer's ZeRO-2/3
         collectives (ZeRO-2: the gradient reduce-scatter; ZeRO-3: ``zero3_collectives_per_layer``, by
-        default two parameter all-gathers and the reduce-scatter)."""
-        if zero < 2 or n <= 1:
+        default two parameter all-gathers and the reduce-scatter); HSDP: the replicas' all-reduce 2(R-1)·alpha."""
+        n, link_ = grp.shards, grp.link
+        if zero < 2:
             return 0.0
-        return (a.zero3_collectives_per_layer if zero == 3 else 1) * (n - 1) * link_.latency_s
+        out = (a.zero3_collectives_per_layer if zero == 3 else 1) * (n - 1) * link_.latency_s if n > 1 else 0.0
+        if grp.replicas > 1:
+            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s
+        return out
 
     def exposed(comm_s: float, overlap: float, window_s: float) -> float:
         """Traffic left on the critical path: the fixed fraction, or more when the compute it can hide
@@ -430,11 +520,12 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             return max(hidden_share, comm_s - window_s)
         return hidden_share
 
-    g_dense = c.dense_dp
-    g_expert = c.expert_dp
+    opt_bytes = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
 
-    def states(params_gpu: float, shards: int) -> float:
-        return model_state_bytes(params_gpu, zero, shards, a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+    def states(params_gpu: float, grp: ZeroGroup) -> float:
+        """Weights, gradients and optimizer states sharded over the group's shard (HSDP: not its replicas),
+        the offloaded share of the optimizer states on the host (costmodel/offload.py)."""
+        return model_state_bytes(params_gpu, zero, grp.shards, a.weight_bytes, a.grad_bytes, opt_bytes, off)
 
     def fp8_weight_cache(matmul_params_gpu: float) -> float:
         """FP8 training keeps each GEMM weight's FP8 copy and its transpose across micro-batches
@@ -526,16 +617,16 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         tp_s=tp_layer,
         cp_s=cp_layer,
         ep_s=0.0,
-        zero_s=exposed(dense_params_gpu * zero_comm_per_param(coll["dp_cp"], g_dense)
-                       + zero_latency(coll["dp_cp"], g_dense), a.zero_microbatch_comm_overlap, dense_compute),
+        zero_s=exposed(dense_params_gpu * zero_comm_per_param(dense_grp)
+                       + zero_latency(dense_grp), a.zero_microbatch_comm_overlap, dense_compute),
         recompute_s=dense_compute * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=selective_dense,
-        states_bytes=states(dense_params_gpu, g_dense)
+        states_bytes=states(dense_params_gpu, dense_grp)
         + fp8_weight_cache(dense_params_gpu - arch.norm_params_per_layer / c.tp),
         act_bytes=tokens_tp_group * (dense_act_per_token + 2 * stored_gathered),
         act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-        dp_s=dp_exposed([(dense_params_gpu, coll["dp_cp"], g_dense)], dense_compute),
+        dp_s=dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
     )
@@ -594,19 +685,19 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
             tp_s=tp_moe,
             cp_s=cp_layer,
             ep_s=ep_layer,
-            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(coll["dp_cp"], g_dense)
-                           + expert_gpu * zero_comm_per_param(coll["edp"], g_expert)
-                           + zero_latency(coll["dp_cp"], g_dense) + zero_latency(coll["edp"], g_expert),
+            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(dense_grp)
+                           + expert_gpu * zero_comm_per_param(expert_grp)
+                           + zero_latency(dense_grp) + zero_latency(expert_grp),
                            a.zero_microbatch_comm_overlap, moe_compute),
             recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
             recompute_comm=rc_comm_m,
             selective_s=selective_dense,
-            states_bytes=(states(nonexpert_gpu, g_dense) + states(expert_gpu, g_expert)
+            states_bytes=(states(nonexpert_gpu, dense_grp) + states(expert_gpu, expert_grp)
                           + fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
                                              + expert_gpu)),
             act_bytes=tokens_tp_group * (moe_act_per_token + stored_gathered),
             act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-            dp_s=dp_exposed([(nonexpert_gpu, coll["dp_cp"], g_dense), (expert_gpu, coll["edp"], g_expert)],
+            dp_s=dp_exposed([(nonexpert_gpu, dense_grp), (expert_gpu, expert_grp)],
                             moe_compute),
             model_flops=moe_model_flops,
             recompute_flops=moe_model_flops * fwd_share,
@@ -641,9 +732,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         mtp_flops = n_mtp * tokens_gpu * arch.mtp_flops(seq, a.attention_flops_causal_fraction)
         held = inflight_microbatches(c, c.pp - 1) * (0.5 if c.schedule == "dualpipe" else 1.0)
         mtp_act = mtp_layer.act_bytes + tokens_tp_group * 2 * (2 * h) / (c.tp if sp else 1)
-        mtp_bytes = n_mtp * (mtp_layer.states_bytes + states(arch.mtp_module_params / c.tp, g_dense)
+        mtp_bytes = n_mtp * (mtp_layer.states_bytes + states(arch.mtp_module_params / c.tp, dense_grp)
                              + fp8_weight_cache(proj_gpu) + held * mtp_act)
-        mtp_dp = n_mtp * (mtp_layer.dp_s + dp_exposed([(proj_gpu, coll["dp_cp"], g_dense)], proj_s))
+        mtp_dp = n_mtp * (mtp_layer.dp_s + dp_exposed([(proj_gpu, dense_grp)], proj_s))
         logits *= 1 + n_mtp
 
     Lp = links["pp"]
@@ -655,7 +746,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
     stage_io = tokens_tp_group * h * 2 / (c.tp if sp else 1)  # the boundary tensor (sequence-sharded under SP)
 
-    dp_lat = dp_latency(coll["dp_cp"], g_dense)
+    dp_lat = dp_latency(dense_grp)
 
     # ---- per-stage working set, held once whatever the layer count: a fully recomputed layer's
     # activations regenerated for its backward, and ZeRO-3's gathered weights and unreduced gradients
@@ -673,20 +764,20 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         choice=c,
         dense=dense,
         moe=moe_cost,
-        first_extra_time_s=exposed(first_params * zero_comm_per_param(coll["dp_cp"], g_dense),
+        first_extra_time_s=exposed(first_params * zero_comm_per_param(dense_grp),
                                    a.zero_microbatch_comm_overlap, 0.0),
-        last_extra_time_s=head_s + mtp_time + exposed(last_params * zero_comm_per_param(coll["dp_cp"], g_dense),
+        last_extra_time_s=head_s + mtp_time + exposed(last_params * zero_comm_per_param(dense_grp),
                                                       a.zero_microbatch_comm_overlap, head_s),
         last_extra_compute_s=head_s + mtp_time,
         p2p_s=p2p,
-        first_extra_bytes=states(first_params, g_dense),
-        last_extra_bytes=states(last_params, g_dense) + mtp_bytes,
+        first_extra_bytes=states(first_params, dense_grp),
+        last_extra_bytes=states(last_params, dense_grp) + mtp_bytes,
         logits_bytes=logits,
         workspace_bytes=workspace,
         stage_io_bytes=stage_io if torch_pipelining else 0.0,
         retained_output_bytes=logit_elements * 2 if torch_pipelining else 0.0,  # bf16 outputs
-        first_extra_dp_s=dp_exposed([(first_params, coll["dp_cp"], g_dense)], 0.0),
-        last_extra_dp_s=dp_exposed([(last_params, coll["dp_cp"], g_dense)], head_s) + mtp_dp,
+        first_extra_dp_s=dp_exposed([(first_params, dense_grp)], 0.0),
+        last_extra_dp_s=dp_exposed([(last_params, dense_grp)], head_s) + mtp_dp,
         dp_const_s=dp_lat,
         first_extra_flops=0.0,
         last_extra_flops=head_flops + mtp_flops,
@@ -697,7 +788,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     )
     if a.spread_embedding_evenly:
         costs = _spread_embedding(costs, arch, c, states,
-                                  sum(dp_comm_per_param(coll["dp_cp"], g_dense)) * (1 - a.dp_comm_overlap), spec)
+                                  sum(dp_comm_per_param(dense_grp)) * (1 - a.dp_comm_overlap)
+                                  + offload_per_param(dense_grp), spec, dense_grp)
     return costs
 
 
@@ -747,12 +839,11 @@ def cp_attention_comm(c: Choice, a: Assumptions, gpu: GPU, links: dict[str, Link
 
 
 def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states, dp_per_param: float,
-                      spec: Spec) -> ChoiceCosts:
+                      spec: Spec, g) -> ChoiceCosts:
     """Textbook convention: embedding and head weights spread evenly over the layers (psi = N/(tp·pp))."""
     from dataclasses import replace
 
     extra_params_per_layer = (arch.embedding_params + arch.head_params) / spec.model.num_layers / c.tp
-    g = c.dense_dp
 
     def bump(lc: LayerCost | None) -> LayerCost | None:
         if lc is None:

@@ -160,7 +160,9 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
                 num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
                 recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
                 sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
-                cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p")
+                cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p",
+                zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
+                optimizer_offload_fraction=ps.optimizer_offload_fraction)
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -169,7 +171,9 @@ def plan_choice(plan: Plan) -> Choice:
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
                   schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
                   sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last,
-                  cp_comm_type=plan.cp_comm_type)
+                  cp_comm_type=plan.cp_comm_type, zero_replicas=plan.zero_replicas,
+                  optimizer_states=plan.optimizer_states,
+                  optimizer_offload_fraction=plan.optimizer_offload_fraction)
 
 
 def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:

@@ -16,7 +16,28 @@ from parplan.frameworks.profiles import choice_rule_violations, spec_profile, st
 
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
     """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
-    return degree_violations(spec, c, a, domain) + schedule_violations(spec, c) + framework_choice_violations(spec, c)
+    return (degree_violations(spec, c, a, domain) + schedule_violations(spec, c) + memory_dim_violations(c)
+            + framework_choice_violations(spec, c))
+
+
+def memory_dim_violations(c: Choice) -> list[str]:
+    """Rules on HSDP and optimizer offload, whatever the framework.
+
+    HSDP shard groups tile the ZeRO group: ``zero_replicas`` divides DP·CP and, for MoE layers, the expert-DP
+    group (Megatron-Core parallel_state.py:922-926 and 1447-1449 at d98e8a64 assert both); ZeRO-0 shards
+    nothing, so it has no shard group to replicate. The offload fraction is a share."""
+    out: list[str] = []
+    r = c.zero_replicas
+    if r > 1:
+        if c.zero_stage == 0:
+            out.append(f"zero_replicas ({r}) > 1 needs ZeRO-1, 2 or 3 (ZeRO-0 shards nothing to replicate)")
+        if c.dense_dp % r:
+            out.append(f"zero_replicas ({r}) must divide dp·cp ({c.dense_dp}), the ZeRO group")
+        if c.expert_dp % r:
+            out.append(f"zero_replicas ({r}) must divide the expert data-parallel group ({c.expert_dp})")
+    if not 0.0 <= c.optimizer_offload_fraction <= 1.0:
+        out.append(f"optimizer_offload_fraction ({c.optimizer_offload_fraction}) must lie in [0, 1]")
+    return out
 
 
 def framework_choice_violations(spec: Spec, c: Choice) -> list[str]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.hardware import lookup_gpu
+from parplan.costmodel.optimizer_states import OptimizerStates
 from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
 
 Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
@@ -251,6 +252,25 @@ class SearchSpec(_Limited):
                           "all-to-all over heads), allgather (KV all-gather), a2a+p2p (a2a within an NVLink domain, "
                           "ring across domains); default [p2p]")
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
+    # memory-side dimensions; unset, each keeps today's single value (not every legal value)
+    zero_replicas: Optional[list[PositiveInt]] = Field(
+        None, description="HSDP: replica groups of the ZeRO/FSDP group (its DP·CP ranks split into this many shard "
+        "groups of DP·CP/zero_replicas ranks; model states sharded within one, replicated across); default [1]")
+    optimizer_states: Optional[list[OptimizerStates]] = Field(
+        None, description="precision-aware optimizer states 'MAIN/EXP_AVG/EXP_AVG_SQ' (Megatron-Core "
+        "--main-params-dtype fp32|fp16, --exp-avg(-sq)-dtype fp32|fp16|bf16|fp8), e.g. fp32/bf16/bf16; default: "
+        "assumptions.optimizer_bytes only")
+    optimizer_offload_fractions: Optional[list[float]] = Field(
+        None, description="shares of the optimizer states offloaded to the host, each in [0, 1] (Megatron-Core "
+        "--optimizer-offload-fraction, DeepSpeed offload_optimizer ratio); default [0]")
+
+    @field_validator("optimizer_offload_fractions")
+    @classmethod
+    def _fractions(cls, value: Optional[list[float]]) -> Optional[list[float]]:
+        for f in value or []:
+            if not 0.0 <= f <= 1.0:
+                raise ValueError(f"{f!r} is not a share: every optimizer offload fraction lies in [0, 1]")
+        return value
 
     @property
     def resolved_stage_split(self) -> str:
@@ -264,7 +284,8 @@ class SearchSpec(_Limited):
             raise ValueError(f"search.stage_split {self.stage_split!r} contradicts search.uneven_stages: false "
                              "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
-                     "zero_stages", "recompute", "sequence_parallel", "cp_comm_types"):
+                     "zero_stages", "recompute", "sequence_parallel", "cp_comm_types", "zero_replicas",
+                     "optimizer_states", "optimizer_offload_fractions"):
             value = getattr(self, name)
             if value is not None and len(value) == 0:
                 raise ValueError(f"search.{name} must not be an empty list (omit it to allow every value)")
@@ -304,6 +325,10 @@ class PlanSpec(_Limited):
     sequence_parallel: bool = True
     cp_comm_type: CpCommType = Field("p2p", description="CP attention communication (cp > 1): p2p | a2a | allgather "
                                                        "| a2a+p2p (Megatron --cp-comm-type)")
+    zero_replicas: PositiveInt = Field(1, description="HSDP replica groups of the ZeRO group (1: shard over all of DP·CP)")
+    optimizer_states: Optional[OptimizerStates] = Field(
+        None, description="precision-aware optimizer dtypes MAIN/EXP_AVG/EXP_AVG_SQ; None: assumptions.optimizer_bytes")
+    optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of the optimizer states on the host")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
@@ -329,6 +354,9 @@ class Plan(_Strict):
     sequence_parallel: bool
     pipeline_layout: Optional[list[list[NonNegativeInt]]] = None  # decoder layers per [stage][virtual chunk]
     cp_comm_type: CpCommType = "p2p"  # CP attention communication; p2p whenever cp = 1 (the canonical form)
+    zero_replicas: PositiveInt = 1  # HSDP replica groups (costmodel/choice.py Choice.dense_shard)
+    optimizer_states: Optional[OptimizerStates] = None  # costmodel/optimizer_states.py; None: assumptions
+    optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0)  # costmodel/offload.py
 
     @property
     def num_gpus(self) -> int:

@@ -12,7 +12,14 @@ Megatron-Core's and are shared with the Megatron-LM exporter (frameworks/export_
 * ``--use-distributed-optimizer`` is two keys kept in sync, ``ddp.use_distributed_optimizer`` and
   ``optimizer.use_distributed_optimizer``;
 * ZeRO-2/3 (Megatron-FSDP) and ``--tp-comm-overlap`` (Bridge's ``comm_overlap.*`` group) have no key in
-  the verified mapping: warnings.
+  the verified mapping: warnings;
+* HSDP, the precision-aware optimizer and optimizer CPU offload: the ``ddp`` and ``optimizer`` groups are
+  Megatron-Core's ``DistributedDataParallelConfig`` and ``OptimizerConfig``, whose fields carry the flags'
+  names (Megatron-LM d98e8a64 megatron/core/distributed/distributed_data_parallel_config.py:34
+  ``num_distributed_optimizer_instances``; megatron/core/optimizer/optimizer_config.py:187
+  ``use_precision_aware_optimizer``, 347-356 ``optimizer_cpu_offload``, ``optimizer_offload_fraction``,
+  ``overlap_cpu_optimizer_d2h_h2d``); the three dtype fields (200-206) are ``torch.dtype`` values with no
+  verified override syntax: a warning names them.
 
 The model shape comes from the recipe (a model provider); it is not overridden here.
 """
@@ -69,6 +76,20 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
     distributed = s.distributed_optimizer or s.fsdp_sharding_strategy is not None
     out += [("ddp.use_distributed_optimizer", distributed), ("optimizer.use_distributed_optimizer", distributed)]
     out += [("ddp.overlap_grad_reduce", s.overlap_grad_reduce), ("ddp.overlap_param_gather", s.overlap_param_gather)]
+    if s.num_distributed_optimizer_instances is not None:
+        out.append(("ddp.num_distributed_optimizer_instances", s.num_distributed_optimizer_instances))
+    if s.optimizer_dtypes is not None:
+        out.append(("optimizer.use_precision_aware_optimizer", True))
+        main, m1, m2 = s.optimizer_dtypes
+        torch_name = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "uint8"}
+        warnings.append(f"precision-aware optimizer states {main}/{m1}/{m2}: set optimizer.main_params_dtype = "
+                        f"torch.{torch_name[main]}, optimizer.exp_avg_dtype = torch.{torch_name[m1]} and "
+                        f"optimizer.exp_avg_sq_dtype = torch.{torch_name[m2]} in the recipe (torch.dtype fields; "
+                        f"Megatron-Core maps fp8 to torch.uint8)")
+    if s.optimizer_offload_fraction is not None:
+        out += [("optimizer.optimizer_cpu_offload", True),
+                ("optimizer.optimizer_offload_fraction", s.optimizer_offload_fraction),
+                ("optimizer.overlap_cpu_optimizer_d2h_h2d", s.overlap_cpu_optimizer_d2h_h2d)]
     if s.tp_comm_overlap:
         warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
                         "recipes (no single verified key); set it in the recipe")

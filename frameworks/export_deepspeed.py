@@ -52,6 +52,7 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
                         f"(pipe/engine.py); exported as stage 1: more memory than planned")
         zero = 1
     cfg["zero_optimization"] = {"stage": zero, "overlap_comm": plan.dp > 1 and knobs.dp_comm_overlap > 0}
+    _memory_dims(plan, zero, cfg["zero_optimization"], warnings)
 
     full_every_layer = plan.recompute == "full" and list(plan.recompute_layers) == list(plan.stage_layers)
     some_recompute = plan.recompute == "full" and any(plan.recompute_layers)
@@ -100,6 +101,36 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
         warnings.append(f"code: expert parallelism (ep = {plan.ep}, etp = {plan.etp}) is deepspeed.moe.layer.MoE("
                         f"ep_size={plan.ep}) in model code, not a config key")
     return cfg, warnings
+
+
+def _memory_dims(plan: Plan, zero: int, z: dict, warnings: list[str]) -> None:
+    """HSDP as MiCS (``mics_shard_size``, a ZeRO-3 partitioner), optimizer offload as ZeRO-Offload
+    (``offload_optimizer: {device: cpu, ratio}``); profiles.py 'deepspeed.mics', 'deepspeed.offload',
+    'deepspeed.bf16_states'."""
+    if plan.zero_replicas > 1:
+        shard = plan.dp * plan.cp // plan.zero_replicas
+        if zero == 3:
+            z["mics_shard_size"] = shard
+        else:
+            warnings.append(f"zero_replicas {plan.zero_replicas}: DeepSpeed's hybrid sharding (MiCS, "
+                            f"mics_shard_size) is ZeRO-3 only (got stage {zero}); not exported: more memory than "
+                            f"planned")
+    if plan.optimizer_states is not None:
+        warnings.append(f"optimizer_states {plan.optimizer_states}: DeepSpeed has no per-moment optimizer dtypes "
+                        f"(bf16_optimizer_states also makes master weights and gradients bf16); not exported: "
+                        f"more memory than planned")
+    f = plan.optimizer_offload_fraction
+    if f > 0:
+        if zero == 0:
+            warnings.append("optimizer offload needs ZeRO-1, 2 or 3 (offload_config.py); not exported")
+            return
+        z["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if f < 1:
+            if zero == 3:
+                z["offload_optimizer"]["ratio"] = f
+            else:
+                warnings.append(f"optimizer_offload_fraction {f:g}: DeepSpeed's offload ratio is ZeRO-3 only; "
+                                f"exported as a full offload (ratio 1): slower than planned")
 
 
 def export(spec: Spec, plan: Plan) -> Export:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.optimizer_states import split_states
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
 
@@ -69,6 +70,10 @@ class MegatronSettings:
     fsdp_sharding_strategy: Optional[str] = None
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
+    num_distributed_optimizer_instances: Optional[int] = None  # HSDP replicas (plan.zero_replicas > 1)
+    optimizer_dtypes: Optional[tuple[str, str, str]] = None  # precision-aware: main params, exp_avg, exp_avg_sq
+    optimizer_offload_fraction: Optional[float] = None  # --optimizer-cpu-offload with this fraction
+    overlap_cpu_optimizer_d2h_h2d: bool = False
     micro_batch_size: int = 1
     global_batch_size: int = 1
     warnings: list[str] = field(default_factory=list)
@@ -183,7 +188,26 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
     if plan.dp > 1 and knobs.dp_comm_overlap > 0:
         s.overlap_grad_reduce = True
         s.overlap_param_gather = plan.zero_stage >= 1
+    _memory_dims(plan, knobs, s)
     return s
+
+
+def _memory_dims(plan: Plan, knobs, s: MegatronSettings) -> None:
+    """HSDP (--num-distributed-optimizer-instances, also Megatron-FSDP's HSDP switch), the precision-aware
+    optimizer's dtypes and the optimizer CPU offload (profiles.py 'megatron.partial_dist_opt',
+    'megatron.fsdp_hsdp', 'megatron.precision_aware', 'megatron.cpu_offload')."""
+    if plan.zero_replicas > 1:
+        s.num_distributed_optimizer_instances = plan.zero_replicas
+    if plan.optimizer_states is not None:
+        s.optimizer_dtypes = split_states(plan.optimizer_states)
+    if plan.optimizer_offload_fraction > 0:
+        s.optimizer_offload_fraction = plan.optimizer_offload_fraction
+        s.overlap_cpu_optimizer_d2h_h2d = knobs.optimizer_offload_overlap
+        if plan.optimizer_states is None:
+            s.optimizer_dtypes = ("fp32", "fp32", "fp32")
+            s.warnings.append("optimizer CPU offload needs --use-precision-aware-optimizer (arguments.py:1884); "
+                              "exported with fp32 states (10 B per parameter with remainders), not the planned "
+                              "assumptions.optimizer_bytes")
 
 
 def _flag(args: list[str], name: str, value=None) -> None:
@@ -258,6 +282,19 @@ def parallel_args(s: MegatronSettings) -> list[str]:
         _flag(out, "--overlap-grad-reduce")
     if s.overlap_param_gather:
         _flag(out, "--overlap-param-gather")
+    if s.num_distributed_optimizer_instances is not None:
+        _flag(out, "--num-distributed-optimizer-instances", s.num_distributed_optimizer_instances)
+    if s.optimizer_dtypes is not None:
+        main, m1, m2 = s.optimizer_dtypes
+        _flag(out, "--use-precision-aware-optimizer")
+        _flag(out, "--main-params-dtype", main)
+        _flag(out, "--exp-avg-dtype", m1)
+        _flag(out, "--exp-avg-sq-dtype", m2)
+    if s.optimizer_offload_fraction is not None:
+        _flag(out, "--optimizer-cpu-offload")
+        _flag(out, "--optimizer-offload-fraction", f"{s.optimizer_offload_fraction:g}")
+        if s.overlap_cpu_optimizer_d2h_h2d:
+            _flag(out, "--overlap-cpu-optimizer-d2h-h2d")
     return out
 
 

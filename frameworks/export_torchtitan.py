@@ -76,8 +76,13 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         if plan.zero_stage == 1:
             warnings.append("zero_stage 1: FSDP2 has no optimizer-only sharding; exported as FSDP with "
                             "reshard_after_forward never (ZeRO-2: gradients sharded too)")
-        par["data_parallel_replicate_degree"] = 1
-        par["data_parallel_shard_degree"] = plan.dp
+        r = plan.zero_replicas  # HSDP: dp_replicate x dp_shard = dp (profiles.py 'titan.hsdp')
+        if plan.dp % r:
+            warnings.append(f"zero_replicas {r} does not divide dp {plan.dp}: torchtitan's data_parallel_replicate_"
+                            f"degree x data_parallel_shard_degree must equal dp (parallel_dims.py); this file will "
+                            f"not start")
+        par["data_parallel_replicate_degree"] = r
+        par["data_parallel_shard_degree"] = plan.dp // r if plan.dp % r == 0 else plan.dp
         par["fsdp_reshard_after_forward"] = "default" if plan.zero_stage == 3 else "never"
     par["tensor_parallel_degree"] = plan.tp
     if plan.tp > 1 and not plan.sequence_parallel:
@@ -120,6 +125,18 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
             warnings.append(f"ep·etp = {plan.ep * plan.etp} must divide dp_shard·cp·tp = {plan.dp * plan.cp * plan.tp} "
                             f"(efsdp, parallel_dims.py); this file will not start")
+
+    if plan.zero_replicas > 1 and plan.zero_stage == 0:
+        warnings.append(f"zero_replicas {plan.zero_replicas} with zero_stage 0: no shards to replicate; exported "
+                        f"as DDP/FSDP above")
+    if plan.optimizer_states is not None:
+        warnings.append(f"optimizer_states {plan.optimizer_states}: torchtitan has no precision-aware optimizer "
+                        f"(profiles.py 'titan.no_optimizer_offload'); the optimizer keeps fp32 states: more memory "
+                        f"than planned")
+    if plan.optimizer_offload_fraction > 0:
+        warnings.append(f"optimizer_offload_fraction {plan.optimizer_offload_fraction:g}: torchtitan has no "
+                        f"optimizer-only CPU offload (training.enable_cpu_offload moves parameters and gradients "
+                        f"too); not exported: more memory than planned")
 
     ac: dict[str, object] = {}
     policy = knobs.selective_recompute_policy

@@ -95,15 +95,19 @@ def _megatron_parser() -> argparse.ArgumentParser:
                  "--expert-model-parallel-size", "--expert-tensor-parallel-size",
                  "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                  "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-                 "--recompute-num-layers", "--micro-batch-size", "--global-batch-size"):
+                 "--recompute-num-layers", "--micro-batch-size", "--global-batch-size",
+                 "--num-distributed-optimizer-instances"):
         p.add_argument(flag, type=int)
+    p.add_argument("--optimizer-offload-fraction", type=float)
     for flag in ("--moe-layer-freq", "--pipeline-model-parallel-layout", "--recompute-granularity",
-                 "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format"):
+                 "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format", "--main-params-dtype",
+                 "--exp-avg-dtype", "--exp-avg-sq-dtype"):
         p.add_argument(flag, type=str)
     p.add_argument("--cp-comm-type", type=str, nargs="+")  # one for all layers, or one per layer
     p.add_argument("--hierarchical-context-parallel-sizes", type=int, nargs="+")
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
-                 "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16"):
+                 "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16", "--use-precision-aware-optimizer",
+                 "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d"):
         p.add_argument(flag, action="store_true")
     return p
 
@@ -210,6 +214,14 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
         plan["zero_stage"] = zero
     else:
         plan["zero_stage"] = 1 if args.use_distributed_optimizer else 0
+    if (args.num_distributed_optimizer_instances or 1) > 1:
+        plan["zero_replicas"] = args.num_distributed_optimizer_instances
+    if args.use_precision_aware_optimizer:  # Megatron's defaults: fp32 for each (arguments.py:3671-3685)
+        plan["optimizer_states"] = "/".join(v or "fp32" for v in (args.main_params_dtype, args.exp_avg_dtype,
+                                                                  args.exp_avg_sq_dtype))
+    if args.optimizer_cpu_offload:  # --optimizer-offload-fraction defaults to 1.0 (arguments.py:2922)
+        fraction = 1.0 if args.optimizer_offload_fraction is None else args.optimizer_offload_fraction
+        plan["optimizer_offload_fraction"] = float(fraction)
 
     model: dict[str, Any] = {"num_layers": L}
     for key, value in (("hidden_size", args.hidden_size), ("ffn_hidden_size", args.ffn_hidden_size),
@@ -316,6 +328,8 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
         plan["zero_stage"] = 0
     else:
         plan["zero_stage"] = 2 if reshard == "never" else 3
+        if replicate > 1:  # HSDP: FSDP over dp_shard x cp, replicated over dp_replicate (profiles 'titan.hsdp')
+            plan["zero_replicas"] = replicate
     if doc.get("model", {}).get("converters") and "float8" in doc["model"]["converters"]:
         precision = "fp8"
     else:
@@ -361,6 +375,13 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
         plan["cp_comm_type"] = "a2a"
     if tp > 1:
         plan["sequence_parallel"] = False
+    zero_cfg = cfg.get("zero_optimization", {})
+    mics = zero_cfg.get("mics_shard_size", -1)
+    if isinstance(mics, int) and 0 < mics < dp:  # MiCS: shard groups of mics_shard_size (profiles 'deepspeed.mics')
+        plan["zero_replicas"] = _divide(dp, mics, "data-parallel ranks / zero_optimization.mics_shard_size")
+    offload = zero_cfg.get("offload_optimizer") or {}
+    if offload.get("device") in ("cpu", "nvme"):
+        plan["optimizer_offload_fraction"] = float(offload.get("ratio", 1.0))
     interval = pipe.get("activation_checkpoint_interval", 0)
     if (pp > 1 and interval) or (pp == 1 and "activation_checkpointing" in cfg):
         if pp > 1 and interval != 1:

@@ -41,6 +41,9 @@ def job_name(plan: Plan) -> str:
     data = plan.model_dump(mode="json")
     if data.get("cp_comm_type") == "p2p":  # the default: names of plans from before the field stay the same
         del data["cp_comm_type"]
+    for key, default in (("zero_replicas", 1), ("optimizer_states", None), ("optimizer_offload_fraction", 0.0)):
+        if data[key] == default:  # the memory-side choices name a job only where made (today's names stay)
+            del data[key]
     digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return f"parplan-{digest[:8]}"
 

@@ -220,6 +220,38 @@ CITATIONS: dict[str, str] = {
     "deepspeed.moe": f"{DEEPSPEED} deepspeed/moe/layer.py:24-60 MoE(ep_size, enable_expert_tensor_parallelism): "
                      "experts split over ep_size ranks (num_experts divisible by it), expert weights either "
                      "unsplit or split by the tensor-parallel degree",
+    "megatron.partial_dist_opt": f"{MEGATRON} megatron/training/arguments.py:3216 --num-distributed-optimizer-"
+                                 "instances R; megatron/core/parallel_state.py:922-929 (R divides DP·CP; shard "
+                                 "groups of DP·CP/R consecutive ranks, 984-992) and 1447-1452 (R divides the expert "
+                                 "DP group); param_and_grad_buffer.py:815-830: reduce-scatter in the shard group, "
+                                 "then all-reduce across the R instances",
+    "megatron.fsdp_hsdp": f"{MEGATRON} megatron/core/distributed/fsdp/mcore_fsdp_adapter.py:346: Megatron-FSDP "
+                          "(ZeRO-2/3) runs HSDP when num_distributed_optimizer_instances > 1 (outer DP group "
+                          "no_shard: replicas; arguments.py:3193 --outer-dp-sharding-strategy)",
+    "megatron.precision_aware": f"{MEGATRON} megatron/training/arguments.py:3666-3685 --use-precision-aware-"
+                                "optimizer with --main-params-dtype fp32|fp16, --exp-avg-dtype and --exp-avg-sq-dtype "
+                                "fp32|fp16|bf16|fp8; megatron/core/optimizer/optimizer_config.py:192 "
+                                "store_param_remainders (fp32 master kept as 16-bit remainders, default True)",
+    "megatron.cpu_offload": f"{MEGATRON} megatron/training/arguments.py:2918-2927 --optimizer-cpu-offload, "
+                            "--optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d; 1884-1888: needs "
+                            "--use-precision-aware-optimizer; megatron/core/optimizer/cpu_offloading/"
+                            "hybrid_optimizer.py (HybridDeviceOptimizer)",
+    "titan.hsdp": f"{TITAN} torchtitan/config/configs.py:120-145 and torchtitan/distributed/parallel_dims.py:167-184: "
+                  "dp_replicate x dp_shard x cp x tp x pp = world; FSDP2 shards over dp_shard x cp, replicates over "
+                  "dp_replicate (the replica degree divides dp, not cp)",
+    "titan.no_optimizer_offload": f"{TITAN} torchtitan/config/configs.py:70 training.enable_cpu_offload offloads "
+                                  "parameters, gradients and optimizer states together (FSDP2 CPUOffloadPolicy, "
+                                  "torchtitan/distributed/fsdp.py:231-232): not an optimizer-only offload; no "
+                                  "precision-aware optimizer option",
+    "deepspeed.mics": f"{DEEPSPEED} deepspeed/runtime/zero/config.py:341 mics_shard_size; deepspeed/runtime/engine.py:"
+                      "2533-2535 MiCS_Optimizer (a ZeRO-3 partitioner: model states sharded in groups of "
+                      "mics_shard_size ranks, replicated across them; deepspeed/runtime/zero/mics.py:77-83)",
+    "deepspeed.offload": f"{DEEPSPEED} deepspeed/runtime/zero/offload_config.py:55-61 offload_optimizer "
+                         "{device: cpu} valid with ZeRO-1/2/3, the optimizer step on the CPU (DeepSpeedCPUAdam); "
+                         "99: ratio (a share below 1) only with ZeRO-3",
+    "deepspeed.bf16_states": f"{DEEPSPEED} deepspeed/runtime/config.py:1045-1049 bf16_optimizer_states requires "
+                             "bf16_master_weights_and_grads (master weights and gradients in bf16 too): not "
+                             "parplan's optimizer_states, which keep the gradients of assumptions.grad_bytes",
     "deepspeed.tp": f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/ (AutoTP training); "
                     "deepspeed/runtime/sequence_parallel/ is Ulysses (all-to-all over heads), not ring CP or "
                     "Megatron's sequence parallelism",
@@ -250,6 +282,12 @@ class Profile:
     sequence_parallel_with_tp: bool = False  # True: every TP plan is sequence-parallel (no TP without SP)
     ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
     interleaved_min_pp: int = 2  # the interleaved schedule needs at least this many pipeline stages
+    # memory-side dimensions (costmodel/choice.py Choice.zero_replicas, optimizer_states, offload fraction)
+    hsdp_zero_stages: tuple[int, ...] = ()  # ZeRO stages that run with zero_replicas > 1 ('megatron.partial_dist_opt')
+    hsdp_replicas_divide_dp: bool = False  # the replica degree divides DP (not only DP·CP): 'titan.hsdp'
+    optimizer_states: bool = False  # a precision-aware optimizer (optimizer_states not None): 'megatron.precision_aware'
+    optimizer_offload: str = "none"  # 'none' | 'any' (any fraction) | 'needs_states' (any fraction, precision-aware
+    #                                  states required) | 'ratio_zero3' (ZeRO 1-3; a fraction below 1 only with ZeRO-3)
 
 
 _MEGATRON_CORE = Profile(
@@ -262,17 +300,23 @@ _MEGATRON_CORE = Profile(
                  "sequence_parallel_saves_gathered_inputs": False, "selective_recompute_policy": "attention"},
     citations=("megatron.schedules", "megatron.vp_group", "megatron.dist_opt", "megatron.fsdp", "megatron.fsdp_pp",
                "megatron.tp_overlap_sp", "megatron.recompute", "megatron.layout", "megatron.grads_fp32",
-               "megatron.cp", "megatron.cp_types"),
+               "megatron.cp", "megatron.cp_types", "megatron.partial_dist_opt", "megatron.fsdp_hsdp",
+               "megatron.precision_aware", "megatron.cpu_offload"),
     not_expressible=("--recompute-modules (selective recompute of named modules: parplan's 'selective' is the "
                      "attention core)", "a different --cp-comm-type per layer (parplan: one for all layers); "
                      "a2a+p2p with an a2a level other than the CP members of one NVLink domain",
-                     "--outer-dp-sharding-strategy (HSDP)"),
+                     "--outer-dp-sharding-strategy optim (optimizer states sharded across the HSDP replicas too)",
+                     "--main-grads-dtype bf16 (set assumptions.grad_bytes / grad_reduce_bytes)"),
     cp_comm_types=("p2p", "a2a", "allgather", "a2a+p2p"),
+    hsdp_zero_stages=(1, 2, 3), optimizer_states=True, optimizer_offload="needs_states",
 )
 _MEGATRON_CORE_PRE_LAYOUT = replace(
     _MEGATRON_CORE, versions=">= 0.9.0, < 0.13.0", stage_split="first_last",
-    citations=_MEGATRON_CORE.citations[:-4] + ("megatron.uneven", "megatron.grads_fp32", "megatron.cp",
-                                               "megatron.cp_types"),
+    citations=tuple("megatron.uneven" if c == "megatron.layout" else c for c in _MEGATRON_CORE.citations),
+    # the memory-side options came later: --num-distributed-optimizer-instances in core_v0.10.0 (bb84eb93),
+    # --use-precision-aware-optimizer in core_v0.11.0 (47a175b4), --optimizer-cpu-offload in core_v0.12.0
+    # (60007c93); this profile spans 0.9-0.12, so it allows none of them
+    hsdp_zero_stages=(), optimizer_states=False, optimizer_offload="none",
 )
 _MEGATRON_BRIDGE = replace(
     _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge performance recipes on Megatron-Core >= 0.13.0",
@@ -290,7 +334,7 @@ _TORCHTITAN = Profile(
                  "tp_comm_overlap": 0.0},
     citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
-               "titan.runtime", "titan.cp_rotate"),
+               "titan.runtime", "titan.cp_rotate", "titan.hsdp", "titan.no_optimizer_offload"),
     cp_comm_types=("p2p", "allgather"),
     not_expressible=("GPipe (parplan has no all-forwards-first schedule)",
                      "InterleavedZeroBubble (parplan's zb-h1 has one stage per rank; torchtitan's looped schedules "
@@ -299,7 +343,9 @@ _TORCHTITAN = Profile(
                      "dualpipe holds two full stages per rank)",
                      "HSDP (data_parallel_replicate x data_parallel_shard: parplan shards over the whole DP group)",
                      "AsyncTP (set assumptions.tp_comm_overlap when compiled with it)",
-                     "MemoryBudgetAC"),
+                     "MemoryBudgetAC", "training.enable_cpu_offload (parameters, gradients and optimizer states "
+                     "offloaded together)"),
+    hsdp_zero_stages=(2, 3), hsdp_replicas_divide_dp=True,
 )
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
@@ -321,11 +367,15 @@ _DEEPSPEED = Profile(
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp", "deepspeed.ulysses"),
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
+               "deepspeed.offload", "deepspeed.bf16_states"),
     not_expressible=("Ulysses with fewer KV heads than the SP size (DeepSpeed replicates them; parplan needs "
                      "KV heads divisible by cp)", "ZeRO-Infinity offload",
-                     "partition_method 'parameters' (balances parameter counts, not layers)"),
+                     "partition_method 'parameters' (balances parameter counts, not layers)",
+                     "ZeRO++ hpZ (zero_hpz_partition_size: a secondary weight shard per node; optimizer states "
+                     "stay sharded over the whole group)", "bf16_optimizer_states (bf16 master weights and grads)"),
     cp_comm_types=("a2a",),
+    hsdp_zero_stages=(3,), optimizer_offload="ratio_zero3",
 )
 
 # Megatron-LM 2021-2022 (before Megatron-Core): each variant adds what one main-branch merge added
@@ -602,6 +652,38 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
         out.append(f"{who} {prof.versions} runs tensor parallelism only with sequence parallelism")
     if prof.ddp_one_dimensional and c.zero_stage == 0 and c.dp * c.cp > 1 and (c.tp > 1 or c.pp > 1 or c.cp > 1):
         out.append(f"{who} {prof.versions} runs DDP (ZeRO-0) only without TP, PP and CP (FSDP otherwise)")
+    return out + memory_rule_violations(prof, c)
+
+
+def memory_rule_violations(prof: Profile, c: Any) -> list[str]:
+    """Rules on HSDP, the optimizer states' dtypes and optimizer offload (a Choice or a Plan)."""
+    out: list[str] = []
+    who = prof.name
+    replicas = getattr(c, "zero_replicas", 1)
+    states = getattr(c, "optimizer_states", None)
+    fraction = getattr(c, "optimizer_offload_fraction", 0.0)
+    if replicas > 1:
+        if c.zero_stage not in prof.hsdp_zero_stages:
+            runs = (f"with ZeRO {', '.join(map(str, prof.hsdp_zero_stages))} only" if prof.hsdp_zero_stages
+                    else "not at all")
+            out.append(f"{who} runs HSDP (zero_replicas {replicas}) {runs}, not with ZeRO-{c.zero_stage}")
+        if prof.hsdp_replicas_divide_dp and c.dp % replicas:
+            out.append(f"{who}: zero_replicas ({replicas}) must divide dp ({c.dp}) (data_parallel_replicate_degree "
+                       "x data_parallel_shard_degree = dp)")
+    if states is not None and not prof.optimizer_states:
+        out.append(f"{who} has no precision-aware optimizer (optimizer_states must be unset)")
+    if fraction > 0:
+        rule = prof.optimizer_offload
+        if rule == "none":
+            out.append(f"{who} has no optimizer-only CPU offload (optimizer_offload_fraction must be 0)")
+        elif rule == "needs_states" and states is None:
+            out.append(f"{who}: optimizer CPU offload needs the precision-aware optimizer (set optimizer_states)")
+        elif rule == "ratio_zero3":
+            if c.zero_stage == 0:
+                out.append(f"{who}: offload_optimizer needs ZeRO-1, 2 or 3 (got ZeRO-0)")
+            elif fraction < 1 and c.zero_stage != 3:
+                out.append(f"{who}: an offload_optimizer ratio below 1 ({fraction:g}) needs ZeRO-3 "
+                           f"(got ZeRO-{c.zero_stage})")
     return out
 
 
@@ -689,4 +771,18 @@ def search_conflicts(spec: "Spec") -> list[str]:
         pinned = getattr(s, name)
         if pinned is not None and getattr(lim, name) is not None and 1 not in pinned:
             out.append(f"search.{name} {list(pinned)}: {prof.name} has no {what} parallelism ({name} must be 1)")
+    if s.zero_replicas is not None and 1 not in s.zero_replicas and not prof.hsdp_zero_stages:
+        out.append(f"search.zero_replicas {list(s.zero_replicas)}: {prof.name} {prof.versions} has no HSDP "
+                   "(zero_replicas must be 1)")
+    if s.optimizer_states is not None and not prof.optimizer_states:
+        out.append(f"search.optimizer_states {list(s.optimizer_states)}: {prof.name} {prof.versions} has no "
+                   "precision-aware optimizer (omit the key: the assumptions' optimizer_bytes)")
+    fractions = s.optimizer_offload_fractions
+    if fractions is not None and 0 not in fractions and prof.optimizer_offload == "none":
+        out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name} {prof.versions} has no "
+                   "optimizer-only CPU offload (the fraction must be 0)")
+    if (fractions is not None and 0 not in fractions and prof.optimizer_offload == "needs_states"
+            and s.optimizer_states is None):
+        out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name}'s optimizer CPU offload "
+                   "needs the precision-aware optimizer; list search.optimizer_states too")
     return out

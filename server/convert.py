@@ -72,6 +72,8 @@ SCALAR_VALUE = pb.ScalarValue.DESCRIPTOR.full_name
 # fields whose CONTRACT key is absent (not None) when unset: message_to_dict leaves them out
 OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["cp_comm_type"].full_name,  # absent: the p2p ring
+                             *(pb.Plan.DESCRIPTOR.fields_by_name[k].full_name
+                               for k in ("zero_replicas", "optimizer_states", "optimizer_offload_fraction")),
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})

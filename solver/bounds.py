@@ -20,6 +20,7 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
+from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import Spec
 from parplan.solver.tables import KIB, StageTable
 
@@ -117,13 +118,15 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
         tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
         t_mean_s = tokens_gpu * flops_token / fastest / c.pp
         U[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)
-        g_dense = c.dp * c.cp
-        g_expert = max(1, (c.tp * c.cp * c.dp) // (c.ep * c.etp))
+        g_dense = c.dense_shard  # HSDP: the shard group (the whole DP·CP group when zero_replicas is 1)
+        g_expert = c.expert_shard
         zero = effective_zero_stage(c.zero_stage, c.pp, a)
+        o = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
+        f = c.optimizer_offload_fraction
         states = (model_state_bytes(other_total / c.tp / c.pp, zero, g_dense, a.weight_bytes,
-                                    a.grad_bytes, a.optimizer_bytes)
+                                    a.grad_bytes, o, f)
                   + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,
-                                      a.weight_bytes, a.grad_bytes, a.optimizer_bytes))
+                                      a.weight_bytes, a.grad_bytes, o, f))
         if c.schedule == "dualpipe":
             states *= 2
         mem[i] = np.floor(states * (1 - 1e-9) / KIB)

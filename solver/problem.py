@@ -113,6 +113,8 @@ class Problem:
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
                     sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
+                    zero_replicas=c.zero_replicas, optimizer_states=c.optimizer_states,
+                    optimizer_offload_fraction=c.optimizer_offload_fraction,
                     pipeline_layout=trimmed_layout(c, layers))
 
     def evaluate(self, plan: Plan) -> Evaluation:

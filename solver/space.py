@@ -12,6 +12,12 @@ always on when TP > 1 and allowed (same time, less memory), 'selective' is dropp
 makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero recomputed
 layers is 'none', working set included; plans are reported canonically).
 Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
+
+Memory-side dimensions (``search.zero_replicas``, ``search.optimizer_states``,
+``search.optimizer_offload_fractions``; unset, each is today's single value): every listed value that is
+legal for the choice (costmodel/legality.py ``memory_dim_violations``, the framework's rules). One exact
+reduction: the optimizer states cost no time in the model, so of the listed dtypes only those with the
+fewest bytes per parameter are kept (same time, never more memory; the first listed among equals).
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from dataclasses import dataclass, field, replace
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import degree_violations, framework_choice_violations, schedule_violations
+from parplan.costmodel.legality import (degree_violations, framework_choice_violations, memory_dim_violations,
+                                        schedule_violations)
+from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
@@ -102,6 +110,9 @@ class SpaceOptions:
     recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
     chunk_layouts: bool = True  # interleaved chunks may differ within a stage (trimmed first / last chunk)
     cp_comm_types: tuple[str, ...] = ("p2p",)  # with cp > 1 (cp = 1 is always p2p); search.cp_comm_types
+    zero_replicas: tuple[int, ...] = (1,)  # HSDP replica groups of the ZeRO group
+    optimizer_states: tuple[str | None, ...] = (None,)  # None: assumptions.optimizer_bytes
+    optimizer_offload_fractions: tuple[float, ...] = (0.0,)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -118,6 +129,9 @@ class SpaceOptions:
             uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
             stage_split=s.resolved_stage_split,
             cp_comm_types=tuple(s.cp_comm_types) if s.cp_comm_types else ("p2p",),
+            zero_replicas=tuple(s.zero_replicas) if s.zero_replicas else (1,),
+            optimizer_states=tuple(s.optimizer_states) if s.optimizer_states else (None,),
+            optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -142,6 +156,9 @@ class SpaceOptions:
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
             recompute_all_layers=lim.recompute_all_layers, cp_comm_types=cp_types or ("p2p",),
             chunk_layouts=lim.chunk_layouts,
+            # a framework without a precision-aware optimizer runs only the assumptions' optimizer bytes
+            optimizer_states=opts.optimizer_states if prof.optimizer_states
+            else tuple(v for v in opts.optimizer_states if v is None),
         )
 
 
@@ -194,8 +211,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
         (the lowest allowed is kept); under PP only the framework's ZeRO stages that compose with it."""
         stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
-        if dense_group == 1 and expert_group == 1:
-            return sorted(stages)[:1]
+        if dense_group == 1 and expert_group == 1 and not offload:
+            return sorted(stages)[:1]  # (with offload a framework may need ZeRO >= 1 or ZeRO-3: all are kept)
         if not opts.prune_dominated:
             return stages
         kept: dict[int, int] = {}
@@ -212,6 +229,20 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
     trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
              and (moe is None or moe.first_dense_layers == 0))
+    states = list(dict.fromkeys(opts.optimizer_states))
+    if opts.prune_dominated and len(states) > 1:
+        # the listed dtypes with the fewest bytes (the first among equals); the assumptions' bytes (None) too
+        # where they are fewer still, since a framework may need a precision-aware optimizer (offload)
+        named = [st for st in states if st is not None]
+        least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in named)
+        keep = [st for st in named if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
+        if None in states and a.optimizer_bytes < least:
+            keep = [None] + keep
+        states = keep
+    offload = any(f > 0 for f in opts.optimizer_offload_fractions)
+    memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in states
+                   for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
+
     schedules = list(opts.schedules)
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
@@ -279,11 +310,18 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                     reject(why)
                                     continue
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
-                                    for rc in (recompute_trimmed if first_trim or last_trim else recompute):
-                                        for sp in sps:
-                                            c = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
-                                            if framework and framework_choice_violations(spec, c):
-                                                reject(framework_choice_violations(spec, c))
-                                                continue
-                                            out.append(c)
+                                    for r, st, f in memory_dims:
+                                        mem = replace(head, zero_stage=z, zero_replicas=r, optimizer_states=st,
+                                                      optimizer_offload_fraction=f)
+                                        why = memory_dim_violations(mem)
+                                        if why:
+                                            reject(why, len(recompute) * len(sps))
+                                            continue
+                                        for rc in (recompute_trimmed if first_trim or last_trim else recompute):
+                                            for sp in sps:
+                                                c = replace(mem, recompute=rc, sequence_parallel=sp)
+                                                if framework and framework_choice_violations(spec, c):
+                                                    reject(framework_choice_violations(spec, c))
+                                                    continue
+                                                out.append(c)
     return Space(out, rejected)

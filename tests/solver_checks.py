@@ -11,6 +11,7 @@ from parplan.costmodel.evaluate import Evaluation, evaluate, plan_choice
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.legality import choice_violations, stage_violations
 from parplan.costmodel.spec import Plan, Spec
+from parplan.frameworks.profiles import profile
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import build_table, evaluate_assignment
 
@@ -43,6 +44,12 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
         out.append(f"cp_comm_type {plan.cp_comm_type} not in search.cp_comm_types = {kinds}")
     if plan.cp == 1 and plan.cp_comm_type != "p2p":
         out.append(f"cp_comm_type {plan.cp_comm_type} at cp = 1 (canonical: p2p)")
+    for key, listed, default in (("zero_replicas", s.zero_replicas, 1),
+                                 ("optimizer_states", s.optimizer_states, None),
+                                 ("optimizer_offload_fraction", s.optimizer_offload_fractions, 0.0)):
+        value = getattr(plan, key)
+        if (value not in listed) if listed is not None else value != default:
+            out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
     if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:
@@ -99,3 +106,30 @@ def check_integer_scaling(spec: Spec, result) -> None:
         t = ev.metrics.step_time_s
         u = integer_step_time_s(spec, ev.plan)
         assert abs(u - t) / t < SCALE_TOL, (ev.plan, u, t)
+
+
+def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
+    """``spec`` for framework ``name`` (at ``version``), its search pins that framework cannot run dropped (a random
+    spec may pin what the framework lacks; the planner would rightly refuse it)."""
+    data = spec.model_dump(mode="python", exclude_none=True)
+    data["framework"] = name if version is None else {"name": name, "version": version}
+    prof = profile(name, version)
+    search = data.get("search", {})
+    for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
+                         ("zero_stages", prof.zero_stages)):
+        if key in search and not set(search[key]) & set(allowed):
+            del search[key]
+    kinds = search.get("cp_comm_types", ["p2p"])
+    if (not prof.context_parallel or not set(kinds) & set(prof.cp_comm_types)) and 1 not in search.get("cp", [1]):
+        del search["cp"]
+    if "optimizer_states" in search and not prof.optimizer_states:  # the memory-side dimensions likewise
+        del search["optimizer_states"]
+    needs_states = prof.optimizer_offload == "needs_states" and "optimizer_states" not in search
+    if (prof.optimizer_offload == "none" or needs_states) and 0 not in search.get("optimizer_offload_fractions", [0]):
+        del search["optimizer_offload_fractions"]
+    if not prof.hsdp_zero_stages and 1 not in search.get("zero_replicas", [1]):
+        del search["zero_replicas"]
+    for key, has in (("tp", prof.tensor_parallel), ("pp", prof.pipeline_parallel)):
+        if not has and 1 not in search.get(key, [1]):
+            del search[key]
+    return Spec.model_validate(data)

@@ -30,6 +30,7 @@ from parplan.frameworks.profiles import (
 from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions
 
+from solver_checks import with_framework
 from test_solver_oracle import small_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,28 +157,13 @@ FRAMEWORK_SPECS = settings(max_examples=40, deadline=None, derandomize=True,
                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-def _with_framework(spec: Spec, name: str) -> Spec:
-    data = spec.model_dump(mode="python", exclude_none=True)
-    data["framework"] = name
-    prof = profile(name)
-    search = data.get("search", {})
-    for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
-                         ("zero_stages", prof.zero_stages)):
-        if key in search and not set(search[key]) & set(allowed):
-            del search[key]
-    kinds = search.get("cp_comm_types", ["p2p"])
-    if (not prof.context_parallel or not set(kinds) & set(prof.cp_comm_types)) and 1 not in search.get("cp", [1]):
-        del search["cp"]
-    return Spec.model_validate(data)
-
-
 @pytest.mark.parametrize("name", ["megatron-core", "torchtitan", "deepspeed"])
 @FRAMEWORK_SPECS
 @given(spec=small_specs())
 def test_planner_returns_only_plans_the_framework_runs(name, spec):
     """Acceptance: with a framework given, no returned plan (top 3 included) uses a schedule, ZeRO stage,
     recompute granularity, CP/ETP/SP option or stage split that framework cannot run."""
-    spec = _with_framework(spec, name)
+    spec = with_framework(spec, name)
     prof = spec_profile(spec)
     result = optimize(spec, method="exhaustive", top_k=3)
     for e in result.plans:
@@ -193,7 +179,7 @@ def test_planner_returns_only_plans_the_framework_runs(name, spec):
 @given(spec=small_specs())
 def test_planner_recompute_counts_are_the_frameworks(name, spec):
     """The per-stage full-recompute counts too (Megatron: one --recompute-num-layers, via uniform_recompute)."""
-    spec = _with_framework(spec, name)
+    spec = with_framework(spec, name)
     prof = spec_profile(spec)
     for e in optimize(spec, method="exhaustive", top_k=3).plans:
         assert framework_violations(prof, e.plan) == [], e.plan

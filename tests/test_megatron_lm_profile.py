@@ -28,6 +28,7 @@ from parplan.frameworks.profiles import (
 from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions
 
+from solver_checks import with_framework
 from test_solver_oracle import small_specs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,17 +130,8 @@ SPECS = settings(max_examples=15, deadline=None, derandomize=True,
 def test_planner_returns_only_plans_megatron_lm_ran(version, spec):
     """No returned plan (top 3) uses what Megatron-LM lacked at that date: schedule, ZeRO, SP, CP, recompute
     granularity or counts, uneven stages."""
-    data = spec.model_dump(mode="python", exclude_none=True)
-    data["framework"] = {"name": "megatron-lm", "version": version}
+    spec = with_framework(spec, "megatron-lm", version)
     prof = profile("megatron-lm", version)
-    search = data.get("search", {})
-    for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
-                         ("zero_stages", prof.zero_stages)):
-        if key in search and not set(search[key]) & set(allowed):
-            del search[key]
-    if 1 not in search.get("cp", [1]):
-        del search["cp"]
-    spec = Spec.model_validate(data)
     for e in optimize(spec, method="exhaustive", top_k=3).plans:
         assert framework_violations(prof, e.plan) == [], e.plan
         assert "megatron-lm" in e.runs_on
@@ -214,16 +206,7 @@ def resolve_grad_reduce_bytes(spec: Spec) -> float:
 @SPECS
 @given(spec=small_specs())
 def test_planner_returns_only_plans_llm_foundry_runs(spec):
-    data = spec.model_dump(mode="python", exclude_none=True)
-    data["framework"] = "llm-foundry"
-    search = data.get("search", {})
-    for key, allowed in (("recompute", ("none", "full")), ("zero_stages", (0, 2, 3)), ("schedules", ("1f1b",))):
-        if key in search and not set(search[key]) & set(allowed):
-            del search[key]
-    for key in ("cp", "tp", "pp"):
-        if 1 not in search.get(key, [1]):
-            del search[key]
-    spec = Spec.model_validate(data)
+    spec = with_framework(spec, "llm-foundry")
     prof = profile("llm-foundry")
     for e in optimize(spec, method="exhaustive", top_k=3).plans:
         assert e.plan.tp == 1 and e.plan.pp == 1 and e.plan.cp == 1
@@ -274,15 +257,8 @@ def test_torchtitan_main_2024_12_by_date():
 @SPECS
 @given(spec=small_specs())
 def test_planner_returns_only_plans_torchtitan_2024_12_runs(spec):
-    data = spec.model_dump(mode="python", exclude_none=True)
-    data["framework"] = {"name": "torchtitan", "version": "2024-12-26"}
+    spec = with_framework(spec, "torchtitan", "2024-12-26")
     prof = profile("torchtitan", "2024-12-26")
-    search = data.get("search", {})
-    for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
-                         ("zero_stages", (0, 2, 3))):
-        if key in search and not set(search[key]) & set(allowed):
-            del search[key]
-    spec = Spec.model_validate(data)
     for e in optimize(spec, method="exhaustive", top_k=3).plans:
         assert choice_rule_violations(prof, e.plan) == [], e.plan
 

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.hardware import resolve_gpu

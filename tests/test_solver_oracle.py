@@ -58,11 +58,16 @@ def _maybe_subset(draw, values: list, p: float):
     return sorted(draw(st.sets(st.sampled_from(values), min_size=1, max_size=len(values))), key=values.index)
 
 
+OPTIMIZER_STATES = ["fp32/fp32/fp32", "fp32/bf16/bf16", "fp16/fp8/fp8", "fp32/fp32/fp8"]
+
+
 @st.composite
-def small_specs(draw, tiny: bool = False) -> Spec:
+def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
     """Dense (and ~25 % MoE) Llama-like models on 1-16 GPUs with random ``search:`` restrictions.
 
     ``tiny``: at most 6 layers and 8 GPUs, one micro-batch size and one or two schedules (for the brute force).
+    ``memory_dims``: always draw the memory-side dimensions (HSDP replicas, optimizer dtypes, offload shares);
+    otherwise each is drawn in about a quarter of the specs.
     """
     L = draw(st.integers(2, 6 if tiny else 12))
     hidden = draw(st.sampled_from([256, 512, 1024]))
@@ -123,6 +128,13 @@ def small_specs(draw, tiny: bool = False) -> Spec:
     if search["uneven_stages"] and draw(st.integers(0, 3)) == 0:
         search["stage_split"] = "first_last"
     search["uniform_recompute"] = draw(st.booleans())
+    p_mem = 1.0 if memory_dims else 0.25
+    if (v := _maybe_subset(draw, [1, 2, 4], p_mem)) is not None:
+        search["zero_replicas"] = v
+    if (v := _maybe_subset(draw, OPTIMIZER_STATES, p_mem)) is not None:
+        search["optimizer_states"] = v
+    if (v := _maybe_subset(draw, [0.0, 0.5, 1.0], p_mem)) is not None:
+        search["optimizer_offload_fractions"] = v
     return Spec.model_validate(dict(
         model=model,
         training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),
@@ -142,6 +154,9 @@ def _assumptions(draw) -> dict:
     if preset == "default" and draw(st.integers(0, 3)) == 0:  # torchtitan's runtime: DTensor SP, torch pipelining
         out["sequence_parallel_saves_gathered_inputs"] = True
         out["pipeline_runtime"] = "torch"
+    if draw(st.integers(0, 3)) == 0:  # optimizer offload: copies overlapping the CPU step, a slow host link
+        out["optimizer_offload_overlap"] = True
+        out["host_bandwidth_gbps"] = draw(st.sampled_from([4.0, 64.0]))
     return out
 
 
@@ -256,11 +271,16 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                     if gbs % (dp * mbs):
                         continue
                     vpps = _allowed(range(2, L + 1) if schedule == "interleaved" else [1], s.vpp)
-                    for vpp, zero, rc, sp in itertools.product(vpps, s.zero_stages or (0, 1, 2, 3),
-                                                               s.recompute or ("none", "selective", "full"), sps):
+                    memory_dims = itertools.product(s.zero_replicas or [1], s.optimizer_states or [None],
+                                                    s.optimizer_offload_fractions or [0.0])
+                    for vpp, zero, rc, sp, (r, states, off) in itertools.product(
+                            vpps, s.zero_stages or (0, 1, 2, 3), s.recompute or ("none", "selective", "full"), sps,
+                            list(memory_dims)):
                         c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                    num_microbatches=gbs // (dp * mbs), vpp=vpp, schedule=schedule, recompute=rc,
-                                   zero_stage=zero, sequence_parallel=sp, cp_comm_type=kind)
+                                   zero_stage=zero, sequence_parallel=sp, cp_comm_type=kind,
+                                   zero_replicas=r, optimizer_states=states,
+                                   optimizer_offload_fraction=float(off))
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
@@ -278,7 +298,9 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
         plan = Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=c.recompute, recompute_layers=list(rcl), zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type)
+                    sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
+                    zero_replicas=c.zero_replicas,
+                    optimizer_states=c.optimizer_states, optimizer_offload_fraction=c.optimizer_offload_fraction)
         return evaluate_costs(spec, plan, costs, a, [])
 
     def good(e):
