@@ -159,14 +159,16 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
                 num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
                 recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
-                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout)
+                sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
+                moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap)
 
 
 def plan_choice(plan: Plan) -> Choice:
     return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
                   schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
-                  sequence_parallel=plan.sequence_parallel)
+                  sequence_parallel=plan.sequence_parallel, moe_fp8_dispatch=plan.moe_fp8_dispatch,
+                  moe_a2a_overlap=plan.moe_a2a_overlap)
 
 
 def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:
@@ -221,12 +223,18 @@ def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recompute
     if index == 0:
         t = t + StageTotals(zero_s=costs.first_extra_time_s, states_bytes=costs.first_extra_bytes,
                             dp_s=costs.first_extra_dp_s, model_flops=costs.first_extra_flops)
-    if index == c.pp - 1:
+    if index == last_stage_unit(c):
         t = t + StageTotals(compute_s=costs.last_extra_compute_s,
                             zero_s=costs.last_extra_time_s - costs.last_extra_compute_s,
                             states_bytes=costs.last_extra_bytes, logits_bytes=costs.logits_bytes,
                             dp_s=costs.last_extra_dp_s, model_flops=costs.last_extra_flops)
     return t
+
+
+def last_stage_unit(c: Choice) -> int:
+    """The pipeline unit holding the model's last stage (the head, the loss, MTP): the last rank, or under
+    DualPipeV rank 0, whose second chunk is stage 2p-1 (costmodel/dualpipev.py)."""
+    return 0 if c.schedule == "dualpipev" else c.pp - 1
 
 
 def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:

@@ -21,13 +21,15 @@ from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
 
-Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
+Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed"]
 
+# the default search space; 'dualpipev' (costmodel/dualpipev.py) is searched only when search.schedules names it
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
+ALL_SCHEDULES: tuple[Schedule, ...] = SCHEDULES + ("dualpipev",)
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 # Upper limits of sizes: well above any model or cluster built (Llama-3 405B: 126 layers, hidden 16384,
@@ -242,6 +244,12 @@ class SearchSpec(_Limited):
     recompute: Optional[list[Recompute]] = None
     uniform_recompute: bool = False
     sequence_parallel: Optional[list[bool]] = None
+    moe_fp8_dispatch: Optional[list[bool]] = Field(
+        None, description="MoE only: dispatch tokens to the experts in FP8 (1 byte per element plus one fp32 "
+        "scale per 128, DeepEP; the combine stays BF16); default [false]: assumptions.ep_dispatch_bytes")
+    moe_a2a_overlap: Optional[list[bool]] = Field(
+        None, description="MoE only: hide the EP all-to-all behind another micro-batch's compute (Megatron-Core "
+        "--overlap-moe-expert-parallel-comm; pp 1 or interleaved); default [false]")
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
 
     @property
@@ -256,7 +264,7 @@ class SearchSpec(_Limited):
             raise ValueError(f"search.stage_split {self.stage_split!r} contradicts search.uneven_stages: false "
                              "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
-                     "zero_stages", "recompute", "sequence_parallel"):
+                     "zero_stages", "recompute", "sequence_parallel", "moe_fp8_dispatch", "moe_a2a_overlap"):
             value = getattr(self, name)
             if value is not None and len(value) == 0:
                 raise ValueError(f"search.{name} must not be an empty list (omit it to allow every value)")
@@ -293,6 +301,9 @@ class PlanSpec(_Limited):
     recompute_layers: Optional[list[int]] = None
     zero_stage: Literal[0, 1, 2, 3] = 1
     sequence_parallel: bool = True
+    moe_fp8_dispatch: bool = Field(False, description="FP8 token dispatch to the experts (search.moe_fp8_dispatch)")
+    moe_a2a_overlap: bool = Field(False, description="EP all-to-all overlapped with another micro-batch "
+                                  "(search.moe_a2a_overlap; Megatron-Core --overlap-moe-expert-parallel-comm)")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
@@ -317,6 +328,8 @@ class Plan(_Strict):
     zero_stage: Literal[0, 1, 2, 3]
     sequence_parallel: bool
     pipeline_layout: Optional[list[list[NonNegativeInt]]] = None  # decoder layers per [stage][virtual chunk]
+    moe_fp8_dispatch: bool = False  # FP8 dispatch, BF16 combine (costmodel/choice.py all_to_all_s)
+    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
 
     @property
     def num_gpus(self) -> int:
@@ -369,6 +382,11 @@ class Spec(_Strict):
                 if values is not None and any(v != 1 for v in values):
                     raise ValueError(f"search.{name}: {values} needs an MoE model (model.moe is not set); a dense "
                                      f"model has {name} = 1")
+            for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):
+                values = getattr(self.search, name)
+                if values is not None and any(values):
+                    raise ValueError(f"search.{name}: {values} needs an MoE model (model.moe is not set); a dense "
+                                     f"model has no expert all-to-all")
         return self
 
 

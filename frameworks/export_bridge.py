@@ -65,6 +65,8 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
     distributed = s.distributed_optimizer or s.fsdp_sharding_strategy is not None
     out += [("ddp.use_distributed_optimizer", distributed), ("optimizer.use_distributed_optimizer", distributed)]
     out += [("ddp.overlap_grad_reduce", s.overlap_grad_reduce), ("ddp.overlap_param_gather", s.overlap_param_gather)]
+    if s.overlap_moe_expert_parallel_comm:  # Megatron-Bridge CommOverlapConfig.overlap_moe_expert_parallel_comm
+        out.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
     if s.tp_comm_overlap:
         warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
                         "recipes (no single verified key); set it in the recipe")

@@ -235,7 +235,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
 # ---------------------------------------------------------------------------------------- torchtitan
 
 
-_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipe"}
+_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipev"}
 
 
 def spec_from_torchtitan(text: str, base: Spec) -> Spec:
@@ -272,7 +272,7 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
                                   "(torchtitan's default split is not reproduced)")
         chunks = [sum(1 for name in part if name.startswith("layers.")) for part in parts]
         per_rank = _divide(len(chunks), pp, "module_fqns_per_model_part entries / pp")
-        if schedule == "dualpipe":
+        if schedule == "dualpipev":  # rank r holds chunks r and 2pp-1-r; a plan's stage_layers are rank totals
             stage_layers = [chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)]
             vpp = 1
         else:

@@ -38,7 +38,11 @@ PLACEHOLDER = "REPLACE-ME"
 
 def job_name(plan: Plan) -> str:
     """``parplan-<8 hex>``: a stable name from the plan's content."""
-    digest = hashlib.sha1(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    fields = plan.model_dump(mode="json")
+    for key in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # added later: off, they leave the name as it was
+        if not fields.get(key):
+            fields.pop(key, None)
+    digest = hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return f"parplan-{digest[:8]}"
 
 

@@ -86,6 +86,30 @@ CITATIONS: dict[str, str] = {
     "titan.v_schedules": f"{TITAN} torchtitan/distributed/pipeline_parallel.py:550-552 and "
                          f"{TITAN_022} pipeline_parallel.py:459-465: ZBVZeroBubble and DualPipeV place stages in a "
                          "'v' (rank i holds stages i and 2p-1-i, two per rank)",
+    "titan.dualpipev": f"{TITAN} torchtitan/distributed/pipeline_parallel.py:23 and 550-552 (imports torch's "
+                       "ScheduleDualPipeV, 'v' stage placement) and pytorch/pytorch@1fd7abc2f521e4429a29c3088e39ebaca20f4698 "
+                       "torch/distributed/pipelining/schedules.py ScheduleDualPipeV: exactly 2 stages per rank, "
+                       "n_microbatches >= number of stages (2·pp), DeepSeek's cut-in-half DualPipe "
+                       "(deepseek-ai/DualPipe@3da1bbea dualpipe/dualpipev.py); DeepSeek's two-direction DualPipe "
+                       "(parplan 'dualpipe': every rank two full stages, parameters twice) is not in "
+                       "torch.distributed.pipelining's get_schedule_class",
+    "titan.dualpipev_ep_ac": f"{TITAN_022} torchtitan/distributed/dual_pipe_v.py:33-53 get_dual_pipe_v_flag: with "
+                             "EP and PP, DualPipeV and pipeline_parallel_expert_parallel_overlap (default true, "
+                             "config/job_config.py:420) raise NotImplementedError unless activation_checkpoint.mode "
+                             "is 'none'",
+    "titan.no_fp8_dispatch": f"{TITAN} torchtitan/distributed/deepep/deepep.py:341: the DeepEP dispatch takes "
+                             "use_fp8_dispatch (default False) but no configuration sets it: no FP8 dispatch",
+    "megatron.fp8_dispatch": f"{MEGATRON} megatron/core/transformer/transformer_config.py:997 moe_dispatch_fwd_dtype "
+                             "'bf16' | 'mxfp8' and 1777-1792 (needs --moe-token-dispatcher-type flex with "
+                             "--moe-flex-dispatcher-backend ncclep, the TE op fuser and grouped GEMM); added in "
+                             "7afe0319 (2026-08-20), after core_v0.19.0; moe/fused_a2a.py:327 and 402: no FP8 "
+                             "dispatch through the HybridEP backend",
+    "megatron.a2a_overlap": f"{MEGATRON} megatron/core/transformer/transformer_config.py:3002-3046 "
+                            "--overlap-moe-expert-parallel-comm: pp > 1 needs virtual pipeline stages, ep > 1, "
+                            "alltoall/flex dispatcher, no full recompute, at most one MTP layer, torch >= 2.6; "
+                            "pipeline_parallel/schedules.py:966-970 one more warm-up forward; combined_1f1b.py "
+                            "(pp 1); added for pp 1 in ae1c8829 (core_v0.14.0), interleaved in d7bf5aaa "
+                            "(core_v0.15.0)",
     "titan.fsdp": f"{TITAN} torchtitan/config/configs.py:120-158 (data_parallel_replicate_degree: DDP; "
                   "data_parallel_shard_degree: FSDP2; both: HSDP; fsdp_reshard_after_forward default|always|never)",
     "titan.reshard_pp": f"{TITAN} torchtitan/distributed/fsdp.py:125-132: by default no reshard after forward "
@@ -144,6 +168,9 @@ class Profile:
     assumptions: dict[str, Any] = field(default_factory=dict)  # memory conventions (knob -> value)
     citations: tuple[str, ...] = ()
     not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
+    fp8_dispatch: bool = False  # MoE FP8 token dispatch (Plan.moe_fp8_dispatch)
+    moe_a2a_overlap: bool = False  # EP all-to-all overlapped with another micro-batch (Plan.moe_a2a_overlap)
+    dualpipev_ep_no_recompute: bool = False  # DualPipeV with EP > 1 only without activation checkpointing
 
 
 _MEGATRON_CORE = Profile(
@@ -161,6 +188,14 @@ _MEGATRON_CORE = Profile(
                      "attention core)", "CP comm types a2a / allgather (parplan prices the p2p ring)",
                      "--outer-dp-sharding-strategy (HSDP)"),
 )
+_MEGATRON_CORE_015 = replace(
+    _MEGATRON_CORE, versions=">= 0.15.0 (core_v0.15.0 .. core_v0.19.0)", moe_a2a_overlap=True,
+    citations=_MEGATRON_CORE.citations + ("megatron.a2a_overlap",),
+)
+_MEGATRON_CORE_MAIN = replace(
+    _MEGATRON_CORE_015, versions="main after core_v0.19.0 (snapshot d98e8a64, 2026-08-22)", fp8_dispatch=True,
+    citations=_MEGATRON_CORE_015.citations + ("megatron.fp8_dispatch",),
+)
 _MEGATRON_CORE_PRE_LAYOUT = replace(
     _MEGATRON_CORE, versions=">= 0.9.0, < 0.13.0", stage_split="first_last",
     citations=_MEGATRON_CORE.citations[:-3] + ("megatron.uneven", "megatron.grads_fp32", "megatron.cp"),
@@ -172,28 +207,30 @@ _MEGATRON_BRIDGE = replace(
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
-    schedules=("1f1b", "interleaved"),
+    schedules=("1f1b", "interleaved", "dualpipev"),
     zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
     recompute=("none", "selective", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one", sequence_parallel=True, stage_split="any",
     assumptions={"grad_bytes": 4.0, "grad_reduce_bytes": 4.0, "pipeline_runtime": "torch",
                  "sequence_parallel_saves_gathered_inputs": True, "selective_recompute_policy": "alternate_matmuls",
                  "tp_comm_overlap": 0.0},
-    citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.fsdp", "titan.reshard_pp",
+    citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.dualpipev", "titan.no_fp8_dispatch",
+               "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
                "titan.runtime"),
     not_expressible=("GPipe (parplan has no all-forwards-first schedule)",
                      "InterleavedZeroBubble (parplan's zb-h1 has one stage per rank; torchtitan's looped schedules "
                      "need at least two)",
-                     "ZBVZeroBubble and DualPipeV (a 'v' placement of two half-size stages per rank; parplan's "
-                     "dualpipe holds two full stages per rank)",
+                     "ZBVZeroBubble (a zero-bubble 'v' of two stages per rank; parplan plans the V as DualPipeV, "
+                     "schedule dualpipev)",
                      "HSDP (data_parallel_replicate x data_parallel_shard: parplan shards over the whole DP group)",
                      "AsyncTP (set assumptions.tp_comm_overlap when compiled with it)",
                      "MemoryBudgetAC"),
 )
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
-    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022"),
+    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.dualpipev_ep_ac"),
+    dualpipev_ep_no_recompute=True,
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",
@@ -211,7 +248,8 @@ _DEEPSPEED = Profile(
 
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
-    "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
+    "megatron-core": (((0, 20, 0), _MEGATRON_CORE_MAIN), ((0, 15, 0), _MEGATRON_CORE_015),
+                      ((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
     "megatron-bridge": ((None, _MEGATRON_BRIDGE),),
     "torchtitan": (((0, 2, 3), _TORCHTITAN), ((0, 0, 0), _TORCHTITAN_022)),
     "deepspeed": ((None, _DEEPSPEED),),
@@ -371,6 +409,14 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
             out.append(f"{who} supports etp 1 or etp = tp only (got etp {c.etp}, tp {c.tp})")
     if c.sequence_parallel and c.tp > 1 and not prof.sequence_parallel:
         out.append(f"{who} has no Megatron-style sequence parallelism")
+    if getattr(c, "moe_fp8_dispatch", False) and not prof.fp8_dispatch:
+        out.append(f"{who} {prof.versions} has no FP8 expert dispatch")
+    if getattr(c, "moe_a2a_overlap", False) and not prof.moe_a2a_overlap:
+        out.append(f"{who} {prof.versions} has no EP all-to-all overlap (--overlap-moe-expert-parallel-comm)")
+    if (prof.dualpipev_ep_no_recompute and c.schedule == "dualpipev" and c.pp > 1 and c.ep > 1
+            and c.recompute != "none"):
+        out.append(f"{who} {prof.versions} runs DualPipeV with expert parallelism only without activation "
+                   "checkpointing (recompute none)")
     return out
 
 
@@ -446,6 +492,10 @@ def search_conflicts(spec: "Spec") -> list[str]:
         if pinned is not None and not set(pinned) & set(allowed):
             out.append(f"search.{name} {list(pinned)}: {prof.name} runs none of them "
                        f"(it runs {', '.join(map(str, allowed))})")
+    for name, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
+        pinned = getattr(s, name, None)
+        if pinned is not None and not ok and False not in pinned:
+            out.append(f"search.{name} {list(pinned)}: {prof.name} {prof.versions} has no such option (allow false)")
     if s.cp is not None and lim.cp is not None and 1 not in s.cp:
         out.append(f"search.cp {list(s.cp)}: {prof.name} has no ring context parallelism (cp must be 1)")
     return out

@@ -29,7 +29,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.assumptions import PRESETS
-from parplan.costmodel.spec import RECOMPUTE_GRANULARITIES, SCHEDULES, FrameworkName, Objective, Precision, SearchSpec
+from parplan.costmodel.spec import ALL_SCHEDULES, RECOMPUTE_GRANULARITIES, FrameworkName, Objective, Precision, SearchSpec
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
 
@@ -39,7 +39,7 @@ STAGE_SPLITS = typing.get_args(typing.get_args(SearchSpec.model_fields["stage_sp
 
 # enum full name -> the library's values (strings) it stands for
 ENUM_VALUES: dict[str, tuple[str, ...]] = {
-    "parplan.v1.Schedule": SCHEDULES,
+    "parplan.v1.Schedule": ALL_SCHEDULES,
     "parplan.v1.Recompute": RECOMPUTE_GRANULARITIES,
     "parplan.v1.Precision": typing.get_args(Precision),
     "parplan.v1.Objective": typing.get_args(Objective),

@@ -83,7 +83,7 @@ class Problem:
         if t is None:
             c = self.choices[i]
             spec, a = self.spec, self.assumptions
-            if c.schedule == "dualpipe":
+            if c.schedule in ("dualpipe", "dualpipev"):
                 costs = choice_costs(spec, c, self.gpu, a, self.arch)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 key = replace(c, schedule="1f1b", vpp=1)
@@ -112,7 +112,8 @@ class Problem:
         return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
                     num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
                     recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel)
+                    sequence_parallel=c.sequence_parallel, moe_fp8_dispatch=c.moe_fp8_dispatch,
+                    moe_a2a_overlap=c.moe_a2a_overlap)
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)

@@ -10,7 +10,10 @@ memory and stage times, a smaller bubble), sequence parallelism is
 always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
 makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero recomputed
 layers is 'none', working set included; plans are reported canonically).
-Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
+Choices with no data-parallel peers keep one ZeRO stage (they are the same plan). FP8 dispatch
+(``search.moe_fp8_dispatch``) drops BF16 dispatch where both are legal and ``ep_dispatch_bytes`` is at least
+FP8's 1 + 4/128 (same memory, fewer bytes on the wire). ``dualpipev`` and the two EP choices are searched only
+when ``search:`` names them (defaults: today's space).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from dataclasses import dataclass, field, replace
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import degree_violations, framework_choice_violations, schedule_violations
+from parplan.costmodel.legality import (degree_violations, framework_choice_violations, moe_comm_violations,
+                                        schedule_violations)
+from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
@@ -68,6 +73,8 @@ class SpaceOptions:
     prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
     zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
     recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
+    moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
+    moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -83,6 +90,8 @@ class SpaceOptions:
             sequence_parallel=t(s.sequence_parallel),
             uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
             stage_split=s.resolved_stage_split,
+            moe_fp8_dispatch=tuple(s.moe_fp8_dispatch) if s.moe_fp8_dispatch else (False,),
+            moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else (False,),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -102,6 +111,8 @@ class SpaceOptions:
             stage_split=_tighter(opts.stage_split, lim.stage_split),
             uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
             recompute_all_layers=lim.recompute_all_layers,
+            moe_fp8_dispatch=tuple(v for v in opts.moe_fp8_dispatch if not v or prof.fp8_dispatch),
+            moe_a2a_overlap=tuple(v for v in opts.moe_a2a_overlap if not v or prof.moe_a2a_overlap),
         )
 
 
@@ -167,6 +178,27 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
 
+    # EP communication choices (costmodel/moe_comm.py): FP8 dispatch moves fewer bytes at the same memory, so
+    # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
+    # never slower)
+    comm_pairs = [(f, o) for f in opts.moe_fp8_dispatch for o in opts.moe_a2a_overlap]
+    fp8_dominates = (opts.prune_dominated and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT
+                     and True in opts.moe_fp8_dispatch)
+
+    def comm_choices(c: Choice) -> list[Choice]:
+        legal = []
+        for f, o in comm_pairs:
+            cc = replace(c, moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
+            why = moe_comm_violations(spec, cc)
+            if why:
+                reject(why)
+                continue
+            legal.append(cc)
+        if fp8_dominates:
+            on = {cc.moe_a2a_overlap for cc in legal if cc.moe_fp8_dispatch}
+            legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
+        return legal
+
     def reject(why: list[str], count: int = 1) -> None:
         key = why[0]
         rejected[key] = rejected.get(key, 0) + count
@@ -227,9 +259,10 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
                                     for rc in recompute:
                                         for sp in sps:
-                                            c = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
-                                            if framework and framework_choice_violations(spec, c):
-                                                reject(framework_choice_violations(spec, c))
-                                                continue
-                                            out.append(c)
+                                            base = replace(head, recompute=rc, zero_stage=z, sequence_parallel=sp)
+                                            for c in comm_choices(base):
+                                                if framework and framework_choice_violations(spec, c):
+                                                    reject(framework_choice_violations(spec, c))
+                                                    continue
+                                                out.append(c)
     return Space(out, rejected)
