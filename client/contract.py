@@ -38,6 +38,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     out = {key: data[key] for key in PLAN_KEYS}
     if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
         out["pipeline_layout"] = data["pipeline_layout"]
+    for key in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # MoE communication choices, only where a plan makes them
+        if data[key]:
+            out[key] = True
     return out
 
 

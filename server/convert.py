@@ -69,6 +69,8 @@ SCALAR_VALUE = pb.ScalarValue.DESCRIPTOR.full_name
 
 # fields whose CONTRACT key is absent (not None) when unset: message_to_dict leaves them out
 OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["moe_fp8_dispatch"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})

@@ -185,10 +185,15 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     fp8_dominates = (opts.prune_dominated and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT
                      and True in opts.moe_fp8_dispatch)
 
+    # 'none' pruned in favour of 'full' (above) comes back where the all-to-all overlap forbids full recomputation
+    none_pruned = "none" in opts.recompute and "none" not in recompute
+
     def comm_choices(c: Choice) -> list[Choice]:
         legal = []
         for f, o in comm_pairs:
             cc = replace(c, moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
+            if o and cc.recompute == "full" and none_pruned:
+                cc = replace(cc, recompute="none")
             why = moe_comm_violations(spec, cc)
             if why:
                 reject(why)

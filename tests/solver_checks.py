@@ -38,6 +38,9 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
     if s.sequence_parallel is not None and plan.tp > 1 and plan.sequence_parallel not in s.sequence_parallel:
         out.append(f"sequence_parallel {plan.sequence_parallel} not in search.sequence_parallel = "
                    f"{s.sequence_parallel}")
+    for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # unset: off
+        if getattr(plan, name) not in (getattr(s, name) or [False]):
+            out.append(f"{name} {getattr(plan, name)} not in search.{name} = {getattr(s, name)}")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
     if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:
