@@ -101,7 +101,7 @@ def _megatron_parser() -> argparse.ArgumentParser:
                  "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format"):
         p.add_argument(flag, type=str)
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
-                 "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16"):
+                 "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16", "--overlap-moe-expert-parallel-comm"):
         p.add_argument(flag, action="store_true")
     return p
 
@@ -179,6 +179,8 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
                             "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
     if args.sequence_parallel or tp > 1:
         plan["sequence_parallel"] = bool(args.sequence_parallel)
+    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
+        plan["moe_a2a_overlap"] = True
     granularity = args.recompute_granularity
     if granularity == "selective":
         plan["recompute"] = "selective"

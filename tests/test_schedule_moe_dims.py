@@ -324,3 +324,13 @@ def test_dualpipev_drawn_by_the_oracle_strategies():
     assert seen == {("dualpipev", True)}
     ov = _spec(MOE, search=dict(pp=[1], moe_a2a_overlap=[True]))
     assert optimize(ov, method="cpsat", controls=CPSAT).plans[0].plan.moe_a2a_overlap
+
+
+def test_megatron_a2a_overlap_round_trips():
+    from parplan.frameworks.export_megatron import export as mexport
+    from parplan.frameworks.import_plan import spec_from_megatron
+    spec = _spec(MOE, framework="megatron-core")
+    ev = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
+    back = spec_from_megatron(mexport(spec, ev.plan).text, spec.model_copy(update={"plan": None}))
+    again = evaluate(back)
+    assert again.plan.moe_a2a_overlap and again.metrics.step_time_s == pytest.approx(ev.metrics.step_time_s)
