@@ -334,3 +334,20 @@ def test_megatron_a2a_overlap_round_trips():
     back = spec_from_megatron(mexport(spec, ev.plan).text, spec.model_copy(update={"plan": None}))
     again = evaluate(back)
     assert again.plan.moe_a2a_overlap and again.metrics.step_time_s == pytest.approx(ev.metrics.step_time_s)
+
+
+def test_proto_carries_the_new_dimensions():
+    """The service's messages (proto field numbers 140-141, enum value SCHEDULE_DUALPIPEV = 140) map the new
+    search keys, plan keys and schedule both ways."""
+    from parplan.server import convert
+    from parplan.v1 import planner_pb2 as pb
+    data = _spec(MOE, precision="fp8", search=dict(schedules=["dualpipev", "1f1b"], moe_fp8_dispatch=[False, True],
+                                                   moe_a2a_overlap=[True]),
+                 plan=dict(pp=4, ep=2, schedule="dualpipev", moe_fp8_dispatch=True)).model_dump(mode="json",
+                                                                                                exclude_none=True)
+    message = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
+    assert message.plan.schedule == pb.SCHEDULE_DUALPIPEV == 140
+    back = Spec.model_validate(convert.spec_dict_from_message(message))
+    assert back.search.schedules == ["dualpipev", "1f1b"] and back.search.moe_fp8_dispatch == [False, True]
+    assert back.search.moe_a2a_overlap == [True]
+    assert back.plan.schedule == "dualpipev" and back.plan.moe_fp8_dispatch and not back.plan.moe_a2a_overlap
