@@ -295,7 +295,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
             ranks.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
                                                    "logits_bytes": both.logits_bytes,
                                                    "buffer_bytes": both.buffer_bytes}))
-    else:
+    else:  # a DualPipeV rank is one unit too: stage_layers are rank totals (costmodel/dualpipev.py)
         ranks = stages
 
     m = c.num_microbatches

@@ -167,6 +167,9 @@ def _with_framework(spec: Spec, name: str) -> Spec:
             del search[key]
     if not prof.context_parallel and 1 not in search.get("cp", [1]):
         del search["cp"]
+    for key, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
+        if not ok and False not in search.get(key, [False]):
+            del search[key]
     return Spec.model_validate(data)
 
 
