@@ -17,6 +17,9 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
 * Megatron-Bridge ``067f987df03b8355b03192d88d70f1709fedf51a`` (2026-08-22)
 * torchtitan ``b5bcd76c66d0acb1a08b176d9639425bc55e0b2a`` (2026-08-21) and tag ``v0.2.2`` (2026-02-20)
 * DeepSpeed ``edaa7221267243c7be7fb49c5d5f5c4fb97b4641`` (2026-08-22)
+* PyTorch ``1fd7abc2f521e4429a29c3088e39ebaca20f4698`` (torch.distributed.pipelining ScheduleDualPipeV),
+  deepseek-ai/DualPipe ``3da1bbea53606543d7f5f232338fc58096db30e3`` (2025-03-10) and deepseek-ai/DeepEP
+  ``dd758caf451848bd150e1046af3d0a73e5fff38d`` (2026-07-14): costmodel/dualpipev.py and costmodel/moe_comm.py
 
 What parplan's schedules cannot express is listed per profile (``not_expressible``): the framework
 can run it, parplan cannot plan it, so no returned plan uses it.
