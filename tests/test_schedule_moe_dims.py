@@ -38,7 +38,7 @@ from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions, enumerate_choices
 
 from solver_checks import check_integer_scaling, check_plan
-from test_solver_oracle import brute_force, small_specs
+from test_solver_oracle import _assumptions, brute_force
 
 CPSAT = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 REL = 1e-3
@@ -265,23 +265,65 @@ def test_megatron_export_of_a2a_overlap():
 # ------------------------------------------------------------------------------------------- oracles
 @st.composite
 def dimension_specs(draw, tiny: bool = False) -> Spec:
-    """test_solver_oracle's random small specs, with the new dimensions drawn: dualpipev among the schedules,
-    and on MoE models FP8 dispatch (with FP8 training where the GPU has it) and the all-to-all overlap."""
-    spec = draw(small_specs(tiny=tiny))
-    data = spec.model_dump(exclude_defaults=True)
-    search = data.setdefault("search", {})
-    pick = draw(st.sampled_from(["v", "v", "v+", "other"]))
-    if pick.startswith("v"):
-        search["schedules"] = ["dualpipev"] + ([draw(st.sampled_from(["1f1b", "interleaved", "dualpipe"]))]
-                                               if pick == "v+" else [])
-    if spec.model.moe is not None:
-        if draw(st.booleans()) and resolve_gpu(spec.cluster).peak_fp8_tflops:
-            data.setdefault("training", {})["precision"] = "fp8"
-        search["moe_fp8_dispatch"] = draw(st.sampled_from([[False, True], [True], [False]]))
-        search["moe_a2a_overlap"] = draw(st.sampled_from([[False, True], [True], [False]]))
-        if draw(st.booleans()):
-            data.setdefault("assumptions", {})["ep_dispatch_bytes"] = 1.0  # no dominance: both dispatches kept
-    return Spec.model_validate(data)
+    """Random small specs where the new dimensions are live: 4-8 GPUs, MoE (3 in 4) or dense Llama-like
+    models, DualPipeV alone or beside another schedule (or the default space plus it), FP8 training on a GPU
+    with FP8 (then FP8 dispatch off/on/both, the knob's dispatch narrower or not: with and without the
+    dominance), the all-to-all overlap off/on/both; small memory sometimes (recompute and infeasibility),
+    the assumption variants of test_solver_oracle's strategy (torch pipelining buffers, per-op SAC, ...)."""
+    L = draw(st.integers(4, 6 if tiny else 9))
+    hidden = draw(st.sampled_from([256, 512, 1024]))
+    model = dict(name="dims", num_layers=L, hidden_size=hidden, ffn_hidden_size=draw(st.sampled_from([hidden, 4 * hidden])),
+                 num_attention_heads=8, num_kv_heads=draw(st.sampled_from([2, 8])), vocab_size=draw(st.integers(1000, 50000)),
+                 tie_embeddings=draw(st.booleans()))
+    moe = draw(st.integers(0, 3)) > 0
+    if moe:
+        model["moe"] = dict(num_experts=draw(st.sampled_from([4, 8])), top_k=draw(st.integers(1, 2)),
+                            expert_ffn_hidden_size=draw(st.sampled_from([hidden // 2, hidden])),
+                            num_shared_experts=draw(st.integers(0, 1)), first_dense_layers=draw(st.integers(0, 1)))
+    if draw(st.integers(0, 4)) == 0:
+        model["num_mtp_layers"] = 1
+    gpu = draw(st.sampled_from(["H100-SXM-80GB", "H800", "B200", "A100-SXM-80GB"]))
+    cluster = dict(gpu=gpu, num_gpus=draw(st.sampled_from([4, 8])))
+    if draw(st.integers(0, 2)) == 0:
+        cluster["memory_gib"] = draw(st.integers(15, 120)) / 10
+    fp8 = moe and gpu != "A100-SXM-80GB" and draw(st.integers(0, 2)) > 0
+    schedules = draw(st.sampled_from([["dualpipev"], ["dualpipev", "1f1b"], ["interleaved", "dualpipev"],
+                                      ["zb-h1", "dualpipe", "dualpipev"], None]))
+    search: dict = {"micro_batch_size": [draw(st.sampled_from([1, 2]))] if tiny else [1, 2]}
+    search["schedules"] = schedules or ["1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev"]
+    if tiny:
+        search["schedules"] = search["schedules"][:2]
+    if draw(st.booleans()):
+        search["pp"] = draw(st.sampled_from([[1, 2], [2], [2, 4], [4]]))
+    if draw(st.booleans()):
+        search["recompute"] = draw(st.sampled_from([["none"], ["none", "full"], ["selective", "full"]]))
+    if moe:
+        if fp8:
+            search["moe_fp8_dispatch"] = draw(st.sampled_from([[False, True], [True], [False]]))
+        search["moe_a2a_overlap"] = draw(st.sampled_from([[False, True], [False, True], [True], [False]]))
+    search["uneven_stages"] = draw(st.booleans())
+    if search["uneven_stages"] and draw(st.integers(0, 3)) == 0:
+        search["stage_split"] = "first_last"
+    search["uniform_recompute"] = draw(st.booleans())
+    assumptions = _assumptions(draw)
+    if fp8 and draw(st.booleans()):
+        assumptions["ep_dispatch_bytes"] = 1.0  # narrower than FP8's 1.03125: no dominance, both dispatches kept
+    return Spec.model_validate(dict(
+        model=model, training=dict(seq_len=draw(st.sampled_from([1024, 2048])),
+                                   global_batch_size=draw(st.sampled_from([8, 16, 32])),
+                                   precision="fp8" if fp8 else "bf16"),
+        cluster=cluster, search=search, assumptions=assumptions))
+
+
+SEEN: dict[str, int] = {}  # what the optima of the two oracle tests below used (test_new_dimensions_were_drawn)
+
+
+def _tally(res) -> None:
+    for ev in res.plans[:1]:
+        for key, on in (("dualpipev", ev.plan.schedule == "dualpipev"), ("fp8", ev.plan.moe_fp8_dispatch),
+                        ("overlap", ev.plan.moe_a2a_overlap)):
+            SEEN[key] = SEEN.get(key, 0) + bool(on)
+    SEEN["infeasible"] = SEEN.get("infeasible", 0) + (not res.plans)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, database=None,
@@ -299,6 +341,7 @@ def test_new_dimensions_cpsat_matches_exhaustive(spec):
         for ev in res.plans:
             check_plan(spec, ev)
         check_integer_scaling(spec, res)
+    _tally(cp)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -313,6 +356,16 @@ def test_new_dimensions_cpsat_matches_brute_force(spec):
         below = res.plans[0].metrics.step_time_s * (1 - REL)
     found = brute_force(spec, below)
     assert found is None, (label, res.status, res.plans[0].plan if res.plans else None, found.plan)
+    _tally(res)
+
+
+def test_new_dimensions_were_drawn():
+    """Not vacuous: the optima above used DualPipeV, FP8 dispatch and the overlap, and some specs had none
+    (run in the same session)."""
+    if not SEEN:
+        pytest.skip("run together with the two oracle tests above")
+    print("\nnew-dimension oracles, optima using:", SEEN)
+    assert all(SEEN.get(k, 0) >= 2 for k in ("dualpipev", "fp8", "overlap", "infeasible")), SEEN
 
 
 def test_dualpipev_drawn_by_the_oracle_strategies():
