@@ -96,14 +96,14 @@ CITATIONS: dict[str, str] = {
                        "(deepseek-ai/DualPipe@3da1bbea dualpipe/dualpipev.py); DeepSeek's two-direction DualPipe "
                        "(parplan 'dualpipe': every rank two full stages, parameters twice) is not in "
                        "torch.distributed.pipelining's get_schedule_class",
-    "titan.dualpipev_ep_ac": f"{TITAN_022} torchtitan/distributed/dual_pipe_v.py:33-53 get_dual_pipe_v_flag: with "
+    "titan.dualpipev_ep_ac": f"{TITAN_022} torchtitan/distributed/dual_pipe_v.py:32-51 get_dual_pipe_v_flag: with "
                              "EP and PP, DualPipeV and pipeline_parallel_expert_parallel_overlap (default true, "
                              "config/job_config.py:420) raise NotImplementedError unless activation_checkpoint.mode "
                              "is 'none'",
     "titan.no_fp8_dispatch": f"{TITAN} torchtitan/distributed/deepep/deepep.py:341: the DeepEP dispatch takes "
                              "use_fp8_dispatch (default False) but no configuration sets it: no FP8 dispatch",
     "megatron.fp8_dispatch": f"{MEGATRON} megatron/core/transformer/transformer_config.py:997 moe_dispatch_fwd_dtype "
-                             "'bf16' | 'mxfp8' and 1777-1792 (needs --moe-token-dispatcher-type flex with "
+                             "'bf16' | 'mxfp8' and 1776-1790 (needs --moe-token-dispatcher-type flex with "
                              "--moe-flex-dispatcher-backend ncclep, the TE op fuser and grouped GEMM); added in "
                              "7afe0319 (2026-08-20), after core_v0.19.0; moe/fused_a2a.py:327 and 402: no FP8 "
                              "dispatch through the HybridEP backend",

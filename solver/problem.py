@@ -83,7 +83,9 @@ class Problem:
         if t is None:
             c = self.choices[i]
             spec, a = self.spec, self.assumptions
-            if c.schedule in ("dualpipe", "dualpipev"):
+            # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
+            # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
+            if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
                 costs = choice_costs(spec, c, self.gpu, a, self.arch)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 key = replace(c, schedule="1f1b", vpp=1)
