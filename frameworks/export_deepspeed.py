@@ -47,7 +47,9 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
         warnings.append("FP8 training has no DeepSpeed config key (Transformer Engine layers in model code); "
                         "exported as bf16")
     for name, what in (("moe_fp8_dispatch", "FP8 expert dispatch"), ("moe_a2a_overlap", "EP all-to-all overlap")):
-        if getattr(plan, name):  # deepspeed/moe/sharded_moe.py: a BF16/FP16 all-to-all, no micro-batch pairing
+        # DeepSpeed@edaa7221 deepspeed/moe/sharded_moe.py:97-109, 720, 749: _AllToAll is dist.all_to_all_single of
+        # the activations in their own dtype, dispatch and combine in the layer's forward, no micro-batch pairing
+        if getattr(plan, name):
             warnings.append(f"{name}: DeepSpeed's MoE layer has no {what}; not exported (slower than planned)")
     zero = plan.zero_stage
     if plan.pp > 1 and zero >= 2:

@@ -112,7 +112,9 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         warnings.append("moe_fp8_dispatch: torchtitan's DeepEP dispatch takes use_fp8_dispatch but no config key "
                         "sets it (distributed/deepep/deepep.py); not exported: BF16 dispatch, slower than planned")
     if plan.moe_a2a_overlap:
-        warnings.append("moe_a2a_overlap: torchtitan has no EP all-to-all overlap outside DualPipeV; not exported")
+        warnings.append("moe_a2a_overlap: torchtitan has no option overlapping the EP all-to-all with another "
+                        "micro-batch outside DualPipeV (v0.2.2: pipeline_parallel_expert_parallel_overlap, DualPipeV "
+                        "only); not exported: more all-to-all exposed than planned")
     if spec.model.moe is not None:
         par["expert_parallel_degree"] = plan.ep
         par["expert_tensor_parallel_degree"] = plan.etp

@@ -147,6 +147,9 @@ CITATIONS: dict[str, str] = {
     "deepspeed.moe": f"{DEEPSPEED} deepspeed/moe/layer.py:24-60 MoE(ep_size, enable_expert_tensor_parallelism): "
                      "experts split over ep_size ranks (num_experts divisible by it), expert weights either "
                      "unsplit or split by the tensor-parallel degree",
+    "deepspeed.moe_a2a": f"{DEEPSPEED} deepspeed/moe/sharded_moe.py:97-109, 720 and 749: the dispatch and combine "
+                         "are dist.all_to_all_single of the activations in their own dtype inside the layer's "
+                         "forward: no FP8 dispatch, no all-to-all overlap with another micro-batch",
     "deepspeed.tp": f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/ (AutoTP training); "
                     "deepspeed/runtime/sequence_parallel/ is Ulysses (all-to-all over heads), not ring CP or "
                     "Megatron's sequence parallelism",
@@ -244,7 +247,7 @@ _DEEPSPEED = Profile(
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp"),
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp"),
     not_expressible=("DeepSpeed-Ulysses sequence parallelism (all-to-all over heads)", "ZeRO-Infinity offload",
                      "partition_method 'parameters' (balances parameter counts, not layers)"),
 )
