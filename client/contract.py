@@ -44,6 +44,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     for key, default in MEMORY_DIM_DEFAULTS.items():  # HSDP, optimizer dtypes, offload: only where chosen
         if data[key] != default:
             out[key] = data[key]
+    for key in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # MoE communication choices, only where a plan makes them
+        if data[key]:
+            out[key] = True
     return out
 
 

@@ -79,6 +79,9 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
     table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
     if plan.cp > 1:
         table.add_row("cp_comm_type", plan.cp_comm_type)
+    if plan.moe_fp8_dispatch or plan.moe_a2a_overlap:  # shown only where a plan makes these choices
+        table.add_row("EP all-to-all", " · ".join(name for name, on in (("FP8 dispatch", plan.moe_fp8_dispatch),
+                                                                        ("overlapped", plan.moe_a2a_overlap)) if on))
     if plan.pipeline_layout is not None:
         table.add_row("pipeline_layout", " ".join(_ints(chunks) for chunks in plan.pipeline_layout))
     if runs_on is not None:

@@ -4,10 +4,14 @@ DeepSeek-V3 report (arXiv 2412.19437) Table 2, as tabulated in seed 000 §4, wit
 a chunk, B the backward time, W the weight-gradient part of B, F&B an overlapped forward+backward pair:
 1F1B ``(PP-1)(F+B)``; ZB1P (ZB-H1) ``(PP-1)(F+B-2W)``; DualPipe ``(PP/2-1)(F&B+B-3W)``.
 Interleaved 1F1B with v virtual stages divides the 1F1B bubble by v (seed 001 §4.3,
-``(p-1)/(m·v+p-1)``).
+``(p-1)/(m·v+p-1)``). DualPipeV (DeepSeek's cut-in-half DualPipe, deepseek-ai/DualPipe README at 3da1bbe):
+``(PP/2-1)(F&B+B-3W)`` with PP = 2p half-size stages on p ranks, i.e. ``(p-1)(F&B+B-3W)/2`` with a rank's
+F, B, W (costmodel/dualpipev.py).
 """
 
 from __future__ import annotations
+
+from parplan.costmodel import dualpipev
 
 
 def bubble_time(schedule: str, pp: int, F: float, B: float, W: float = 0.0, FandB: float | None = None,
@@ -23,6 +27,8 @@ def bubble_time(schedule: str, pp: int, F: float, B: float, W: float = 0.0, Fand
     if schedule == "dualpipe":
         fb = F + B if FandB is None else FandB
         return max(0.0, (pp / 2 - 1) * (fb + B - 3 * W))
+    if schedule == "dualpipev":
+        return dualpipev.bubble_time(pp, F, B, W, F + B if FandB is None else FandB)
     raise ValueError(f"unknown schedule {schedule!r}")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from copy import copy
 from dataclasses import dataclass, field
 
+from parplan.costmodel import dualpipev, moe_comm
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
@@ -61,6 +62,8 @@ class Choice:
     zero_replicas: int = 1
     optimizer_states: str | None = None
     optimizer_offload_fraction: float = 0.0
+    moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
+    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe_comm.py)
 
     # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property
@@ -146,14 +149,17 @@ class LayerCost:
 def inflight_microbatches(c: Choice, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
     p, m, v = c.pp, c.num_microbatches, c.vpp
+    extra = 1 if c.moe_a2a_overlap else 0  # one more forward before the combined 1F1B steps (moe_comm.py)
     if c.schedule in ("1f1b", "zb-h1"):
-        return float(min(p - stage, m))
+        return float(min(p - stage + extra, m))
     if c.schedule == "interleaved":
         # Megatron: warmup = (p - i - 1)·2 + (v - 1)·p chunk micro-batches, plus the one in flight;
         # stage 0 gives p + (p-1)/v stages' worth, Megatron's theoretical-memory penalty.
-        return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v) / v
+        return min((p - stage - 1) * 2 + (v - 1) * p + 1 + extra, m * v) / v
     if c.schedule == "dualpipe":
         return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
+    if c.schedule == "dualpipev":
+        return dualpipev.inflight_microbatches(p)  # 2p + 1 half-rank chunks (DualPipe README: PP + 1)
     raise ValueError(c.schedule)
 
 
@@ -209,8 +215,15 @@ class ChoiceCosts:
         """
         c = self.choice  # both byte sizes are 0 unless pipeline_runtime is 'torch' and pp > 1
         m, v = c.num_microbatches, c.vpp
+        if c.schedule == "dualpipev":  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
+            #                            each holding half the rank's in-flight micro-batches
+            half = self.inflight(stage)
+            return sum(self._chunk_buffer_bytes(m, 1, first, last, half) for first, last in
+                       ((stage == 0, False), (False, stage == 0)))
         first, last = stage == 0, stage == c.pp - 1
-        inflight_chunks = self.inflight(stage) * v
+        return self._chunk_buffer_bytes(m, v, first, last, self.inflight(stage) * v)
+
+    def _chunk_buffer_bytes(self, m: int, v: int, first: bool, last: bool, inflight_chunks: float) -> float:
         grad_recv = m * v - (m if last else 0)
         act_recv = max(0.0, m * v - (m if first else 0) - inflight_chunks)
         outputs = max(0.0, inflight_chunks - (1 if last else 0))
@@ -250,7 +263,7 @@ def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
     choice); DualPipe also changes the EP overlap and is computed in full.
     """
     base = costs.choice
-    if "dualpipe" in (choice.schedule, base.schedule):
+    if {"dualpipe", "dualpipev"} & {choice.schedule, base.schedule}:
         raise ValueError("DualPipe changes the EP overlap: compute its costs in full")
     out = copy(costs)
     object.__setattr__(out, "choice", choice)
@@ -357,6 +370,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         expert_grp = ZeroGroup(coll["edp"], c.expert_dp)
     links["etp"] = link(1, c.etp, domain, gpu, a, n)
     ep_sms_reserved = c.ep > 1 and a.ep_comm_sm_fraction > 0
+    dispatch_bytes = moe_comm.dispatch_bytes_per_element(c.moe_fp8_dispatch, a.ep_dispatch_bytes)
 
     def all_to_all_s(token_bytes: float) -> float:
         """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte."""
@@ -365,12 +379,12 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         if not a.hierarchical_all_to_all:  # textbook: a ring over the EP link, (ep-1)·alpha in sequence
             Le = links["ep"]
             return sum(ring_gather_time_s(token_bytes * moe.top_k * b, c.ep, Le.latency_s, Le.bandwidth_Bps)
-                       for b in (a.ep_dispatch_bytes, 2.0))
+                       for b in (dispatch_bytes, 2.0))
         local = ep_members_per_domain(c.etp, c.ep, domain, n)
         nv, net = tier_links(gpu, a)
         return sum(all_to_all_time_s(token_bytes * b, moe.top_k, c.ep, local, nv.bandwidth_Bps, nv.latency_s,
                                      net.bandwidth_Bps, net.latency_s, moe.max_nodes_per_token)
-                   for b in (a.ep_dispatch_bytes, 2.0))
+                   for b in (dispatch_bytes, 2.0))
 
     s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
     tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
@@ -666,7 +680,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         if ep_sms_reserved:  # SMs reserved for the dispatch/combine kernels compute nothing (DeepSeek-V3 §3.2.2)
             moe_compute /= 1.0 - a.ep_comm_sm_fraction
         a2a = all_to_all_s(tokens_gpu * h)
-        ep_overlap = a.ep_comm_overlap_dualpipe if c.schedule == "dualpipe" else a.ep_comm_overlap
+        ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
         # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
         # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
         ep_layer = exposed(2 * a2a, ep_overlap, moe_compute)
@@ -730,7 +744,9 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         proj_s = tokens_gpu * 6 * 2 * h * h * spf([(1.0, M, 2 * h, h / c.tp)])
         mtp_time = n_mtp * (mtp_layer.time_s + proj_s + head_s)
         mtp_flops = n_mtp * tokens_gpu * arch.mtp_flops(seq, a.attention_flops_causal_fraction)
-        held = inflight_microbatches(c, c.pp - 1) * (0.5 if c.schedule == "dualpipe" else 1.0)
+        # the last stage's in-flight micro-batches (DualPipeV: rank 0's, whose second chunk is the last stage)
+        held = inflight_microbatches(c, 0 if c.schedule == "dualpipev" else c.pp - 1) * (
+            0.5 if c.schedule == "dualpipe" else 1.0)
         mtp_act = mtp_layer.act_bytes + tokens_tp_group * 2 * (2 * h) / (c.tp if sp else 1)
         mtp_bytes = n_mtp * (mtp_layer.states_bytes + states(arch.mtp_module_params / c.tp, dense_grp)
                              + fp8_weight_cache(proj_gpu) + held * mtp_act)
@@ -741,7 +757,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
     p2p = 0.0
     if c.pp > 1:
-        p2p = 2 * c.vpp * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
+        chunks = 2 if c.schedule == "dualpipev" else c.vpp  # model chunks per rank, each sends both ways
+        p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
 
     torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
     stage_io = tokens_tp_group * h * 2 / (c.tp if sp else 1)  # the boundary tensor (sequence-sharded under SP)

@@ -162,7 +162,8 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
                 sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
                 cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p",
                 zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
-                optimizer_offload_fraction=ps.optimizer_offload_fraction)
+                optimizer_offload_fraction=ps.optimizer_offload_fraction,
+                moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap)
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -173,7 +174,8 @@ def plan_choice(plan: Plan) -> Choice:
                   sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last,
                   cp_comm_type=plan.cp_comm_type, zero_replicas=plan.zero_replicas,
                   optimizer_states=plan.optimizer_states,
-                  optimizer_offload_fraction=plan.optimizer_offload_fraction)
+                  optimizer_offload_fraction=plan.optimizer_offload_fraction,
+                  moe_fp8_dispatch=plan.moe_fp8_dispatch, moe_a2a_overlap=plan.moe_a2a_overlap)
 
 
 def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:
@@ -241,12 +243,18 @@ def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recompute
     if index == 0:
         t = t + StageTotals(zero_s=costs.first_extra_time_s, states_bytes=costs.first_extra_bytes,
                             dp_s=costs.first_extra_dp_s, model_flops=costs.first_extra_flops)
-    if index == c.pp - 1:
+    if index == last_stage_unit(c):
         t = t + StageTotals(compute_s=costs.last_extra_compute_s,
                             zero_s=costs.last_extra_time_s - costs.last_extra_compute_s,
                             states_bytes=costs.last_extra_bytes, logits_bytes=costs.logits_bytes,
                             dp_s=costs.last_extra_dp_s, model_flops=costs.last_extra_flops)
     return t
+
+
+def last_stage_unit(c: Choice) -> int:
+    """The pipeline unit holding the model's last stage (the head, the loss, MTP): the last rank, or under
+    DualPipeV rank 0, whose second chunk is stage 2p-1 (costmodel/dualpipev.py)."""
+    return 0 if c.schedule == "dualpipev" else c.pp - 1
 
 
 def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
@@ -308,7 +316,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
             ranks.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
                                                    "logits_bytes": both.logits_bytes,
                                                    "buffer_bytes": both.buffer_bytes}))
-    else:
+    else:  # a DualPipeV rank is one unit too: stage_layers are rank totals (costmodel/dualpipev.py)
         ranks = stages
 
     m = c.num_microbatches

@@ -10,6 +10,7 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice
 from parplan.costmodel.context_parallel import a2a_group_size
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
+from parplan.costmodel.moe_comm import a2a_overlap_violations, fp8_dispatch_violations
 from parplan.costmodel.spec import Spec
 from parplan.frameworks.profiles import choice_rule_violations, spec_profile, stage_rule_violations
 
@@ -17,6 +18,7 @@ from parplan.frameworks.profiles import choice_rule_violations, spec_profile, st
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
     """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
     return (degree_violations(spec, c, a, domain) + schedule_violations(spec, c) + memory_dim_violations(c)
+            + moe_comm_violations(spec, c)
             + framework_choice_violations(spec, c))
 
 
@@ -38,6 +40,11 @@ def memory_dim_violations(c: Choice) -> list[str]:
     if not 0.0 <= c.optimizer_offload_fraction <= 1.0:
         out.append(f"optimizer_offload_fraction ({c.optimizer_offload_fraction}) must lie in [0, 1]")
     return out
+def moe_comm_violations(spec: Spec, c: Choice) -> list[str]:
+    """Rules on the EP communication choices, FP8 dispatch and the all-to-all overlap (costmodel/moe_comm.py)."""
+    moe = spec.model.moe is not None
+    return (fp8_dispatch_violations(c, spec.training.precision, moe)
+            + a2a_overlap_violations(c, spec.model.num_mtp_layers, moe))
 
 
 def framework_choice_violations(spec: Spec, c: Choice) -> list[str]:
@@ -107,7 +114,12 @@ def schedule_violations(spec: Spec, c: Choice) -> list[str]:
             out.append(f"dualpipe needs an even pp ≥ 2 (got {p})")
         if mb < 2 * p or mb % 2:
             out.append(f"dualpipe needs an even num_microbatches ≥ 2·pp (got {mb})")
-    if c.schedule in ("zb-h1", "dualpipe") and p == 1:
+    elif c.schedule == "dualpipev":
+        # DualPipe dualpipe/dualpipev.py step(): num_chunks >= num_ranks * 2; torch ScheduleDualPipeV:
+        # n_microbatches >= the number of stages (2·pp)
+        if p > 1 and mb < 2 * p:
+            out.append(f"dualpipev needs num_microbatches ≥ 2·pp (got {mb} for pp {p})")
+    if c.schedule in ("zb-h1", "dualpipe", "dualpipev") and p == 1:
         out.append(f"{c.schedule} needs pp ≥ 2")
     return out
 
@@ -134,6 +146,15 @@ def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_l
             out.append("pipeline_layout's per-stage sums must equal stage_layers")
     if c.recompute != "full" and any(recompute_layers):
         out.append("recompute_layers must be 0 unless recompute is full")
+    if c.schedule == "dualpipev" and len(stage_layers) == c.pp:
+        # two stages per rank, each with a layer; rank 0's first stage holds the model's leading dense layers
+        k = spec.model.moe.first_dense_layers if spec.model.moe is not None else 0
+        for i, l in enumerate(stage_layers):
+            need = max(2, k + 1) if i == 0 else 2
+            if l < need:
+                out.append(f"dualpipev: stage_layers[{i}] = {l}, a rank holds two stages of ≥ 1 layer"
+                           + (f" and rank 0 the {k} leading dense layers before them" if i == 0 and k else "")
+                           + f" (at least {need})")
     return out
 
 

@@ -22,7 +22,7 @@ from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.optimizer_states import OptimizerStates
 from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
 
-Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe"]
+Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev"]
 Recompute = Literal["none", "selective", "full"]
 # Megatron-Core --cp-comm-type (costmodel/context_parallel.py): the ring, Ulysses all-to-all, KV all-gather,
 # all-to-all within an NVLink domain and a ring across them
@@ -31,7 +31,9 @@ Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
 
+# the default search space; 'dualpipev' (costmodel/dualpipev.py) is searched only when search.schedules names it
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
+ALL_SCHEDULES: tuple[Schedule, ...] = SCHEDULES + ("dualpipev",)
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
@@ -251,6 +253,12 @@ class SearchSpec(_Limited):
         None, description="CP attention communication to consider when cp > 1: p2p (KV ring), a2a (Ulysses "
                           "all-to-all over heads), allgather (KV all-gather), a2a+p2p (a2a within an NVLink domain, "
                           "ring across domains); default [p2p]")
+    moe_fp8_dispatch: Optional[list[bool]] = Field(
+        None, description="MoE only: dispatch tokens to the experts in FP8 (1 byte per element plus one fp32 "
+        "scale per 128, DeepEP; the combine stays BF16); default [false]: assumptions.ep_dispatch_bytes")
+    moe_a2a_overlap: Optional[list[bool]] = Field(
+        None, description="MoE only: hide the EP all-to-all behind another micro-batch's compute (Megatron-Core "
+        "--overlap-moe-expert-parallel-comm; pp 1 or interleaved); default [false]")
     max_num_gpus: Optional[PositiveInt] = Field(None, description="min_gpus objective: largest GPU count to try")
     # memory-side dimensions; unset, each keeps today's single value (not every legal value)
     zero_replicas: Optional[list[PositiveInt]] = Field(
@@ -285,7 +293,8 @@ class SearchSpec(_Limited):
                              "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
                      "zero_stages", "recompute", "sequence_parallel", "cp_comm_types", "zero_replicas",
-                     "optimizer_states", "optimizer_offload_fractions"):
+                     "optimizer_states", "optimizer_offload_fractions",
+                     "moe_fp8_dispatch", "moe_a2a_overlap"):
             value = getattr(self, name)
             if value is not None and len(value) == 0:
                 raise ValueError(f"search.{name} must not be an empty list (omit it to allow every value)")
@@ -329,6 +338,9 @@ class PlanSpec(_Limited):
     optimizer_states: Optional[OptimizerStates] = Field(
         None, description="precision-aware optimizer dtypes MAIN/EXP_AVG/EXP_AVG_SQ; None: assumptions.optimizer_bytes")
     optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of the optimizer states on the host")
+    moe_fp8_dispatch: bool = Field(False, description="FP8 token dispatch to the experts (search.moe_fp8_dispatch)")
+    moe_a2a_overlap: bool = Field(False, description="EP all-to-all overlapped with another micro-batch "
+                                  "(search.moe_a2a_overlap; Megatron-Core --overlap-moe-expert-parallel-comm)")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
@@ -357,6 +369,8 @@ class Plan(_Strict):
     zero_replicas: PositiveInt = 1  # HSDP replica groups (costmodel/choice.py Choice.dense_shard)
     optimizer_states: Optional[OptimizerStates] = None  # costmodel/optimizer_states.py; None: assumptions
     optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0)  # costmodel/offload.py
+    moe_fp8_dispatch: bool = False  # FP8 dispatch, BF16 combine (costmodel/choice.py all_to_all_s)
+    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
 
     @property
     def num_gpus(self) -> int:
@@ -409,6 +423,11 @@ class Spec(_Strict):
                 if values is not None and any(v != 1 for v in values):
                     raise ValueError(f"search.{name}: {values} needs an MoE model (model.moe is not set); a dense "
                                      f"model has {name} = 1")
+            for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):
+                values = getattr(self.search, name)
+                if values is not None and any(values):
+                    raise ValueError(f"search.{name}: {values} needs an MoE model (model.moe is not set); a dense "
+                                     f"model has no expert all-to-all")
         return self
 
 

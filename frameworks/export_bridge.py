@@ -90,6 +90,8 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
         out += [("optimizer.optimizer_cpu_offload", True),
                 ("optimizer.optimizer_offload_fraction", s.optimizer_offload_fraction),
                 ("optimizer.overlap_cpu_optimizer_d2h_h2d", s.overlap_cpu_optimizer_d2h_h2d)]
+    if s.overlap_moe_expert_parallel_comm:  # Megatron-Bridge CommOverlapConfig.overlap_moe_expert_parallel_comm
+        out.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
     if s.tp_comm_overlap:
         warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
                         "recipes (no single verified key); set it in the recipe")

@@ -46,6 +46,11 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     if spec.training.precision == "fp8":
         warnings.append("FP8 training has no DeepSpeed config key (Transformer Engine layers in model code); "
                         "exported as bf16")
+    for name, what in (("moe_fp8_dispatch", "FP8 expert dispatch"), ("moe_a2a_overlap", "EP all-to-all overlap")):
+        # DeepSpeed@edaa7221 deepspeed/moe/sharded_moe.py:97-109, 720, 749: _AllToAll is dist.all_to_all_single of
+        # the activations in their own dtype, dispatch and combine in the layer's forward, no micro-batch pairing
+        if getattr(plan, name):
+            warnings.append(f"{name}: DeepSpeed's MoE layer has no {what}; not exported (slower than planned)")
     zero = plan.zero_stage
     if plan.pp > 1 and zero >= 2:
         warnings.append(f"zero_stage {zero} with pp = {plan.pp}: DeepSpeed's PipelineEngine refuses ZeRO-2/3 "

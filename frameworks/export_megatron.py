@@ -74,6 +74,7 @@ class MegatronSettings:
     optimizer_dtypes: Optional[tuple[str, str, str]] = None  # precision-aware: main params, exp_avg, exp_avg_sq
     optimizer_offload_fraction: Optional[float] = None  # --optimizer-cpu-offload with this fraction
     overlap_cpu_optimizer_d2h_h2d: bool = False
+    overlap_moe_expert_parallel_comm: bool = False
     micro_batch_size: int = 1
     global_batch_size: int = 1
     warnings: list[str] = field(default_factory=list)
@@ -157,7 +158,7 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
                          etp=plan.etp if moe else None, micro_batch_size=plan.micro_batch_size,
                          global_batch_size=global_batch_size(plan))
     _pipeline_split(plan, s)
-    if plan.schedule in ("zb-h1", "dualpipe"):
+    if plan.schedule in ("zb-h1", "dualpipe", "dualpipev"):
         s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
@@ -189,6 +190,13 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
         s.overlap_grad_reduce = True
         s.overlap_param_gather = plan.zero_stage >= 1
     _memory_dims(plan, knobs, s)
+    if plan.moe_a2a_overlap:  # arguments.py:3151 at core_v0.15.3 (costmodel/moe_comm.py)
+        s.overlap_moe_expert_parallel_comm = True
+    if plan.moe_fp8_dispatch:
+        s.warnings.append("moe_fp8_dispatch: Megatron-LM core_v0.15.3 has no FP8 dispatch; on main after "
+                          "core_v0.19.0 it is moe_dispatch_fwd_dtype = 'mxfp8' with --moe-token-dispatcher-type "
+                          "flex --moe-flex-dispatcher-backend ncclep (transformer_config.py:997 at d98e8a64); not "
+                          "exported: the dispatch moves BF16, more all-to-all time than planned")
     return s
 
 
@@ -295,6 +303,8 @@ def parallel_args(s: MegatronSettings) -> list[str]:
         _flag(out, "--optimizer-offload-fraction", f"{s.optimizer_offload_fraction:g}")
         if s.overlap_cpu_optimizer_d2h_h2d:
             _flag(out, "--overlap-cpu-optimizer-d2h-h2d")
+    if s.overlap_moe_expert_parallel_comm:
+        _flag(out, "--overlap-moe-expert-parallel-comm")
     return out
 
 

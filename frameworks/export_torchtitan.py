@@ -29,17 +29,22 @@ stage 0 -> ``dp_replicate = dp`` (DDP), possible only when DP is the only parall
 
 from __future__ import annotations
 
+from parplan.costmodel import dualpipev
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, header_lines, model_chunk_layers
 
 TORCHTITAN_VERSION = "v0.2.2"
-SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV"}
+SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV",
+                  "dualpipev": "DualPipeV"}
 
 
-def chunk_layers_for_schedule(plan: Plan) -> list[int]:
-    """Decoder layers per model chunk, in chunk order, as the exported schedule places them."""
-    if plan.schedule == "dualpipe":  # V order: rank r holds chunks r and 2pp-1-r
+def chunk_layers_for_schedule(plan: Plan, dense_layers: int = 0) -> list[int]:
+    """Decoder layers per model chunk, in chunk order, as the exported schedule places them (``dense_layers``:
+    an MoE model's leading dense layers, kept on stage 0 under DualPipeV as the cost model places them)."""
+    if plan.schedule == "dualpipev":  # V order: rank r holds chunks r and 2pp-1-r (costmodel/dualpipev.py)
+        return dualpipev.chunk_layers(list(plan.stage_layers), dense_layers)
+    if plan.schedule == "dualpipe":  # not runnable as planned: each stage's layers halved into a V
         first = [n - n // 2 for n in plan.stage_layers]
         second = [n // 2 for n in plan.stage_layers]
         return first + second[::-1]
@@ -107,15 +112,24 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
     if plan.pp > 1:
         par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]
         par["pipeline_parallel_microbatch_size"] = plan.micro_batch_size
-        par["module_fqns_per_model_part"] = module_fqns_per_model_part(chunk_layers_for_schedule(plan))
+        k = spec.model.moe.first_dense_layers if spec.model.moe is not None else 0
+        par["module_fqns_per_model_part"] = module_fqns_per_model_part(chunk_layers_for_schedule(plan, k))
         if plan.schedule == "zb-h1":
             warnings.append("schedule 'zb-h1': torch.distributed.pipelining's zero-bubble schedules are multi-stage "
                             "(InterleavedZeroBubble, ZBVZeroBubble need >= 2 chunks per rank); exported as 1F1B, "
                             "whose bubble is larger than planned")
         if plan.schedule == "dualpipe":
-            warnings.append("schedule 'dualpipe': exported as torch's DualPipeV (two chunks per rank in V order, "
-                            "each stage's layers split in halves, no duplicated parameters): its memory and bubble "
-                            "differ from DeepSeek's DualPipe as planned")
+            warnings.append("schedule 'dualpipe': torchtitan cannot run DeepSeek's two-direction DualPipe (parameters "
+                            "held twice; torch.distributed.pipelining has DualPipeV only); exported as DualPipeV "
+                            "(two chunks per rank in V order, each stage's layers split in halves): its memory, "
+                            "bubble and stage times differ from the plan; plan schedule 'dualpipev' instead")
+    if plan.moe_fp8_dispatch:
+        warnings.append("moe_fp8_dispatch: torchtitan's DeepEP dispatch takes use_fp8_dispatch but no config key "
+                        "sets it (distributed/deepep/deepep.py); not exported: BF16 dispatch, slower than planned")
+    if plan.moe_a2a_overlap:
+        warnings.append("moe_a2a_overlap: torchtitan has no option overlapping the EP all-to-all with another "
+                        "micro-batch outside DualPipeV (v0.2.2: pipeline_parallel_expert_parallel_overlap, DualPipeV "
+                        "only); not exported: more all-to-all exposed than planned")
     if spec.model.moe is not None:
         par["expert_parallel_degree"] = plan.ep
         par["expert_tensor_parallel_degree"] = plan.etp

@@ -107,7 +107,8 @@ def _megatron_parser() -> argparse.ArgumentParser:
     p.add_argument("--hierarchical-context-parallel-sizes", type=int, nargs="+")
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
                  "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16", "--use-precision-aware-optimizer",
-                 "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d"):
+                 "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d",
+                 "--overlap-moe-expert-parallel-comm"):
         p.add_argument(flag, action="store_true")
     return p
 
@@ -194,6 +195,8 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
             raise ImportPlanError(f"--cp-comm-type {' '.join(args.cp_comm_type)}: one type per layer has no plan "
                                   "form (plan.cp_comm_type is one for all layers)")
         plan["cp_comm_type"] = args.cp_comm_type[0]
+    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
+        plan["moe_a2a_overlap"] = True
     granularity = args.recompute_granularity
     if granularity == "selective":
         plan["recompute"] = "selective"
@@ -259,7 +262,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
 # ---------------------------------------------------------------------------------------- torchtitan
 
 
-_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipe"}
+_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipev"}
 
 
 def spec_from_torchtitan(text: str, base: Spec) -> Spec:
@@ -303,7 +306,7 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
                                   "(torchtitan's default split is not reproduced)")
         chunks = [sum(1 for name in part if name.startswith("layers.")) for part in parts]
         per_rank = _divide(len(chunks), pp, "module_fqns_per_model_part entries / pp")
-        if schedule == "dualpipe":
+        if schedule == "dualpipev":  # rank r holds chunks r and 2pp-1-r; a plan's stage_layers are rank totals
             stage_layers = [chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)]
             vpp = 1
         else:

@@ -22,6 +22,9 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
   pins (``mosaicml>=0.16.3,<0.17``: v0.16.4 ``1c9d8d17989424d804bc3baef03ba11d5005fd88``)
 * Megatron-LM before Megatron-Core (``megatron-lm``, 2021-2022): the main-branch commits that added each option
   (``git log --first-parent main -S<flag>``), see :data:`MEGATRON_LM_COMMITS`
+* PyTorch ``1fd7abc2f521e4429a29c3088e39ebaca20f4698`` (torch.distributed.pipelining ScheduleDualPipeV),
+  deepseek-ai/DualPipe ``3da1bbea53606543d7f5f232338fc58096db30e3`` (2025-03-10) and deepseek-ai/DeepEP
+  ``dd758caf451848bd150e1046af3d0a73e5fff38d`` (2026-07-14): costmodel/dualpipev.py and costmodel/moe_comm.py
 
 What parplan's schedules cannot express is listed per profile (``not_expressible``): the framework
 can run it, parplan cannot plan it, so no returned plan uses it.
@@ -129,6 +132,30 @@ CITATIONS: dict[str, str] = {
     "titan.v_schedules": f"{TITAN} torchtitan/distributed/pipeline_parallel.py:550-552 and "
                          f"{TITAN_022} pipeline_parallel.py:459-465: ZBVZeroBubble and DualPipeV place stages in a "
                          "'v' (rank i holds stages i and 2p-1-i, two per rank)",
+    "titan.dualpipev": f"{TITAN} torchtitan/distributed/pipeline_parallel.py:23 and 550-552 (imports torch's "
+                       "ScheduleDualPipeV, 'v' stage placement) and pytorch/pytorch@1fd7abc2f521e4429a29c3088e39ebaca20f4698 "
+                       "torch/distributed/pipelining/schedules.py ScheduleDualPipeV: exactly 2 stages per rank, "
+                       "n_microbatches >= number of stages (2·pp), DeepSeek's cut-in-half DualPipe "
+                       "(deepseek-ai/DualPipe@3da1bbea dualpipe/dualpipev.py); DeepSeek's two-direction DualPipe "
+                       "(parplan 'dualpipe': every rank two full stages, parameters twice) is not in "
+                       "torch.distributed.pipelining's get_schedule_class",
+    "titan.dualpipev_ep_ac": f"{TITAN_022} torchtitan/distributed/dual_pipe_v.py:32-51 get_dual_pipe_v_flag: with "
+                             "EP and PP, DualPipeV and pipeline_parallel_expert_parallel_overlap (default true, "
+                             "config/job_config.py:420) raise NotImplementedError unless activation_checkpoint.mode "
+                             "is 'none'",
+    "titan.no_fp8_dispatch": f"{TITAN} torchtitan/distributed/deepep/deepep.py:341: the DeepEP dispatch takes "
+                             "use_fp8_dispatch (default False) but no configuration sets it: no FP8 dispatch",
+    "megatron.fp8_dispatch": f"{MEGATRON} megatron/core/transformer/transformer_config.py:997 moe_dispatch_fwd_dtype "
+                             "'bf16' | 'mxfp8' and 1776-1790 (needs --moe-token-dispatcher-type flex with "
+                             "--moe-flex-dispatcher-backend ncclep, the TE op fuser and grouped GEMM); added in "
+                             "7afe0319 (2026-08-20), after core_v0.19.0; moe/fused_a2a.py:327 and 402: no FP8 "
+                             "dispatch through the HybridEP backend",
+    "megatron.a2a_overlap": f"{MEGATRON} megatron/core/transformer/transformer_config.py:3002-3046 "
+                            "--overlap-moe-expert-parallel-comm: pp > 1 needs virtual pipeline stages, ep > 1, "
+                            "alltoall/flex dispatcher, no full recompute, at most one MTP layer, torch >= 2.6; "
+                            "pipeline_parallel/schedules.py:966-970 one more warm-up forward; combined_1f1b.py "
+                            "(pp 1); added for pp 1 in ae1c8829 (core_v0.14.0), interleaved in d7bf5aaa "
+                            "(core_v0.15.0)",
     "titan.fsdp": f"{TITAN} torchtitan/config/configs.py:120-158 (data_parallel_replicate_degree: DDP; "
                   "data_parallel_shard_degree: FSDP2; both: HSDP; fsdp_reshard_after_forward default|always|never)",
     "titan.reshard_pp": f"{TITAN} torchtitan/distributed/fsdp.py:125-132: by default no reshard after forward "
@@ -252,6 +279,9 @@ CITATIONS: dict[str, str] = {
     "deepspeed.bf16_states": f"{DEEPSPEED} deepspeed/runtime/config.py:1045-1049 bf16_optimizer_states requires "
                              "bf16_master_weights_and_grads (master weights and gradients in bf16 too): not "
                              "parplan's optimizer_states, which keep the gradients of assumptions.grad_bytes",
+    "deepspeed.moe_a2a": f"{DEEPSPEED} deepspeed/moe/sharded_moe.py:97-109, 720 and 749: the dispatch and combine "
+                         "are dist.all_to_all_single of the activations in their own dtype inside the layer's "
+                         "forward: no FP8 dispatch, no all-to-all overlap with another micro-batch",
     "deepspeed.tp": f"{DEEPSPEED} deepspeed/runtime/tensor_parallel/ (AutoTP training); "
                     "deepspeed/runtime/sequence_parallel/ is Ulysses (all-to-all over heads), not ring CP or "
                     "Megatron's sequence parallelism",
@@ -288,6 +318,9 @@ class Profile:
     optimizer_states: bool = False  # a precision-aware optimizer (optimizer_states not None): 'megatron.precision_aware'
     optimizer_offload: str = "none"  # 'none' | 'any' (any fraction) | 'needs_states' (any fraction, precision-aware
     #                                  states required) | 'ratio_zero3' (ZeRO 1-3; a fraction below 1 only with ZeRO-3)
+    fp8_dispatch: bool = False  # MoE FP8 token dispatch (Plan.moe_fp8_dispatch)
+    moe_a2a_overlap: bool = False  # EP all-to-all overlapped with another micro-batch (Plan.moe_a2a_overlap)
+    dualpipev_ep_no_recompute: bool = False  # DualPipeV with EP > 1 only without activation checkpointing
 
 
 _MEGATRON_CORE = Profile(
@@ -310,6 +343,14 @@ _MEGATRON_CORE = Profile(
     cp_comm_types=("p2p", "a2a", "allgather", "a2a+p2p"),
     hsdp_zero_stages=(1, 2, 3), optimizer_states=True, optimizer_offload="needs_states",
 )
+_MEGATRON_CORE_015 = replace(
+    _MEGATRON_CORE, versions=">= 0.15.0 (core_v0.15.0 .. core_v0.19.0)", moe_a2a_overlap=True,
+    citations=_MEGATRON_CORE.citations + ("megatron.a2a_overlap",),
+)
+_MEGATRON_CORE_MAIN = replace(
+    _MEGATRON_CORE_015, versions="main after core_v0.19.0 (snapshot d98e8a64, 2026-08-22)", fp8_dispatch=True,
+    citations=_MEGATRON_CORE_015.citations + ("megatron.fp8_dispatch",),
+)
 _MEGATRON_CORE_PRE_LAYOUT = replace(
     _MEGATRON_CORE, versions=">= 0.9.0, < 0.13.0", stage_split="first_last",
     citations=tuple("megatron.uneven" if c == "megatron.layout" else c for c in _MEGATRON_CORE.citations),
@@ -325,22 +366,23 @@ _MEGATRON_BRIDGE = replace(
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
-    schedules=("1f1b", "interleaved"),
+    schedules=("1f1b", "interleaved", "dualpipev"),
     zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
     recompute=("none", "selective", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one", sequence_parallel=True, stage_split="any",
     assumptions={"grad_bytes": 4.0, "grad_reduce_bytes": 4.0, "pipeline_runtime": "torch",
                  "sequence_parallel_saves_gathered_inputs": True, "selective_recompute_policy": "alternate_matmuls",
                  "tp_comm_overlap": 0.0},
-    citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.fsdp", "titan.reshard_pp",
+    citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.dualpipev", "titan.no_fp8_dispatch",
+               "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
                "titan.runtime", "titan.cp_rotate", "titan.hsdp", "titan.no_optimizer_offload"),
     cp_comm_types=("p2p", "allgather"),
     not_expressible=("GPipe (parplan has no all-forwards-first schedule)",
                      "InterleavedZeroBubble (parplan's zb-h1 has one stage per rank; torchtitan's looped schedules "
                      "need at least two)",
-                     "ZBVZeroBubble and DualPipeV (a 'v' placement of two half-size stages per rank; parplan's "
-                     "dualpipe holds two full stages per rank)",
+                     "ZBVZeroBubble (a zero-bubble 'v' of two stages per rank; parplan plans the V as DualPipeV, "
+                     "schedule dualpipev)",
                      "HSDP (data_parallel_replicate x data_parallel_shard: parplan shards over the whole DP group)",
                      "AsyncTP (set assumptions.tp_comm_overlap when compiled with it)",
                      "MemoryBudgetAC", "training.enable_cpu_offload (parameters, gradients and optimizer states "
@@ -350,10 +392,13 @@ _TORCHTITAN = Profile(
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
     sequence_parallel_with_tp=True,
-    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp"),
+    citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp",
+                                   "titan.dualpipev_ep_ac"),
+    dualpipev_ep_no_recompute=True,
 )
 _TORCHTITAN_2412 = replace(
     _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
+    schedules=("1f1b", "interleaved"),  # torch.distributed.pipelining had no ScheduleDualPipeV then
     expert_tensor_parallel="one", ddp_one_dimensional=True,
     citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
                "titan.ddp_2412", "titan.ac_2412", "titan.options_2412"),
@@ -367,7 +412,7 @@ _DEEPSPEED = Profile(
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
                "deepspeed.offload", "deepspeed.bf16_states"),
     not_expressible=("Ulysses with fewer KV heads than the SP size (DeepSpeed replicates them; parplan needs "
                      "KV heads divisible by cp)", "ZeRO-Infinity offload",
@@ -429,7 +474,8 @@ _LLM_FOUNDRY = Profile(
 
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 _VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {
-    "megatron-core": (((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
+    "megatron-core": (((0, 20, 0), _MEGATRON_CORE_MAIN), ((0, 15, 0), _MEGATRON_CORE_015),
+                      ((0, 13, 0), _MEGATRON_CORE), ((0, 9, 0), _MEGATRON_CORE_PRE_LAYOUT)),
     "megatron-lm": (((2022, 6, 8), _MEGATRON_LM_2022_06), ((2022, 5, 20), _MEGATRON_LM_2022_05),
                     ((2021, 8, 19), _MEGATRON_LM_2021_08), ((2021, 3, 23), _MEGATRON_LM_2021_03),
                     ((2021, 2, 17), _MEGATRON_LM_2021_02),
@@ -652,6 +698,14 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
         out.append(f"{who} {prof.versions} runs tensor parallelism only with sequence parallelism")
     if prof.ddp_one_dimensional and c.zero_stage == 0 and c.dp * c.cp > 1 and (c.tp > 1 or c.pp > 1 or c.cp > 1):
         out.append(f"{who} {prof.versions} runs DDP (ZeRO-0) only without TP, PP and CP (FSDP otherwise)")
+    if getattr(c, "moe_fp8_dispatch", False) and not prof.fp8_dispatch:
+        out.append(f"{who} {prof.versions} has no FP8 expert dispatch")
+    if getattr(c, "moe_a2a_overlap", False) and not prof.moe_a2a_overlap:
+        out.append(f"{who} {prof.versions} has no EP all-to-all overlap (--overlap-moe-expert-parallel-comm)")
+    if (prof.dualpipev_ep_no_recompute and c.schedule == "dualpipev" and c.pp > 1 and c.ep > 1
+            and c.recompute != "none"):
+        out.append(f"{who} {prof.versions} runs DualPipeV with expert parallelism only without activation "
+                   "checkpointing (recompute none)")
     return out + memory_rule_violations(prof, c)
 
 
@@ -761,6 +815,10 @@ def search_conflicts(spec: "Spec") -> list[str]:
         if pinned is not None and not set(pinned) & set(allowed):
             out.append(f"search.{name} {list(pinned)}: {prof.name} runs none of them "
                        f"(it runs {', '.join(map(str, allowed))})")
+    for name, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
+        pinned = getattr(s, name, None)
+        if pinned is not None and not ok and False not in pinned:
+            out.append(f"search.{name} {list(pinned)}: {prof.name} {prof.versions} has no such option (allow false)")
     if s.cp is not None and lim.cp is not None and 1 not in s.cp:
         out.append(f"search.cp {list(s.cp)}: {prof.name} has no context parallelism (cp must be 1)")
     kinds = list(s.cp_comm_types or ["p2p"])

@@ -29,8 +29,8 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.assumptions import PRESETS
-from parplan.costmodel.spec import (CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, SCHEDULES, FrameworkName, Objective,
-                                    Precision, SearchSpec)
+from parplan.costmodel.spec import (ALL_SCHEDULES, CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, FrameworkName,
+                                    Objective, Precision, SearchSpec)
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
 
@@ -40,7 +40,7 @@ STAGE_SPLITS = typing.get_args(typing.get_args(SearchSpec.model_fields["stage_sp
 
 # enum full name -> the library's values (strings) it stands for
 ENUM_VALUES: dict[str, tuple[str, ...]] = {
-    "parplan.v1.Schedule": SCHEDULES,
+    "parplan.v1.Schedule": ALL_SCHEDULES,
     "parplan.v1.Recompute": RECOMPUTE_GRANULARITIES,
     "parplan.v1.Precision": typing.get_args(Precision),
     "parplan.v1.Objective": typing.get_args(Objective),
@@ -74,6 +74,8 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.Plan.DESCRIPTOR.fields_by_name["cp_comm_type"].full_name,  # absent: the p2p ring
                              *(pb.Plan.DESCRIPTOR.fields_by_name[k].full_name
                                for k in ("zero_replicas", "optimizer_states", "optimizer_offload_fraction")),
+                             pb.Plan.DESCRIPTOR.fields_by_name["moe_fp8_dispatch"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})

@@ -138,7 +138,7 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
                 else:
                     m.add(v.layers[u] >= t.members * r)
     if t.split == "first_last":
-        mid = list(range(1, n - 1)) if not t.dualpipe else list(range(1, n))
+        mid = list(range(1, n - 1)) if not t.one_end else list(range(1, n))
         for u in mid[1:]:
             m.add(v.layers[u] == v.layers[mid[0]])
             m.add(v.recompute[u] == v.recompute[mid[0]])

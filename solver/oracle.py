@@ -306,10 +306,10 @@ class _Solver:
             if x is None:
                 return None
             return evaluate_assignment(t, x)[0], x
-        if n <= 2 if not t.dualpipe else n <= 1:
+        if n <= 2 if not t.one_end else n <= 1:
             return self.per_stage(units)
-        mid = list(range(1, n - 1)) if not t.dualpipe else list(range(1, n))
-        ends = [0, n - 1] if not t.dualpipe else [0]
+        mid = list(range(1, n - 1)) if not t.one_end else list(range(1, n))
+        ends = [0, n - 1] if not t.one_end else [0]
         lo = units.lo
         lo_mid = int(lo[mid].max())
         spare = L - int(lo[ends].sum()) - len(mid) * lo_mid
@@ -392,7 +392,7 @@ class _Solver:
             return None
         moe = moe.copy()
         if self.t.split == "first_last" and not units.fixed_recompute and self.t.num_units >= 3:
-            mid = list(range(1, self.t.num_units - 1)) if not self.t.dualpipe else list(range(1, self.t.num_units))
+            mid = list(range(1, self.t.num_units - 1)) if not self.t.one_end else list(range(1, self.t.num_units))
             moe[mid] = moe[mid].max()
         return Assignment(tuple(int(v) for v in layers), tuple(int(v) for v in moe), int(dense[0]))
 

@@ -83,7 +83,9 @@ class Problem:
         if t is None:
             c = self.choices[i]
             spec, a = self.spec, self.assumptions
-            if c.schedule == "dualpipe":
+            # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
+            # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
+            if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
                 costs = choice_costs(spec, c, self.gpu, a, self.arch)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 key = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
@@ -115,6 +117,7 @@ class Problem:
                     sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
                     zero_replicas=c.zero_replicas, optimizer_states=c.optimizer_states,
                     optimizer_offload_fraction=c.optimizer_offload_fraction,
+                    moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap,
                     pipeline_layout=trimmed_layout(c, layers))
 
     def evaluate(self, plan: Plan) -> Evaluation:

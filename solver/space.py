@@ -18,6 +18,10 @@ Memory-side dimensions (``search.zero_replicas``, ``search.optimizer_states``,
 legal for the choice (costmodel/legality.py ``memory_dim_violations``, the framework's rules). One exact
 reduction: the optimizer states cost no time in the model, so of the listed dtypes only those with the
 fewest bytes per parameter are kept (same time, never more memory; the first listed among equals).
+Choices with no data-parallel peers keep one ZeRO stage (they are the same plan). FP8 dispatch
+(``search.moe_fp8_dispatch``) drops BF16 dispatch where both are legal and ``ep_dispatch_bytes`` is at least
+FP8's 1 + 4/128 (same memory, fewer bytes on the wire). ``dualpipev`` and the two EP choices are searched only
+when ``search:`` names them (defaults: today's space).
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import (degree_violations, framework_choice_violations, memory_dim_violations,
-                                        schedule_violations)
+                                        moe_comm_violations, schedule_violations)
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
 from parplan.solver.deadline import check
@@ -113,6 +118,8 @@ class SpaceOptions:
     zero_replicas: tuple[int, ...] = (1,)  # HSDP replica groups of the ZeRO group
     optimizer_states: tuple[str | None, ...] = (None,)  # None: assumptions.optimizer_bytes
     optimizer_offload_fractions: tuple[float, ...] = (0.0,)
+    moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
+    moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -132,6 +139,8 @@ class SpaceOptions:
             zero_replicas=tuple(s.zero_replicas) if s.zero_replicas else (1,),
             optimizer_states=tuple(s.optimizer_states) if s.optimizer_states else (None,),
             optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
+            moe_fp8_dispatch=tuple(s.moe_fp8_dispatch) if s.moe_fp8_dispatch else (False,),
+            moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else (False,),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -159,6 +168,8 @@ class SpaceOptions:
             # a framework without a precision-aware optimizer runs only the assumptions' optimizer bytes
             optimizer_states=opts.optimizer_states if prof.optimizer_states
             else tuple(v for v in opts.optimizer_states if v is None),
+            moe_fp8_dispatch=tuple(v for v in opts.moe_fp8_dispatch if not v or prof.fp8_dispatch),
+            moe_a2a_overlap=tuple(v for v in opts.moe_a2a_overlap if not v or prof.moe_a2a_overlap),
         )
 
 
@@ -247,6 +258,32 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
         schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
 
+    # EP communication choices (costmodel/moe_comm.py): FP8 dispatch moves fewer bytes at the same memory, so
+    # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
+    # never slower)
+    comm_pairs = [(f, o) for f in opts.moe_fp8_dispatch for o in opts.moe_a2a_overlap]
+    fp8_dominates = (opts.prune_dominated and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT
+                     and True in opts.moe_fp8_dispatch)
+
+    # 'none' pruned in favour of 'full' (above) comes back where the all-to-all overlap forbids full recomputation
+    none_pruned = "none" in opts.recompute and "none" not in recompute
+
+    def comm_choices(c: Choice) -> list[Choice]:
+        legal = []
+        for f, o in comm_pairs:
+            cc = replace(c, moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
+            if o and cc.recompute == "full" and none_pruned:
+                cc = replace(cc, recompute="none")
+            why = moe_comm_violations(spec, cc)
+            if why:
+                reject(why)
+                continue
+            legal.append(cc)
+        if fp8_dominates:
+            on = {cc.moe_a2a_overlap for cc in legal if cc.moe_fp8_dispatch}
+            legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
+        return legal
+
     def reject(why: list[str], count: int = 1) -> None:
         key = why[0]
         rejected[key] = rejected.get(key, 0) + count
@@ -319,9 +356,9 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                             continue
                                         for rc in (recompute_trimmed if first_trim or last_trim else recompute):
                                             for sp in sps:
-                                                c = replace(mem, recompute=rc, sequence_parallel=sp)
-                                                if framework and framework_choice_violations(spec, c):
-                                                    reject(framework_choice_violations(spec, c))
-                                                    continue
-                                                out.append(c)
+                                                for c in comm_choices(replace(mem, recompute=rc, sequence_parallel=sp)):
+                                                    if framework and framework_choice_violations(spec, c):
+                                                        reject(framework_choice_violations(spec, c))
+                                                        continue
+                                                    out.append(c)
     return Space(out, rejected)

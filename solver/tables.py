@@ -15,7 +15,9 @@ with ``β`` the schedule's bubble in units of the slowest unit's time. On an MoE
 recomputed first, as the evaluator counts a stage's recomputed layers from its first layer) and an MoE piece.
 A DualPipe rank's time is the mean of its two stages' (each runs half the micro-batches) and its memory holds
 both stages' states and the mean of their activations, so a rank depends only on its layer and recompute
-*totals*; the rank of stages 0 and p-1 keeps the dense layers on stage 0.
+*totals*; the rank of stages 0 and p-1 keeps the dense layers on stage 0. A DualPipeV rank (two half stages,
+every micro-batch through both; ``costmodel/dualpipev.py``) is a unit like a plain stage whose ``stage_layers``
+entry is the rank's total, with both the embedding and the head on unit 0 and at least two layers per unit.
 
 Units and scaling (:class:`Scale`): one time unit is ``2^j`` ns and the objective weight ``W`` a power of two,
 chosen per problem so the optimum's stage time is about 2^28 units and ``M`` at most 2^20: every quantity the
@@ -120,6 +122,12 @@ class StageTable:
         return len(self.t_layer)
 
     @property
+    def one_end(self) -> bool:
+        """The model's first and last stage lie on unit 0 (DualPipe's rank 0, DualPipeV's rank 0), so the
+        'first_last' split frees unit 0 alone."""
+        return self.dualpipe or getattr(self.choice, "schedule", None) == "dualpipev"
+
+    @property
     def members(self) -> int:
         """Stages per unit: 2 under DualPipe, else 1."""
         return 2 if self.dualpipe else 1
@@ -157,9 +165,10 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     t_0[0] += costs.first_extra_time_s
     states_0[0] += costs.first_extra_bytes
     dp_0[0] += costs.first_extra_dp_s
-    t_0[-1] += costs.last_extra_time_s
-    states_0[-1] += costs.last_extra_bytes + costs.logits_bytes
-    dp_0[-1] += costs.last_extra_dp_s
+    last = 0 if c.schedule == "dualpipev" else -1  # DualPipeV: rank 0 holds the last stage too
+    t_0[last] += costs.last_extra_time_s
+    states_0[last] += costs.last_extra_bytes + costs.logits_bytes
+    dp_0[last] += costs.last_extra_dp_s
     t_rd = save_rd = 0.0
     if k:  # l layers on stage 0 = k dense + (l - k) main
         t_0[0] += k * (dense.time_s - main.time_s)
@@ -193,7 +202,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
     g = max(1, c.vpp)
     lo = np.zeros(n, np.int64)
-    if dualpipe:
+    if dualpipe or c.schedule == "dualpipev":  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
         lo[:] = 2
         lo[0] = max(k, 1) + 1
     else:

@@ -50,6 +50,9 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
         value = getattr(plan, key)
         if (value not in listed) if listed is not None else value != default:
             out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
+    for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # unset: off
+        if getattr(plan, name) not in (getattr(s, name) or [False]):
+            out.append(f"{name} {getattr(plan, name)} not in search.{name} = {getattr(s, name)}")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
     if s.uniform_recompute and len(set(plan.recompute_layers)) > 1:
@@ -131,5 +134,8 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
         del search["zero_replicas"]
     for key, has in (("tp", prof.tensor_parallel), ("pp", prof.pipeline_parallel)):
         if not has and 1 not in search.get(key, [1]):
+            del search[key]
+    for key, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
+        if not ok and False not in search.get(key, [False]):
             del search[key]
     return Spec.model_validate(data)

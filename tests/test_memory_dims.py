@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 
 from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import Choice, choice_costs, nvlink_domain_size
+from parplan.costmodel.choice import Choice, choice_costs
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.legality import choice_violations

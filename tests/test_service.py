@@ -14,7 +14,6 @@ import datetime
 import ipaddress
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from typer.testing import CliRunner
 
 from parplan.client.cli import app
 from parplan.client.contract import plan_result_to_dict
-from parplan.client.grpc_client import PlannerClient, ServiceError
+from parplan.client.grpc_client import PlannerClient
 from parplan.client.spec_io import load_spec_file
 from parplan.server import convert
 from parplan.server.app import ServeOptions, start

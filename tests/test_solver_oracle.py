@@ -34,8 +34,8 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import Choice, choice_costs, nvlink_domain_size
 from parplan.costmodel.evaluate import evaluate_costs
 from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.legality import choice_violations
-from parplan.costmodel.spec import CP_COMM_TYPES, SCHEDULES, Plan, Spec
+from parplan.costmodel.legality import choice_violations, stage_violations
+from parplan.costmodel.spec import ALL_SCHEDULES, CP_COMM_TYPES, SCHEDULES, Plan, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 
@@ -102,12 +102,12 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
     if tiny:
         search["micro_batch_size"] = [draw(st.sampled_from([1, 1, 2]))]
         k = draw(st.integers(1, 2))
-        search["schedules"] = sorted(draw(st.sets(st.sampled_from(SCHEDULES), min_size=k, max_size=k)),
-                                     key=SCHEDULES.index)
+        search["schedules"] = sorted(draw(st.sets(st.sampled_from(ALL_SCHEDULES), min_size=k, max_size=k)),
+                                     key=ALL_SCHEDULES.index)
     else:
         if (v := _maybe_subset(draw, [1, 2, 4], 0.4)) is not None:
             search["micro_batch_size"] = v
-        if (v := _maybe_subset(draw, list(SCHEDULES), 0.5)) is not None:
+        if (v := _maybe_subset(draw, list(ALL_SCHEDULES), 0.5)) is not None:
             search["schedules"] = v
     if (v := _maybe_subset(draw, [1, 2, 3], 0.2)) is not None:
         search["vpp"] = v
@@ -116,6 +116,10 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
             search["ep"] = v
         if (v := _maybe_subset(draw, [1, 2], 0.2)) is not None:
             search["etp"] = v
+        # the EP communication choices (costmodel/moe_comm.py); FP8 dispatch needs FP8 training
+        for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):
+            if (v := _maybe_subset(draw, [False, True], 0.4)) is not None:
+                search[name] = v
     if (v := _maybe_subset(draw, [0, 1, 2, 3], 0.5)) is not None:
         search["zero_stages"] = v
     if (v := _maybe_subset(draw, ["none", "selective", "full"], 0.6)) is not None:
@@ -135,10 +139,12 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
         search["optimizer_states"] = v
     if (v := _maybe_subset(draw, [0.0, 0.5, 1.0], p_mem)) is not None:
         search["optimizer_offload_fractions"] = v
+    fp8 = moe and cluster["gpu"] not in ("A100-SXM-80GB", "A100-SXM-40GB") and draw(st.integers(0, 2)) == 0
     return Spec.model_validate(dict(
         model=model,
         training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),
-                      global_batch_size=draw(st.sampled_from([2, 4, 8, 12, 16, 24, 32, 48, 64]))),
+                      global_batch_size=draw(st.sampled_from([2, 4, 8, 12, 16, 24, 32, 48, 64])),
+                      precision="fp8" if fp8 else "bf16"),
         cluster=cluster, search=search, assumptions=_assumptions(draw)))
 
 
@@ -273,14 +279,15 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                     vpps = _allowed(range(2, L + 1) if schedule == "interleaved" else [1], s.vpp)
                     memory_dims = itertools.product(s.zero_replicas or [1], s.optimizer_states or [None],
                                                     s.optimizer_offload_fractions or [0.0])
-                    for vpp, zero, rc, sp, (r, states, off) in itertools.product(
+                    for vpp, zero, rc, sp, (r, states, off), f8, ov in itertools.product(
                             vpps, s.zero_stages or (0, 1, 2, 3), s.recompute or ("none", "selective", "full"), sps,
-                            list(memory_dims)):
+                            list(memory_dims), s.moe_fp8_dispatch or [False], s.moe_a2a_overlap or [False]):
                         c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                    num_microbatches=gbs // (dp * mbs), vpp=vpp, schedule=schedule, recompute=rc,
                                    zero_stage=zero, sequence_parallel=sp, cp_comm_type=kind,
                                    zero_replicas=r, optimizer_states=states,
-                                   optimizer_offload_fraction=float(off))
+                                   optimizer_offload_fraction=float(off), moe_fp8_dispatch=f8,
+                                   moe_a2a_overlap=ov)
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
@@ -300,17 +307,22 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
                     recompute=c.recompute, recompute_layers=list(rcl), zero_stage=c.zero_stage,
                     sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
                     zero_replicas=c.zero_replicas,
-                    optimizer_states=c.optimizer_states, optimizer_offload_fraction=c.optimizer_offload_fraction)
+                    optimizer_states=c.optimizer_states, optimizer_offload_fraction=c.optimizer_offload_fraction,
+                    moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap)
         return evaluate_costs(spec, plan, costs, a, [])
 
     def good(e):
         return e.metrics.fits and (below is None or e.metrics.step_time_s < below)
 
     split = s.resolved_stage_split
+    # DualPipeV: rank 0 holds the first and the last stage, so every other rank is a middle one
+    mid = slice(1, None) if c.schedule == "dualpipev" else slice(1, -1)
     for layers in _compositions(L, c.pp):
         if any(x % c.vpp for x in layers) or (split == "even" and len(set(layers)) > 1):
             continue
-        if (equal_middles or split == "first_last") and len(set(layers[1:-1])) > 1:
+        if (equal_middles or split == "first_last") and len(set(layers[mid])) > 1:
+            continue
+        if stage_violations(spec, c, layers, [0] * c.pp):  # DualPipeV: two stages of ≥ 1 layer per rank
             continue
         e0 = ev(layers, [0] * c.pp)
         if below is not None and e0.metrics.step_time_s >= below:
@@ -325,7 +337,7 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
         else:
             vectors = itertools.product(*(range(x + 1) for x in layers))
             if split == "first_last" and c.schedule != "dualpipe":  # the middle stages share one count
-                vectors = (v for v in vectors if len(set(v[1:-1])) <= 1)
+                vectors = (v for v in vectors if len(set(v[mid])) <= 1)
         for rcl in vectors:
             e = ev(layers, rcl)
             if good(e):

@@ -1,0 +1,79 @@
+"""MoE expert-parallel communication choices: FP8 dispatch and the EP all-to-all overlap (search dimensions).
+
+**FP8 dispatch** (``Plan.moe_fp8_dispatch``): the dispatched tokens travel as FP8 (1 byte per element)
+with one fp32 scale per 128 elements; the combine stays BF16 (2 bytes). Sources: DeepSeek-V3 report
+(arXiv 2412.19437) §3.3.2 ("we quantize the activation before MoE up-projections into FP8 and then apply
+dispatch components ... the combine components ... retained in BF16") and its 1x128 tile-wise activation
+scales (§3.3.1); deepseek-ai/DeepEP@dd758caf451848bd150e1046af3d0a73e5fff38d ``deep_ep/buffers/legacy.py:342``
+(``dispatch``: ``x`` is BF16 ``[num_tokens, hidden]`` or the FP8 pair, ``torch.float8_e4m3fn`` ``[num_tokens,
+hidden]`` with fp32 scales ``[num_tokens, hidden // 128]``) and ``tests/legacy/test_internode.py:239``
+(``fp8_factor = (1 + 4 / 128) / 2``, the FP8 dispatch's bytes against BF16's). So ``1 + 4/128 = 1.03125``
+bytes per element;
+Megatron-Core's MXFP8 wire format (one E8M0 byte per 32 elements,
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/transformer/transformer_config.py:997
+``moe_dispatch_fwd_dtype: 'bf16' | 'mxfp8'``) carries the same ``1 + 1/32``. Off, the dispatch costs
+``assumptions.ep_dispatch_bytes`` per element (today's knob).
+
+**EP all-to-all overlap** (``Plan.moe_a2a_overlap``): Megatron-Core's ``--overlap-moe-expert-parallel-comm``
+co-schedules one micro-batch's forward with another's backward, layer by layer, so that "EP A2A in forward
+step is hidden by the attention/mlp computation in the backward step, and vice versa" (same commit,
+megatron/core/pipeline_parallel/combined_1f1b.py ``combined_1f1b_schedule_for_no_pipelining``) -- the
+pairing of DualPipe's F&B chunk, so the hidden share is ``assumptions.ep_comm_overlap_dualpipe``, bounded
+by the layer's compute through ``exposed()`` (costmodel/choice.py). Off, ``assumptions.ep_comm_overlap``.
+Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
+the 1f1b stages" (megatron/core/pipeline_parallel/schedules.py:966-970: ``num_warmup_microbatches + 1``);
+with pp 1 the combined schedule runs micro-batch i+1's forward while micro-batch i's backward is pending
+(combined_1f1b.py, phases 1..n-1): two micro-batches held instead of one.
+Requirements (transformer_config.py:3002-3046): ``pipeline_model_parallel_size > 1`` needs
+``virtual_pipeline_model_parallel_size`` (parplan: pp 1 or schedule interleaved), expert parallelism > 1,
+no full recomputation, at most one MTP layer, PyTorch >= 2.6. Introduced for pp 1 in ae1c8829 (2025-08-01,
+first in core_v0.14.0) and for interleaved pipelines in d7bf5aaa (2025-08-26, first in core_v0.15.0).
+"""
+
+from __future__ import annotations
+
+FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128  # FP8 e4m3 payload + one fp32 scale per 128 elements (DeepEP)
+COMBINE_BYTES_PER_ELEMENT = 2.0  # the combine stays BF16
+
+
+def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
+    """Bytes per dispatched element: FP8 with its per-128 scales, else the ``ep_dispatch_bytes`` knob."""
+    return FP8_DISPATCH_BYTES_PER_ELEMENT if fp8_dispatch else knob_bytes
+
+
+def ep_overlap_share(schedule: str, a2a_overlap: bool, a) -> float:
+    """Share of the EP all-to-all hidden (before the compute bound): paired forward/backward chunks (DualPipe,
+    DualPipeV, Megatron-Core's combined 1F1B) hide ``ep_comm_overlap_dualpipe``, others ``ep_comm_overlap``."""
+    if schedule in ("dualpipe", "dualpipev") or a2a_overlap:
+        return a.ep_comm_overlap_dualpipe
+    return a.ep_comm_overlap
+
+
+def a2a_overlap_violations(c, num_mtp_layers: int, is_moe: bool) -> list[str]:
+    """Megatron-Core's requirements of --overlap-moe-expert-parallel-comm (transformer_config.py:3002-3046)."""
+    if not c.moe_a2a_overlap:
+        return []
+    out = []
+    if not is_moe or c.ep <= 1:
+        out.append("moe_a2a_overlap needs expert parallelism (ep > 1)")
+    if c.pp > 1 and c.schedule != "interleaved":
+        out.append(f"moe_a2a_overlap with pp > 1 needs schedule interleaved (virtual pipeline stages; got "
+                   f"{c.schedule})")
+    if c.recompute == "full":
+        out.append("moe_a2a_overlap cannot run with full recomputation")
+    if num_mtp_layers > 1:
+        out.append(f"moe_a2a_overlap supports at most one MTP layer (model has {num_mtp_layers})")
+    return out
+
+
+def fp8_dispatch_violations(c, precision: str, is_moe: bool) -> list[str]:
+    """FP8 dispatch feeds FP8 expert GEMMs (DeepSeek-V3 §3.3.2; Megatron's MXFP8 payload is consumed by the
+    grouped GEMM directly): it needs FP8 training and something to dispatch."""
+    if not c.moe_fp8_dispatch:
+        return []
+    out = []
+    if not is_moe or c.ep <= 1:
+        out.append("moe_fp8_dispatch needs expert parallelism (ep > 1)")
+    if precision != "fp8":
+        out.append("moe_fp8_dispatch needs training.precision fp8 (the FP8 tokens feed FP8 expert GEMMs)")
+    return out
