@@ -88,10 +88,10 @@ class Problem:
             if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
                 costs = choice_costs(spec, c, self.gpu, a, self.arch)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
-                key = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
-                if key not in self._base_costs:
-                    self._base_costs[key] = choice_costs(spec, key, self.gpu, a, self.arch)
-                costs = with_schedule(self._base_costs[key], c)
+                base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
+                if base not in self._base_costs:
+                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch)
+                costs = with_schedule(self._base_costs[base], c)
             moe = spec.model.moe
             t = build_table(costs, a, self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
                             split, uniform, self.scale, recompute_all=self.options.recompute_all_layers)

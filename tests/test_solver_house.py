@@ -36,3 +36,16 @@ def test_no_private_names_from_other_modules(path):
 def test_one_error_base():
     for cls in (SpecError, PlanError, UnknownGPU):
         assert issubclass(cls, ParplanError)
+
+
+def test_each_choice_table_is_built_once():
+    """Problem.table caches per (choice, split, recompute rule): the search asks for a choice's table at each
+    bound level and again for its plan (the cache once stored non-DualPipe tables under another key, so every
+    request rebuilt them)."""
+    from parplan.client.spec_io import load_spec_file
+    from parplan.solver.problem import Problem
+
+    problem = Problem.build(load_spec_file(Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xh100.yaml"))
+    for schedule in ("zb-h1", "interleaved"):
+        i = next(k for k, c in enumerate(problem.choices) if c.schedule == schedule)
+        assert problem.table(i) is problem.table(i)
