@@ -65,6 +65,17 @@ class Choice:
     moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe_comm.py)
 
+    def but(self, **changes) -> "Choice":
+        """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
+        makes one per candidate; a Choice is a plain record with no validation of its own)."""
+        unknown = changes.keys() - self.__dataclass_fields__.keys()
+        if unknown:
+            raise TypeError(f"Choice has no field(s) {sorted(unknown)}")
+        new = object.__new__(Choice)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
     # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
     @property
     def num_gpus(self) -> int:

@@ -15,13 +15,15 @@ import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.choice import Choice, bubble_factor, choice_costs, usable_memory_bytes, with_schedule
+from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, usable_memory_bytes,
+                                     with_schedule)
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.bounds import quick_bounds
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, build_table, rank_split
+from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
+                                   rank_split)
 
 QUICK_MARGIN = 1e-4  # the quick bound in seconds is lowered by this share before it bounds an integer U
 
@@ -43,6 +45,7 @@ class Problem:
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
     _tables: dict = field(default_factory=dict)
     _base_costs: dict = field(default_factory=dict)
+    _costs: dict = field(default_factory=dict)
 
     @staticmethod
     def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None,
@@ -81,6 +84,17 @@ class Problem:
         key = (i, split, uniform)
         t = self._tables.get(key)
         if t is None:
+            moe = self.spec.model.moe
+            t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
+                            moe is not None, split, uniform, self.scale,
+                            recompute_all=self.options.recompute_all_layers)
+            self._tables[key] = t
+        return t
+
+    def costs(self, i: int) -> ChoiceCosts:
+        """Choice ``i``'s costs (computed once)."""
+        costs = self._costs.get(i)
+        if costs is None:
             c = self.choices[i]
             spec, a = self.spec, self.assumptions
             # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
@@ -92,11 +106,15 @@ class Problem:
                 if base not in self._base_costs:
                     self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch)
                 costs = with_schedule(self._base_costs[base], c)
-            moe = spec.model.moe
-            t = build_table(costs, a, self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
-                            split, uniform, self.scale, recompute_all=self.options.recompute_all_layers)
-            self._tables[key] = t
-        return t
+            self._costs[i] = costs
+        return costs
+
+    def mean_bound(self, i: int) -> float:
+        """M·lb_time of choice ``i``'s table (tables.mean_unit_bound), from its costs alone."""
+        moe = self.spec.model.moe
+        M, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
+                                moe.first_dense_layers if moe else 0, moe is not None, self.scale)
+        return float(M) * lb
 
     def order(self, cap_kib: int) -> list[int]:
         """Choices that may fit under ``cap_kib``, by their quick bound (ties by index)."""

@@ -170,9 +170,8 @@ class Searcher:
             try:
                 if self._stop():
                     raise TimeUp()
-                if level == 0:  # the table's mean-unit bound (no recompute, perfect balance): costs one table
-                    t = P.table(i)
-                    heapq.heappush(queue, (max(bound, float(t.M) * t.lb_time), 1, i))
+                if level == 0:  # the table's mean-unit bound (no recompute, perfect balance): from the costs alone
+                    heapq.heappush(queue, (max(bound, P.mean_bound(i)), 1, i))
                     continue
                 if level == 1:  # the continuous relaxation: memory and recomputation included
                     lb = self.bound(i, cap)

@@ -271,9 +271,9 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     def comm_choices(c: Choice) -> list[Choice]:
         legal = []
         for f, o in comm_pairs:
-            cc = replace(c, moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
+            cc = c.but(moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
             if o and cc.recompute == "full" and none_pruned:
-                cc = replace(cc, recompute="none")
+                cc = cc.but(recompute="none")
             why = moe_comm_violations(spec, cc)
             if why:
                 reject(why)
@@ -348,7 +348,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                     continue
                                 for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
                                     for r, st, f in memory_dims:
-                                        mem = replace(head, zero_stage=z, zero_replicas=r, optimizer_states=st,
+                                        mem = head.but(zero_stage=z, zero_replicas=r, optimizer_states=st,
                                                       optimizer_offload_fraction=f)
                                         why = memory_dim_violations(mem)
                                         if why:
@@ -356,7 +356,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                             continue
                                         for rc in (recompute_trimmed if first_trim or last_trim else recompute):
                                             for sp in sps:
-                                                for c in comm_choices(replace(mem, recompute=rc, sequence_parallel=sp)):
+                                                for c in comm_choices(mem.but(recompute=rc, sequence_parallel=sp)):
                                                     if framework and framework_choice_violations(spec, c):
                                                         reject(framework_choice_violations(spec, c))
                                                         continue

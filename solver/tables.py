@@ -140,6 +140,21 @@ def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
     return np.rint(np.asarray(seconds, float) * (NS / scale.time_unit_ns)).astype(np.int64)
 
 
+def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
+                    scale: Scale) -> tuple[int, int]:
+    """(M, lb_time) of the choice's table without building it: the objective's weight of the slowest unit's time
+    and a lower bound of that time (the mean unit time without recompute, less a margin for the rounding of
+    the per-unit coefficients). The search's first bound past the quick one, M·lb_time, needs only these."""
+    c = costs.choice
+    p = c.pp
+    main: LayerCost = costs.moe if is_moe else costs.dense
+    k = k_dense_model if is_moe else 0
+    mean_time = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
+                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
+    lb_time = max(0, scale.time(mean_time) - 2 * num_layers - 4 * p)
+    return int(round(scale.weight * (c.num_microbatches + costs.bubble_s(1.0, a)))), lb_time
+
+
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
                 split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False) -> StageTable:
     """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE).
@@ -220,10 +235,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
     T = scale.time
-    mean_time = (k * dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
-                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
-    lb_time = max(0, T(mean_time) - 2 * num_layers - 4 * p)  # minus a margin for the per-coefficient rounding
-    beta = costs.bubble_s(1.0, a)
+    M, lb_time = mean_unit_bound(costs, a, num_layers, k_dense_model, is_moe, scale)
     t_rd_u = T(w * t_rd) if k else 0
     s_d_u = kib_down(w * save_rd) if k else 0
     ws_u = kib_up(w * costs.recompute_workspace_bytes)
@@ -246,7 +258,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         m_const=m_const_u, dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
         t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
         dense_first=not dualpipe, free_moe_recompute=free, recompute_all=all_layers, m_workspace=ws_u,
-        M=int(round(scale.weight * (c.num_microbatches + beta))), scale=scale, lb_time=lb_time)
+        M=M, scale=scale, lb_time=lb_time)
 
 
 @dataclass(frozen=True)
