@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Optional
 
@@ -14,6 +15,7 @@ def past(deadline: Optional[float]) -> bool:
     return deadline is not None and time.perf_counter() > deadline
 
 
-def check(deadline: Optional[float]) -> None:
-    if past(deadline):
+def check(deadline: Optional[float], cancel: Optional[threading.Event] = None) -> None:
+    """Raise TimeUp past ``deadline`` or once ``cancel`` is set."""
+    if past(deadline) or (cancel is not None and cancel.is_set()):
         raise TimeUp()

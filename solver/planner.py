@@ -55,7 +55,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
                                 pareto)
         return min_gpus(spec, method=method, top_k=top_k, controls=controls, t0=t0, deadline=deadline)
     try:
-        problem = Problem.build(spec, deadline=deadline)
+        problem = Problem.build(spec, deadline=deadline, cancel=controls.cancel)
     except TimeUp:
         return PlanResult(status="UNKNOWN", objective=spec.objective, stats=SolveStats(
             method=method, choices_total=0, choices_searched=0,

@@ -49,14 +49,15 @@ class Problem:
 
     @staticmethod
     def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None,
-              deadline: float | None = None) -> "Problem":
-        """The problem of ``spec`` (at ``num_gpus`` if given); raises deadline.TimeUp past ``deadline``."""
+              deadline: float | None = None, cancel=None) -> "Problem":
+        """The problem of ``spec`` (at ``num_gpus`` if given); raises deadline.TimeUp past ``deadline`` or once
+        the ``cancel`` event (SolverControls.cancel) is set."""
         if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
             spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
         a = resolve_assumptions(spec.assumptions)
         gpu = resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
-        space = enumerate_choices(spec, gpu, a, options, deadline=deadline)
+        space = enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)
         arch = Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
         step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch)

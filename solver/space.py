@@ -190,8 +190,8 @@ def _allowed(values, pins):
 
 
 def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
-                      num_gpus: int | None = None, deadline: float | None = None) -> Space:
-    """Every legal choice (raises deadline.TimeUp past ``deadline``)."""
+                      num_gpus: int | None = None, deadline: float | None = None, cancel=None) -> Space:
+    """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set)."""
     opts = opts or SpaceOptions.from_spec(spec)
     n = num_gpus or spec.cluster.num_gpus
     if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
@@ -292,7 +292,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     for tp in _allowed(divisors(n), opts.tp):
         for cp in _allowed(divisors(n // tp), opts.cp):
             for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
-                check(deadline)
+                check(deadline, cancel)
                 if pp > L:
                     continue
                 if not opts.uneven_stages and L % pp:

@@ -43,3 +43,14 @@ def test_a_tiny_time_limit_gives_status_not_an_exception():
     assert result.status in ("OPTIMAL", "FEASIBLE", "UNKNOWN")
     for ev in result.plans:
         assert not ev.violations
+
+
+def test_a_cancelled_call_stops_while_building_the_space():
+    """The cancel event is looked at while the space is enumerated too, not only by the search: cancelled before
+    the call, DeepSeek-V3's 29.6k-choice space is not built (no choice counted) and the answer is UNKNOWN."""
+    spec = load_spec(EXAMPLES / "deepseek-v3-2048xh800.yaml")
+    cancel = threading.Event()
+    cancel.set()
+    result = optimize(spec, controls=SolverControls(workers=1, cancel=cancel, time_limit_s=60))
+    assert result.status == "UNKNOWN" and result.plans == []
+    assert result.stats.choices_total == 0
