@@ -231,12 +231,16 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             kept.setdefault(effective_zero_stage(z, pp, a), z)
         return list(kept.values())
 
-    # a uniform recompute count per chunk (Megatron's --recompute-num-layers) does not fit a trimmed chunk:
-    # trimmed choices recompute nothing ('none', which 'full' stood for) or selectively
+    # 'none' pruned in favour of 'full' (above) comes back where a choice cannot recompute fully: a trimmed
+    # chunk under one recompute count per chunk (Megatron's --recompute-num-layers), the EP all-to-all overlap
+    none_pruned = "none" in opts.recompute and "none" not in recompute
+
+    def without_full(rc: str) -> str:
+        return "none" if rc == "full" and none_pruned else rc
+
     recompute_trimmed = recompute
-    if opts.uniform_recompute and "full" in recompute:
-        recompute_trimmed = list(dict.fromkeys(
-            ("none" if r == "full" else r) for r in recompute if r != "full" or "none" in opts.recompute))
+    if opts.uniform_recompute:
+        recompute_trimmed = [rc for rc in map(without_full, recompute) if rc != "full"]
     # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
     trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
              and (moe is None or moe.first_dense_layers == 0))
@@ -265,14 +269,11 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     fp8_dominates = (opts.prune_dominated and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT
                      and True in opts.moe_fp8_dispatch)
 
-    # 'none' pruned in favour of 'full' (above) comes back where the all-to-all overlap forbids full recomputation
-    none_pruned = "none" in opts.recompute and "none" not in recompute
-
     def comm_choices(c: Choice) -> list[Choice]:
         legal = []
         for f, o in comm_pairs:
             cc = c.but(moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
-            if o and cc.recompute == "full" and none_pruned:
+            if o and without_full(cc.recompute) != cc.recompute:  # the overlap forbids full recomputation
                 cc = cc.but(recompute="none")
             why = moe_comm_violations(spec, cc)
             if why:
