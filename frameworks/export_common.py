@@ -6,7 +6,8 @@ The registry and the overview of targets are in frameworks/export.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from parplan.costmodel.evaluate import PlanError
+from parplan.costmodel.evaluate import PlanError, plan_choice
+from parplan.costmodel.legality import stage_violations
 from parplan.costmodel.spec import Plan, Spec
 
 
@@ -31,19 +32,10 @@ def check_plan_matches_spec(spec: Spec, plan: Plan) -> None:
     """The plan must describe this spec's job: same GPU count, layer count and global batch."""
     if plan.num_gpus != spec.cluster.num_gpus:
         raise ExportError(f"plan: tp·cp·pp·dp = {plan.num_gpus} but cluster.num_gpus = {spec.cluster.num_gpus}")
-    if len(plan.stage_layers) != plan.pp or sum(plan.stage_layers) != spec.model.num_layers:
-        raise ExportError(f"plan.stage_layers {plan.stage_layers} must have pp = {plan.pp} entries summing to "
-                          f"model.num_layers = {spec.model.num_layers}")
-    if len(plan.recompute_layers) != plan.pp:
-        raise ExportError(f"plan.recompute_layers must have pp = {plan.pp} entries")
-    if plan.pipeline_layout is not None:
-        if [sum(ch) for ch in plan.pipeline_layout] != list(plan.stage_layers) or any(
-                len(ch) != plan.vpp for ch in plan.pipeline_layout):
-            raise ExportError(f"plan.pipeline_layout must have pp = {plan.pp} stages of vpp = {plan.vpp} chunks "
-                              f"summing to plan.stage_layers {plan.stage_layers}")
-    elif any(n % plan.vpp for n in plan.stage_layers):
-        raise ExportError(f"plan.stage_layers {plan.stage_layers}: every stage must split into vpp = {plan.vpp} "
-                          f"equal model chunks")
+    why = stage_violations(spec, plan_choice(plan), list(plan.stage_layers), list(plan.recompute_layers),
+                           plan.pipeline_layout)  # the evaluator's stage rules (equal chunks or the layout)
+    if why:
+        raise ExportError("plan: " + "; ".join(why))
     gbs = global_batch_size(plan)
     if gbs != spec.training.global_batch_size:
         raise ExportError(f"plan: micro_batch_size·num_microbatches·dp = {gbs} but training.global_batch_size = "
