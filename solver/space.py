@@ -80,10 +80,16 @@ def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[i
 
 
 def _least_layers(pp: int, vpp: int, first: int, last: int) -> int:
-    """Fewest layers of a trimmed layout: each chunk of a stage holds q ≥ 1 layers, a trimmed chunk q − trim ≥ 0."""
+    """Fewest layers of a trimmed layout: every stage at its least (pp 1, which interleaving rejects, by its
+    first stage)."""
     if pp == 1:
         return vpp * max(1, first, last) - first - last
-    return (pp - 2) * vpp + vpp * max(1, first) - first + vpp * max(1, last) - last
+    return (pp - 2) * vpp + trimmed_stage_least_layers(vpp, first) + trimmed_stage_least_layers(vpp, last)
+
+
+def trimmed_stage_least_layers(vpp: int, trim: int) -> int:
+    """Fewest layers of a stage of ``vpp`` equal chunks of q ≥ 1 layers, one of them ``trim`` short (q ≥ trim)."""
+    return vpp * max(1, trim) - trim
 
 
 def divisors(n: int) -> list[int]:

@@ -37,6 +37,7 @@ import numpy as np
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import ChoiceCosts, LayerCost
 from parplan.frameworks.layout import interleaved_inflight_chunks
+from parplan.solver.space import trimmed_stage_least_layers
 
 KIB = 1024.0
 NS = 1e9
@@ -227,7 +228,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         # unit g·q − b; their layer counts keep that residue modulo the grid
         for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
             if trim:
-                lo[u] = g * max(1, trim) - trim
+                lo[u] = trimmed_stage_least_layers(g, trim)
     fixed = None
     if split == "even":
         fixed = np.full(n, (num_layers // p) * (2 if dualpipe else 1), np.int64)
