@@ -112,6 +112,7 @@ class Assumptions(BaseModel):
 
     # ---- pipeline
     zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B for zero-bubble schedules (ZB paper: W ~ B/2)")
+    uneven_stage_bubble: bool = Field(True, description="the bubble's PP-1 idle slots are the other stages' per-micro-batch times, beta·(Σ t_stage - t_max)/(PP-1) (Alpa, OSDI '22, §5.1 Eq. 2: T = Σ t_i + (B-1)·max t_j); False: every slot is the slowest stage's, beta·t_max (textbook). Equal stages: the same")
     dualpipe_chunk_overlap: float = Field(0.0, ge=0, le=1, description="share of the forward *compute* that runs hidden under the backward compute in DualPipe's paired F&B chunk: F&B = F + B - x·F in units of the stage time, which already carries only the communication the pairing leaves exposed (ep_comm_overlap_dualpipe); 0: the pairing hides communication, not compute (DeepSeek-V3 §3.2.1; the two chunks share the SMs)")
 
     # ---- context parallel
@@ -168,6 +169,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "grad_reduce_bytes": 2.0,
         "cp_kv_sharded_by_tp": False,
         "min_tokens_per_cp_rank": 4096,
+        "uneven_stage_bubble": False,
     },
 }
 

@@ -1,6 +1,7 @@
 """The exact evaluator: one (spec, plan) in, the full ledger out.
 
-Step time (seed 003): the slowest stage sets the pace, ``step = m·t_max + bubble(t_max) + DP exposed``;
+Step time (seed 003): the slowest stage sets the pace, ``step = m·t_max + bubble + DP exposed``, the bubble
+from the other stages' times (``costmodel/bubble.py``, Alpa §5.1 Eq. 2);
 its breakdown is compute (the mean stage's), recompute, TP, CP, EP, PP (means over stages), imbalance
 (slowest minus mean), bubble and DP, and sums to the step time. MFU counts model FLOPs only
 (no recomputation) against the dense peak of the training precision.
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
@@ -322,7 +324,8 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     m = c.num_microbatches
     times = [r.time_s for r in ranks]
     t_max = max(times)
-    bubble = costs.bubble_s(t_max, a)
+    w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), len(ranks), a.uneven_stage_bubble)
+    bubble = w_max * t_max + w_sum * sum(times)  # costmodel/bubble.py: the other stages' times fill and drain
     dp_exposed = max(r.dp_s for r in ranks)
     n = len(ranks)
     mean = lambda attr: sum(getattr(r, attr) for r in ranks) / n  # noqa: E731

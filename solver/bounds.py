@@ -7,7 +7,7 @@ Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers ne
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
 time is at least the convex ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte
 saved. The slowest unit is at least the least τ at which the units' largest (fractional) layer counts add up
-to the model's layers. Relaxing integrality, the grid, shared counts and the split within a DualPipe rank only
+to the model's layers, and the units' summed time at least every layer's time without recompute. Relaxing integrality, the grid, shared counts and the split within a DualPipe rank only
 lowers the bound, so a choice whose bound exceeds a known plan's U cannot beat it.
 """
 
@@ -87,7 +87,9 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
-    return float(t.M) * tau + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+    # Σ_u time_u (the uneven-stage bubble's term): at least every layer at the least per-layer time, no recompute
+    sum_lb = float(np.floor(float(t.t_layer.min()) * L + float(t.t_const.sum())))
+    return float(t.M) * tau + float(t.S) * sum_lb + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,

@@ -4,7 +4,7 @@ Built in OR-Tools' order (cpsat-modeling.md; the cpsat-primer's ``*_vars.py`` sh
 holds the role-named variables, :func:`build_model` adds the constraints of :class:`tables.StageTable`
 (layers sum to the model, each unit's time under ``t_max``, its DP time under ``dp_max``, its memory under the
 cap and under ``peak``; dense-first recomputation on stage 0; shared counts for ``first_last``, fixed counts for
-``even``, one count for ``uniform_recompute``), then the objective: ``U = M·t_max + W·dp_max``, or the least
+``even``, one count for ``uniform_recompute``), then the objective: ``U = M·t_max + S·Σ time_u + W·dp_max``, or the least
 ``peak`` with U held. Before a solve :func:`check_headroom` proves no linear expression of the model can leave
 ±2^62 over its variables' domains. Status is returned as data: ``MODEL_INVALID`` is an internal error, never
 INFEASIBLE.
@@ -61,6 +61,7 @@ class StageVars:
     dp_max: object
     peak: object
     objective: object = None  # U as a linear expression
+    time_sum: object = 0  # Σ_u time_u as a linear expression (the uneven-stage bubble's term)
 
     def hint(self, model: cp_model.CpModel, x: Assignment) -> None:
         for v, val in zip(self.layers, x.layers):
@@ -94,8 +95,9 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
     stage_rc = m.new_int_var(0, L, "stage_recompute")
     t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
                       + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
-    if cutoff is not None:
-        t_hi = max(0, min(t_hi, cutoff // max(t.M, 1)))
+    if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
+        sum_lb = int(t.t_layer.min()) * L + int(t.t_const.sum()) if t.S else 0
+        t_hi = max(0, min(t_hi, (cutoff - t.S * sum_lb) // max(t.M, 1)))
     dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
     if cutoff is not None:
         dp_hi = max(0, min(dp_hi, cutoff // t.scale.weight))
@@ -155,6 +157,15 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
         m.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
         m.add(mem_u <= cap_kib)
         m.add(mem_u <= v.peak)
+    # Σ_u time_u: the layers sum to L, so with one per-layer time on every unit (tables.build_table) only the
+    # recompute terms vary; written so, U keeps the plain max objective's structure (and its solve speed) when
+    # nothing is recomputed
+    if (t.t_layer == t.t_layer[0]).all():
+        layer_time = int(t.t_layer[0]) * L
+    else:
+        layer_time = sum(int(t.t_layer[u]) * v.layers[u] for u in range(n))
+    v.time_sum = (layer_time + int(t.t_const.sum()) + int(t.t_recompute_dense) * v.dense_recompute
+                  + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
 
 
 def _recomputing_stages(m: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
@@ -193,7 +204,7 @@ def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
     m = cp_model.CpModel()
     v = _variables(m, t, cap_kib, cutoff if hold_objective is None else hold_objective)
     _constraints(m, t, v, cap_kib)
-    v.objective = t.M * v.t_max + t.scale.weight * v.dp_max
+    v.objective = t.M * v.t_max + t.S * v.time_sum + t.scale.weight * v.dp_max
     if lower_bound is not None:  # the continuous relaxation's bound (bounds.relaxed_bound): a valid cut
         m.add(v.objective >= lower_bound)
     if cutoff is not None:

@@ -1,7 +1,9 @@
 """The exact per-choice stage solver: ``--method exhaustive`` and the oracle the CP-SAT model is tested against.
 
 For one choice (a :class:`StageTable`) and a memory cap it finds the least objective
-``U = M·max_u time_u + W·max_u dp_u`` over every layer split and recompute count the table allows, exactly:
+``U = M·max_u time_u + S·Σ_u time_u + W·max_u dp_u`` over every layer split and recompute count the table
+allows, exactly (S weighs the uneven-stage bubble, ``costmodel/bubble.py``; per-layer times are the same on
+every unit, so Σ_u time_u is one constant over the splits unless each unit's least recompute varies with it):
 
 * A unit's least time at ``l`` layers takes the fewest recomputed layers that fit the cap (recomputation adds
   time and saves memory; cpsat-modeling.md §2.7), so ``time_u(l)`` and ``dp_u(l)`` are nondecreasing in ``l``.
@@ -9,7 +11,10 @@ For one choice (a :class:`StageTable`) and a memory cap it finds the least objec
   and the units' largest counts under (τ, δ) add up to the model's layers. The least such τ is the
   (K + n)-th smallest of all units' times pooled (K: grid steps to hand out beyond the minima), the least δ
   at a τ follows by bisection, and only the τ at which some unit's count grows can lower U further: they are
-  walked in order until ``M·τ`` alone reaches the best U.
+  walked in order until ``M·τ`` alone reaches the best U. Where Σ_u time_u varies, each (τ, δ) also takes the
+  least Σ under the units' count caps, a min-plus knapsack (:func:`least_sum`, over the steps beyond each
+  unit's recompute-free count), and δ walks up at each τ through the values at which a DP-bound unit's count
+  grows (:meth:`_Solver._per_stage_walk_sums`).
 * ``first_last``: the middle units share a count; every (first, middle) pair is enumerated.
 * ``even``: the split is fixed; each unit takes its least recompute.
 * ``uniform_recompute``: every stage recomputes the same count r; each r is solved as a fixed-recompute table.
@@ -21,12 +26,14 @@ balanced split (middle stages first). :func:`brute_force` enumerates every assig
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from parplan.solver.deadline import check
+from parplan.solver import cpsat
+from parplan.solver.deadline import TimeUp, check
 from parplan.solver.tables import (Assignment, StageTable, assignment_violations, evaluate_assignment,
                                    uniform_layers_min, uniform_parts)
 
@@ -172,9 +179,38 @@ class _Solver:
             return None
         K = spare // g
         Q = K + 1
+        varies = self._sum_varies(units)
         if n * Q <= POOLED_LIMIT:
-            return self._per_stage_pooled(units, K)
-        return self._per_stage_bisect(units, K)
+            try:
+                return self._per_stage_pooled(units, K)
+            except KnapsackTooLarge:
+                return self._per_stage_cpsat(units)
+        return self._per_stage_cpsat(units) if varies else self._per_stage_bisect(units, K)
+
+    def _per_stage_cpsat(self, units: UnitCosts):
+        """Tables whose summed-time walk would not fit in memory (a knapsack over more than
+        :data:`KNAPSACK_LIMIT` entries, e.g. 10^6 layers under memory pressure): the same exact answer from the
+        CP-SAT model of the table, one worker, within the deadline (past it: :class:`TimeUp`)."""
+        left = 3600.0 if self.deadline is None else self.deadline - time.perf_counter()
+        if left <= 0:
+            raise TimeUp()
+        out = cpsat.solve(self.t, units.cap, cpsat.SolverControls(workers=1, deterministic=True), left)
+        if out.status == "INFEASIBLE":
+            return None
+        if out.status != "OPTIMAL":
+            raise TimeUp()
+        return out.value, out.x
+
+    def _sum_varies(self, units: UnitCosts) -> bool:
+        """Whether Σ_u time_u depends on the split: only through each unit's least recompute, and only when the
+        objective weighs it (S > 0). Per-layer times are the same on every unit (tables.build_table), so with
+        the recompute fixed Σ_u time_u is one constant over every split (:meth:`_fixed_sum`)."""
+        t = self.t
+        return bool(t.S) and (not units.fixed_recompute or bool((t.t_layer != t.t_layer[0]).any()))
+
+    def _fixed_sum(self, T0: np.ndarray, K: int) -> int:
+        """Σ_u time_u of every split when it does not vary: the least counts' times plus K grid steps of layers."""
+        return int(T0.sum()) + int(self.t.t_layer[0]) * self.t.grid * K
 
     def _per_stage_pooled(self, units: UnitCosts, K: int):
         t = self.t
@@ -210,25 +246,71 @@ class _Solver:
 
         cT_full = counts_max
         d_floor = delta_min(cT_full)
+        if self._sum_varies(units):
+            return self._per_stage_walk_sums(units, K, T, DP, tau, d_floor, delta_min, dp_counts)
+        t_sum = self._fixed_sum(T[:, 0], K) if t.S else 0
         best = None
         while True:
             check(self.deadline)
             cT = (T <= tau).sum(axis=1)
             d = delta_min(cT)
-            U = t.objective(tau, d)
+            U = t.objective(tau, d, t_sum)
             if best is None or U < best[0]:
                 best = (U, tau, d)
             nxt = [int(T[u, cT[u]]) for u in range(n) if cT[u] <= K and T[u, cT[u]] < INF]
             if not nxt:
                 break
             tau = min(nxt)
-            if self._done(best[0], t.objective(tau, d_floor)):
+            if self._done(best[0], t.objective(tau, d_floor, t_sum)):
                 break
         U, tau, d = best
         caps = np.minimum((T <= tau).sum(axis=1), dp_counts(d)) - 1
         steps = fill_levels(caps, K, fill_order(n))
         layers = units.lo + g * steps
         return U, self._assign(units, layers)
+
+    def _per_stage_walk_sums(self, units: UnitCosts, K: int, T: np.ndarray, DP: np.ndarray, tau: int,
+                             d_floor: int, delta_min, dp_counts):
+        """The τ-walk when U also weighs Σ_u time_u and that sum depends on the split (each unit's least
+        recompute): at each (τ, δ) the caps of the units' counts are known and the least Σ under them is a
+        min-plus knapsack (:func:`least_sum`). τ walks as in the plain walk; at each τ, δ walks up from its least
+        value through the values at which some DP-bound unit's count grows. Both stop once the objective's
+        floor (M·τ + S·least Σ + W·δ) reaches the best U: the least Σ over all caps bounds every τ, the least Σ
+        at τ every δ of it."""
+        t = self.t
+        n, g = t.num_units, t.grid
+        free = free_steps(T, int(t.t_layer[0]) * g) if (t.t_layer == t.t_layer[0]).all() else np.zeros(n, np.int64)
+        sum_floor = least_sum(T, (T < INF).sum(axis=1) - 1, K, free=free)[0]
+        best = None  # (U, tau, d)
+        while True:
+            check(self.deadline)
+            cT = (T <= tau).sum(axis=1)
+            sum_tau = least_sum(T, cT - 1, K, free=free)[0]
+            d = delta_min(cT)
+            while best is None or t.objective(tau, d, sum_tau) < best[0]:
+                check(self.deadline)
+                dc = dp_counts(d)
+                total = least_sum(T, np.minimum(cT, dc) - 1, K, free=free)[0]
+                if total < LEAST_SUM_NONE:
+                    U = t.objective(tau, d, total)
+                    if best is None or U < best[0]:
+                        best = (U, tau, d)
+                grow = [int(DP[u, dc[u]]) for u in range(n) if dc[u] < cT[u]]
+                if not grow or (self.target is not None and best is not None and best[0] <= self.target):
+                    break
+                d = min(grow)
+            nxt = [int(T[u, cT[u]]) for u in range(n) if cT[u] <= K and T[u, cT[u]] < INF]
+            if not nxt:
+                break
+            tau = min(nxt)
+            if best is not None and self._done(best[0], t.objective(tau, d_floor, sum_floor)):
+                break
+        if best is None:
+            return None
+        U, tau, d = best
+        caps = np.minimum((T <= tau).sum(axis=1), dp_counts(d)) - 1
+        _, steps = least_sum(T, caps, K, units.lo, g, free)
+        return U, self._assign(units, units.lo + g * steps)
 
     def _per_stage_bisect(self, units: UnitCosts, K: int):
         """The same answer for tables too large to hold: per-unit counts by bisection on the layer count."""
@@ -274,7 +356,8 @@ class _Solver:
         tau = tau_min(d_top)
         d_floor = d_min(big)
         d = d_min(tau)
-        best = (t.objective(tau, d), tau, d)
+        t_sum = self._fixed_sum(T0, K) if t.S else 0  # per_stage sends varying sums to the pooled walk
+        best = (t.objective(tau, d, t_sum), tau, d)
         while True:
             c = count(tau, big)
             T, _ = time_dp(np.minimum(c, K))
@@ -282,10 +365,10 @@ class _Solver:
             if not nxt:
                 break
             tau = min(nxt)
-            if self._done(best[0], t.objective(tau, d_floor)):
+            if self._done(best[0], t.objective(tau, d_floor, t_sum)):
                 break
             d = d_min(tau)
-            U = t.objective(tau, d)
+            U = t.objective(tau, d, t_sum)
             if U < best[0]:
                 best = (U, tau, d)
         U, tau, d = best
@@ -320,7 +403,7 @@ class _Solver:
         l_end = lo[ends][:, None] + g * q[None, :]
         l_mid = lo_mid + g * q[: K // len(mid) + 1]
         Te, De, _, _ = self._at_rows(units, ends, l_end)
-        Tm, Dm = self._group(units, mid, l_mid)
+        Tm, Dm, Tm_sum = self._group(units, mid, l_mid)
         check(self.deadline)
         best = None
         for qm in range(len(l_mid)):
@@ -345,11 +428,13 @@ class _Solver:
             if not ok.any():
                 continue
             idx = np.nonzero(ok)[0]
-            if self.t.M * int(tmax[idx].max()) + self.t.scale.weight * int(dmax[idx].max()) < (1 << 62):
-                Uv = self.t.M * tmax[idx] + self.t.scale.weight * dmax[idx]
+            tsum = Te[0, qf[idx]] + Tm_sum[qm] + (Te[1, ql[idx]] if ql is not None else 0)
+            if (self.t.M * int(tmax[idx].max()) + self.t.S * int(tsum.max())
+                    + self.t.scale.weight * int(dmax[idx].max()) < (1 << 62)):
+                Uv = self.t.M * tmax[idx] + self.t.S * tsum + self.t.scale.weight * dmax[idx]
                 cand = list(zip(Uv.tolist(), idx.tolist()))
             else:
-                cand = [(self.t.objective(int(tmax[i]), int(dmax[i])), int(i)) for i in idx]
+                cand = [(self.t.objective(int(tmax[i]), int(dmax[i]), int(ts)), int(i)) for i, ts in zip(idx, tsum)]
             Ub, i = min(cand, key=lambda c: (c[0], abs(int(qf[c[1]]) - (int(ql[c[1]]) if ql is not None else 0)), c[1]))
             if best is None or Ub < best[0]:
                 layers = np.zeros(n, np.int64)
@@ -371,19 +456,21 @@ class _Solver:
         return T[rows], D[rows], dn[rows], mo[rows]
 
     def _group(self, units: UnitCosts, rows: list[int], l: np.ndarray):
-        """Time and DP of a group sharing layer count ``l`` and one recompute count (the largest any needs)."""
+        """Slowest time, DP time and summed time of a group sharing layer count ``l`` and one recompute count
+        (the largest any needs); the sum is only meaningful where the slowest time is finite."""
         t = self.t
         full = np.zeros((t.num_units, len(l)), np.int64)
         full[:] = units.lo[:, None]
         full[rows] = l[None, :]
         T, D, _, moe = units.at(full)
         if units.fixed_recompute:
-            return T[rows].max(axis=0), D[rows].max(axis=0)
+            ok = (T[rows] < INF).all(axis=0)
+            return T[rows].max(axis=0), D[rows].max(axis=0), np.where(ok, np.where(ok, T[rows], 0).sum(axis=0), 0)
         shared = moe[rows].max(axis=0)
         ok = (T[rows] < INF).all(axis=0) & (shared <= l)
         times = (t.t_layer[rows][:, None] * l[None, :] + t.t_const[rows][:, None]
                  + t.t_recompute[rows][:, None] * np.minimum(shared, l)[None, :])
-        return np.where(ok, times.max(axis=0), INF), D[rows].max(axis=0)
+        return np.where(ok, times.max(axis=0), INF), D[rows].max(axis=0), np.where(ok, times.sum(axis=0), 0)
 
     # ---------------------------------------------------------------- shared
     def _assign(self, units: UnitCosts, layers: np.ndarray) -> Optional[Assignment]:
@@ -417,6 +504,81 @@ class _Solver:
         U2, peak = evaluate_assignment(t, x)
         assert U2 == U, (U2, U)
         return RowSolution(U, peak, x)
+
+
+LEAST_SUM_NONE = np.int64(1) << np.int64(60)  # least_sum's value where no split meets the caps
+KNAPSACK_LIMIT = 30_000_000  # entries one least_sum may form; beyond, the table goes to CP-SAT
+
+
+class KnapsackTooLarge(Exception):
+    """A least_sum over more than :data:`KNAPSACK_LIMIT` entries."""
+
+
+def free_steps(T: np.ndarray, slope: int) -> np.ndarray:
+    """Per unit, the largest count q up to which its time grows by ``slope`` a step and no more (no recompute)."""
+    q = np.arange(T.shape[1], dtype=np.int64)
+    linear = T == T[:, :1] + slope * q[None, :]
+    return np.cumprod(linear, axis=1).sum(axis=1) - 1
+
+
+def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] = None,
+              grid: int = 1, free: Optional[np.ndarray] = None) -> tuple[int, np.ndarray]:
+    """The least Σ_u T[u, q_u] over counts q_u ∈ [0, caps[u]] with Σ_u q_u = K, and one such q (a min-plus
+    knapsack over the units, exact; :data:`LEAST_SUM_NONE` where no q meets the caps). Ties go to the split of
+    least Σ_u layers_u² (layers_u = lo_u + grid·q_u: as level as the sums allow).
+
+    ``free`` (:func:`free_steps`): where every unit's time grows by one common slope a step up to ``free[u]``
+    and by at least that slope beyond, some least split gives every unit at least min(free, caps) steps
+    (moving a step from a unit above it to one below it never adds time), so only the steps beyond those
+    floors are searched; when the floors hold all K steps the split is the most level fill of them."""
+    n = T.shape[0]
+    none = LEAST_SUM_NONE
+    caps = np.minimum(np.asarray(caps, np.int64), K)
+    if (caps < 0).any() or int(caps.sum()) < K:
+        return int(none), np.zeros(n, np.int64)
+    if free is not None:
+        floor = np.minimum(np.asarray(free, np.int64), caps)
+        rest = K - int(floor.sum())
+        if rest <= 0:
+            steps = fill_levels(floor, K, fill_order(n))
+            return int(T[np.arange(n), steps].sum()), steps
+        rows = np.arange(n)[:, None]
+        width = int((caps - floor).max()) + 1
+        cols = np.minimum(floor[:, None] + np.arange(width)[None, :], T.shape[1] - 1)
+        shifted = np.where(np.arange(width)[None, :] <= (caps - floor)[:, None], T[rows, cols], INF)
+        lo_shift = (np.zeros(n, np.int64) if lo is None else np.asarray(lo, np.int64)) + grid * floor
+        total, extra = least_sum(shifted, caps - floor, rest, lo_shift, grid)
+        return total, floor + extra
+    if n * (K + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT:
+        raise KnapsackTooLarge()
+    base = np.zeros(n, np.int64) if lo is None else np.asarray(lo, np.int64)
+    vals = np.where(T[:, :K + 1] >= INF, none, T[:, :K + 1])
+    j = np.arange(K + 1)
+    f = np.full(K + 1, none, np.int64)
+    f[:caps[0] + 1] = vals[0, :caps[0] + 1]
+    sq = np.full(K + 1, none, np.int64)
+    sq[:caps[0] + 1] = (base[0] + grid * j[:caps[0] + 1]) ** 2
+    picks = []
+    for u in range(1, n):
+        q = np.arange(caps[u] + 1)
+        prev = j[:, None] - q[None, :]
+        valid = prev >= 0
+        at = np.maximum(prev, 0)
+        cand = np.where(valid, np.minimum(f[at] + vals[u, q][None, :], none), none)
+        cand_sq = np.where(valid, sq[at] + ((base[u] + grid * q) ** 2)[None, :], none)
+        least = cand.min(axis=1)
+        arg = np.where(cand == least[:, None], cand_sq, np.iinfo(np.int64).max).argmin(axis=1)
+        f, sq = least, np.where(least < none, cand_sq[j, arg], none)
+        picks.append(arg)
+    if f[K] >= none:
+        return int(none), np.zeros(n, np.int64)
+    steps = np.zeros(n, np.int64)
+    rest = K
+    for u in range(n - 1, 0, -1):
+        steps[u] = picks[u - 1][rest]
+        rest -= int(steps[u])
+    steps[0] = rest
+    return int(f[K]), steps
 
 
 def least_true(lo: int, hi: int, ok) -> int:

@@ -111,11 +111,11 @@ class Problem:
         return costs
 
     def mean_bound(self, i: int) -> float:
-        """M·lb_time of choice ``i``'s table (tables.mean_unit_bound), from its costs alone."""
+        """(M + S·units)·lb_time of choice ``i``'s table (tables.mean_unit_bound), from its costs alone."""
         moe = self.spec.model.moe
-        M, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
+        weight, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
                                 moe.first_dense_layers if moe else 0, moe is not None, self.scale)
-        return float(M) * lb
+        return float(weight) * lb
 
     def order(self, cap_kib: int) -> list[int]:
         """Choices that may fit under ``cap_kib``, by their quick bound (ties by index)."""

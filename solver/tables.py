@@ -8,9 +8,13 @@ way). Every unit ``u`` has its own layer count ``l_u`` and recompute count ``r_u
     time_u   = t_layer_u·l_u + t_recompute_u·r_u + t_const_u                (per micro-batch)
     memory_u = m_layer_u·l_u - m_saved_u·r_u + m_const_u                    (peak, with its in-flight count)
     dp_u     = dp_layer·l_u + dp_const_u                                    (exposed DP time per step)
-    U        = M·max_u time_u + W·max_u dp_u,   M = round(W·(m + β))        (the step time, scaled)
+    U        = M·max_u time_u + S·Σ_u time_u + W·max_u dp_u                 (the step time, scaled)
+    M = round(W·(m + w_max)),   S = round(W·w_sum·members)
 
-with ``β`` the schedule's bubble in units of the slowest unit's time. On an MoE model the first stage's
+with ``(w_max, w_sum)`` the bubble's weights on the slowest and the summed unit times
+(``costmodel/bubble.py: stage_bubble_weights``: ``-β/(p-1)`` and ``β/(p-1)`` with β the schedule's bubble in
+stage times; ``β`` and 0 without ``uneven_stage_bubble``), ``members`` the stages per unit (the evaluator sums
+a DualPipe rank's time once per stage pair member). On an MoE model the first stage's
 ``k`` leading dense layers are folded into its constants, and its recompute has a dense piece (``r_dense ≤ k``,
 recomputed first, as the evaluator counts a stage's recomputed layers from its first layer) and an MoE piece.
 A DualPipe rank's time is the mean of its two stages' (each runs half the micro-batches) and its memory holds
@@ -35,6 +39,7 @@ from typing import Literal
 import numpy as np
 
 from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.choice import ChoiceCosts, LayerCost
 from parplan.frameworks.layout import interleaved_inflight_chunks
 from parplan.solver.space import trimmed_stage_least_layers
@@ -117,6 +122,7 @@ class StageTable:
     M: int
     scale: Scale
     lb_time: int  # a lower bound of max_u time_u (mean unit time without recompute)
+    S: int = 0  # the objective's weight of Σ_u time_u (the uneven-stage bubble)
 
     @property
     def num_units(self) -> int:
@@ -133,19 +139,38 @@ class StageTable:
         """Stages per unit: 2 under DualPipe, else 1."""
         return 2 if self.dualpipe else 1
 
-    def objective(self, t_max: int, dp_max: int) -> int:
-        return self.M * int(t_max) + self.scale.weight * int(dp_max)
+    def objective(self, t_max: int, dp_max: int, t_sum: int = 0) -> int:
+        """U of an assignment whose slowest unit takes ``t_max``, whose units take ``t_sum`` together and whose
+        largest DP time is ``dp_max``."""
+        return self.M * int(t_max) + self.S * int(t_sum) + self.scale.weight * int(dp_max)
+
+    def bound_of_mean(self, mean_time: int) -> int:
+        """U's lower bound from a lower bound of the mean unit time (slowest ≥ mean, Σ = n·mean)."""
+        return (self.M + self.S * self.num_units) * int(mean_time)
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
     return np.rint(np.asarray(seconds, float) * (NS / scale.time_unit_ns)).astype(np.int64)
 
 
+def objective_weights(costs: ChoiceCosts, a: Assumptions, scale: Scale) -> tuple[int, int, int]:
+    """(M, S, units) of the choice's table: the objective's weights of the slowest unit's time and of the units'
+    summed times, and the number of units (module docstring)."""
+    c = costs.choice
+    dualpipe = c.schedule == "dualpipe"
+    units = c.pp // 2 if dualpipe and c.pp > 1 else c.pp
+    w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
+    members = 2 if dualpipe else 1
+    return (int(round(scale.weight * (c.num_microbatches + w_max))), int(round(scale.weight * w_sum * members)),
+            units)
+
+
 def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
                     scale: Scale) -> tuple[int, int]:
-    """(M, lb_time) of the choice's table without building it: the objective's weight of the slowest unit's time
-    and a lower bound of that time (the mean unit time without recompute, less a margin for the rounding of
-    the per-unit coefficients). The search's first bound past the quick one, M·lb_time, needs only these."""
+    """(weight, lb_time) of the choice's table without building it: the objective's weight of the mean unit time
+    (M + S·units: the slowest unit takes at least the mean, all of them n·the mean) and a lower bound of that
+    mean (without recompute, less a margin for the rounding of the per-unit coefficients). The search's first
+    bound past the quick one, weight·lb_time, needs only these."""
     c = costs.choice
     p = c.pp
     main: LayerCost = costs.moe if is_moe else costs.dense
@@ -153,7 +178,8 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
     mean_time = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
                  + costs.first_extra_time_s + costs.last_extra_time_s) / p
     lb_time = max(0, scale.time(mean_time) - 2 * num_layers - 4 * p)
-    return int(round(scale.weight * (c.num_microbatches + costs.bubble_s(1.0, a)))), lb_time
+    M, S, units = objective_weights(costs, a, scale)
+    return M + S * units, lb_time
 
 
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
@@ -236,7 +262,8 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
     T = scale.time
-    M, lb_time = mean_unit_bound(costs, a, num_layers, k_dense_model, is_moe, scale)
+    _, lb_time = mean_unit_bound(costs, a, num_layers, k_dense_model, is_moe, scale)
+    M, S, _ = objective_weights(costs, a, scale)
     t_rd_u = T(w * t_rd) if k else 0
     s_d_u = kib_down(w * save_rd) if k else 0
     ws_u = kib_up(w * costs.recompute_workspace_bytes)
@@ -259,7 +286,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         m_const=m_const_u, dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
         t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
         dense_first=not dualpipe, free_moe_recompute=free, recompute_all=all_layers, m_workspace=ws_u,
-        M=M, scale=scale, lb_time=lb_time)
+        M=M, scale=scale, lb_time=lb_time, S=S)
 
 
 @dataclass(frozen=True)
@@ -325,7 +352,7 @@ def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, n
 def evaluate_assignment(t: StageTable, x: Assignment) -> tuple[int, int]:
     """(U, peak memory KiB) of an assignment: the objective both searches minimise."""
     time, mem, dp = unit_values(t, x)
-    return t.objective(int(time.max()), int(dp.max())), int(mem.max())
+    return t.objective(int(time.max()), int(dp.max()), int(time.sum())), int(mem.max())
 
 
 def assignment_violations(t: StageTable, x: Assignment, cap_kib: int) -> list[str]:

@@ -139,3 +139,12 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
         if not ok and False not in search.get(key, [False]):
             del search[key]
     return Spec.model_validate(data)
+
+
+def choice_index(problem, plan) -> int:
+    """The index of ``plan``'s choice in ``problem.choices``: plans say 'none' for 'full' with no layer
+    recomputed, which the space keeps only as 'full' when both are searched (solver/space.py: none_pruned)."""
+    c = plan_choice(plan)
+    if c not in problem.choices and c.recompute == "none":
+        c = c.but(recompute="full")
+    return problem.choices.index(c)

@@ -66,29 +66,38 @@ def test_dualpipe_bubble_p16_by_hand():
 def test_dense_dualpipe_never_beats_zb_h1_by_more_than_its_bubble():
     """Llama-3 70B, TP8 PP16 DP1, 64 micro-batches, even stages: the same choice under DualPipe and ZB-H1.
 
-    A dense model has no all-to-all to hide, so DualPipe's gains are exactly its bubble (14/3 t instead
-    of 5 t, above) and pairing stage i with p-1-i (its per-micro-batch time is the mean of two stages',
-    which spreads the embedding and head): step_zb - step_dp = 5 t_zb - 14/3 t_dp + m (t_zb - t_dp) + the
-    DP difference, and nothing else. With the old F&B the bubble term alone was 5 t_zb - 7/3 t_dp."""
+    A dense model has no all-to-all to hide, so DualPipe's gains are exactly its bubble (14/3 stage times
+    instead of 5, above) and pairing stage i with p-1-i (its per-micro-batch time is the mean of two stages',
+    which spreads the embedding and head). The bubble's 15 idle slots are the other units' times
+    (costmodel/bubble.py, Alpa §5.1 Eq. 2): ZB-H1 5/15·(Σ t - t_max), DualPipe 14/3/15·(Σ t - t_max) over its
+    16 rank times; step_zb - step_dp = the bubble difference + m (t_zb - t_dp) + the DP difference, and nothing
+    else. With the old F&B the DualPipe factor was 7/3; without ``uneven_stage_bubble``, 5 t_zb."""
     spec = _spec(LLAMA70B, 128, seq=8192, gbs=64)
     plan = dict(tp=8, pp=16, micro_batch_size=1, stage_layers=[5] * 16, recompute="full")
     zb = evaluate(spec, PlanSpec(schedule="zb-h1", **plan))
     dp = evaluate(spec, PlanSpec(schedule="dualpipe", **plan))
     m = 64
-    t_zb = max(s.time_per_microbatch_s for s in zb.stages)
-    t_dp = max(s.time_per_microbatch_s for s in dp.stages)
-    assert zb.metrics.breakdown_s["bubble"] == pytest.approx(5.0 * t_zb)
-    assert dp.metrics.breakdown_s["bubble"] == pytest.approx(14 / 3 * t_dp)
+    times_zb = [s.time_per_microbatch_s for s in zb.stages]
+    times_dp = [s.time_per_microbatch_s for s in dp.stages]
+    t_zb, t_dp = max(times_zb), max(times_dp)
+    others_zb, others_dp = (sum(times_zb) - t_zb) / 15, (sum(times_dp) - t_dp) / 15
+    assert zb.metrics.breakdown_s["bubble"] == pytest.approx(5.0 * others_zb)
+    assert dp.metrics.breakdown_s["bubble"] == pytest.approx(14 / 3 * others_dp)
+    assert others_zb < t_zb  # the head makes the last stage the slowest: the others fill and drain faster
     gain = zb.metrics.step_time_s - dp.metrics.step_time_s
     dp_diff = zb.metrics.breakdown_s["dp"] - dp.metrics.breakdown_s["dp"]
-    assert gain == pytest.approx(5.0 * t_zb - 14 / 3 * t_dp + m * (t_zb - t_dp) + dp_diff)
+    assert gain == pytest.approx(5.0 * others_zb - 14 / 3 * others_dp + m * (t_zb - t_dp) + dp_diff)
     # pairing only averages stage times; the mean stage time is the same under both schedules
-    mean_zb = sum(s.time_per_microbatch_s for s in zb.stages) / 16
+    mean_zb = sum(times_zb) / 16
     assert t_dp <= t_zb and t_dp >= mean_zb - 1e-12
     assert (5.0 - 14 / 3) * t_zb < 0.01 * zb.metrics.step_time_s  # the bubble advantage: under 1 % here
     old = evaluate(spec.model_copy(update={"assumptions": {"dualpipe_chunk_overlap": 1.0}}),
                    PlanSpec(schedule="dualpipe", **plan))
-    assert old.metrics.breakdown_s["bubble"] == pytest.approx(7 / 3 * t_dp)
+    times_old = [s.time_per_microbatch_s for s in old.stages]
+    assert old.metrics.breakdown_s["bubble"] == pytest.approx(7 / 3 * (sum(times_old) - max(times_old)) / 15)
+    slowest = evaluate(spec.model_copy(update={"assumptions": {"uneven_stage_bubble": False}}),
+                       PlanSpec(schedule="zb-h1", **plan))
+    assert slowest.metrics.breakdown_s["bubble"] == pytest.approx(5.0 * t_zb)
 
 
 # ------------------------------------------------------------------------------------- EP all-to-all

@@ -30,7 +30,7 @@ from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import Assignment, assignment_violations, evaluate_assignment
 
-from solver_checks import check_plan
+from solver_checks import check_plan, choice_index
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
@@ -72,7 +72,7 @@ def test_huge_batch_is_not_an_overflow():
     assert cp.status == ex.status == "OPTIMAL"
     assert cp.plans[0].metrics.step_time_s == pytest.approx(ex.plans[0].metrics.step_time_s, rel=1e-9)
     problem = Problem.build(spec)
-    t = problem.table(problem.choices.index(plan_choice(cp.plans[0].plan)))
+    t = problem.table(choice_index(problem, cp.plans[0].plan))
     model, _ = build_model(t, problem.cap_kib)
     assert check_headroom(model) < 1 << 62
 
@@ -138,7 +138,7 @@ def test_equal_step_time_prefers_less_memory():
     spec = Spec.model_validate(_example())
     res = optimize(spec, method="cpsat", controls=ONE)
     problem = Problem.build(spec)
-    i = problem.choices.index(plan_choice(res.plans[0].plan))
+    i = choice_index(problem, res.plans[0].plan)
     t = problem.table(i)
     best = solve_table(t, problem.cap_kib)
     low = least_peak(t, problem.cap_kib, best)
