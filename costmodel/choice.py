@@ -11,29 +11,41 @@ it recomputes. Given a choice, every per-stage quantity is affine in the stage's
 (class = dense or MoE layer). The evaluator applies these to a plan's stage list; the solver encodes the
 same coefficients, integer-scaled, so both always agree. Sources of every term are in the docstrings of
 :mod:`architecture`, :mod:`memory`, :mod:`collectives`, :mod:`bubble` and :mod:`assumptions`.
+
+:func:`choice_costs` composes them by concern, each piece in its module:
+
+* the context every piece reads and the choice's links (:class:`~layer_costs.ChoiceContext`,
+  :class:`~comm.Comm`: tier links, the hierarchical DP/ZeRO collective, the ZeRO groups, the EP all-to-all,
+  the TP/ETP rings, the overlap rule; :func:`~comm.cp_attention_comm`);
+* the DP/ZeRO exposure, the optimizer offload and the model states (:class:`~data_parallel.DataParallel`);
+* the GEMM rates and the attention core (:class:`~layer_costs.GemmRates`), the activation bytes per token
+  (:class:`~layer_costs.Activations`), a layer's TP and CP communication (:class:`~layer_costs.LayerComm`);
+* the dense and the MoE layer (:func:`~layer_costs.dense_layer_cost`, :func:`~layer_costs.moe_layer_cost`);
+* the first / last stage extras with MTP, the stage boundary and the per-stage working set
+  (:mod:`stage_extras`);
+* post-passes that move terms between the stage extras and the layers (:func:`_spread_embedding`).
 """
 
 from __future__ import annotations
 
 from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from parplan.costmodel import dualpipev, moe_comm
+from parplan.costmodel import dualpipev
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
-from parplan.costmodel.context_parallel import (a2a_group_size, allgather_comm, attention_seq_len, ring_aggregate_s,
-                                                ring_exposed_s, ulysses_all_to_all_s, ulysses_comm)
-from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
-                                          max_linear_efficiency)
+from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
 from parplan.costmodel.hardware import GIB, GPU
-from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
-                                     mlp_activation_bytes, model_state_bytes)
-from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
-from parplan.costmodel.offload import host_bandwidth_Bps, offload_seconds_per_param
-from parplan.costmodel.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
+                                           dense_layer_cost, moe_layer_cost)
 from parplan.costmodel.spec import Spec
+from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, stage_workspace
 
+# the names other modules import from here (Link, ZeroGroup, LayerCost, tier_links, link and cp_attention_comm live
+# in comm.py and layer_costs.py, where the pieces of choice_costs read them)
+__all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
+           "cp_attention_comm", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
+           "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
 
 @dataclass(frozen=True)
 class Choice:
@@ -111,50 +123,6 @@ class Choice:
     @property
     def sequence_parallel_on(self) -> bool:
         return self.sequence_parallel and self.tp > 1
-
-
-@dataclass(frozen=True)
-class Link:
-    """One communication group's tier: bandwidth in B/s and latency in s."""
-
-    nvlink: bool
-    bandwidth_Bps: float
-    latency_s: float
-
-
-@dataclass(frozen=True)
-class ZeroGroup:
-    """The group a ZeRO/DP collective runs in: ``shards`` ranks over ``link`` (the whole DP·CP or expert-DP
-    group, or under HSDP one shard group), and ``replicas`` copies of it over ``replica_link`` (HSDP)."""
-
-    link: Link
-    shards: int
-    replica_link: Link | None = None
-    replicas: int = 1
-
-
-@dataclass(frozen=True)
-class LayerCost:
-    """Costs of one layer of a class on one GPU, per micro-batch (times) or resident (bytes)."""
-
-    compute_s: float  # fwd+bwd FLOPs time
-    tp_s: float  # exposed TP comm, fwd+bwd
-    cp_s: float  # exposed CP ring comm
-    ep_s: float  # exposed EP all-to-all
-    zero_s: float  # exposed per-micro-batch ZeRO-2/3 traffic
-    recompute_s: float  # extra time when this layer is fully recomputed
-    recompute_comm: tuple[float, float, float]  # (tp, cp, ep) part of recompute_s
-    selective_s: float  # extra time from selective recompute (already included in compute when chosen)
-    states_bytes: float  # weights + grads + optimizer states
-    act_bytes: float  # stored activations per in-flight micro-batch
-    act_recomputed_bytes: float  # stored activations when fully recomputed
-    dp_s: float  # exposed DP comm per step
-    model_flops: float  # per micro-batch on this GPU, no recompute
-    recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
-
-    @property
-    def time_s(self) -> float:
-        return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero_s
 
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
@@ -313,564 +281,52 @@ def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
     return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
 
 
-def tier_links(gpu: GPU, a: Assumptions) -> tuple[Link, Link]:
-    """(NVLink, network) tiers as achieved: line rate x efficiency, catalog latency x factor."""
-    on = a.include_latency
-    nv = Link(True, gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency,
-              gpu.intra_node_latency_us * 1e-6 * a.intra_node_latency_factor if on else 0.0)
-    net = Link(False, gpu.inter_node_bandwidth_gbps * 1e9 * a.inter_node_bandwidth_efficiency,
-               gpu.inter_node_latency_us * 1e-6 * a.inter_node_latency_factor if on else 0.0)
-    return nv, net
-
-
-def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions, num_gpus: int | None = None) -> Link:
-    nv, net = tier_links(gpu, a)
-    return nv if span_within_domain(stride, size, domain, num_gpus) else net
-
-
 def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None) -> ChoiceCosts:
-    """Every coefficient of the stage-affine model for one choice."""
+    """Every coefficient of the stage-affine model for one choice, composed from its pieces (module docstring):
+    the context and links, the GEMM rates, the activations, a layer's TP/CP communication, the dense and MoE
+    layers, the first/last stage extras, the stage boundary, the working set, and the post-passes."""
     arch = arch or Architecture(spec.model)
-    m = spec.model
     c = choice
-    h = m.hidden_size
-    seq = spec.training.seq_len
-    domain = nvlink_domain_size(spec, gpu)
-    precision = spec.training.precision
-    peak = gpu.peak_tflops(precision) * 1e12
-    rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
-
-    n = c.num_gpus
-    zero = effective_zero_stage(c.zero_stage, c.pp, a)
-    links = {
-        "tp": link(1, c.tp, domain, gpu, a, n),
-        "cp": link(c.tp, c.cp, domain, gpu, a, n),
-        "dp_cp": link(c.tp, c.cp * c.dp, domain, gpu, a, n),
-        "pp": link(c.stage_ranks, c.pp, domain, gpu, a, n),
-        "ep": link(c.etp, c.ep, domain, gpu, a, n),
-        "edp": link(c.etp * c.ep, c.expert_dp, domain, gpu, a, n),
-    }
-
-    # DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
-    # domain: the ring crosses the network once per domain and the k members share the domain's NICs, so
-    # each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth
-    # ideally, 1 + (k-1)·hierarchical_collective_efficiency as achieved, at most NVLink's
-    # (hierarchical_collectives; textbook: every GPU's bytes over its own NIC)
-    def collective(name: str, stride: int) -> Link:
-        L_ = links[name]
-        if L_.nvlink or not a.hierarchical_collectives:
-            return L_
-        k = max(1, domain // stride) if stride < domain else 1
-        nv_bw = gpu.intra_node_bandwidth_gbps * 1e9 * a.intra_node_bandwidth_efficiency
-        speedup = 1 + (k - 1) * a.hierarchical_collective_efficiency
-        return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
-
-    coll = {"dp_cp": collective("dp_cp", c.tp), "edp": collective("edp", c.etp * c.ep)}
-    R = c.zero_replicas
-    if R > 1:  # HSDP: shard groups of consecutive ranks, their replicas strided by a shard group's span
-        links["dp_shard"] = link(c.tp, c.dense_shard, domain, gpu, a, n)
-        links["dp_replica"] = link(c.tp * c.dense_shard, R, domain, gpu, a, n)
-        links["edp_shard"] = link(c.etp * c.ep, c.expert_shard, domain, gpu, a, n)
-        links["edp_replica"] = link(c.etp * c.ep * c.expert_shard, R, domain, gpu, a, n)
-        dense_grp = ZeroGroup(collective("dp_shard", c.tp), c.dense_shard,
-                              collective("dp_replica", c.tp * c.dense_shard), R)
-        expert_grp = ZeroGroup(collective("edp_shard", c.etp * c.ep), c.expert_shard,
-                               collective("edp_replica", c.etp * c.ep * c.expert_shard), R)
-    else:
-        dense_grp = ZeroGroup(coll["dp_cp"], c.dense_dp)
-        expert_grp = ZeroGroup(coll["edp"], c.expert_dp)
-    links["etp"] = link(1, c.etp, domain, gpu, a, n)
-    ep_sms_reserved = c.ep > 1 and a.ep_comm_sm_fraction > 0
-    dispatch_bytes = moe_comm.dispatch_bytes_per_element(c.moe_fp8_dispatch, a.ep_dispatch_bytes)
-
-    def all_to_all_s(token_bytes: float) -> float:
-        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte."""
-        if c.ep <= 1:
-            return 0.0
-        if not a.hierarchical_all_to_all:  # textbook: a ring over the EP link, (ep-1)·alpha in sequence
-            Le = links["ep"]
-            return sum(ring_gather_time_s(token_bytes * moe.top_k * b, c.ep, Le.latency_s, Le.bandwidth_Bps)
-                       for b in (dispatch_bytes, 2.0))
-        local = ep_members_per_domain(c.etp, c.ep, domain, n)
-        nv, net = tier_links(gpu, a)
-        return sum(all_to_all_time_s(token_bytes * b, moe.top_k, c.ep, local, nv.bandwidth_Bps, nv.latency_s,
-                                     net.bandwidth_Bps, net.latency_s, moe.max_nodes_per_token)
-                   for b in (dispatch_bytes, 2.0))
-
-    s_rank = seq // c.cp  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
-    tokens_tp_group = c.micro_batch_size * s_rank  # tokens a TP group processes per micro-batch
-    tokens_gpu = tokens_tp_group / c.tp  # per-GPU share of token-FLOPs
-    # CP comm type: the a2a level's size, and the sequence one attention kernel call sees (context_parallel.py)
-    cp_a2a = a2a_group_size(c.cp_comm_type, c.cp, ep_members_per_domain(c.tp, c.cp, domain, n)) if c.cp > 1 else 1
-    attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, seq, c.cp, cp_a2a))  # BF16 FlashAttention
-    attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else rate
-    hbm_Bps = hbm_bandwidth_gbps(gpu, a) * 1e9
-
-    # ---- seconds per linear FLOP of each GEMM group, by its per-GPU shape (costmodel/efficiency.py)
-    def spf(gemms: list[tuple[float, float, float, float]]) -> float:
-        return linear_seconds_per_flop(a, gpu, precision, peak, gemms)
-
-    sp = c.sequence_parallel_on
-    M = float(tokens_tp_group)  # GEMM rows: with or without SP, each TP rank multiplies every token
-    f_mlp = m.ffn_hidden_size
-    up = 2 if m.gated_mlp else 1
-    attn_gemms = arch.attention_gemms(M, c.tp)
-    mlp_gemms = [(up * h * f_mlp, M, h, up * f_mlp / c.tp), (h * f_mlp, M, f_mlp / c.tp, h)]
-    spf_dense = spf(attn_gemms + mlp_gemms)
-    fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
-
-    # ---- communication per layer per micro-batch (fwd+bwd), seed 001 §3 / seed 003
-    # TP collectives per block (attention or MLP), each a ring all-gather / reduce-scatter of one b·s·h
-    # activation (an all-reduce counts two): without SP an all-reduce forward and one backward (4); with
-    # SP an all-gather and a reduce-scatter forward, their transposes backward, and the all-gather of the
-    # block's sequence-sharded input again for the column-parallel weight gradient (5; Megatron-LM
-    # megatron/core/tensor_parallel/layers.py at 32efeffd, LinearWithGradAccumulationAndAsyncCommunication
-    # .backward: ``if ctx.sequence_parallel: handle = dist_all_gather_func(all_gather_buffer, input, ...)``).
-    # TP-comm overlap only with SP (Megatron arguments.py asserts --sequence-parallel for --tp-comm-overlap).
-    act_group_bytes = tokens_tp_group * h * 2  # one b·s·h bf16 activation of the TP group
-    L = links["tp"]
-    tp_block_collectives = 5 if (sp and a.tp_sp_weight_grad_regather) else 4
-    tp_overlap = a.tp_comm_overlap if sp else 0.0
-    tp_one = ring_gather_time_s(act_group_bytes, c.tp, L.latency_s, L.bandwidth_Bps) * (1 - tp_overlap)
-    tp_layer = 2 * tp_block_collectives * tp_one
-    tp_layer_fwd = 2 * 2 * tp_one  # what a recomputed forward repeats
-    kv_bytes = tokens_tp_group * (arch.k_dim + arch.v_dim) * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
-    if a.flash_attention:
-        attn_core_s = tokens_gpu * arch.attention_core_flops(seq, a.attention_flops_causal_fraction) / attn_rate
-    else:
-        # unfused attention (before FlashAttention): batched GEMMs over the whole s x s score matrix, mask
-        # applied afterwards, at the GEMM rate for their shapes (QK^T: s x d_head x s, AV: s x s x d_head);
-        # the softmax/dropout passes over the scores are memory traffic (activation_traffic_passes)
-        d_head = m.head_size
-        attn_core_s = tokens_gpu * arch.attention_core_flops(seq, 1.0) * spf(
-            [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
-    cp = cp_attention_comm(c, a, gpu, links, domain, n, kv_bytes, tokens_tp_group, arch, attn_core_s, fwd_share, cp_a2a)
-    cp_layer, cp_layer_fwd = cp.total_s, cp.fwd_s
-
-    # ---- data-parallel / ZeRO traffic per parameter on this GPU
-    def replica_reduce_per_param(grp: ZeroGroup) -> float:
-        """HSDP: seconds per parameter on this GPU of the all-reduce of its gradient shard (1/shards of it)
-        across the replicas (Megatron-Core param_and_grad_buffer.py:684-700 and 815-830 at d98e8a64: after
-        the reduce-scatter in the shard group, an all-reduce over the inter-instance group; FSDP2 HSDP:
-        reduce-scatter over dp_shard, all-reduce over dp_replicate), ring 2(R-1)/R."""
-        if grp.replicas <= 1:
-            return 0.0
-        R = grp.replicas
-        return 2 * (R - 1) / R * a.grad_reduce_bytes / grp.shards / grp.replica_link.bandwidth_Bps
-
-    def dp_comm_per_param(grp: ZeroGroup) -> tuple[float, float]:
-        """Seconds per step per parameter on this GPU of the once-per-step DP traffic, before overlap:
-        (gradient part, weight part).
-
-        ZeRO-0 all-reduces gradients (2(n-1)/n); ZeRO-1 (Megatron's distributed optimizer) reduce-scatters
-        them and all-gathers the updated weights; ZeRO-2 reduce-scatters every micro-batch (see
-        zero_comm_per_param) and gathers weights once; ZeRO-3 keeps weights sharded. The gradient part
-        hides behind the last micro-batch's backward (--overlap-grad-reduce), the weight part behind the
-        next step's first forward (--overlap-param-gather). HSDP (``zero_replicas`` R > 1): the collectives
-        run in the shard group of n = DP·CP/R ranks, and ZeRO-1 all-reduces the gradient shard across the R
-        replicas once per step (ZeRO-2/3: every micro-batch, zero_comm_per_param).
-        """
-        n, link_ = grp.shards, grp.link
-        if n <= 1 and grp.replicas <= 1:
-            return 0.0, 0.0
-        f = (n - 1) / n / link_.bandwidth_Bps if n > 1 else 0.0
-        grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[zero]
-        weight = {0: 0.0, 1: a.weight_bytes, 2: a.weight_bytes, 3: 0.0}[zero]
-        grad_s = grad * f
-        if zero <= 1:
-            grad_s += replica_reduce_per_param(grp)
-        return grad_s, weight * f
-
-    # optimizer CPU offload (costmodel/offload.py): per parameter of this GPU, the offloaded share of its
-    # optimizer shard (1/shards of it under ZeRO >= 1) goes to the host and back and steps on the CPU
-    off = c.optimizer_offload_fraction
-    offload_per_param_s = 0.0
-    if off > 0:
-        host_Bps = host_bandwidth_Bps(gpu.name, a.host_bandwidth_gbps, a.host_bandwidth_efficiency)
-        sharing = max(1, min(spec.cluster.gpus_per_node, spec.cluster.num_gpus))  # GPUs sharing a host's CPUs
-        offload_per_param_s = off * offload_seconds_per_param(
-            host_Bps, a.host_adam_params_per_s / sharing, a.optimizer_offload_d2h_bytes,
-            a.optimizer_offload_h2d_bytes, a.optimizer_offload_overlap)
-
-    def offload_per_param(grp: ZeroGroup) -> float:
-        """Exposed offload seconds per step per parameter on this GPU (its optimizer shard is 1/shards)."""
-        return offload_per_param_s / (grp.shards if zero >= 1 else 1) if offload_per_param_s else 0.0
-
-    def dp_exposed(parts: list[tuple[float, ZeroGroup]], layer_compute_s: float) -> float:
-        """Exposed per-step DP time of the (params, group) parts of one layer, with the optimizer offload's
-        host round trip (never hidden by compute: it runs between the last backward and the next forward)."""
-        grad_s = sum(p_ * dp_comm_per_param(g_)[0] for p_, g_ in parts)
-        weight_s = sum(p_ * dp_comm_per_param(g_)[1] for p_, g_ in parts)
-        out = (exposed(grad_s, a.dp_comm_overlap, layer_compute_s * (1.0 - fwd_share))
-               + exposed(weight_s, a.dp_comm_overlap, layer_compute_s * fwd_share))
-        if offload_per_param_s:
-            out += sum(p_ * offload_per_param(g_) for p_, g_ in parts)
-        return out
-
-    def dp_latency(grp: ZeroGroup) -> float:
-        n, link_ = grp.shards, grp.link
-        out = 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
-        if grp.replicas > 1:
-            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s * (1 - a.dp_comm_overlap)
-        return out
-
-    def zero_comm_per_param(grp: ZeroGroup) -> float:
-        """Per micro-batch, before overlap: ZeRO-2 reduce-scatters gradients; ZeRO-3 also gathers the
-        weights for forward and for backward (in the shard group); HSDP all-reduces the gradient shard
-        across the replicas."""
-        n, link_ = grp.shards, grp.link
-        if zero < 2 or (n <= 1 and grp.replicas <= 1):
-            return 0.0
-        mb_bytes = a.grad_reduce_bytes + (2 * a.weight_bytes if zero == 3 else 0.0)
-        out = (n - 1) / n * mb_bytes / link_.bandwidth_Bps if n > 1 else 0.0
-        return out + replica_reduce_per_param(grp)
-
-    def zero_latency(grp: ZeroGroup) -> float:
-        """Per layer and micro-batch: the ring latency (n-1)·alpha of each of the layer's ZeRO-2/3
-        collectives (ZeRO-2: the gradient reduce-scatter; ZeRO-3: ``zero3_collectives_per_layer``, by
-        default two parameter all-gathers and the reduce-scatter); HSDP: the replicas' all-reduce 2(R-1)·alpha."""
-        n, link_ = grp.shards, grp.link
-        if zero < 2:
-            return 0.0
-        out = (a.zero3_collectives_per_layer if zero == 3 else 1) * (n - 1) * link_.latency_s if n > 1 else 0.0
-        if grp.replicas > 1:
-            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s
-        return out
-
-    def exposed(comm_s: float, overlap: float, window_s: float) -> float:
-        """Traffic left on the critical path: the fixed fraction, or more when the compute it can hide
-        behind (``window_s``) is shorter than the traffic."""
-        hidden_share = comm_s * (1 - overlap)
-        if a.overlap_limited_by_compute:
-            return max(hidden_share, comm_s - window_s)
-        return hidden_share
-
-    opt_bytes = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
-
-    def states(params_gpu: float, grp: ZeroGroup) -> float:
-        """Weights, gradients and optimizer states sharded over the group's shard (HSDP: not its replicas),
-        the offloaded share of the optimizer states on the host (costmodel/offload.py)."""
-        return model_state_bytes(params_gpu, zero, grp.shards, a.weight_bytes, a.grad_bytes, opt_bytes, off)
-
-    def fp8_weight_cache(matmul_params_gpu: float) -> float:
-        """FP8 training keeps each GEMM weight's FP8 copy and its transpose across micro-batches
-        (Transformer Engine caches them from the first micro-batch: ``is_first_microbatch``; Hopper's FP8
-        GEMMs take both operands K-major, so the weight-gradient path needs the transpose); ZeRO-3 gathers
-        weights per use and caches none. Norms, the router, embedding and head stay in BF16 (DeepSeek-V3
-        §3.3.1)."""
-        if not fp8 or zero == 3:
-            return 0.0
-        return matmul_params_gpu * a.fp8_weight_cache_bytes
-
-    # ---- activations per layer: what is stored (memory) and all of it (elementwise traffic, working set)
-    per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
-                  and a.activation_sbh_coefficient is None)
-    # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
-    # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
-    # mla_up_proj moe_act)
-    ds_selective = (c.recompute == "selective" and a.selective_recompute_policy == "deepseek_v3"
-                    and a.activation_sbh_coefficient is None)
-    fp8 = precision == "fp8"
-    lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
-    mla = m.mla
-    shape_kw = dict(v_dim=arch.v_dim, o_dim=arch.o_dim,
-                    mla_latents=None if mla is None else (mla.q_lora_rank, mla.kv_lora_rank + mla.qk_rope_head_dim))
-    sac_recompute_share = 0.0
-    if a.activation_sbh_coefficient is not None:
-        dense_act_per_token = a.activation_sbh_coefficient * h / c.tp
-        attn_act_per_token = dense_act_per_token * 0.5
-    elif per_op_sac:
-        items, sac_mlp_items, sac_recompute_share = alternate_matmul_activation_items(
-            h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads)
-        dense_act_per_token = items.per_token(c.tp, sp)
-        attn_act_per_token = dense_act_per_token - sac_mlp_items.per_token(c.tp, sp)
-    else:
-        items = dense_layer_activation_items(
-            h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
-            a.flash_attention, a.dropout_masks, keep_scores=(c.recompute != "selective"), linear_input_bytes=lb,
-            recompute_norms=ds_selective, recompute_mla_up=ds_selective and mla is not None, **shape_kw)
-        dense_act_per_token = items.per_token(c.tp, sp)
-        attn_act_per_token = dense_act_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp, lb) / c.tp
-    rc_act_per_token = a.recomputed_layer_sbh_coefficient * h / (c.tp if (sp or a.activation_sbh_coefficient is not None) else 1)
-
-    # ---- memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
-    # softmax): activation_traffic_passes x the layer's activation bytes (all of them in BF16, whatever is
-    # stored and in which format)
-    if a.activation_sbh_coefficient is None:
-        traffic_per_token = dense_layer_activation_items(
-            h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, s_rank,
-            a.flash_attention, a.dropout_masks, keep_scores=True, **shape_kw).per_token(c.tp, sp)
-        attn_traffic_per_token = traffic_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp) / c.tp
-    else:
-        traffic_per_token, attn_traffic_per_token = dense_act_per_token, attn_act_per_token
-    # DTensor sequence parallelism saves the all-gathered inputs of the column-parallel matmuls (QKV and the
-    # MLP's first linear), each 2·h per token unsharded instead of 2·h/TP; memory only, the time is unchanged
-    gathered_per_token = 0.0
-    if sp and a.sequence_parallel_saves_gathered_inputs and a.activation_sbh_coefficient is None:
-        gathered_per_token = 2 * h * (1 - 1 / c.tp)
-    stored_gathered = 0.0 if per_op_sac else gathered_per_token  # per-op SAC recomputes the all-gathers
-
-    def traffic_s(per_token: float) -> float:
-        return a.activation_traffic_passes * tokens_tp_group * per_token / hbm_Bps
-
-    selective_dense = 0.0
-    if per_op_sac:  # the forward of the matmuls not saved and of every elementwise op, again
-        selective_dense = fwd_share * (sac_recompute_share * tokens_gpu * arch.dense_layer_linear_flops * spf_dense
-                                       + traffic_s(traffic_per_token))
-    elif c.recompute == "selective" and not a.flash_attention:
-        selective_dense = attn_core_s * fwd_share
-    if ds_selective:  # the up-projections' forward again, and the two RMSNorms (read input, write output)
-        up_params = 0.0 if mla is None else (mla.q_lora_rank * arch.q_dim
-                                             + mla.kv_lora_rank * m.num_attention_heads * (mla.qk_nope_head_dim + mla.v_head_dim))
-        norm_bytes = 2 * 2 * (2 * h) / (c.tp if sp else 1)
-        selective_dense += 2 * tokens_gpu * up_params * spf_dense + tokens_tp_group * norm_bytes / hbm_Bps
-
-    def recompute_comm(tp_fwd_s: float, cp_fwd_s: float, ep_s: float) -> tuple[float, float, float]:
-        """The forward communication a fully recomputed layer repeats: its forward TP collectives, the CP
-        attention communication's forward part, half of the all-to-all."""
-        if not a.recompute_repeats_comm:
-            return (0.0, 0.0, 0.0)
-        return (tp_fwd_s, cp_fwd_s, ep_s / 2)
-
-    # ---- dense layer
-    dense_params_gpu = arch.dense_layer_params / c.tp
-    dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-    dense_compute = tokens_gpu * arch.dense_layer_linear_flops * spf_dense + attn_core_s + traffic_s(traffic_per_token)
-    rc_comm = recompute_comm(tp_layer_fwd, cp_layer_fwd, 0.0)
-    dense = LayerCost(
-        compute_s=dense_compute + selective_dense,
-        tp_s=tp_layer,
-        cp_s=cp_layer,
-        ep_s=0.0,
-        zero_s=exposed(dense_params_gpu * zero_comm_per_param(dense_grp)
-                       + zero_latency(dense_grp), a.zero_microbatch_comm_overlap, dense_compute),
-        recompute_s=dense_compute * fwd_share + sum(rc_comm),
-        recompute_comm=rc_comm,
-        selective_s=selective_dense,
-        states_bytes=states(dense_params_gpu, dense_grp)
-        + fp8_weight_cache(dense_params_gpu - arch.norm_params_per_layer / c.tp),
-        act_bytes=tokens_tp_group * (dense_act_per_token + 2 * stored_gathered),
-        act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-        dp_s=dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
-        model_flops=dense_flops,
-        recompute_flops=dense_flops * fwd_share,
-    )
-
-    # a layer's activations, all of them (with DTensor SP, its gathered inputs too)
-    full_layer_bytes = [tokens_tp_group * (traffic_per_token + 2 * gathered_per_token)]
-    moe_cost = None
-    moe = m.moe
-    if moe is not None:
-        nonexpert_gpu = arch.moe_layer_nonexpert_params / c.tp
-        expert_gpu = arch.expert_params_per_layer / (c.ep * c.etp)
-        moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
-                                        + arch.attention_core_flops(seq, a.attention_flops_causal_fraction))
-        f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
-        # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
-        M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
-        shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
-                        (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-        nonexpert = attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
-        expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-        moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
-                                     + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
-                       + attn_core_s)
-        if a.activation_sbh_coefficient is not None:
-            moe_act_per_token = moe_traffic_per_token = a.activation_sbh_coefficient * h / c.tp
-        else:
-            gated = m.gated_mlp
-            shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
-            shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
-            routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
-                f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
-            routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
-            moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
-            moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * a.moe_load_imbalance
-        moe_compute += traffic_s(moe_traffic_per_token)
-        full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
-        if ep_sms_reserved:  # SMs reserved for the dispatch/combine kernels compute nothing (DeepSeek-V3 §3.2.2)
-            moe_compute /= 1.0 - a.ep_comm_sm_fraction
-        a2a = all_to_all_s(tokens_gpu * h)
-        ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
-        # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
-        # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
-        ep_layer = exposed(2 * a2a, ep_overlap, moe_compute)
-        # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
-        # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
-        # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
-        # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
-        Lt = links["etp"]
-        etp_one = ring_gather_time_s(tokens_gpu * c.etp * moe.top_k * h * 2, c.etp, Lt.latency_s, Lt.bandwidth_Bps)
-        shared_blocks = 1 if moe.num_shared_experts else 0
-        tp_moe = (1 + shared_blocks) * tp_block_collectives * tp_one + 4 * etp_one
-        tp_moe_fwd = (1 + shared_blocks) * 2 * tp_one + 2 * etp_one
-        rc_comm_m = recompute_comm(tp_moe_fwd, cp_layer_fwd, ep_layer)
-        moe_cost = LayerCost(
-            compute_s=moe_compute + selective_dense,
-            tp_s=tp_moe,
-            cp_s=cp_layer,
-            ep_s=ep_layer,
-            zero_s=exposed(nonexpert_gpu * zero_comm_per_param(dense_grp)
-                           + expert_gpu * zero_comm_per_param(expert_grp)
-                           + zero_latency(dense_grp) + zero_latency(expert_grp),
-                           a.zero_microbatch_comm_overlap, moe_compute),
-            recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
-            recompute_comm=rc_comm_m,
-            selective_s=selective_dense,
-            states_bytes=(states(nonexpert_gpu, dense_grp) + states(expert_gpu, expert_grp)
-                          + fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
-                                             + expert_gpu)),
-            act_bytes=tokens_tp_group * (moe_act_per_token + stored_gathered),
-            act_recomputed_bytes=tokens_tp_group * rc_act_per_token,
-            dp_s=dp_exposed([(nonexpert_gpu, dense_grp), (expert_gpu, expert_grp)],
-                            moe_compute),
-            model_flops=moe_model_flops,
-            recompute_flops=moe_model_flops * fwd_share,
-        )
-
-    # ---- first / last stage extras: embedding, LM head, logits
-    emb_gpu = arch.embedding_params / c.tp
-    head_gpu = arch.head_params / c.tp
-    if m.tie_embeddings and c.pp > 1:
-        head_gpu += arch.embedding_params / c.tp  # the last stage keeps its own copy for the output layer
-    if a.spread_embedding_evenly:
-        first_params = last_params = 0.0  # textbook: folded into the per-layer weights below
-    else:
-        first_params, last_params = emb_gpu, head_gpu
-    head_flops = tokens_gpu * arch.head_flops
-    head_s = head_flops * spf([(1.0, M, h, m.vocab_size / c.tp)])
-    logit_elements = tokens_tp_group * m.vocab_size / c.tp  # per micro-batch, vocabulary-sharded by TP
-    logits = logit_elements * a.logits_bytes_per_element
-
-    # ---- multi-token prediction on the last stage (DeepSeek-V3 §2.2; its §3.2.3 puts the MTP modules
-    # with the output head): per module the 2h -> h projection, one transformer layer and the shared head
-    # again, with their logits. Its time is all reported as the last stage's compute (the stage-affine
-    # interface has no per-stage communication slot); its activations are held for the last stage's
-    # in-flight micro-batches (a DualPipe rank weighs each of its two stages' activations by 1/2).
-    n_mtp = m.num_mtp_layers
-    mtp_time = mtp_flops = mtp_bytes = mtp_dp = 0.0
-    if n_mtp:
-        mtp_layer = moe_cost if (arch.mtp_layer_is_moe and moe_cost is not None) else dense
-        proj_gpu = 2 * h * h / c.tp
-        proj_s = tokens_gpu * 6 * 2 * h * h * spf([(1.0, M, 2 * h, h / c.tp)])
-        mtp_time = n_mtp * (mtp_layer.time_s + proj_s + head_s)
-        mtp_flops = n_mtp * tokens_gpu * arch.mtp_flops(seq, a.attention_flops_causal_fraction)
-        # the last stage's in-flight micro-batches (DualPipeV: rank 0's, whose second chunk is the last stage)
-        held = inflight_microbatches(c, 0 if c.schedule == "dualpipev" else c.pp - 1) * (
-            0.5 if c.schedule == "dualpipe" else 1.0)
-        mtp_act = mtp_layer.act_bytes + tokens_tp_group * 2 * (2 * h) / (c.tp if sp else 1)
-        mtp_bytes = n_mtp * (mtp_layer.states_bytes + states(arch.mtp_module_params / c.tp, dense_grp)
-                             + fp8_weight_cache(proj_gpu) + held * mtp_act)
-        mtp_dp = n_mtp * (mtp_layer.dp_s + dp_exposed([(proj_gpu, dense_grp)], proj_s))
-        logits *= 1 + n_mtp
-
-    Lp = links["pp"]
-    p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
-    p2p = 0.0
-    if c.pp > 1:
-        chunks = 2 if c.schedule == "dualpipev" else c.vpp  # model chunks per rank, each sends both ways
-        p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
-
-    torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
-    stage_io = tokens_tp_group * h * 2 / (c.tp if sp else 1)  # the boundary tensor (sequence-sharded under SP)
-
-    dp_lat = dp_latency(dense_grp)
-
-    # ---- per-stage working set, held once whatever the layer count: a fully recomputed layer's
-    # activations regenerated for its backward, and ZeRO-3's gathered weights and unreduced gradients
-    workspace = recompute_workspace = 0.0
-    if c.recompute == "full" and not per_op_sac:
-        recompute_workspace = a.recompute_workspace_layers * max(full_layer_bytes)
-    elif per_op_sac:  # every layer checkpoints per op: the regenerated layer is always there
-        workspace += a.recompute_workspace_layers * max(full_layer_bytes)
-    workspace += cp.workspace_bytes  # CP all-gather: the gathered K,V (and dK,dV) of the layer in flight
-    if zero == 3:
-        layer_params_gpu = dense_params_gpu if moe is None else max(dense_params_gpu, nonexpert_gpu + expert_gpu)
-        workspace += a.zero3_unsharded_layers * layer_params_gpu * (a.weight_bytes + a.grad_bytes)
-
+    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
+    rates = GemmRates.of(ctx)
+    acts = Activations.of(ctx, rates)
+    layer_comm = LayerComm.of(ctx, rates)
+    dense = dense_layer_cost(ctx, rates, acts, layer_comm)
+    moe = moe_layer_cost(ctx, rates, acts, layer_comm)
+    ends = end_stage_costs(ctx, rates, dense, moe, last_stage_inflight(c) if spec.model.num_mtp_layers else 0.0)
+    p2p_s, stage_io_bytes = pipeline_boundary(ctx)
+    workspace, recompute_workspace = stage_workspace(ctx, acts, layer_comm.cp)
+    dense_grp = ctx.comm.dense_group
     costs = ChoiceCosts(
         choice=c,
         dense=dense,
-        moe=moe_cost,
-        first_extra_time_s=exposed(first_params * zero_comm_per_param(dense_grp),
-                                   a.zero_microbatch_comm_overlap, 0.0),
-        last_extra_time_s=head_s + mtp_time + exposed(last_params * zero_comm_per_param(dense_grp),
-                                                      a.zero_microbatch_comm_overlap, head_s),
-        last_extra_compute_s=head_s + mtp_time,
-        p2p_s=p2p,
-        first_extra_bytes=states(first_params, dense_grp),
-        last_extra_bytes=states(last_params, dense_grp) + mtp_bytes,
-        logits_bytes=logits,
+        moe=moe,
+        p2p_s=p2p_s,
         workspace_bytes=workspace,
-        stage_io_bytes=stage_io if torch_pipelining else 0.0,
-        retained_output_bytes=logit_elements * 2 if torch_pipelining else 0.0,  # bf16 outputs
-        first_extra_dp_s=dp_exposed([(first_params, dense_grp)], 0.0),
-        last_extra_dp_s=dp_exposed([(last_params, dense_grp)], head_s) + mtp_dp,
-        dp_const_s=dp_lat,
-        first_extra_flops=0.0,
-        last_extra_flops=head_flops + mtp_flops,
+        stage_io_bytes=stage_io_bytes,
+        dp_const_s=ctx.dp.dp_latency(dense_grp),
         usable_memory_bytes=usable_memory_bytes(spec, gpu, a),
-        peak_flops=peak,
-        links=links,
+        peak_flops=ctx.peak,
+        links=ctx.comm.links,
         recompute_workspace_bytes=recompute_workspace,
+        **ends,
     )
+    # ---- post-passes: conventions that move terms between the stage extras and the layers
     if a.spread_embedding_evenly:
-        costs = _spread_embedding(costs, arch, c, states,
-                                  sum(dp_comm_per_param(dense_grp)) * (1 - a.dp_comm_overlap)
-                                  + offload_per_param(dense_grp), spec, dense_grp)
+        costs = _spread_embedding(costs, arch, c, ctx.dp.states, ctx.dp.dp_per_param_s(dense_grp), spec, dense_grp)
     return costs
 
 
-def cp_attention_comm(c: Choice, a: Assumptions, gpu: GPU, links: dict[str, Link], domain: int, n: int,
-                      kv_bytes: float, tokens_tp_group: float, arch: Architecture, attn_core_s: float,
-                      fwd_share: float, cp_a2a: int):
-    """Exposed CP communication of one layer and micro-batch for the choice's CP comm type
-    (costmodel/context_parallel.py holds the derivations and sources)."""
-    from parplan.costmodel.context_parallel import CpComm
-
-    if c.cp <= 1:
-        return CpComm(0.0, 0.0)
-    attn_fwd, attn_bwd = attn_core_s * fwd_share, attn_core_s * (1 - fwd_share)
-    kind = c.cp_comm_type
-    if kind == "allgather":
-        Lc = links["cp"]
-        return allgather_comm(c.cp, kv_bytes, Lc.latency_s, Lc.bandwidth_Bps)
-    ring_cp, ring_link = c.cp, links["cp"]
-    comm = CpComm(0.0, 0.0)
-    if kind in ("a2a", "a2a+p2p"):
-        # the a2a level: cp_a2a members with stride tp (innermost after TP in the mesh order tp-cp-dp-pp)
-        nv, net = tier_links(gpu, a)
-        local = ep_members_per_domain(c.tp, cp_a2a, domain, n)
-        La = link(c.tp, cp_a2a, domain, gpu, a, n)
-
-        def a2a(tensor_bytes: float) -> float:
-            return ulysses_all_to_all_s(tensor_bytes, cp_a2a, local, (nv.bandwidth_Bps, nv.latency_s),
-                                        (net.bandwidth_Bps, net.latency_s), a.hierarchical_all_to_all,
-                                        (La.bandwidth_Bps, La.latency_s))
-
-        # this GPU's Q, K, V and output before the re-shard: its tokens, its TP rank's heads, BF16
-        qkv_bytes = tokens_tp_group * (arch.q_dim + arch.k_dim + arch.v_dim) * 2 / c.tp
-        out_bytes = tokens_tp_group * arch.o_dim * 2 / c.tp
-        comm = ulysses_comm(qkv_bytes, out_bytes, a2a)
-        if kind == "a2a":
-            return comm
-        ring_cp = c.cp // cp_a2a  # the p2p level: stride tp·cp_a2a
-        ring_link = link(c.tp * cp_a2a, ring_cp, domain, gpu, a, n)
-    if a.cp_ring_model == "aggregate":
-        ring = ring_aggregate_s(ring_cp, kv_bytes, ring_link.latency_s, ring_link.bandwidth_Bps, attn_core_s,
-                                a.cp_comm_overlap, a.cp_comm_overlaps_attention)
-    else:
-        ring = ring_exposed_s(ring_cp, kv_bytes, ring_link.latency_s, ring_link.bandwidth_Bps,
-                              attn_fwd if a.cp_comm_overlaps_attention else 0.0,
-                              attn_bwd if a.cp_comm_overlaps_attention else 0.0)
-    return CpComm(comm.fwd_s + ring.fwd_s, comm.bwd_s + ring.bwd_s, comm.workspace_bytes + ring.workspace_bytes)
+def last_stage_inflight(c: Choice) -> float:
+    """Micro-batches whose activations the last stage holds at its peak, in its own units (DualPipeV: rank 0's,
+    whose second chunk is the last stage; DualPipe: half a rank's, each rank holding two stages)."""
+    return inflight_microbatches(c, 0 if c.schedule == "dualpipev" else c.pp - 1) * (
+        0.5 if c.schedule == "dualpipe" else 1.0)
 
 
 def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states, dp_per_param: float,
                       spec: Spec, g) -> ChoiceCosts:
     """Textbook convention: embedding and head weights spread evenly over the layers (psi = N/(tp·pp))."""
-    from dataclasses import replace
-
     extra_params_per_layer = (arch.embedding_params + arch.head_params) / spec.model.num_layers / c.tp
 
     def bump(lc: LayerCost | None) -> LayerCost | None:

@@ -1,0 +1,396 @@
+"""One layer of a choice on one GPU, per micro-batch: its GEMM rates, its activations, its TP and CP
+communication, and the dense and MoE :class:`LayerCost` built from them (the pieces of
+:func:`parplan.costmodel.choice.choice_costs`).
+
+:class:`ChoiceContext` holds what every piece reads (the spec, the choice, the GPU, the assumptions, the
+architecture, the token counts and the choice's :class:`~parplan.costmodel.comm.Comm` and
+:class:`~parplan.costmodel.data_parallel.DataParallel`); :class:`GemmRates` the seconds per FLOP of each
+GEMM group and the attention core's time (:mod:`efficiency`); :class:`Activations` the bytes per token a
+layer stores and moves (:mod:`memory`, Korthikanti et al. 2022); :class:`LayerComm` a layer's TP collectives
+and CP attention communication (seed 001 §3, seed 003, :mod:`context_parallel`). FLOPs: :mod:`architecture`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from parplan.costmodel import moe_comm
+from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.comm import Comm, cp_attention_comm
+from parplan.costmodel.context_parallel import CpComm, attention_seq_len
+from parplan.costmodel.data_parallel import DataParallel
+from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
+                                          max_linear_efficiency)
+from parplan.costmodel.hardware import GPU
+from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
+                                     mlp_activation_bytes)
+from parplan.costmodel.spec import ModelSpec, Spec
+
+if TYPE_CHECKING:  # pragma: no cover  (the costs read a choice by attribute; no import cycle with costmodel.choice)
+    from parplan.costmodel.choice import Choice
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Costs of one layer of a class on one GPU, per micro-batch (times) or resident (bytes)."""
+
+    compute_s: float  # fwd+bwd FLOPs time
+    tp_s: float  # exposed TP comm, fwd+bwd
+    cp_s: float  # exposed CP ring comm
+    ep_s: float  # exposed EP all-to-all
+    zero_s: float  # exposed per-micro-batch ZeRO-2/3 traffic
+    recompute_s: float  # extra time when this layer is fully recomputed
+    recompute_comm: tuple[float, float, float]  # (tp, cp, ep) part of recompute_s
+    selective_s: float  # extra time from selective recompute (already included in compute when chosen)
+    states_bytes: float  # weights + grads + optimizer states
+    act_bytes: float  # stored activations per in-flight micro-batch
+    act_recomputed_bytes: float  # stored activations when fully recomputed
+    dp_s: float  # exposed DP comm per step
+    model_flops: float  # per micro-batch on this GPU, no recompute
+    recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
+
+    @property
+    def time_s(self) -> float:
+        return self.compute_s + self.tp_s + self.cp_s + self.ep_s + self.zero_s
+
+
+@dataclass(frozen=True)
+class ChoiceContext:
+    """What every piece of one choice's costs reads."""
+
+    spec: Spec
+    c: Choice
+    gpu: GPU
+    a: Assumptions
+    arch: Architecture
+    m: ModelSpec
+    h: int  # hidden size
+    seq: int  # sequence length
+    domain: int  # NVLink domain size
+    precision: str
+    peak: float  # FLOP/s at the training precision's peak
+    rate: float  # FLOP/s of large GEMMs at the training precision
+    zero: int  # the ZeRO stage paid (effective_zero_stage)
+    s_rank: int  # tokens of one sequence on a CP rank (seed 003: s = seq // cp)
+    tokens_tp_group: int  # tokens a TP group processes per micro-batch
+    tokens_gpu: float  # per-GPU share of token-FLOPs
+    M: float  # GEMM rows: with or without SP, each TP rank multiplies every token
+    sp: bool  # sequence parallelism on
+    fwd_share: float  # F / (F + B)
+    hbm_Bps: float
+    comm: Comm
+    dp: DataParallel
+
+    @staticmethod
+    def of(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, domain: int,
+           zero: int) -> "ChoiceContext":
+        precision = spec.training.precision
+        peak = gpu.peak_tflops(precision) * 1e12
+        rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
+        seq = spec.training.seq_len
+        s_rank = seq // c.cp
+        tokens_tp_group = c.micro_batch_size * s_rank
+        fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
+        comm = Comm.of(c, gpu, a, domain)
+        return ChoiceContext(
+            spec=spec, c=c, gpu=gpu, a=a, arch=arch, m=spec.model, h=spec.model.hidden_size, seq=seq, domain=domain,
+            precision=precision, peak=peak, rate=rate, zero=zero, s_rank=s_rank, tokens_tp_group=tokens_tp_group,
+            tokens_gpu=tokens_tp_group / c.tp, M=float(tokens_tp_group), sp=c.sequence_parallel_on,
+            fwd_share=fwd_share, hbm_Bps=hbm_bandwidth_gbps(gpu, a) * 1e9, comm=comm,
+            dp=DataParallel.of(spec, gpu, a, comm, zero, fwd_share))
+
+    def recompute_comm(self, tp_fwd_s: float, cp_fwd_s: float, ep_s: float) -> tuple[float, float, float]:
+        """The forward communication a fully recomputed layer repeats: its forward TP collectives, the CP
+        attention communication's forward part, half of the all-to-all."""
+        if not self.a.recompute_repeats_comm:
+            return (0.0, 0.0, 0.0)
+        return (tp_fwd_s, cp_fwd_s, ep_s / 2)
+
+
+@dataclass(frozen=True)
+class GemmRates:
+    """Seconds per linear FLOP of each GEMM group, by its per-GPU shape (costmodel/efficiency.py), the attention
+    core's time per micro-batch, and the time of memory-bound elementwise traffic."""
+
+    ctx: ChoiceContext
+    up: int  # first MLP linear's width factor: 2 for a gated MLP (gate and up), else 1
+    attn_gemms: list[tuple[float, float, float, float]]
+    spf_dense: float  # seconds per linear FLOP of the dense layer (attention + MLP GEMMs)
+    attn_core_s: float  # the attention core (QK^T, AV), fwd+bwd
+
+    @staticmethod
+    def of(ctx: ChoiceContext) -> "GemmRates":
+        a, gpu, c, m, arch, h, M = ctx.a, ctx.gpu, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.M
+        # CP comm type: the sequence one attention kernel call sees (context_parallel.py)
+        attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a))
+        attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else ctx.rate  # BF16 FlashAttention
+        f_mlp = m.ffn_hidden_size
+        up = 2 if m.gated_mlp else 1
+        attn_gemms = arch.attention_gemms(M, c.tp)
+        mlp_gemms = [(up * h * f_mlp, M, h, up * f_mlp / c.tp), (h * f_mlp, M, f_mlp / c.tp, h)]
+        spf_dense = linear_seconds_per_flop(a, gpu, ctx.precision, ctx.peak, attn_gemms + mlp_gemms)
+        if a.flash_attention:
+            attn_core_s = ctx.tokens_gpu * arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction) / attn_rate
+        else:
+            # unfused attention (before FlashAttention): batched GEMMs over the whole s x s score matrix, mask
+            # applied afterwards, at the GEMM rate for their shapes (QK^T: s x d_head x s, AV: s x s x d_head);
+            # the softmax/dropout passes over the scores are memory traffic (activation_traffic_passes)
+            d_head, s_rank, seq = m.head_size, ctx.s_rank, ctx.seq
+            attn_core_s = ctx.tokens_gpu * arch.attention_core_flops(seq, 1.0) * linear_seconds_per_flop(
+                a, gpu, ctx.precision, ctx.peak, [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
+        return GemmRates(ctx, up, attn_gemms, spf_dense, attn_core_s)
+
+    def spf(self, gemms: list[tuple[float, float, float, float]]) -> float:
+        ctx = self.ctx
+        return linear_seconds_per_flop(ctx.a, ctx.gpu, ctx.precision, ctx.peak, gemms)
+
+    def traffic_s(self, per_token: float) -> float:
+        """Memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
+        softmax): activation_traffic_passes x the layer's activation bytes (all of them in BF16, whatever is
+        stored and in which format)."""
+        ctx = self.ctx
+        return ctx.a.activation_traffic_passes * ctx.tokens_tp_group * per_token / ctx.hbm_Bps
+
+
+@dataclass(frozen=True)
+class Activations:
+    """Activation bytes per token of a layer: what is stored (memory) and all of it (elementwise traffic,
+    working set), by the choice's recompute and the assumptions' activation model; and the extra time of
+    selective recompute."""
+
+    per_op_sac: bool  # selective recompute checkpoints per op (alternate_matmuls)
+    dense_per_token: float  # stored by a dense layer
+    traffic_per_token: float  # all of a dense layer's activations
+    moe_per_token: float  # stored by an MoE layer (0 without MoE)
+    moe_traffic_per_token: float  # all of an MoE layer's activations (0 without MoE)
+    recomputed_per_token: float  # stored by a fully recomputed layer
+    stored_gathered: float  # DTensor SP's saved all-gathered inputs, per token (per-op SAC: none)
+    full_layer_bytes: float  # the largest layer's activations, all of them, one micro-batch
+    selective_s: float  # extra time from selective recompute, per layer and micro-batch
+
+    @staticmethod
+    def of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
+        a, c, m, arch, h, sp = ctx.a, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.sp
+        per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
+                      and a.activation_sbh_coefficient is None)
+        # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
+        # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
+        # mla_up_proj moe_act)
+        ds_selective = (c.recompute == "selective" and a.selective_recompute_policy == "deepseek_v3"
+                        and a.activation_sbh_coefficient is None)
+        fp8 = ctx.precision == "fp8"
+        lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
+        mla = m.mla
+        shape_kw = dict(v_dim=arch.v_dim, o_dim=arch.o_dim,
+                        mla_latents=None if mla is None else (mla.q_lora_rank, mla.kv_lora_rank + mla.qk_rope_head_dim))
+        sac_recompute_share = 0.0
+        if a.activation_sbh_coefficient is not None:
+            dense_act_per_token = a.activation_sbh_coefficient * h / c.tp
+            attn_act_per_token = dense_act_per_token * 0.5
+        elif per_op_sac:
+            items, sac_mlp_items, sac_recompute_share = alternate_matmul_activation_items(
+                h, arch.q_dim, arch.kv_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads)
+            dense_act_per_token = items.per_token(c.tp, sp)
+            attn_act_per_token = dense_act_per_token - sac_mlp_items.per_token(c.tp, sp)
+        else:
+            items = dense_layer_activation_items(
+                h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, ctx.s_rank,
+                a.flash_attention, a.dropout_masks, keep_scores=(c.recompute != "selective"), linear_input_bytes=lb,
+                recompute_norms=ds_selective, recompute_mla_up=ds_selective and mla is not None, **shape_kw)
+            dense_act_per_token = items.per_token(c.tp, sp)
+            attn_act_per_token = dense_act_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp, lb) / c.tp
+        rc_act_per_token = a.recomputed_layer_sbh_coefficient * h / (c.tp if (sp or a.activation_sbh_coefficient is not None) else 1)
+
+        # all of a layer's activations, in BF16: the elementwise traffic's bytes
+        if a.activation_sbh_coefficient is None:
+            traffic_per_token = dense_layer_activation_items(
+                h, arch.q_dim, arch.k_dim, m.ffn_hidden_size, m.gated_mlp, m.num_attention_heads, ctx.s_rank,
+                a.flash_attention, a.dropout_masks, keep_scores=True, **shape_kw).per_token(c.tp, sp)
+            attn_traffic_per_token = traffic_per_token - mlp_activation_bytes(m.ffn_hidden_size, m.gated_mlp) / c.tp
+        else:
+            traffic_per_token, attn_traffic_per_token = dense_act_per_token, attn_act_per_token
+        # DTensor sequence parallelism saves the all-gathered inputs of the column-parallel matmuls (QKV and the
+        # MLP's first linear), each 2·h per token unsharded instead of 2·h/TP; memory only, the time is unchanged
+        gathered_per_token = 0.0
+        if sp and a.sequence_parallel_saves_gathered_inputs and a.activation_sbh_coefficient is None:
+            gathered_per_token = 2 * h * (1 - 1 / c.tp)
+        stored_gathered = 0.0 if per_op_sac else gathered_per_token  # per-op SAC recomputes the all-gathers
+
+        # a layer's activations, all of them (with DTensor SP, its gathered inputs too)
+        tokens_tp_group = ctx.tokens_tp_group
+        full_layer_bytes = [tokens_tp_group * (traffic_per_token + 2 * gathered_per_token)]
+        moe = m.moe
+        moe_act_per_token = moe_traffic_per_token = 0.0
+        if moe is not None:
+            if a.activation_sbh_coefficient is not None:
+                moe_act_per_token = moe_traffic_per_token = a.activation_sbh_coefficient * h / c.tp
+            else:
+                gated, f_e, f_s = m.gated_mlp, moe.expert_ffn_hidden_size, arch.shared_expert_ffn
+                shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
+                shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
+                routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
+                    f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
+                routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
+                moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
+                moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * a.moe_load_imbalance
+            full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
+
+        tokens_gpu, fwd_share = ctx.tokens_gpu, ctx.fwd_share
+        selective_dense = 0.0
+        if per_op_sac:  # the forward of the matmuls not saved and of every elementwise op, again
+            selective_dense = fwd_share * (sac_recompute_share * tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
+                                           + rates.traffic_s(traffic_per_token))
+        elif c.recompute == "selective" and not a.flash_attention:
+            selective_dense = rates.attn_core_s * fwd_share
+        if ds_selective:  # the up-projections' forward again, and the two RMSNorms (read input, write output)
+            up_params = 0.0 if mla is None else (mla.q_lora_rank * arch.q_dim
+                                                 + mla.kv_lora_rank * m.num_attention_heads * (mla.qk_nope_head_dim + mla.v_head_dim))
+            norm_bytes = 2 * 2 * (2 * h) / (c.tp if sp else 1)
+            selective_dense += 2 * tokens_gpu * up_params * rates.spf_dense + tokens_tp_group * norm_bytes / ctx.hbm_Bps
+        return Activations(per_op_sac, dense_act_per_token, traffic_per_token, moe_act_per_token, moe_traffic_per_token,
+                           rc_act_per_token, stored_gathered, max(full_layer_bytes), selective_dense)
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """A layer's tensor-parallel collectives and its CP attention communication, per micro-batch."""
+
+    tp_block_collectives: int  # ring collectives per block (attention or MLP), fwd+bwd
+    tp_one_s: float  # one of them, after the TP overlap
+    cp: CpComm
+
+    @property
+    def tp_layer_s(self) -> float:
+        """A dense layer's two blocks, fwd+bwd."""
+        return 2 * self.tp_block_collectives * self.tp_one_s
+
+    @property
+    def tp_layer_fwd_s(self) -> float:
+        """What a recomputed forward repeats: two collectives per block."""
+        return 2 * 2 * self.tp_one_s
+
+    @staticmethod
+    def of(ctx: ChoiceContext, rates: GemmRates) -> "LayerComm":
+        """Communication per layer per micro-batch (fwd+bwd), seed 001 §3 / seed 003.
+
+        TP collectives per block (attention or MLP), each a ring all-gather / reduce-scatter of one b·s·h
+        activation (an all-reduce counts two): without SP an all-reduce forward and one backward (4); with
+        SP an all-gather and a reduce-scatter forward, their transposes backward, and the all-gather of the
+        block's sequence-sharded input again for the column-parallel weight gradient (5; Megatron-LM
+        megatron/core/tensor_parallel/layers.py at 32efeffd, LinearWithGradAccumulationAndAsyncCommunication
+        .backward: ``if ctx.sequence_parallel: handle = dist_all_gather_func(all_gather_buffer, input, ...)``).
+        TP-comm overlap only with SP (Megatron arguments.py asserts --sequence-parallel for --tp-comm-overlap).
+        """
+        a, c, arch, sp, comm = ctx.a, ctx.c, ctx.arch, ctx.sp, ctx.comm
+        act_group_bytes = ctx.tokens_tp_group * ctx.h * 2  # one b·s·h bf16 activation of the TP group
+        tp_block_collectives = 5 if (sp and a.tp_sp_weight_grad_regather) else 4
+        tp_overlap = a.tp_comm_overlap if sp else 0.0
+        tp_one = comm.ring_gather_s("tp", c.tp, act_group_bytes) * (1 - tp_overlap)
+        kv_bytes = ctx.tokens_tp_group * (arch.k_dim + arch.v_dim) * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
+        cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
+                               rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
+        return LayerComm(tp_block_collectives, tp_one, cp)
+
+
+def dense_layer_params_gpu(ctx: ChoiceContext) -> float:
+    """A dense layer's parameters on one GPU (over TP)."""
+    return ctx.arch.dense_layer_params / ctx.c.tp
+
+
+def moe_params_gpu(ctx: ChoiceContext) -> tuple[float, float]:
+    """An MoE layer's parameters on one GPU: (non-expert: attention, router, shared experts, over TP;
+    routed experts, over EP x ETP)."""
+    c, arch = ctx.c, ctx.arch
+    return arch.moe_layer_nonexpert_params / c.tp, arch.expert_params_per_layer / (c.ep * c.etp)
+
+
+def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> LayerCost:
+    """A dense layer: attention and MLP GEMMs at their shapes' rates, the attention core, the elementwise
+    traffic; its TP and CP communication; its ZeRO-2/3 and DP exposure; its states and activations."""
+    a, c, arch, dp = ctx.a, ctx.c, ctx.arch, ctx.dp
+    tokens_gpu, tokens_tp_group, fwd_share = ctx.tokens_gpu, ctx.tokens_tp_group, ctx.fwd_share
+    dense_grp = ctx.comm.dense_group
+    dense_params_gpu = dense_layer_params_gpu(ctx)
+    dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
+    dense_compute = (tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense + rates.attn_core_s
+                     + rates.traffic_s(acts.traffic_per_token))
+    rc_comm = ctx.recompute_comm(lc.tp_layer_fwd_s, lc.cp.fwd_s, 0.0)
+    return LayerCost(
+        compute_s=dense_compute + acts.selective_s,
+        tp_s=lc.tp_layer_s,
+        cp_s=lc.cp.total_s,
+        ep_s=0.0,
+        zero_s=dp.zero_exposed([(dense_params_gpu, dense_grp)], dense_compute),
+        recompute_s=dense_compute * fwd_share + sum(rc_comm),
+        recompute_comm=rc_comm,
+        selective_s=acts.selective_s,
+        states_bytes=dp.states(dense_params_gpu, dense_grp)
+        + dp.fp8_weight_cache(dense_params_gpu - arch.norm_params_per_layer / c.tp),
+        act_bytes=tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered),
+        act_recomputed_bytes=tokens_tp_group * acts.recomputed_per_token,
+        dp_s=dp.dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
+        model_flops=dense_flops,
+        recompute_flops=dense_flops * fwd_share,
+    )
+
+
+def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> LayerCost | None:
+    """An MoE layer (None for a dense model): the non-expert and routed-expert GEMMs, the EP all-to-all and the
+    expert-TP collectives, ZeRO/DP over the dense and the expert-DP groups."""
+    moe = ctx.m.moe
+    if moe is None:
+        return None
+    a, c, arch, dp, comm, h, M = ctx.a, ctx.c, ctx.arch, ctx.dp, ctx.comm, ctx.h, ctx.M
+    tokens_gpu, tokens_tp_group, fwd_share, up, spf = ctx.tokens_gpu, ctx.tokens_tp_group, ctx.fwd_share, rates.up, rates.spf
+    dense_grp, expert_grp = comm.dense_group, comm.expert_group
+    nonexpert_gpu, expert_gpu = moe_params_gpu(ctx)
+    moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
+                                    + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
+    f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
+    # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
+    M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
+    shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
+                    (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
+    nonexpert = rates.attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
+    expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
+    moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
+                                 + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
+                   + rates.attn_core_s)
+    moe_compute += rates.traffic_s(acts.moe_traffic_per_token)
+    if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
+        moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)
+    a2a = comm.all_to_all_s(tokens_gpu * h, moe)
+    ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
+    # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
+    # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
+    ep_layer = comm.exposed(2 * a2a, ep_overlap, moe_compute)
+    # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
+    # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
+    # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
+    # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
+    etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
+    shared_blocks = 1 if moe.num_shared_experts else 0
+    tp_moe = (1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one
+    tp_moe_fwd = (1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one
+    rc_comm_m = ctx.recompute_comm(tp_moe_fwd, lc.cp.fwd_s, ep_layer)
+    parts = [(nonexpert_gpu, dense_grp), (expert_gpu, expert_grp)]
+    return LayerCost(
+        compute_s=moe_compute + acts.selective_s,
+        tp_s=tp_moe,
+        cp_s=lc.cp.total_s,
+        ep_s=ep_layer,
+        zero_s=dp.zero_exposed(parts, moe_compute),
+        recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
+        recompute_comm=rc_comm_m,
+        selective_s=acts.selective_s,
+        states_bytes=(dp.states(nonexpert_gpu, dense_grp) + dp.states(expert_gpu, expert_grp)
+                      + dp.fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
+                                            + expert_gpu)),
+        act_bytes=tokens_tp_group * (acts.moe_per_token + acts.stored_gathered),
+        act_recomputed_bytes=tokens_tp_group * acts.recomputed_per_token,
+        dp_s=dp.dp_exposed(parts, moe_compute),
+        model_flops=moe_model_flops,
+        recompute_flops=moe_model_flops * fwd_share,
+    )
