@@ -19,6 +19,7 @@ from copy import copy
 from dataclasses import dataclass, field
 
 from parplan.costmodel import dualpipev, moe_comm
+from parplan.costmodel.activation_offload import apply_activation_offload
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
@@ -64,6 +65,8 @@ class Choice:
     optimizer_offload_fraction: float = 0.0
     moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe_comm.py)
+    activation_offload_layers: int = 0  # --cpu-offloading-num-layers: layers whose activations go to the host
+    #                                     (costmodel/activation_offload.py; pp 1, no recompute)
 
     def but(self, **changes) -> "Choice":
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
@@ -818,6 +821,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         costs = _spread_embedding(costs, arch, c, states,
                                   sum(dp_comm_per_param(dense_grp)) * (1 - a.dp_comm_overlap)
                                   + offload_per_param(dense_grp), spec, dense_grp)
+    if c.activation_offload_layers:
+        costs = apply_activation_offload(costs, spec, gpu, a)
     return costs
 
 
