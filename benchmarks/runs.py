@@ -581,9 +581,11 @@ def _express(row: dict, ex: Expression) -> None:
     training = TrainingSpec(seq_len=seq, global_batch_size=gbs, precision=precision)
     ex.spec = Spec(model=model, training=training, cluster=cluster)
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
+    # activation CPU offload (Megatron-Core cpu_offloading_num_layers): the row's own count, where its source has one
+    offload = _int(_get(row, "activation_offload_layers", ex)) or 0
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
-                       sequence_parallel=bool(sp), pipeline_layout=layout)
+                       sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
 
 
 def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,

@@ -47,6 +47,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     for key in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # MoE communication choices, only where a plan makes them
         if data[key]:
             out[key] = True
+    if data["activation_offload_layers"]:  # activation CPU offload, only where a plan offloads
+        out["activation_offload_layers"] = data["activation_offload_layers"]
     return out
 
 

@@ -76,6 +76,8 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
         table.add_row("optimizer_states", plan.optimizer_states)
     if plan.optimizer_offload_fraction > 0:
         table.add_row("optimizer_offload_fraction", f"{plan.optimizer_offload_fraction:g}")
+    if plan.activation_offload_layers:
+        table.add_row("activation_offload_layers", f"{plan.activation_offload_layers} (activations on the host)")
     table.add_row("sequence_parallel", "yes" if plan.sequence_parallel else "no")
     if plan.cp > 1:
         table.add_row("cp_comm_type", plan.cp_comm_type)
@@ -187,6 +189,8 @@ def _short_plan(p: Plan) -> str:
         s += f" opt {p.optimizer_states}"
     if p.optimizer_offload_fraction > 0:
         s += f" offload {p.optimizer_offload_fraction:g}"
+    if p.activation_offload_layers:
+        s += f" act-offload {p.activation_offload_layers}"
     if len(set(p.stage_layers)) > 1:
         s += " layers " + _ints(p.stage_layers) if p.pp <= 4 else f" layers {p.stage_layers[0]}/{p.stage_layers[1]}…/{p.stage_layers[-1]}"
     if any(p.recompute_layers):

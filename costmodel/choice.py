@@ -23,7 +23,8 @@ same coefficients, integer-scaled, so both always agree. Sources of every term a
 * the dense and the MoE layer (:func:`~layer_costs.dense_layer_cost`, :func:`~layer_costs.moe_layer_cost`);
 * the first / last stage extras with MTP, the stage boundary and the per-stage working set
   (:mod:`stage_extras`);
-* post-passes that move terms between the stage extras and the layers (:func:`_spread_embedding`).
+* post-passes that move terms between the stage extras and the layers (:func:`_spread_embedding`) or change
+  the layers' terms (:func:`~activation_offload.apply_activation_offload`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from copy import copy
 from dataclasses import dataclass, field, replace
 
 from parplan.costmodel import dualpipev
+from parplan.costmodel.activation_offload import apply_activation_offload
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
@@ -76,6 +78,8 @@ class Choice:
     optimizer_offload_fraction: float = 0.0
     moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe_comm.py)
+    activation_offload_layers: int = 0  # --cpu-offloading-num-layers: layers whose activations go to the host
+    #                                     (costmodel/activation_offload.py; pp 1, no recompute)
 
     def but(self, **changes) -> "Choice":
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
@@ -314,6 +318,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     # ---- post-passes: conventions that move terms between the stage extras and the layers
     if a.spread_embedding_evenly:
         costs = _spread_embedding(costs, arch, c, ctx.dp.states, ctx.dp.dp_per_param_s(dense_grp), spec, dense_grp)
+    if c.activation_offload_layers:
+        costs = apply_activation_offload(costs, spec, gpu, a)
     return costs
 
 

@@ -165,7 +165,8 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
                 cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p",
                 zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
                 optimizer_offload_fraction=ps.optimizer_offload_fraction,
-                moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap)
+                moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap,
+                activation_offload_layers=ps.activation_offload_layers)
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -177,7 +178,8 @@ def plan_choice(plan: Plan) -> Choice:
                   cp_comm_type=plan.cp_comm_type, zero_replicas=plan.zero_replicas,
                   optimizer_states=plan.optimizer_states,
                   optimizer_offload_fraction=plan.optimizer_offload_fraction,
-                  moe_fp8_dispatch=plan.moe_fp8_dispatch, moe_a2a_overlap=plan.moe_a2a_overlap)
+                  moe_fp8_dispatch=plan.moe_fp8_dispatch, moe_a2a_overlap=plan.moe_a2a_overlap,
+                  activation_offload_layers=plan.activation_offload_layers)
 
 
 def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:

@@ -6,6 +6,7 @@ schedules' own requirements; each returns a sentence naming the rule, so "why no
 
 from __future__ import annotations
 
+from parplan.costmodel.activation_offload import activation_offload_violations
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice
 from parplan.costmodel.context_parallel import a2a_group_size
@@ -18,7 +19,7 @@ from parplan.frameworks.profiles import choice_rule_violations, spec_profile, st
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
     """Rules on the degrees, batch split and schedule (everything but stage sizes and memory)."""
     return (degree_violations(spec, c, a, domain) + schedule_violations(spec, c) + memory_dim_violations(c)
-            + moe_comm_violations(spec, c)
+            + moe_comm_violations(spec, c) + activation_offload_violations(spec, c)
             + framework_choice_violations(spec, c))
 
 

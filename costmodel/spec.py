@@ -230,7 +230,7 @@ class SearchSpec(_Limited):
 
     LIMITS: ClassVar[dict[str, float]] = {
         **dict.fromkeys(("tp", "cp", "pp", "ep", "etp", "dp", "max_num_gpus"), MAX_NUM_GPUS),
-        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "vpp": MAX_NUM_LAYERS}
+        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "vpp": MAX_NUM_LAYERS, "activation_offload_layers": MAX_NUM_LAYERS}
 
     tp: Optional[list[PositiveInt]] = None
     cp: Optional[list[PositiveInt]] = None
@@ -271,6 +271,11 @@ class SearchSpec(_Limited):
     optimizer_offload_fractions: Optional[list[float]] = Field(
         None, description="shares of the optimizer states offloaded to the host, each in [0, 1] (Megatron-Core "
         "--optimizer-offload-fraction, DeepSpeed offload_optimizer ratio); default [0]")
+    activation_offload_layers: Optional[list[NonNegativeInt]] = Field(
+        None, description="activation CPU offload: numbers of transformer layers (the first ones) whose saved "
+        "activations go to host memory between their forward and backward, each in [0, num_layers - 1] "
+        "(Megatron-Core --cpu-offloading-num-layers; pp 1 and no recompute only, costmodel/activation_offload.py); "
+        "default [0]")
 
     @field_validator("optimizer_offload_fractions")
     @classmethod
@@ -293,7 +298,7 @@ class SearchSpec(_Limited):
                              "(which means stage_split: even)")
         for name in ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules",
                      "zero_stages", "recompute", "sequence_parallel", "cp_comm_types", "zero_replicas",
-                     "optimizer_states", "optimizer_offload_fractions",
+                     "optimizer_states", "optimizer_offload_fractions", "activation_offload_layers",
                      "moe_fp8_dispatch", "moe_a2a_overlap"):
             value = getattr(self, name)
             if value is not None and len(value) == 0:
@@ -315,7 +320,7 @@ class PlanSpec(_Limited):
     LIMITS: ClassVar[dict[str, float]] = {
         **dict.fromkeys(("tp", "cp", "pp", "dp", "ep", "etp"), MAX_NUM_GPUS),
         "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "num_microbatches": MAX_GLOBAL_BATCH_SIZE,
-        **dict.fromkeys(("vpp", "stage_layers", "recompute_layers"), MAX_NUM_LAYERS)}
+        **dict.fromkeys(("vpp", "stage_layers", "recompute_layers", "activation_offload_layers"), MAX_NUM_LAYERS)}
 
     tp: PositiveInt = 1
     cp: PositiveInt = 1
@@ -341,6 +346,9 @@ class PlanSpec(_Limited):
     moe_fp8_dispatch: bool = Field(False, description="FP8 token dispatch to the experts (search.moe_fp8_dispatch)")
     moe_a2a_overlap: bool = Field(False, description="EP all-to-all overlapped with another micro-batch "
                                   "(search.moe_a2a_overlap; Megatron-Core --overlap-moe-expert-parallel-comm)")
+    activation_offload_layers: NonNegativeInt = Field(
+        0, description="layers whose saved activations are offloaded to the host (Megatron-Core "
+        "--cpu-offloading-num-layers; costmodel/activation_offload.py); 0: none")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
@@ -371,6 +379,7 @@ class Plan(_Strict):
     optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0)  # costmodel/offload.py
     moe_fp8_dispatch: bool = False  # FP8 dispatch, BF16 combine (costmodel/choice.py all_to_all_s)
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
+    activation_offload_layers: NonNegativeInt = 0  # --cpu-offloading-num-layers (costmodel/activation_offload.py)
 
     @property
     def num_gpus(self) -> int:
@@ -417,6 +426,13 @@ class Spec(_Strict):
             raise ValueError(conflicts[0])
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:
             raise ValueError("objective min_gpus needs target_step_time_s or target_tokens_per_s")
+        L = self.model.num_layers
+        for where, values in (("search", self.search.activation_offload_layers or []),
+                              ("plan", [self.plan.activation_offload_layers] if self.plan is not None else [])):
+            bad = [v for v in values if v >= L]
+            if bad:
+                raise ValueError(f"{where}.activation_offload_layers: {bad[0]} layers offloaded, but at least one of "
+                                 f"model.num_layers = {L} must stay on the GPU (each value lies in [0, {L - 1}])")
         if self.model.moe is None:
             for name in ("ep", "etp"):
                 values = getattr(self.search, name)

@@ -20,6 +20,9 @@ Megatron-Core's and are shared with the Megatron-LM exporter (frameworks/export_
   ``use_precision_aware_optimizer``, 347-356 ``optimizer_cpu_offload``, ``optimizer_offload_fraction``,
   ``overlap_cpu_optimizer_d2h_h2d``); the three dtype fields (200-206) are ``torch.dtype`` values with no
   verified override syntax: a warning names them.
+* activation CPU offload: ``model.cpu_offloading``, ``model.cpu_offloading_weights`` and
+  ``model.cpu_offloading_num_layers``, the keys the performance recipes set (Megatron-Bridge 067f987d
+  src/megatron/bridge/perf_recipes/llama/gb200/llama3.py:282-284).
 
 The model shape comes from the recipe (a model provider); it is not overridden here.
 """
@@ -90,6 +93,9 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
         out += [("optimizer.optimizer_cpu_offload", True),
                 ("optimizer.optimizer_offload_fraction", s.optimizer_offload_fraction),
                 ("optimizer.overlap_cpu_optimizer_d2h_h2d", s.overlap_cpu_optimizer_d2h_h2d)]
+    if s.cpu_offloading_num_layers is not None:  # the recipes' own keys (profiles.py 'bridge.activation_offload')
+        out += [("model.cpu_offloading", True), ("model.cpu_offloading_weights", False),
+                ("model.cpu_offloading_num_layers", s.cpu_offloading_num_layers)]
     if s.overlap_moe_expert_parallel_comm:  # Megatron-Bridge CommOverlapConfig.overlap_moe_expert_parallel_comm
         out.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
     if s.tp_comm_overlap:

@@ -124,6 +124,11 @@ def _memory_dims(plan: Plan, zero: int, z: dict, warnings: list[str]) -> None:
         warnings.append(f"optimizer_states {plan.optimizer_states}: DeepSpeed has no per-moment optimizer dtypes "
                         f"(bf16_optimizer_states also makes master weights and gradients bf16); not exported: "
                         f"more memory than planned")
+    if plan.activation_offload_layers:
+        warnings.append(f"activation_offload_layers {plan.activation_offload_layers}: DeepSpeed has no offload of the "
+                        f"saved activations of layers that are not recomputed (activation_checkpointing."
+                        f"cpu_checkpointing offloads checkpointed inputs and needs checkpointing: profiles.py "
+                        f"'deepspeed.no_activation_offload'); not exported: more memory than planned")
     f = plan.optimizer_offload_fraction
     if f > 0:
         if zero == 0:

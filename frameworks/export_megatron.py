@@ -75,6 +75,7 @@ class MegatronSettings:
     optimizer_offload_fraction: Optional[float] = None  # --optimizer-cpu-offload with this fraction
     overlap_cpu_optimizer_d2h_h2d: bool = False
     overlap_moe_expert_parallel_comm: bool = False
+    cpu_offloading_num_layers: Optional[int] = None  # activation CPU offload (plan.activation_offload_layers > 0)
     micro_batch_size: int = 1
     global_batch_size: int = 1
     warnings: list[str] = field(default_factory=list)
@@ -192,6 +193,17 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
     _memory_dims(plan, knobs, s)
     if plan.moe_a2a_overlap:  # arguments.py:3151 at core_v0.15.3 (costmodel/moe_comm.py)
         s.overlap_moe_expert_parallel_comm = True
+    if plan.activation_offload_layers:
+        # TransformerConfig.cpu_offloading_num_layers (megatron/core/model_parallel_config.py:461 at d98e8a64; the
+        # same field since core_v0.9.0); pretrain_gpt.py's --cpu-offloading-num-layers N > 0 turns cpu_offloading
+        # on (arguments.py:1950-1951 at d98e8a64), activations only (cpu_offloading_activations defaults True,
+        # cpu_offloading_weights False: model_parallel_config.py:470-473)
+        s.cpu_offloading_num_layers = plan.activation_offload_layers
+        s.warnings.append(f"activation_offload_layers {plan.activation_offload_layers}: --cpu-offloading-num-layers "
+                          f"is a pretrain_gpt.py flag from Megatron-LM core_v0.16.0 on (generated from "
+                          f"TransformerConfig, megatron/training/argument_utils.py:106); {MEGATRON_VERSION} has none: "
+                          f"there set TransformerConfig.cpu_offloading = True and cpu_offloading_num_layers = "
+                          f"{plan.activation_offload_layers}")
     if plan.moe_fp8_dispatch:
         s.warnings.append("moe_fp8_dispatch: Megatron-LM core_v0.15.3 has no FP8 dispatch; on main after "
                           "core_v0.19.0 it is moe_dispatch_fwd_dtype = 'mxfp8' with --moe-token-dispatcher-type "
@@ -305,6 +317,8 @@ def parallel_args(s: MegatronSettings) -> list[str]:
             _flag(out, "--overlap-cpu-optimizer-d2h-h2d")
     if s.overlap_moe_expert_parallel_comm:
         _flag(out, "--overlap-moe-expert-parallel-comm")
+    if s.cpu_offloading_num_layers is not None:
+        _flag(out, "--cpu-offloading-num-layers", s.cpu_offloading_num_layers)
     return out
 
 

@@ -151,6 +151,10 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         warnings.append(f"optimizer_offload_fraction {plan.optimizer_offload_fraction:g}: torchtitan has no "
                         f"optimizer-only CPU offload (training.enable_cpu_offload moves parameters and gradients "
                         f"too); not exported: more memory than planned")
+    if plan.activation_offload_layers:
+        warnings.append(f"activation_offload_layers {plan.activation_offload_layers}: torchtitan's trainer has no "
+                        f"activation CPU offload (profiles.py 'titan.no_activation_offload': only the experimental "
+                        f"graph_trainer has one); not exported: more memory than planned")
 
     ac: dict[str, object] = {}
     policy = knobs.selective_recompute_policy

@@ -96,7 +96,7 @@ def _megatron_parser() -> argparse.ArgumentParser:
                  "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                  "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                  "--recompute-num-layers", "--micro-batch-size", "--global-batch-size",
-                 "--num-distributed-optimizer-instances"):
+                 "--num-distributed-optimizer-instances", "--cpu-offloading-num-layers"):
         p.add_argument(flag, type=int)
     p.add_argument("--optimizer-offload-fraction", type=float)
     for flag in ("--moe-layer-freq", "--pipeline-model-parallel-layout", "--recompute-granularity",
@@ -197,6 +197,8 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
         plan["cp_comm_type"] = args.cp_comm_type[0]
     if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
         plan["moe_a2a_overlap"] = True
+    if args.cpu_offloading_num_layers:  # activation CPU offload (costmodel/activation_offload.py)
+        plan["activation_offload_layers"] = args.cpu_offloading_num_layers
     granularity = args.recompute_granularity
     if granularity == "selective":
         plan["recompute"] = "selective"

@@ -263,6 +263,28 @@ CITATIONS: dict[str, str] = {
                             "--optimizer-offload-fraction, --overlap-cpu-optimizer-d2h-h2d; 1884-1888: needs "
                             "--use-precision-aware-optimizer; megatron/core/optimizer/cpu_offloading/"
                             "hybrid_optimizer.py (HybridDeviceOptimizer)",
+    "megatron.activation_offload": f"{MEGATRON} megatron/core/model_parallel_config.py:458-473 cpu_offloading, "
+                                   "cpu_offloading_num_layers, cpu_offloading_activations (default True), "
+                                   "cpu_offloading_weights (default False); megatron/core/transformer/"
+                                   "transformer_config.py:1884-1898: num_layers in [0, num_layers), no pipeline "
+                                   "parallelism, no recompute_granularity (the same checks at core_v0.9.0, "
+                                   "transformer_config.py:372-388); megatron/training/arguments.py:1950-1951 "
+                                   "--cpu-offloading-num-layers > 0 turns cpu_offloading on (a CLI flag since "
+                                   "core_v0.16.0: megatron/training/argument_utils.py:106 derives it from the "
+                                   "TransformerConfig field); layers 0..N-1 offloaded by Transformer Engine "
+                                   "(NVIDIA/TransformerEngine@d0067d0d transformer_engine/pytorch/cpu_offload.py:"
+                                   "602-626)",
+    "bridge.activation_offload": f"{BRIDGE} src/megatron/bridge/perf_recipes/llama/gb200/llama3.py:282-284 "
+                                 "cfg.model.cpu_offloading = True, cpu_offloading_weights = False, "
+                                 "cpu_offloading_num_layers = 40 (the TransformerConfig fields, under model.)",
+    "titan.no_activation_offload": f"{TITAN} torchtitan/config/configs.py:70-73 training.enable_cpu_offload is FSDP2's "
+                                   "parameter/gradient/optimizer offload (torchtitan/distributed/fsdp.py:197); "
+                                   "activation offload exists only in torchtitan/experiments/graph_trainer "
+                                   "(README.md:302: 'Activation Offloading' under construction), not the trainer",
+    "deepspeed.no_activation_offload": f"{DEEPSPEED} deepspeed/runtime/activation_checkpointing/config.py:42-43 "
+                                       "cpu_checkpointing offloads the *checkpointed* layer inputs (checkpointing.py:"
+                                       "1141), so it needs activation checkpointing: not an offload of the saved "
+                                       "activations of layers that are not recomputed",
     "titan.hsdp": f"{TITAN} torchtitan/config/configs.py:120-145 and torchtitan/distributed/parallel_dims.py:167-184: "
                   "dp_replicate x dp_shard x cp x tp x pp = world; FSDP2 shards over dp_shard x cp, replicates over "
                   "dp_replicate (the replica degree divides dp, not cp)",
@@ -321,6 +343,8 @@ class Profile:
     fp8_dispatch: bool = False  # MoE FP8 token dispatch (Plan.moe_fp8_dispatch)
     moe_a2a_overlap: bool = False  # EP all-to-all overlapped with another micro-batch (Plan.moe_a2a_overlap)
     dualpipev_ep_no_recompute: bool = False  # DualPipeV with EP > 1 only without activation checkpointing
+    activation_offload: bool = False  # N layers' activations on the host (Plan.activation_offload_layers):
+    #                                   'megatron.activation_offload'
 
 
 _MEGATRON_CORE = Profile(
@@ -334,7 +358,7 @@ _MEGATRON_CORE = Profile(
     citations=("megatron.schedules", "megatron.vp_group", "megatron.dist_opt", "megatron.fsdp", "megatron.fsdp_pp",
                "megatron.tp_overlap_sp", "megatron.recompute", "megatron.layout", "megatron.grads_fp32",
                "megatron.cp", "megatron.cp_types", "megatron.partial_dist_opt", "megatron.fsdp_hsdp",
-               "megatron.precision_aware", "megatron.cpu_offload"),
+               "megatron.precision_aware", "megatron.cpu_offload", "megatron.activation_offload"),
     not_expressible=("--recompute-modules (selective recompute of named modules: parplan's 'selective' is the "
                      "attention core)", "a different --cp-comm-type per layer (parplan: one for all layers); "
                      "a2a+p2p with an a2a level other than the CP members of one NVLink domain",
@@ -342,6 +366,7 @@ _MEGATRON_CORE = Profile(
                      "--main-grads-dtype bf16 (set assumptions.grad_bytes / grad_reduce_bytes)"),
     cp_comm_types=("p2p", "a2a", "allgather", "a2a+p2p"),
     hsdp_zero_stages=(1, 2, 3), optimizer_states=True, optimizer_offload="needs_states",
+    activation_offload=True,
 )
 _MEGATRON_CORE_015 = replace(
     _MEGATRON_CORE, versions=">= 0.15.0 (core_v0.15.0 .. core_v0.19.0)", moe_a2a_overlap=True,
@@ -362,7 +387,7 @@ _MEGATRON_CORE_PRE_LAYOUT = replace(
 _MEGATRON_BRIDGE = replace(
     _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge performance recipes on Megatron-Core >= 0.13.0",
     assumptions={**_MEGATRON_CORE.assumptions, "grad_bytes": 2.0, "grad_reduce_bytes": 2.0},
-    citations=_MEGATRON_CORE.citations + ("megatron.grad_buffer", "bridge.perf_grads"),
+    citations=_MEGATRON_CORE.citations + ("megatron.grad_buffer", "bridge.perf_grads", "bridge.activation_offload"),
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
@@ -376,7 +401,8 @@ _TORCHTITAN = Profile(
     citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.dualpipev", "titan.no_fp8_dispatch",
                "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
-               "titan.runtime", "titan.cp_rotate", "titan.hsdp", "titan.no_optimizer_offload"),
+               "titan.runtime", "titan.cp_rotate", "titan.hsdp", "titan.no_optimizer_offload",
+               "titan.no_activation_offload"),
     cp_comm_types=("p2p", "allgather"),
     not_expressible=("GPipe (parplan has no all-forwards-first schedule)",
                      "InterleavedZeroBubble (parplan's zb-h1 has one stage per rank; torchtitan's looped schedules "
@@ -413,7 +439,7 @@ _DEEPSPEED = Profile(
                  "sequence_parallel_saves_gathered_inputs": False},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
                "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
-               "deepspeed.offload", "deepspeed.bf16_states"),
+               "deepspeed.offload", "deepspeed.bf16_states", "deepspeed.no_activation_offload"),
     not_expressible=("Ulysses with fewer KV heads than the SP size (DeepSpeed replicates them; parplan needs "
                      "KV heads divisible by cp)", "ZeRO-Infinity offload",
                      "partition_method 'parameters' (balances parameter counts, not layers)",
@@ -702,6 +728,8 @@ def choice_rule_violations(prof: Profile, c: Any) -> list[str]:
         out.append(f"{who} {prof.versions} has no FP8 expert dispatch")
     if getattr(c, "moe_a2a_overlap", False) and not prof.moe_a2a_overlap:
         out.append(f"{who} {prof.versions} has no EP all-to-all overlap (--overlap-moe-expert-parallel-comm)")
+    if getattr(c, "activation_offload_layers", 0) and not prof.activation_offload:
+        out.append(f"{who} {prof.versions} has no activation CPU offload (activation_offload_layers must be 0)")
     if (prof.dualpipev_ep_no_recompute and c.schedule == "dualpipev" and c.pp > 1 and c.ep > 1
             and c.recompute != "none"):
         out.append(f"{who} {prof.versions} runs DualPipeV with expert parallelism only without activation "
@@ -835,6 +863,10 @@ def search_conflicts(spec: "Spec") -> list[str]:
     if s.optimizer_states is not None and not prof.optimizer_states:
         out.append(f"search.optimizer_states {list(s.optimizer_states)}: {prof.name} {prof.versions} has no "
                    "precision-aware optimizer (omit the key: the assumptions' optimizer_bytes)")
+    counts = s.activation_offload_layers
+    if counts is not None and 0 not in counts and not prof.activation_offload:
+        out.append(f"search.activation_offload_layers {list(counts)}: {prof.name} {prof.versions} has no activation "
+                   "CPU offload (allow 0)")
     fractions = s.optimizer_offload_fractions
     if fractions is not None and 0 not in fractions and prof.optimizer_offload == "none":
         out.append(f"search.optimizer_offload_fractions {list(fractions)}: {prof.name} {prof.versions} has no "

@@ -76,6 +76,7 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                                for k in ("zero_replicas", "optimizer_states", "optimizer_offload_fraction")),
                              pb.Plan.DESCRIPTOR.fields_by_name["moe_fp8_dispatch"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["activation_offload_layers"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})

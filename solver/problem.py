@@ -137,6 +137,7 @@ class Problem:
                     zero_replicas=c.zero_replicas, optimizer_states=c.optimizer_states,
                     optimizer_offload_fraction=c.optimizer_offload_fraction,
                     moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap,
+                    activation_offload_layers=c.activation_offload_layers,
                     pipeline_layout=trimmed_layout(c, layers))
 
     def evaluate(self, plan: Plan) -> Evaluation:

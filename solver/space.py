@@ -21,13 +21,17 @@ fewest bytes per parameter are kept (same time, never more memory; the first lis
 Choices with no data-parallel peers keep one ZeRO stage (they are the same plan). FP8 dispatch
 (``search.moe_fp8_dispatch``) drops BF16 dispatch where both are legal and ``ep_dispatch_bytes`` is at least
 FP8's 1 + 4/128 (same memory, fewer bytes on the wire). ``dualpipev`` and the two EP choices are searched only
-when ``search:`` names them (defaults: today's space).
+when ``search:`` names them (defaults: today's space). Activation offload counts (``search.activation_offload_layers``,
+default [0]) are tried on every choice where they are legal (pp 1, no recompute: an offloading choice whose
+recompute 'none' was pruned for 'full' takes 'none' back); no count dominates another (more layers: less memory,
+never less time).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from parplan.costmodel.activation_offload import activation_offload_violations
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
@@ -126,6 +130,7 @@ class SpaceOptions:
     optimizer_offload_fractions: tuple[float, ...] = (0.0,)
     moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
     moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
+    activation_offload_layers: tuple[int, ...] = (0,)  # search.activation_offload_layers (costmodel/activation_offload.py)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -147,6 +152,8 @@ class SpaceOptions:
             optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
             moe_fp8_dispatch=tuple(s.moe_fp8_dispatch) if s.moe_fp8_dispatch else (False,),
             moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else (False,),
+            activation_offload_layers=(tuple(dict.fromkeys(s.activation_offload_layers))
+                                       if s.activation_offload_layers else (0,)),
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -176,6 +183,8 @@ class SpaceOptions:
             else tuple(v for v in opts.optimizer_states if v is None),
             moe_fp8_dispatch=tuple(v for v in opts.moe_fp8_dispatch if not v or prof.fp8_dispatch),
             moe_a2a_overlap=tuple(v for v in opts.moe_a2a_overlap if not v or prof.moe_a2a_overlap),
+            activation_offload_layers=tuple(v for v in opts.activation_offload_layers
+                                            if not v or prof.activation_offload),
         )
 
 
@@ -291,6 +300,23 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
         return legal
 
+    def offload_choices(c: Choice) -> list[Choice]:
+        """``c`` with each listed activation offload count that is legal for it (costmodel/activation_offload.py):
+        pp 1 and no recompute, so 'full' pruned in favour of 'none' comes back as 'none' for an offloading choice."""
+        legal = []
+        for k in opts.activation_offload_layers:
+            cc = c
+            if k:
+                cc = c.but(activation_offload_layers=k)
+                if without_full(cc.recompute) != cc.recompute:
+                    cc = cc.but(recompute="none")
+                why = activation_offload_violations(spec, cc)
+                if why:
+                    reject(why)
+                    continue
+            legal.append(cc)
+        return legal
+
     def reject(why: list[str], count: int = 1) -> None:
         key = why[0]
         rejected[key] = rejected.get(key, 0) + count
@@ -363,7 +389,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
                                             continue
                                         for rc in (recompute_trimmed if first_trim or last_trim else recompute):
                                             for sp in sps:
-                                                for c in comm_choices(mem.but(recompute=rc, sequence_parallel=sp)):
+                                                for c in (oc for cc in comm_choices(mem.but(recompute=rc, sequence_parallel=sp))
+                                                          for oc in offload_choices(cc)):
                                                     if framework and framework_choice_violations(spec, c):
                                                         reject(framework_choice_violations(spec, c))
                                                         continue

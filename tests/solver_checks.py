@@ -46,7 +46,8 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
         out.append(f"cp_comm_type {plan.cp_comm_type} at cp = 1 (canonical: p2p)")
     for key, listed, default in (("zero_replicas", s.zero_replicas, 1),
                                  ("optimizer_states", s.optimizer_states, None),
-                                 ("optimizer_offload_fraction", s.optimizer_offload_fractions, 0.0)):
+                                 ("optimizer_offload_fraction", s.optimizer_offload_fractions, 0.0),
+                                 ("activation_offload_layers", s.activation_offload_layers, 0)):
         value = getattr(plan, key)
         if (value not in listed) if listed is not None else value != default:
             out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
@@ -132,6 +133,8 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
         del search["optimizer_offload_fractions"]
     if not prof.hsdp_zero_stages and 1 not in search.get("zero_replicas", [1]):
         del search["zero_replicas"]
+    if not prof.activation_offload and 0 not in search.get("activation_offload_layers", [0]):
+        del search["activation_offload_layers"]
     for key, has in (("tp", prof.tensor_parallel), ("pp", prof.pipeline_parallel)):
         if not has and 1 not in search.get(key, [1]):
             del search[key]

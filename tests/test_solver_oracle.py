@@ -62,12 +62,13 @@ OPTIMIZER_STATES = ["fp32/fp32/fp32", "fp32/bf16/bf16", "fp16/fp8/fp8", "fp32/fp
 
 
 @st.composite
-def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
+def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_offload: bool = False) -> Spec:
     """Dense (and ~25 % MoE) Llama-like models on 1-16 GPUs with random ``search:`` restrictions.
 
     ``tiny``: at most 6 layers and 8 GPUs, one micro-batch size and one or two schedules (for the brute force).
     ``memory_dims``: always draw the memory-side dimensions (HSDP replicas, optimizer dtypes, offload shares);
-    otherwise each is drawn in about a quarter of the specs.
+    otherwise each is drawn in about a quarter of the specs. ``activation_offload``: draw
+    ``search.activation_offload_layers`` (a subset of {0, 1, L - 1}; otherwise unset, today's space).
     """
     L = draw(st.integers(2, 6 if tiny else 12))
     hidden = draw(st.sampled_from([256, 512, 1024]))
@@ -139,6 +140,10 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False) -> Spec:
         search["optimizer_states"] = v
     if (v := _maybe_subset(draw, [0.0, 0.5, 1.0], p_mem)) is not None:
         search["optimizer_offload_fractions"] = v
+    # activation offload: drawn only when asked (an extra draw would shift every derandomized example of the
+    # other oracles, whose tallies count what their examples reach)
+    if activation_offload and (v := _maybe_subset(draw, sorted({0, 1, L - 1}), 1.0)) is not None:
+        search["activation_offload_layers"] = v
     fp8 = moe and cluster["gpu"] not in ("A100-SXM-80GB", "A100-SXM-40GB") and draw(st.integers(0, 2)) == 0
     return Spec.model_validate(dict(
         model=model,
@@ -279,15 +284,16 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                     vpps = _allowed(range(2, L + 1) if schedule == "interleaved" else [1], s.vpp)
                     memory_dims = itertools.product(s.zero_replicas or [1], s.optimizer_states or [None],
                                                     s.optimizer_offload_fractions or [0.0])
-                    for vpp, zero, rc, sp, (r, states, off), f8, ov in itertools.product(
+                    for vpp, zero, rc, sp, (r, states, off), f8, ov, act in itertools.product(
                             vpps, s.zero_stages or (0, 1, 2, 3), s.recompute or ("none", "selective", "full"), sps,
-                            list(memory_dims), s.moe_fp8_dispatch or [False], s.moe_a2a_overlap or [False]):
+                            list(memory_dims), s.moe_fp8_dispatch or [False], s.moe_a2a_overlap or [False],
+                            s.activation_offload_layers or [0]):
                         c = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                    num_microbatches=gbs // (dp * mbs), vpp=vpp, schedule=schedule, recompute=rc,
                                    zero_stage=zero, sequence_parallel=sp, cp_comm_type=kind,
                                    zero_replicas=r, optimizer_states=states,
                                    optimizer_offload_fraction=float(off), moe_fp8_dispatch=f8,
-                                   moe_a2a_overlap=ov)
+                                   moe_a2a_overlap=ov, activation_offload_layers=act)
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
@@ -308,7 +314,8 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
                     sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
                     zero_replicas=c.zero_replicas,
                     optimizer_states=c.optimizer_states, optimizer_offload_fraction=c.optimizer_offload_fraction,
-                    moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap)
+                    moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap,
+                    activation_offload_layers=c.activation_offload_layers)
         return evaluate_costs(spec, plan, costs, a, [])
 
     def good(e):

@@ -274,7 +274,7 @@ class ClusterSpec(_message.Message):
     def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ...) -> None: ...
 
 class SearchSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap")
+    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -297,6 +297,7 @@ class SearchSpec(_message.Message):
     OPTIMIZER_OFFLOAD_FRACTIONS_FIELD_NUMBER: _ClassVar[int]
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
     tp: _containers.RepeatedScalarFieldContainer[int]
     cp: _containers.RepeatedScalarFieldContainer[int]
     pp: _containers.RepeatedScalarFieldContainer[int]
@@ -319,7 +320,8 @@ class SearchSpec(_message.Message):
     optimizer_offload_fractions: _containers.RepeatedScalarFieldContainer[float]
     moe_fp8_dispatch: _containers.RepeatedScalarFieldContainer[bool]
     moe_a2a_overlap: _containers.RepeatedScalarFieldContainer[bool]
-    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ...) -> None: ...
+    activation_offload_layers: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ..., activation_offload_layers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ScalarValue(_message.Message):
     __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
@@ -351,7 +353,7 @@ class AssumptionsSpec(_message.Message):
     def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, ScalarValue]] = ...) -> None: ...
 
 class PlanSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -374,6 +376,7 @@ class PlanSpec(_message.Message):
     OPTIMIZER_OFFLOAD_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -396,7 +399,8 @@ class PlanSpec(_message.Message):
     optimizer_offload_fraction: float
     moe_fp8_dispatch: bool
     moe_a2a_overlap: bool
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayout, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ...) -> None: ...
+    activation_offload_layers: int
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayout, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ...) -> None: ...
 
 class PipelineLayout(_message.Message):
     __slots__ = ("megatron", "layers", "decoder_layers")
@@ -447,7 +451,7 @@ class SolverParameters(_message.Message):
     def __init__(self, method: _Optional[_Union[Method, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., deterministic: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -470,6 +474,7 @@ class Plan(_message.Message):
     OPTIMIZER_OFFLOAD_FRACTION_FIELD_NUMBER: _ClassVar[int]
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -492,7 +497,8 @@ class Plan(_message.Message):
     optimizer_offload_fraction: float
     moe_fp8_dispatch: bool
     moe_a2a_overlap: bool
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ...) -> None: ...
+    activation_offload_layers: int
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ...) -> None: ...
 
 class Metrics(_message.Message):
     __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits")
