@@ -253,6 +253,10 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     def without_full(rc: str) -> str:
         return "none" if rc == "full" and none_pruned else rc
 
+    def none_back(cc: Choice) -> Choice:
+        """``cc``, which cannot recompute fully, with the 'none' that 'full' stood for where it was pruned."""
+        return cc.but(recompute="none") if without_full(cc.recompute) != cc.recompute else cc
+
     recompute_trimmed = recompute
     if opts.uniform_recompute:
         recompute_trimmed = [rc for rc in map(without_full, recompute) if rc != "full"]
@@ -288,8 +292,8 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         legal = []
         for f, o in comm_pairs:
             cc = c.but(moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
-            if o and without_full(cc.recompute) != cc.recompute:  # the overlap forbids full recomputation
-                cc = cc.but(recompute="none")
+            if o:  # the overlap forbids full recomputation
+                cc = none_back(cc)
             why = moe_comm_violations(spec, cc)
             if why:
                 reject(why)
@@ -307,9 +311,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         for k in opts.activation_offload_layers:
             cc = c
             if k:
-                cc = c.but(activation_offload_layers=k)
-                if without_full(cc.recompute) != cc.recompute:
-                    cc = cc.but(recompute="none")
+                cc = none_back(c.but(activation_offload_layers=k))
                 why = activation_offload_violations(spec, cc)
                 if why:
                     reject(why)

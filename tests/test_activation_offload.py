@@ -37,8 +37,8 @@ from parplan.frameworks.profiles import choice_rule_violations, profile
 from parplan.solver.planner import optimize
 from parplan.solver.space import enumerate_choices
 
-from solver_checks import check_integer_scaling, check_plan
-from test_solver_oracle import CPSAT, REL_TOL, brute_force, small_specs
+from solver_checks import check_plan
+from test_solver_oracle import CPSAT, REL_TOL, brute_force, cpsat_matches_exhaustive, small_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
@@ -229,15 +229,7 @@ class OffloadTally:
 @given(spec=small_specs(activation_offload=True))
 def test_cpsat_matches_exhaustive_with_activation_offload(spec):
     """CP-SAT and the exhaustive search agree with search.activation_offload_layers always drawn."""
-    cp = optimize(spec, method="cpsat", top_k=2, controls=CPSAT)
-    ex = optimize(spec, method="exhaustive", top_k=2)
-    assert bool(cp.plans) == bool(ex.plans), (cp.status, ex.status)
-    OffloadTally.add(cp)
-    for a_, b_ in zip(cp.plans, ex.plans):
-        assert a_.metrics.step_time_s == pytest.approx(b_.metrics.step_time_s, rel=REL_TOL)
-    for ev in cp.plans:
-        check_plan(spec, ev)
-    check_integer_scaling(spec, cp)
+    OffloadTally.add(cpsat_matches_exhaustive(spec))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,

@@ -245,6 +245,20 @@ def _allowed(values, pins):
     return [v for v in values if pins is None or v in pins]
 
 
+def cpsat_matches_exhaustive(spec: Spec, top_k: int = 2):
+    """CP-SAT and the exhaustive search on ``spec``: both find plans or neither, the same step times, every plan
+    checked (:func:`check_plan`) and the integer scaling within tolerance; returns CP-SAT's result."""
+    cp = optimize(spec, method="cpsat", top_k=top_k, controls=CPSAT)
+    ex = optimize(spec, method="exhaustive", top_k=top_k)
+    assert bool(cp.plans) == bool(ex.plans), (cp.status, ex.status)
+    for a_, b_ in zip(cp.plans, ex.plans):
+        assert a_.metrics.step_time_s == pytest.approx(b_.metrics.step_time_s, rel=REL_TOL)
+    for ev in cp.plans:
+        check_plan(spec, ev)
+    check_integer_scaling(spec, cp)
+    return cp
+
+
 def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
     """Every plan the spec's search allows, by the float evaluator: returns a plan that fits with a step time
     below ``below`` (None: any plan that fits), or None when there is none.
