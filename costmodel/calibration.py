@@ -7,30 +7,30 @@ value was confined to. Sources and meaning of every knob: costmodel/assumptions.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8053,
-    "matmul_efficiency_hopper": 0.7277,
-    "fp8_matmul_efficiency_hopper": 0.5913,
-    "attention_efficiency_ampere": 0.5918,
-    "attention_efficiency_hopper": 0.2749,
-    "attention_efficiency_flash2": 0.2043,
-    "matmul_shape_penalty": 0.6341,
-    "attention_seq_penalty": 1079.5714,
-    "intra_node_bandwidth_efficiency": 0.5883,
-    "inter_node_bandwidth_efficiency": 0.8757,
-    "hierarchical_collective_efficiency": 0.5736,
-    "intra_node_latency_factor": 1.6501,
-    "inter_node_latency_factor": 0.4526,
-    "tp_comm_overlap": 0.9604,
-    "dp_comm_overlap": 0.5674,
-    "zero_microbatch_comm_overlap": 0.3795,
-    "pp_comm_overlap": 0.016,
-    "activation_traffic_passes": 7.3274,
+    "matmul_efficiency_ampere": 0.8013,
+    "matmul_efficiency_hopper": 0.7201,
+    "fp8_matmul_efficiency_hopper": 0.5864,
+    "attention_efficiency_ampere": 0.5922,
+    "attention_efficiency_hopper": 0.2744,
+    "attention_efficiency_flash2": 0.2045,
+    "matmul_shape_penalty": 0.6351,
+    "attention_seq_penalty": 1025.1507,
+    "intra_node_bandwidth_efficiency": 0.5922,
+    "inter_node_bandwidth_efficiency": 0.8754,
+    "hierarchical_collective_efficiency": 0.597,
+    "intra_node_latency_factor": 1.645,
+    "inter_node_latency_factor": 0.457,
+    "tp_comm_overlap": 0.9631,
+    "dp_comm_overlap": 0.5791,
+    "zero_microbatch_comm_overlap": 0.3843,
+    "pp_comm_overlap": 0.0271,
+    "activation_traffic_passes": 7.2373,
 }
 
 FIXED: dict[str, float] = {  # no expressible Blackwell row: the Hopper value
-    "matmul_efficiency_blackwell": 0.7277,
-    "fp8_matmul_efficiency_blackwell": 0.5913,
-    "attention_efficiency_blackwell": 0.2749,
+    "matmul_efficiency_blackwell": 0.7201,
+    "fp8_matmul_efficiency_blackwell": 0.5864,
+    "attention_efficiency_blackwell": 0.2744,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

@@ -224,7 +224,7 @@ class OffloadTally:
         cls.offloading += result.plans[0].plan.activation_offload_layers > 0
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+@settings(max_examples=50, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=small_specs(activation_offload=True))
 def test_cpsat_matches_exhaustive_with_activation_offload(spec):
@@ -232,7 +232,7 @@ def test_cpsat_matches_exhaustive_with_activation_offload(spec):
     OffloadTally.add(cpsat_matches_exhaustive(spec))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=small_specs(tiny=True, activation_offload=True))
 def test_cpsat_matches_brute_force_with_activation_offload(spec):
