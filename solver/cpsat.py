@@ -164,8 +164,10 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
         layer_time = int(t.t_layer[0]) * L
     else:
         layer_time = sum(int(t.t_layer[u]) * v.layers[u] for u in range(n))
-    v.time_sum = (layer_time + int(t.t_const.sum()) + int(t.t_recompute_dense) * v.dense_recompute
-                  + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
+    v.time_sum = layer_time + int(t.t_const.sum())
+    if full and t.S:  # without whole-layer recompute the recompute counts are 0: the sum is a constant
+        v.time_sum += (int(t.t_recompute_dense) * v.dense_recompute
+                       + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
 
 
 def _recomputing_stages(m: cp_model.CpModel, t: StageTable, v: StageVars, u: int):

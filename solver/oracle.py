@@ -230,19 +230,25 @@ class _Solver:
         tau = max(int(kth), int(T[:, 0].max()))
         dp_layer, dp0 = t.dp_layer, DP[:, 0]
 
+        step = dp_layer * g
+        flat_dp, has_step, step_safe = bool((dp_layer == 0).all()), step > 0, np.maximum(step, 1)
+
         def dp_counts(delta: int) -> np.ndarray:
-            if (dp_layer == 0).all():
-                return np.where(dp0 <= delta, K + 1, 0)
-            step = dp_layer * g
-            with np.errstate(divide="ignore", invalid="ignore"):
-                c = np.where(step > 0, (delta - dp0) // np.maximum(step, 1) + 1, np.where(dp0 <= delta, K + 1, 0))
-            return np.clip(c, 0, K + 1)
+            """Per unit, how many counts have a DP time within ``delta`` (DP times are affine in the count)."""
+            within = np.where(dp0 <= delta, K + 1, 0)
+            if flat_dp:
+                return within
+            c = np.where(has_step, (delta - dp0) // step_safe + 1, within)
+            return np.minimum(np.maximum(c, 0), K + 1)
+
+        dp_values = np.unique(DP)  # the least δ is one of them: the counts change only there
 
         def delta_min(cT: np.ndarray) -> int:
-            def fits(delta: int) -> bool:
-                c = np.minimum(cT, dp_counts(delta))
+            def fits(i: int) -> bool:
+                c = np.minimum(cT, dp_counts(int(dp_values[i])))
                 return int((c - 1).sum()) >= K and bool((c >= 1).all())
-            return least_true(int(dp0.max()), int(DP[:, -1].max()), fits)
+            lo_i, hi_i = np.searchsorted(dp_values, [dp0.max(), DP[:, -1].max()])
+            return int(dp_values[least_true(int(lo_i), int(hi_i), fits)])
 
         cT_full = counts_max
         d_floor = delta_min(cT_full)
@@ -280,17 +286,25 @@ class _Solver:
         t = self.t
         n, g = t.num_units, t.grid
         free = free_steps(T, int(t.t_layer[0]) * g) if (t.t_layer == t.t_layer[0]).all() else np.zeros(n, np.int64)
-        sum_floor = least_sum(T, (T < INF).sum(axis=1) - 1, K, free=free)[0]
+        sums: dict[bytes, int] = {}  # least Σ by the caps it was taken under (the walks revisit caps)
+
+        def least(caps: np.ndarray) -> int:
+            key = caps.tobytes()
+            if key not in sums:
+                sums[key] = least_sum(T, caps, K, free=free, split=False)[0]
+            return sums[key]
+
+        sum_floor = least((T < INF).sum(axis=1) - 1)
         best = None  # (U, tau, d)
         while True:
             check(self.deadline)
             cT = (T <= tau).sum(axis=1)
-            sum_tau = least_sum(T, cT - 1, K, free=free)[0]
+            sum_tau = least(cT - 1)
             d = delta_min(cT)
             while best is None or t.objective(tau, d, sum_tau) < best[0]:
                 check(self.deadline)
                 dc = dp_counts(d)
-                total = least_sum(T, np.minimum(cT, dc) - 1, K, free=free)[0]
+                total = least(np.minimum(cT, dc) - 1)
                 if total < LEAST_SUM_NONE:
                     U = t.objective(tau, d, total)
                     if best is None or U < best[0]:
@@ -522,7 +536,7 @@ def free_steps(T: np.ndarray, slope: int) -> np.ndarray:
 
 
 def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] = None,
-              grid: int = 1, free: Optional[np.ndarray] = None) -> tuple[int, np.ndarray]:
+              grid: int = 1, free: Optional[np.ndarray] = None, split: bool = True) -> tuple[int, np.ndarray]:
     """The least Σ_u T[u, q_u] over counts q_u ∈ [0, caps[u]] with Σ_u q_u = K, and one such q (a min-plus
     knapsack over the units, exact; :data:`LEAST_SUM_NONE` where no q meets the caps). Ties go to the split of
     least Σ_u layers_u² (layers_u = lo_u + grid·q_u: as level as the sums allow).
@@ -530,7 +544,8 @@ def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] 
     ``free`` (:func:`free_steps`): where every unit's time grows by one common slope a step up to ``free[u]``
     and by at least that slope beyond, some least split gives every unit at least min(free, caps) steps
     (moving a step from a unit above it to one below it never adds time), so only the steps beyond those
-    floors are searched; when the floors hold all K steps the split is the most level fill of them."""
+    floors are searched; when the floors hold all K steps the split is the most level fill of them.
+    ``split=False``: the least Σ alone (no split returned, no tie-break: the walks' bounds)."""
     n = T.shape[0]
     none = LEAST_SUM_NONE
     caps = np.minimum(np.asarray(caps, np.int64), K)
@@ -547,10 +562,12 @@ def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] 
         cols = np.minimum(floor[:, None] + np.arange(width)[None, :], T.shape[1] - 1)
         shifted = np.where(np.arange(width)[None, :] <= (caps - floor)[:, None], T[rows, cols], INF)
         lo_shift = (np.zeros(n, np.int64) if lo is None else np.asarray(lo, np.int64)) + grid * floor
-        total, extra = least_sum(shifted, caps - floor, rest, lo_shift, grid)
+        total, extra = least_sum(shifted, caps - floor, rest, lo_shift, grid, split=split)
         return total, floor + extra
     if n * (K + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT:
         raise KnapsackTooLarge()
+    if not split:
+        return _least_sum_value(T, caps, K), np.zeros(n, np.int64)
     base = np.zeros(n, np.int64) if lo is None else np.asarray(lo, np.int64)
     vals = np.where(T[:, :K + 1] >= INF, none, T[:, :K + 1])
     j = np.arange(K + 1)
@@ -579,6 +596,25 @@ def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] 
         rest -= int(steps[u])
     steps[0] = rest
     return int(f[K]), steps
+
+
+def _least_sum_value(T: np.ndarray, caps: np.ndarray, K: int) -> int:
+    """:func:`least_sum`'s value alone: the min-plus convolution of the units' capped rows, five array operations
+    a unit."""
+    none = LEAST_SUM_NONE
+    n, width = T.shape[0], int(caps.max()) + 1
+    cols = np.arange(width)
+    vals = np.full((n, width), none, np.int64)
+    have = min(width, T.shape[1])
+    vals[:, :have] = np.where(T[:, :have] >= INF, none, T[:, :have])
+    rows = np.where(cols[None, :] <= caps[:, None], vals, none)
+    idx = (width - 1) + np.arange(K + 1)[:, None] - cols[None, :]  # f[j - q], the pad where q > j
+    pad = np.full(width - 1, none, np.int64)
+    f = np.full(K + 1, none, np.int64)
+    f[:min(width, K + 1)] = rows[0, :min(width, K + 1)]
+    for u in range(1, n):
+        f = np.minimum((np.concatenate((pad, f))[idx] + rows[u][None, :]).min(axis=1), none)
+    return int(f[K])
 
 
 def least_true(lo: int, hi: int, ok) -> int:
