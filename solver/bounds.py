@@ -87,9 +87,8 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
-    # Σ_u time_u (the uneven-stage bubble's term): at least every layer at the least per-layer time, no recompute
-    sum_lb = float(np.floor(float(t.t_layer.min()) * L + float(t.t_const.sum())))
-    return float(t.M) * tau + float(t.S) * sum_lb + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+    # Σ_u time_u (the uneven-stage bubble's term): at least its value without recompute
+    return float(t.M) * tau + float(t.S) * t.base_time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,

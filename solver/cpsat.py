@@ -96,8 +96,7 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
     t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
                       + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
     if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
-        sum_lb = int(t.t_layer.min()) * L + int(t.t_const.sum()) if t.S else 0
-        t_hi = max(0, min(t_hi, (cutoff - t.S * sum_lb) // max(t.M, 1)))
+        t_hi = max(0, min(t_hi, (cutoff - t.S * t.base_time_sum) // max(t.M, 1)))
     dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
     if cutoff is not None:
         dp_hi = max(0, min(dp_hi, cutoff // t.scale.weight))
@@ -157,14 +156,9 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
         m.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
         m.add(mem_u <= cap_kib)
         m.add(mem_u <= v.peak)
-    # Σ_u time_u: the layers sum to L, so with one per-layer time on every unit (tables.build_table) only the
-    # recompute terms vary; written so, U keeps the plain max objective's structure (and its solve speed) when
-    # nothing is recomputed
-    if (t.t_layer == t.t_layer[0]).all():
-        layer_time = int(t.t_layer[0]) * L
-    else:
-        layer_time = sum(int(t.t_layer[u]) * v.layers[u] for u in range(n))
-    v.time_sum = layer_time + int(t.t_const.sum())
+    # Σ_u time_u: the layers sum to L and every unit has one per-layer time, so only the recompute terms vary;
+    # written so, U keeps the plain max objective's structure (and its solve speed) when nothing is recomputed
+    v.time_sum = t.base_time_sum
     if full and t.S:  # without whole-layer recompute the recompute counts are 0: the sum is a constant
         v.time_sum += (int(t.t_recompute_dense) * v.dense_recompute
                        + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))

@@ -205,8 +205,7 @@ class _Solver:
         """Whether Σ_u time_u depends on the split: only through each unit's least recompute, and only when the
         objective weighs it (S > 0). Per-layer times are the same on every unit (tables.build_table), so with
         the recompute fixed Σ_u time_u is one constant over every split (:meth:`_fixed_sum`)."""
-        t = self.t
-        return bool(t.S) and (not units.fixed_recompute or bool((t.t_layer != t.t_layer[0]).any()))
+        return bool(self.t.S) and not units.fixed_recompute
 
     def _fixed_sum(self, T0: np.ndarray, K: int) -> int:
         """Σ_u time_u of every split when it does not vary: the least counts' times plus K grid steps of layers."""
@@ -285,7 +284,7 @@ class _Solver:
         at τ every δ of it."""
         t = self.t
         n, g = t.num_units, t.grid
-        free = free_steps(T, int(t.t_layer[0]) * g) if (t.t_layer == t.t_layer[0]).all() else np.zeros(n, np.int64)
+        free = free_steps(T, int(t.t_layer[0]) * g)
         sums: dict[bytes, int] = {}  # least Σ by the caps it was taken under (the walks revisit caps)
 
         def least(caps: np.ndarray) -> int:

@@ -104,7 +104,7 @@ class StageTable:
     k_dense: int  # leading dense layers, on stage 0 (MoE models)
     layers_min: np.ndarray  # least layers of each unit
     layers_fixed: np.ndarray | None  # 'even': the layers of each unit
-    t_layer: np.ndarray
+    t_layer: np.ndarray  # one value on every unit (the main class's layer; unit 0's dense ones are in its constants)
     t_recompute: np.ndarray  # per recomputed (MoE or dense-model) layer
     t_const: np.ndarray
     m_layer: np.ndarray
@@ -144,9 +144,11 @@ class StageTable:
         largest DP time is ``dp_max``."""
         return self.M * int(t_max) + self.S * int(t_sum) + self.scale.weight * int(dp_max)
 
-    def bound_of_mean(self, mean_time: int) -> int:
-        """U's lower bound from a lower bound of the mean unit time (slowest ≥ mean, Σ = n·mean)."""
-        return (self.M + self.S * self.num_units) * int(mean_time)
+    @property
+    def base_time_sum(self) -> int:
+        """Σ_u time_u without recompute: every layer at the per-layer time, one value on every unit
+        (:func:`build_table`), plus the units' constants; recompute only adds to it."""
+        return int(self.t_layer[0]) * self.num_layers + int(self.t_const.sum())
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
