@@ -40,6 +40,7 @@ from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tie
 from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
+from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec import Spec
 from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, stage_workspace
 
@@ -133,17 +134,16 @@ def inflight_microbatches(c: Choice, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
     p, m, v = c.pp, c.num_microbatches, c.vpp
     extra = 1 if c.moe_a2a_overlap else 0  # one more forward before the combined 1F1B steps (moe_comm.py)
-    if c.schedule in ("1f1b", "zb-h1"):
+    schedule = Schedule(c.schedule)
+    if schedule.one_stage_per_rank:
         return float(min(p - stage + extra, m))
-    if c.schedule == "interleaved":
+    if schedule is Schedule.INTERLEAVED:
         # Megatron: warmup = (p - i - 1)·2 + (v - 1)·p chunk micro-batches, plus the one in flight;
         # stage 0 gives p + (p-1)/v stages' worth, Megatron's theoretical-memory penalty.
         return min((p - stage - 1) * 2 + (v - 1) * p + 1 + extra, m * v) / v
-    if c.schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         return float(min(p + 1, m))  # DeepSeek-V3 Table 2: PP + 1
-    if c.schedule == "dualpipev":
-        return dualpipev.inflight_microbatches(p)  # 2p + 1 half-rank chunks (DualPipe README: PP + 1)
-    raise ValueError(c.schedule)
+    return dualpipev.inflight_microbatches(p)  # 2p + 1 half-rank chunks (DualPipe README: PP + 1)
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ class ChoiceCosts:
         """
         c = self.choice  # both byte sizes are 0 unless pipeline_runtime is 'torch' and pp > 1
         m, v = c.num_microbatches, c.vpp
-        if c.schedule == "dualpipev":  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
+        if c.schedule == Schedule.DUALPIPEV:  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
             #                            each holding half the rank's in-flight micro-batches
             half = self.inflight(stage)
             return sum(self._chunk_buffer_bytes(m, 1, first, last, half) for first, last in
@@ -219,24 +219,9 @@ class ChoiceCosts:
 
 
 def bubble_factor(c: Choice, a: Assumptions) -> float:
-    """The schedule's bubble in units of the slowest stage's per-micro-batch time, F : B = 1 : ratio.
-
-    DualPipe's paired chunk F&B (DeepSeek-V3 §3.2.1, Table 2) runs one micro-batch's forward and another's
-    backward together so that each one's all-to-all and p2p hide behind the other's *compute*; the two
-    computations still share the SMs, so F&B = F + B - (communication the pairing hides). The stage time
-    t = F + B already carries only the exposed communication (the EP term's ``exposed()`` credits what
-    the pairing hides, :func:`choice_costs`), so in units of t, F&B = F + B - x·F with x =
-    ``dualpipe_chunk_overlap`` (default 0: no compute hidden by compute; the DualPipe repository,
-    dualpipe/dualpipe.py at 030ce43, hands each pair to the model's own ``overlapped_forward_backward``
-    hook, whose reference example runs the two chunks one after the other).
-    """
-    from parplan.costmodel.bubble import bubble_time
-
-    r = a.backward_to_forward_ratio
-    F, B = 1 / (1 + r), r / (1 + r)
-    W = a.zb_weight_grad_fraction * B
-    FandB = F + B - a.dualpipe_chunk_overlap * F
-    return bubble_time(c.schedule, c.pp, F, B, W, FandB, c.vpp)
+    """The schedule's bubble in units of the slowest unit's per-micro-batch time
+    (:meth:`~parplan.costmodel.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B)."""
+    return PipelineUnits.of(c).bubble_beta(a)
 
 
 def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
@@ -246,7 +231,7 @@ def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
     choice); DualPipe also changes the EP overlap and is computed in full.
     """
     base = costs.choice
-    if {"dualpipe", "dualpipev"} & {choice.schedule, base.schedule}:
+    if Schedule(choice.schedule).paired or Schedule(base.schedule).paired:
         raise ValueError("DualPipe changes the EP overlap: compute its costs in full")
     out = copy(costs)
     object.__setattr__(out, "choice", choice)
@@ -326,8 +311,8 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 def last_stage_inflight(c: Choice) -> float:
     """Micro-batches whose activations the last stage holds at its peak, in its own units (DualPipeV: rank 0's,
     whose second chunk is the last stage; DualPipe: half a rank's, each rank holding two stages)."""
-    return inflight_microbatches(c, 0 if c.schedule == "dualpipev" else c.pp - 1) * (
-        0.5 if c.schedule == "dualpipe" else 1.0)
+    units = PipelineUnits.of(c)
+    return inflight_microbatches(c, units.last_stage) * units.stage_share
 
 
 def _spread_embedding(costs: ChoiceCosts, arch: Architecture, c: Choice, states, dp_per_param: float,

@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
+from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 from parplan.frameworks.layout import LayoutError, resolve_layout, stage_inflight
 from parplan.frameworks.profiles import runs_on
@@ -146,7 +146,7 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
             raise PlanError(f"plan.vpp = {ps.vpp} but plan.pipeline_layout has {resolved.vpp} chunks per stage")
         vpp = resolved.vpp
         if vpp > 1 and "schedule" not in ps.model_fields_set:
-            schedule = "interleaved"  # Megatron runs virtual stages with the interleaved schedule
+            schedule = Schedule.INTERLEAVED.value  # Megatron runs virtual stages with the interleaved schedule
         if ps.stage_layers is not None and list(ps.stage_layers) != resolved.stage_layers:
             raise PlanError(f"plan.stage_layers {list(ps.stage_layers)} differ from the layout's {resolved.stage_layers}")
         empty = [i for i, n in enumerate(resolved.stage_layers) if n == 0]
@@ -258,7 +258,7 @@ def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recompute
 def last_stage_unit(c: Choice) -> int:
     """The pipeline unit holding the model's last stage (the head, the loss, MTP): the last rank, or under
     DualPipeV rank 0, whose second chunk is stage 2p-1 (costmodel/dualpipev.py)."""
-    return 0 if c.schedule == "dualpipev" else c.pp - 1
+    return PipelineUnits.of(c).last_stage
 
 
 def _layers(lc: LayerCost, n: int, r: int) -> StageTotals:
@@ -306,28 +306,49 @@ def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Op
 
 
 def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, violations: list[str]) -> Evaluation:
+    """The ledger of ``plan`` from its choice's ``costs``: per-stage totals, the schedule's rows, the step time
+    and its breakdown, the per-stage memory and the metrics (the module docstring)."""
     c = costs.choice
     classes = layer_classes(spec, plan.stage_layers)
     stages = [stage_totals(costs, i, d, e, r) for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
-    p = c.pp
-    if c.schedule == "dualpipe":
-        # rank i runs stage i for one direction and stage p-1-i for the other: half the micro-batches each
-        ranks = []
-        for i in range(p):
-            j = p - 1 - i
-            both = stages[i] + stages[j]
-            per_mb = both.scaled(0.5)
-            ranks.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
-                                                   "logits_bytes": both.logits_bytes,
-                                                   "buffer_bytes": both.buffer_bytes}))
-    else:  # a DualPipeV rank is one unit too: stage_layers are rank totals (costmodel/dualpipev.py)
-        ranks = stages
+    ranks = schedule_rows(PipelineUnits.of(c), stages)
+    step, breakdown = step_time(costs, a, ranks)
+    stage_reports = [stage_report(plan, costs, i, r, d, e) for i, (r, (d, e)) in enumerate(zip(ranks, classes))]
+    mem = [s.memory_gib for s in stage_reports]
+    usable_gib = costs.usable_memory_bytes / GIB
+    violations = list(violations)
+    for i, g in enumerate(mem):
+        if g > usable_gib:
+            violations.append(f"stage {i} needs {g:.1f} GiB, more than the {usable_gib:.1f} GiB usable per GPU")
+    metrics = step_metrics(spec, costs, a, stages, step, breakdown, mem)
+    return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations,
+                      runs_on=runs_on(spec, plan))
 
-    m = c.num_microbatches
+
+def schedule_rows(units: PipelineUnits, stages: list[StageTotals]) -> list[StageTotals]:
+    """One row per rank as the schedule runs it: under DualPipe rank i runs stage i for one direction and stage
+    p-1-i for the other, half the micro-batches each (times and activations weighted by
+    :attr:`~PipelineUnits.stage_share`; states, DP time, logits and buffers summed); a DualPipeV rank is one unit
+    too (its ``stage_layers`` entry is the rank's total, costmodel/dualpipev.py); otherwise the stages."""
+    if units.stages_per_unit == 1:
+        return stages
+    rows = []
+    for i in range(units.pp):
+        both = stages[i] + stages[units.partner(i)]
+        per_mb = both.scaled(units.stage_share)
+        rows.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
+                                              "logits_bytes": both.logits_bytes, "buffer_bytes": both.buffer_bytes}))
+    return rows
+
+
+def step_time(costs: ChoiceCosts, a: Assumptions, ranks: list[StageTotals]) -> tuple[float, dict[str, float]]:
+    """(step seconds, breakdown): ``m·t_max + bubble + DP exposed``, the bubble from the other rows' times
+    (costmodel/schedule.py :func:`stage_bubble_weights`), the breakdown's terms as means over the rows."""
+    m = costs.choice.num_microbatches
     times = [r.time_s for r in ranks]
     t_max = max(times)
     w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), len(ranks), a.uneven_stage_bubble)
-    bubble = w_max * t_max + w_sum * sum(times)  # costmodel/bubble.py: the other stages' times fill and drain
+    bubble = w_max * t_max + w_sum * sum(times)  # the other stages' times fill and drain
     dp_exposed = max(r.dp_s for r in ranks)
     n = len(ranks)
     mean = lambda attr: sum(getattr(r, attr) for r in ranks) / n  # noqa: E731
@@ -342,44 +363,45 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
         "bubble": bubble,
         "imbalance": m * (t_max - sum(times) / n),
     }
-    step = m * t_max + bubble + dp_exposed
+    return m * t_max + bubble + dp_exposed, breakdown
 
-    stage_reports, mem = [], []
-    for i, (r, (d, e)) in enumerate(zip(ranks, classes)):
-        inflight = costs.inflight(i)
-        activations = inflight * r.act_bytes
-        if plan.pipeline_layout is not None and c.schedule == "interleaved":
-            # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py);
-            # recomputed layers are spread over the chunks, as Megatron's --recompute-num-layers counts per chunk,
-            # so they save at the stage's mean in-flight count
-            weighted = stage_inflight(plan.pipeline_layout, p, c.vpp, m, i)
-            activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
-            inflight = activations / r.act_bytes if r.act_bytes else weighted
-        total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
-        mem.append(total / GIB)
-        stage_reports.append(StageReport(
-            index=i, layers=plan.stage_layers[i], dense_layers=d, moe_layers=e,
-            recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
-            time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
-            cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
-            model_states_gib=r.states_bytes / GIB, activations_gib=activations / GIB,
-            logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB,
-            pipeline_buffers_gib=r.buffer_bytes / GIB, memory_gib=total / GIB))
 
+def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: int, moe: int) -> StageReport:
+    """Row ``i``'s report: its times per micro-batch and its memory ledger (activations at its in-flight count)."""
+    c = costs.choice
+    inflight = costs.inflight(i)
+    activations = inflight * r.act_bytes
+    if plan.pipeline_layout is not None and c.schedule == Schedule.INTERLEAVED:
+        # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py);
+        # recomputed layers are spread over the chunks, as Megatron's --recompute-num-layers counts per chunk,
+        # so they save at the stage's mean in-flight count
+        weighted = stage_inflight(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)
+        activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
+        inflight = activations / r.act_bytes if r.act_bytes else weighted
+    total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
+    return StageReport(
+        index=i, layers=plan.stage_layers[i], dense_layers=dense, moe_layers=moe,
+        recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
+        time_per_microbatch_s=r.time_s, compute_s=r.compute_s, recompute_s=r.recompute_s, tp_s=r.tp_s,
+        cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
+        model_states_gib=r.states_bytes / GIB, activations_gib=activations / GIB,
+        logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB,
+        pipeline_buffers_gib=r.buffer_bytes / GIB, memory_gib=total / GIB)
+
+
+def step_metrics(spec: Spec, costs: ChoiceCosts, a: Assumptions, stages: list[StageTotals], step: float,
+                 breakdown: dict[str, float], mem: list[float]) -> Metrics:
+    """MFU (model FLOPs only), HFU (with the recomputed forwards), tokens/s and the memory verdict."""
+    c = costs.choice
     usable_gib = costs.usable_memory_bytes / GIB
-    violations = list(violations)
-    for i, g in enumerate(mem):
-        if g > usable_gib:
-            violations.append(f"stage {i} needs {g:.1f} GiB, more than the {usable_gib:.1f} GiB usable per GPU")
-
     arch = Architecture(spec.model)
     tokens = spec.training.global_batch_size * spec.training.seq_len
     model_flops = arch.model_flops_per_token(spec.training.seq_len, a.attention_flops_causal_fraction) * tokens
     gpus = c.num_gpus
     peak = costs.peak_flops
     # hardware FLOPs add the recomputed forwards: every stage's GPUs (tp·cp·dp) run m micro-batches
-    recompute_flops = m * sum(st.recompute_flops for st in stages) * (gpus // c.pp)
-    metrics = Metrics(
+    recompute_flops = c.num_microbatches * sum(st.recompute_flops for st in stages) * (gpus // c.pp)
+    return Metrics(
         step_time_s=step,
         mfu=model_flops / (step * gpus * peak),
         tokens_per_s=tokens / step,
@@ -391,5 +413,3 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
         usable_memory_gib=usable_gib,
         fits=all(g <= usable_gib for g in mem),
     )
-    return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations,
-                      runs_on=runs_on(spec, plan))

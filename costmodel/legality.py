@@ -12,6 +12,7 @@ from parplan.costmodel.choice import Choice
 from parplan.costmodel.context_parallel import a2a_group_size
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 from parplan.costmodel.moe_comm import a2a_overlap_violations, fp8_dispatch_violations
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
 from parplan.frameworks.profiles import choice_rule_violations, spec_profile, stage_rule_violations
 
@@ -100,28 +101,29 @@ def schedule_violations(spec: Spec, c: Choice) -> list[str]:
         out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
                    f"must equal training.global_batch_size = {spec.training.global_batch_size}")
     p, mb, v = c.pp, c.num_microbatches, c.vpp
-    if c.schedule != "interleaved" and v != 1:
+    schedule = Schedule(c.schedule)
+    if schedule is not Schedule.INTERLEAVED and v != 1:
         out.append(f"vpp ({v}) > 1 needs schedule interleaved")
-    if c.schedule == "interleaved":
+    if schedule is Schedule.INTERLEAVED:
         if p < 2 or v < 2:
             out.append("schedule interleaved needs pp ≥ 2 and vpp ≥ 2")
         if mb % p:
             out.append(f"interleaved: num_microbatches ({mb}) must be divisible by pp ({p})")
-    elif c.schedule in ("1f1b", "zb-h1"):
+    elif schedule.one_stage_per_rank:
         if p > 1 and mb < p:
-            out.append(f"{c.schedule}: num_microbatches ({mb}) must be at least pp ({p})")
-    elif c.schedule == "dualpipe":
+            out.append(f"{schedule}: num_microbatches ({mb}) must be at least pp ({p})")
+    elif schedule is Schedule.DUALPIPE:
         if p < 2 or p % 2:
             out.append(f"dualpipe needs an even pp ≥ 2 (got {p})")
         if mb < 2 * p or mb % 2:
             out.append(f"dualpipe needs an even num_microbatches ≥ 2·pp (got {mb})")
-    elif c.schedule == "dualpipev":
+    elif schedule is Schedule.DUALPIPEV:
         # DualPipe dualpipe/dualpipev.py step(): num_chunks >= num_ranks * 2; torch ScheduleDualPipeV:
         # n_microbatches >= the number of stages (2·pp)
         if p > 1 and mb < 2 * p:
             out.append(f"dualpipev needs num_microbatches ≥ 2·pp (got {mb} for pp {p})")
-    if c.schedule in ("zb-h1", "dualpipe", "dualpipev") and p == 1:
-        out.append(f"{c.schedule} needs pp ≥ 2")
+    if schedule.needs_pipeline and p == 1:
+        out.append(f"{schedule} needs pp ≥ 2")
     return out
 
 
@@ -147,7 +149,7 @@ def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_l
             out.append("pipeline_layout's per-stage sums must equal stage_layers")
     if c.recompute != "full" and any(recompute_layers):
         out.append("recompute_layers must be 0 unless recompute is full")
-    if c.schedule == "dualpipev" and len(stage_layers) == c.pp:
+    if c.schedule == Schedule.DUALPIPEV and len(stage_layers) == c.pp:
         # two stages per rank, each with a layer; rank 0's first stage holds the model's leading dense layers
         k = spec.model.moe.first_dense_layers if spec.model.moe is not None else 0
         for i, l in enumerate(stage_layers):

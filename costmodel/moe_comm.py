@@ -32,6 +32,8 @@ first in core_v0.14.0) and for interleaved pipelines in d7bf5aaa (2025-08-26, fi
 
 from __future__ import annotations
 
+from parplan.costmodel.schedule import Schedule
+
 FP8_DISPATCH_BYTES_PER_ELEMENT = 1.0 + 4.0 / 128  # FP8 e4m3 payload + one fp32 scale per 128 elements (DeepEP)
 COMBINE_BYTES_PER_ELEMENT = 2.0  # the combine stays BF16
 
@@ -44,7 +46,7 @@ def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
 def ep_overlap_share(schedule: str, a2a_overlap: bool, a) -> float:
     """Share of the EP all-to-all hidden (before the compute bound): paired forward/backward chunks (DualPipe,
     DualPipeV, Megatron-Core's combined 1F1B) hide ``ep_comm_overlap_dualpipe``, others ``ep_comm_overlap``."""
-    if schedule in ("dualpipe", "dualpipev") or a2a_overlap:
+    if Schedule(schedule).paired or a2a_overlap:
         return a.ep_comm_overlap_dualpipe
     return a.ep_comm_overlap
 
@@ -56,7 +58,7 @@ def a2a_overlap_violations(c, num_mtp_layers: int, is_moe: bool) -> list[str]:
     out = []
     if not is_moe or c.ep <= 1:
         out.append("moe_a2a_overlap needs expert parallelism (ep > 1)")
-    if c.pp > 1 and c.schedule != "interleaved":
+    if c.pp > 1 and c.schedule != Schedule.INTERLEAVED:
         out.append(f"moe_a2a_overlap with pp > 1 needs schedule interleaved (virtual pipeline stages; got "
                    f"{c.schedule})")
     if c.recompute == "full":

@@ -20,9 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.optimizer_states import OptimizerStates
+from parplan.costmodel.schedule import SEARCHED_BY_DEFAULT, Schedule
 from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
 
-Schedule = Literal["1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev"]
+# the spec's schedule strings: the values of costmodel/schedule.py Schedule (a Literal, so specs and plans hold
+# plain strings and the JSON schema lists them inline)
+ScheduleName = Literal[tuple(s.value for s in Schedule)]  # type: ignore[valid-type]
 Recompute = Literal["none", "selective", "full"]
 # Megatron-Core --cp-comm-type (costmodel/context_parallel.py): the ring, Ulysses all-to-all, KV all-gather,
 # all-to-all within an NVLink domain and a ring across them
@@ -32,8 +35,8 @@ Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
 
 # the default search space; 'dualpipev' (costmodel/dualpipev.py) is searched only when search.schedules names it
-SCHEDULES: tuple[Schedule, ...] = ("1f1b", "interleaved", "zb-h1", "dualpipe")
-ALL_SCHEDULES: tuple[Schedule, ...] = SCHEDULES + ("dualpipev",)
+SCHEDULES: tuple[str, ...] = tuple(s.value for s in SEARCHED_BY_DEFAULT)
+ALL_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
@@ -240,7 +243,7 @@ class SearchSpec(_Limited):
     dp: Optional[list[PositiveInt]] = None
     micro_batch_size: Optional[list[PositiveInt]] = None
     vpp: Optional[list[PositiveInt]] = None
-    schedules: Optional[list[Schedule]] = None
+    schedules: Optional[list[ScheduleName]] = None
     uneven_stages: bool = True
     stage_split: Optional[Literal["per_stage", "first_last", "even"]] = Field(
         None, description="how layer counts vary across stages: per_stage (default), first_last (middle stages "
@@ -331,7 +334,7 @@ class PlanSpec(_Limited):
     micro_batch_size: PositiveInt = 1
     num_microbatches: Optional[PositiveInt] = Field(None, description="default: global_batch_size / (dp*mbs)")
     vpp: PositiveInt = 1
-    schedule: Schedule = "1f1b"
+    schedule: ScheduleName = "1f1b"
     stage_layers: Optional[list[PositiveInt]] = None
     recompute: Recompute = "none"
     recompute_layers: Optional[list[int]] = None
@@ -366,7 +369,7 @@ class Plan(_Strict):
     micro_batch_size: PositiveInt
     num_microbatches: PositiveInt
     vpp: PositiveInt
-    schedule: Schedule
+    schedule: ScheduleName
     stage_layers: list[PositiveInt]
     recompute: Recompute
     recompute_layers: list[int]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from parplan.costmodel.context_parallel import CpComm
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerCost, dense_layer_params_gpu,
                                            moe_params_gpu)
+from parplan.costmodel.schedule import PipelineUnits
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def pipeline_boundary(ctx: ChoiceContext) -> tuple[float, float]:
     p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
     p2p = 0.0
     if c.pp > 1:
-        chunks = 2 if c.schedule == "dualpipev" else c.vpp  # model chunks per rank, each sends both ways
+        chunks = PipelineUnits.of(c).chunks_per_stage  # model chunks per rank, each sends both ways
         p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
     torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
     stage_io = tokens_tp_group * h * 2 / (c.tp if ctx.sp else 1)  # the boundary tensor (sequence-sharded under SP)
