@@ -3,12 +3,10 @@
 :func:`evaluate_spec` wraps :func:`parplan.costmodel.evaluate.evaluate` with the checks that let any
 validated spec be evaluated safely:
 
-* an MoE plan whose ``ep·etp`` does not divide ``tp·cp·dp`` is refused (the cost model lists it as a
-  violation but then divides by the zero-sized expert-data-parallel group);
-* a plan whose ``tp·cp·pp·dp`` differs from ``cluster.num_gpus`` (explicit ``dp``) or whose ``pp``
-  exceeds ``model.num_layers`` (default ``stage_layers``) is refused before the cost model builds
-  per-stage lists (the pipeline degree would otherwise be unbounded, and zero-layer stages fail the
-  ``Plan`` schema inside ``resolve_plan``);
+* a plan of the wrong shape (``ep·etp`` not dividing ``tp·cp·dp``, ``tp·cp·pp·dp`` not the cluster, more
+  stages than layers) is refused by the cost model's one shape check,
+  :func:`parplan.costmodel.evaluate.check_plan_shape`, before it builds per-stage lists; its message is made
+  one line here;
 * a schema error raised while resolving the plan becomes a :class:`PlanError`;
 * an evaluation whose metrics are not finite numbers (extreme sizes or assumption values) becomes a
   :class:`SpecError`, so no report ever carries ``inf``/``nan`` (invalid JSON).
@@ -22,27 +20,11 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from parplan.client.spec_io import SpecError, format_path, one_line, validation_error_message
-from parplan.costmodel.evaluate import NO_PLAN, Evaluation, PlanError, evaluate
+from parplan.costmodel.evaluate import NO_PLAN, Evaluation, PlanError, check_plan_shape, evaluate
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 
 
 COST_MODEL_FAILED = "the cost model failed"
-
-
-def check_plan_shape(spec: Spec, ps: PlanSpec) -> None:
-    """Shape rules checked before the cost model builds per-stage lists (see the module docstring)."""
-    gpus = spec.cluster.num_gpus
-    mp = ps.tp * ps.cp * ps.pp
-    if ps.dp is not None and mp * ps.dp != gpus:
-        raise PlanError(f"plan: tp·cp·pp·dp = {mp * ps.dp} must equal cluster.num_gpus = {gpus}")
-    if spec.model.moe is not None:
-        dp = ps.dp if ps.dp is not None else max(1, gpus // mp)
-        if (ps.tp * ps.cp * dp) % (ps.ep * ps.etp):
-            raise PlanError(f"plan: ep·etp ({ps.ep * ps.etp}) must divide tp·cp·dp ({ps.tp * ps.cp * dp}) "
-                            f"(EP folds into DP×CP)")
-    if ps.stage_layers is None and ps.pp > spec.model.num_layers:
-        raise PlanError(f"plan.pp: {ps.pp} pipeline stages for model.num_layers = {spec.model.num_layers}; "
-                        f"every stage needs at least one layer")
 
 
 def _non_finite(data: Any, path: tuple[Any, ...] = ()) -> Optional[tuple[tuple[Any, ...], float]]:
@@ -68,8 +50,6 @@ def evaluate_spec(spec: Spec, plan: Union[Plan, PlanSpec, None] = None, **kwargs
         plan = spec.plan
     if plan is None:
         raise PlanError(NO_PLAN)
-    if isinstance(plan, PlanSpec):
-        check_plan_shape(spec, plan)
     try:
         evaluation = evaluate(spec, plan, **kwargs)
     except PlanError as err:

@@ -37,6 +37,7 @@ from parplan.costmodel.activation_offload import apply_activation_offload
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
+from parplan.costmodel.degrees import Choice
 from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
@@ -49,86 +50,6 @@ from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, s
 __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
            "cp_attention_comm", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
            "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
-
-@dataclass(frozen=True)
-class Choice:
-    tp: int
-    cp: int
-    pp: int
-    dp: int
-    ep: int = 1
-    etp: int = 1
-    micro_batch_size: int = 1
-    num_microbatches: int = 1
-    vpp: int = 1
-    schedule: str = "1f1b"
-    recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
-    zero_stage: int = 1
-    sequence_parallel: bool = True
-    cp_comm_type: str = "p2p"  # --cp-comm-type p2p | a2a | allgather | a2a+p2p (costmodel/context_parallel.py)
-    # interleaved: decoder layers fewer in stage 0's first model chunk and in the last stage's last chunk than
-    # in their other chunks (Meta's Llama 3 405B split, Megatron's --pipeline-model-parallel-layout); the plan
-    # carries them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
-    first_chunk_trim: int = 0
-    last_chunk_trim: int = 0
-    # memory-side dimensions (defaults: today's plan): HSDP replica groups of the ZeRO group, the optimizer
-    # states' dtypes (costmodel/optimizer_states.py; None: assumptions.optimizer_bytes), the share of the
-    # optimizer states offloaded to the host (costmodel/offload.py)
-    zero_replicas: int = 1
-    optimizer_states: str | None = None
-    optimizer_offload_fraction: float = 0.0
-    moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
-    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe_comm.py)
-    activation_offload_layers: int = 0  # --cpu-offloading-num-layers: layers whose activations go to the host
-    #                                     (costmodel/activation_offload.py; pp 1, no recompute)
-
-    def but(self, **changes) -> "Choice":
-        """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
-        makes one per candidate; a Choice is a plain record with no validation of its own)."""
-        unknown = changes.keys() - self.__dataclass_fields__.keys()
-        if unknown:
-            raise TypeError(f"Choice has no field(s) {sorted(unknown)}")
-        new = object.__new__(Choice)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
-        return new
-
-    # ---- degree arithmetic, in one place (as torchtitan's ParallelDims)
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp
-
-    @property
-    def stage_ranks(self) -> int:
-        """GPUs of one pipeline stage: TP x CP x DP (the p2p stride in the mesh order tp-cp-dp-pp)."""
-        return self.tp * self.cp * self.dp
-
-    @property
-    def dense_dp(self) -> int:
-        """The gradient / ZeRO group of the dense parameters: DP x CP (Megatron's distributed optimizer)."""
-        return self.dp * self.cp
-
-    @property
-    def expert_dp(self) -> int:
-        """The gradient / ZeRO group of the routed experts: a stage's ranks folded as ETP x EP x EDP."""
-        return self.stage_ranks // (self.ep * self.etp)
-
-    @property
-    def dense_shard(self) -> int:
-        """HSDP: the ranks one dense ZeRO shard spans, DP·CP / zero_replicas (the whole group when 1).
-        Megatron-Core's intra-partial DP group: consecutive ranks of the DP×CP group (parallel_state.py:922-929,
-        984-992 at d98e8a64); torchtitan's dp_shard × cp mesh inside dp_replicate."""
-        return max(1, self.dense_dp // self.zero_replicas)
-
-    @property
-    def expert_shard(self) -> int:
-        """HSDP: the ranks one expert ZeRO shard spans, EDP / zero_replicas (parallel_state.py:1447-1452)."""
-        return max(1, self.expert_dp // self.zero_replicas)
-
-    @property
-    def sequence_parallel_on(self) -> bool:
-        return self.sequence_parallel and self.tp > 1
-
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""

@@ -114,21 +114,40 @@ def layout_stage_layers(layout: list[list[int]]) -> list[int]:
     return [sum(chunks) for chunks in layout]
 
 
-def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
-    """Fill a YAML plan's defaults (dp, num_microbatches, stage_layers, recompute_layers)."""
-    gpus, gbs, L = spec.cluster.num_gpus, spec.training.global_batch_size, spec.model.num_layers
+def gpu_count_violation(spec: Spec, num_gpus: int) -> Optional[str]:
+    """The plan's tp·cp·pp·dp against ``cluster.num_gpus`` (None when they agree)."""
+    if num_gpus != spec.cluster.num_gpus:
+        return f"tp·cp·pp·dp = {num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}"
+    return None
+
+
+def check_plan_shape(spec: Spec, ps: PlanSpec) -> int:
+    """The one shape check of a YAML plan before the cost model builds per-stage lists; returns its dp.
+
+    Refused, each as a :class:`PlanError` naming the field: more pipeline stages than layers (every stage needs
+    a layer; the degree would otherwise be unbounded), an explicit ``dp`` whose tp·cp·pp·dp is not the cluster,
+    an ``ep·etp`` that does not divide tp·cp·dp (EP folds into DP×CP; the expert data-parallel group would be
+    empty), and a tp·cp·pp that does not divide the cluster when dp is derived."""
+    gpus, L = spec.cluster.num_gpus, spec.model.num_layers
     mp = ps.tp * ps.cp * ps.pp
-    dp = ps.dp
     if ps.pp > L:
-        raise PlanError(f"plan.pp: {ps.pp} pipeline stages for model.num_layers = {L} layers")
-    if dp is not None and mp * dp != gpus:
-        raise PlanError(f"plan: tp·cp·pp·dp = {mp * dp} must equal cluster.num_gpus = {gpus}")
-    if (ps.tp * ps.cp * (dp or max(1, gpus // mp))) % (ps.ep * ps.etp):
-        raise PlanError(f"plan: ep·etp = {ps.ep * ps.etp} must divide tp·cp·dp (EP folds into DP×CP)")
-    if dp is None:
-        if gpus % mp:
-            raise PlanError(f"plan: tp·cp·pp = {mp} does not divide cluster.num_gpus = {gpus}")
-        dp = gpus // mp
+        raise PlanError(f"plan.pp: {ps.pp} pipeline stages for model.num_layers = {L}; every stage needs at least "
+                        f"one layer")
+    if ps.dp is not None and (why := gpu_count_violation(spec, mp * ps.dp)):
+        raise PlanError(f"plan: {why}")
+    ranks = ps.tp * ps.cp * (ps.dp or max(1, gpus // mp))
+    if ranks % (ps.ep * ps.etp):
+        raise PlanError(f"plan: ep·etp ({ps.ep * ps.etp}) must divide tp·cp·dp ({ranks}) (EP folds into DP×CP)")
+    if ps.dp is None and gpus % mp:
+        raise PlanError(f"plan: tp·cp·pp = {mp} does not divide cluster.num_gpus = {gpus}")
+    return ps.dp or gpus // mp
+
+
+def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
+    """Fill a YAML plan's defaults (dp, num_microbatches, stage_layers, recompute_layers) after
+    :func:`check_plan_shape`."""
+    gbs, L = spec.training.global_batch_size, spec.model.num_layers
+    dp = check_plan_shape(spec, ps)
     m = ps.num_microbatches
     if m is None:
         if gbs % (dp * ps.micro_batch_size):
@@ -170,28 +189,8 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
 
 
 def plan_choice(plan: Plan) -> Choice:
-    first, last = chunk_trims_of(plan.pipeline_layout)
-    return Choice(tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp, ep=plan.ep, etp=plan.etp,
-                  micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches, vpp=plan.vpp,
-                  schedule=plan.schedule, recompute=plan.recompute, zero_stage=plan.zero_stage,
-                  sequence_parallel=plan.sequence_parallel, first_chunk_trim=first, last_chunk_trim=last,
-                  cp_comm_type=plan.cp_comm_type, zero_replicas=plan.zero_replicas,
-                  optimizer_states=plan.optimizer_states,
-                  optimizer_offload_fraction=plan.optimizer_offload_fraction,
-                  moe_fp8_dispatch=plan.moe_fp8_dispatch, moe_a2a_overlap=plan.moe_a2a_overlap,
-                  activation_offload_layers=plan.activation_offload_layers)
-
-
-def chunk_trims_of(layout: list[list[int]] | None) -> tuple[int, int]:
-    """(first, last) trims of a layout whose stages hold equal chunks but stage 0's first and the last stage's
-    last chunk, which hold fewer (the solver's trimmed layouts, ``Choice.first_chunk_trim``); (0, 0) otherwise."""
-    if not layout or len(layout) < 2 or len(layout[0]) < 2:
-        return 0, 0
-    first, last = layout[0], layout[-1]
-    if any(len(set(ch)) > 1 for ch in layout[1:-1]) or len(set(first[1:])) > 1 or len(set(last[:-1])) > 1:
-        return 0, 0
-    a, b = first[1] - first[0], last[0] - last[-1]
-    return (a, b) if a >= 0 and b >= 0 else (0, 0)
+    """``plan.to_choice()`` (the name tests and benchmarks import)."""
+    return plan.to_choice()
 
 
 def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:
@@ -292,10 +291,10 @@ def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Op
         plan = resolve_plan(spec, plan)
     a = assumptions or resolve_assumptions(spec.assumptions)
     gpu = gpu or resolve_gpu(spec.cluster)
-    c = plan_choice(plan)
+    c = plan.to_choice()
     structural = stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)
-    if plan.num_gpus != spec.cluster.num_gpus:
-        structural.insert(0, f"tp·cp·pp·dp = {plan.num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}")
+    if why := gpu_count_violation(spec, plan.num_gpus):
+        structural.insert(0, why)
     if structural:
         raise PlanError("plan: " + "; ".join(structural))
     domain = nvlink_domain_size(spec, gpu)

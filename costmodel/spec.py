@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from parplan.costmodel.assumptions import AssumptionsSpec
+from parplan.costmodel.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.optimizer_states import OptimizerStates
 from parplan.costmodel.schedule import SEARCHED_BY_DEFAULT, Schedule
@@ -357,8 +358,10 @@ class PlanSpec(_Limited):
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
 
 
-class Plan(_Strict):
-    """The canonical, complete parallel plan (CONTRACT.md output ``plan``)."""
+class Plan(_Strict, ParallelDims):
+    """The canonical, complete parallel plan (CONTRACT.md output ``plan``): a :class:`Choice` plus its stage
+    split (``stage_layers``, ``recompute_layers``, ``pipeline_layout``). Degree products are
+    :class:`ParallelDims`'s (``num_gpus``, ``dense_dp``, ``expert_dp``, ...), as on a Choice."""
 
     tp: PositiveInt
     cp: PositiveInt
@@ -384,9 +387,24 @@ class Plan(_Strict):
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
     activation_offload_layers: NonNegativeInt = 0  # --cpu-offloading-num-layers (costmodel/activation_offload.py)
 
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp
+    def to_choice(self) -> Choice:
+        """The plan's choice: every field a Choice has, and the chunk trims its ``pipeline_layout`` carries."""
+        first, last = chunk_trims_of(self.pipeline_layout)
+        return Choice(**{name: getattr(self, name) for name in _CHOICE_FIELDS}, first_chunk_trim=first,
+                      last_chunk_trim=last)
+
+    @classmethod
+    def from_choice(cls, choice: Choice, stage_layers: list[int], recompute_layers: list[int],
+                    pipeline_layout: Optional[list[list[int]]] = None, **changes: Any) -> "Plan":
+        """The plan of ``choice`` with this stage split; ``changes`` override choice fields (e.g. a canonical
+        ``recompute``)."""
+        fields = {name: getattr(choice, name) for name in _CHOICE_FIELDS}
+        return cls(**{**fields, **changes}, stage_layers=stage_layers, recompute_layers=recompute_layers,
+                   pipeline_layout=pipeline_layout)
+
+
+# the fields a Plan and a Choice share (a Choice adds the chunk trims, a Plan the stage split)
+_CHOICE_FIELDS = tuple(name for name in Choice.__dataclass_fields__ if name in Plan.model_fields)
 
 
 class Spec(_Strict):

@@ -130,15 +130,7 @@ class Problem:
         rc = c.recompute
         if rc == "full" and not any(recompute) and "none" in self.options.recompute:
             rc = "none"  # canonical: full recompute of zero layers is no recompute (the same costs)
-        return Plan(tp=c.tp, cp=c.cp, pp=c.pp, dp=c.dp, ep=c.ep, etp=c.etp, micro_batch_size=c.micro_batch_size,
-                    num_microbatches=c.num_microbatches, vpp=c.vpp, schedule=c.schedule, stage_layers=layers,
-                    recompute=rc, recompute_layers=recompute, zero_stage=c.zero_stage,
-                    sequence_parallel=c.sequence_parallel, cp_comm_type=c.cp_comm_type,
-                    zero_replicas=c.zero_replicas, optimizer_states=c.optimizer_states,
-                    optimizer_offload_fraction=c.optimizer_offload_fraction,
-                    moe_fp8_dispatch=c.moe_fp8_dispatch, moe_a2a_overlap=c.moe_a2a_overlap,
-                    activation_offload_layers=c.activation_offload_layers,
-                    pipeline_layout=trimmed_layout(c, layers))
+        return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
 
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)
