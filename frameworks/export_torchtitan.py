@@ -30,7 +30,7 @@ stage 0 -> ``dp_replicate = dp`` (DDP), possible only when DP is the only parall
 from __future__ import annotations
 
 from parplan.costmodel import dualpipev
-from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, header_lines, model_chunk_layers
 
@@ -65,9 +65,30 @@ def module_fqns_per_model_part(chunks: list[int]) -> list[list[str]]:
 
 
 def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, object]], list[str]]:
-    """``{section: {key: value}}`` in output order, and the warnings."""
+    """``{section: {key: value}}`` in output order, and the warnings (in the order of the keys they concern)."""
     knobs = resolve_assumptions(spec.assumptions)
     warnings: list[str] = []
+    par = _data_parallel(plan, warnings)
+    par.update(_tensor_and_context_parallel(plan, knobs, warnings))
+    par.update(_pipeline_parallel(spec, plan, warnings))
+    _moe_option_warnings(plan, warnings)
+    par.update(_expert_parallel(spec, plan, warnings))
+    _memory_option_warnings(plan, warnings)
+    ac = _activation_checkpoint(plan, knobs, warnings)
+    local_batch = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
+    training = {"local_batch_size": local_batch, "global_batch_size": spec.training.global_batch_size,
+                "seq_len": spec.training.seq_len, "mixed_precision_param": "bfloat16"}
+    sections: dict[str, dict[str, object]] = {}
+    if spec.training.precision == "fp8":
+        sections["model"] = {"converters": ["float8"]}
+    sections["parallelism"] = par
+    sections["activation_checkpoint"] = ac
+    sections["training"] = training
+    return sections, warnings
+
+
+def _data_parallel(plan: Plan, warnings: list[str]) -> dict[str, object]:
+    """``[parallelism]`` data-parallel keys: DDP when DP is the sole parallelism, else FSDP2 (HSDP replicas)."""
     par: dict[str, object] = {}
     only_dp = plan.tp == plan.cp == plan.pp == 1
     if plan.zero_stage == 0 and only_dp:
@@ -89,6 +110,12 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         par["data_parallel_replicate_degree"] = r
         par["data_parallel_shard_degree"] = plan.dp // r if plan.dp % r == 0 else plan.dp
         par["fsdp_reshard_after_forward"] = "default" if plan.zero_stage == 3 else "never"
+    return par
+
+
+def _tensor_and_context_parallel(plan: Plan, knobs: Assumptions, warnings: list[str]) -> dict[str, object]:
+    """``[parallelism]`` TP and CP keys (torchtitan always sequence-shards under TP; CP rotates the KV ring)."""
+    par: dict[str, object] = {}
     par["tensor_parallel_degree"] = plan.tp
     if plan.tp > 1 and not plan.sequence_parallel:
         warnings.append("sequence_parallel false: torchtitan v0.2.2 always shards norms and activations along the "
@@ -108,6 +135,12 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
                             "communication differs from the plan's")
             rotate = "alltoall"
         par["context_parallel_rotate_method"] = rotate
+    return par
+
+
+def _pipeline_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str, object]:
+    """``[parallelism]`` PP keys: the schedule, the micro-batch size and the explicit per-part module split."""
+    par: dict[str, object] = {}
     par["pipeline_parallel_degree"] = plan.pp
     if plan.pp > 1:
         par["pipeline_parallel_schedule"] = SCHEDULE_NAMES[plan.schedule]
@@ -123,6 +156,11 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
                             "held twice; torch.distributed.pipelining has DualPipeV only); exported as DualPipeV "
                             "(two chunks per rank in V order, each stage's layers split in halves): its memory, "
                             "bubble and stage times differ from the plan; plan schedule 'dualpipev' instead")
+    return par
+
+
+def _moe_option_warnings(plan: Plan, warnings: list[str]) -> None:
+    """MoE options torchtitan has no key for (FP8 dispatch, the EP all-to-all overlap)."""
     if plan.moe_fp8_dispatch:
         warnings.append("moe_fp8_dispatch: torchtitan's DeepEP dispatch takes use_fp8_dispatch but no config key "
                         "sets it (distributed/deepep/deepep.py); not exported: BF16 dispatch, slower than planned")
@@ -130,6 +168,11 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         warnings.append("moe_a2a_overlap: torchtitan has no option overlapping the EP all-to-all with another "
                         "micro-batch outside DualPipeV (v0.2.2: pipeline_parallel_expert_parallel_overlap, DualPipeV "
                         "only); not exported: more all-to-all exposed than planned")
+
+
+def _expert_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str, object]:
+    """``[parallelism]`` EP and ETP keys of an MoE model, with torchtitan's degree rules (parallel_dims.py)."""
+    par: dict[str, object] = {}
     if spec.model.moe is not None:
         par["expert_parallel_degree"] = plan.ep
         par["expert_tensor_parallel_degree"] = plan.etp
@@ -139,7 +182,12 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
         if (plan.dp * plan.cp * plan.tp) % (plan.ep * plan.etp):
             warnings.append(f"ep·etp = {plan.ep * plan.etp} must divide dp_shard·cp·tp = {plan.dp * plan.cp * plan.tp} "
                             f"(efsdp, parallel_dims.py); this file will not start")
+    return par
 
+
+def _memory_option_warnings(plan: Plan, warnings: list[str]) -> None:
+    """Memory-side plan fields torchtitan cannot express (HSDP without shards, precision-aware or offloaded
+    optimizer states, activation offload)."""
     if plan.zero_replicas > 1 and plan.zero_stage == 0:
         warnings.append(f"zero_replicas {plan.zero_replicas} with zero_stage 0: no shards to replicate; exported "
                         f"as DDP/FSDP above")
@@ -156,6 +204,9 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
                         f"activation CPU offload (profiles.py 'titan.no_activation_offload': only the experimental "
                         f"graph_trainer has one); not exported: more memory than planned")
 
+
+def _activation_checkpoint(plan: Plan, knobs: Assumptions, warnings: list[str]) -> dict[str, object]:
+    """``[activation_checkpoint]``: selective (per op), full (every layer) or none."""
     ac: dict[str, object] = {}
     policy = knobs.selective_recompute_policy
     if plan.recompute == "selective":
@@ -172,17 +223,7 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
                             f"count per stage; exported as full (every layer): slower than planned, never more memory")
     else:
         ac["mode"] = "none"
-
-    local_batch = plan.micro_batch_size * (plan.num_microbatches if plan.pp > 1 else 1)
-    training = {"local_batch_size": local_batch, "global_batch_size": spec.training.global_batch_size,
-                "seq_len": spec.training.seq_len, "mixed_precision_param": "bfloat16"}
-    sections: dict[str, dict[str, object]] = {}
-    if spec.training.precision == "fp8":
-        sections["model"] = {"converters": ["float8"]}
-    sections["parallelism"] = par
-    sections["activation_checkpoint"] = ac
-    sections["training"] = training
-    return sections, warnings
+    return ac
 
 
 def _toml_value(value) -> str:

@@ -153,6 +153,7 @@ def _moe_dense_prefix(expression: str, num_layers: int) -> int:
 
 
 def spec_from_megatron(text: str, base: Spec) -> Spec:
+    """The spec a Megatron-LM command line describes, over ``base`` (its cluster and what the flags omit)."""
     args, _unknown = _megatron_parser().parse_known_args(megatron_tokens(text))
     L = args.num_layers or base.model.num_layers
     tp, pp, cp = (args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1,
@@ -161,7 +162,38 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     mbs = args.micro_batch_size or 1
     gbs = args.global_batch_size or mbs * dp
     m = _divide(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
+    stage_layers, vpp, layout = _megatron_stages(args, L, pp)
+    plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
+                            "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
+    if layout is not None and any(len(set(stage)) > 1 for stage in layout):
+        plan["pipeline_layout"] = layout  # chunks that differ within a stage (e.g. an 'E' or 'L' chunk alone)
+    if args.sequence_parallel or tp > 1:
+        plan["sequence_parallel"] = bool(args.sequence_parallel)
+    if args.cp_comm_type and cp > 1:
+        if len(set(args.cp_comm_type)) > 1:
+            raise ImportPlanError(f"--cp-comm-type {' '.join(args.cp_comm_type)}: one type per layer has no plan "
+                                  "form (plan.cp_comm_type is one for all layers)")
+        plan["cp_comm_type"] = args.cp_comm_type[0]
+    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
+        plan["moe_a2a_overlap"] = True
+    if args.cpu_offloading_num_layers:  # activation CPU offload (costmodel/activation_offload.py)
+        plan["activation_offload_layers"] = args.cpu_offloading_num_layers
+    plan.update(_megatron_recompute(args, stage_layers, vpp, layout))
+    plan.update(_megatron_optimizer(args))
+    model = _megatron_model(args, base, L, tp, plan)
+    training: dict[str, Any] = {"global_batch_size": gbs}
+    if args.seq_length:
+        training["seq_len"] = args.seq_length
+    if args.fp8_format:
+        training["precision"] = "fp8"
+    elif args.bf16:
+        training["precision"] = "bf16"
+    return _spec_with(base, plan=plan, model=model, training=training)
 
+
+def _megatron_stages(args: argparse.Namespace, L: int, pp: int) -> tuple[list[int], int, Optional[list[list[int]]]]:
+    """(stage_layers, vpp, per-chunk layout or None) from the layout string, the first/last stage counts or an
+    even split with virtual stages."""
     layout = None
     if args.pipeline_model_parallel_layout:
         chunks = layout_chunks(args.pipeline_model_parallel_layout)
@@ -183,22 +215,13 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
                           "--num-layers-per-virtual-pipeline-stage")
         else:
             vpp = args.num_virtual_stages_per_pipeline_rank or 1
+    return stage_layers, vpp, layout
 
-    plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
-                            "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
-    if layout is not None and any(len(set(stage)) > 1 for stage in layout):
-        plan["pipeline_layout"] = layout  # chunks that differ within a stage (e.g. an 'E' or 'L' chunk alone)
-    if args.sequence_parallel or tp > 1:
-        plan["sequence_parallel"] = bool(args.sequence_parallel)
-    if args.cp_comm_type and cp > 1:
-        if len(set(args.cp_comm_type)) > 1:
-            raise ImportPlanError(f"--cp-comm-type {' '.join(args.cp_comm_type)}: one type per layer has no plan "
-                                  "form (plan.cp_comm_type is one for all layers)")
-        plan["cp_comm_type"] = args.cp_comm_type[0]
-    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
-        plan["moe_a2a_overlap"] = True
-    if args.cpu_offloading_num_layers:  # activation CPU offload (costmodel/activation_offload.py)
-        plan["activation_offload_layers"] = args.cpu_offloading_num_layers
+
+def _megatron_recompute(args: argparse.Namespace, stage_layers: list[int], vpp: int,
+                        layout: Optional[list[list[int]]]) -> dict[str, Any]:
+    """``recompute`` and ``recompute_layers`` from --recompute-granularity / -method / -num-layers."""
+    plan: dict[str, Any] = {}
     granularity = args.recompute_granularity
     if granularity == "selective":
         plan["recompute"] = "selective"
@@ -211,6 +234,12 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
             plan["recompute_layers"] = list(stage_layers)
     elif granularity is not None:
         raise ImportPlanError(f"--recompute-granularity: {granularity!r} is neither full nor selective")
+    return plan
+
+
+def _megatron_optimizer(args: argparse.Namespace) -> dict[str, Any]:
+    """ZeRO stage (distributed optimizer or Megatron-FSDP), replicas, precision-aware states and CPU offload."""
+    plan: dict[str, Any] = {}
     if args.use_megatron_fsdp:
         strategy = args.data_parallel_sharding_strategy or "optim_grads_params"
         zero = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy)
@@ -227,7 +256,11 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     if args.optimizer_cpu_offload:  # --optimizer-offload-fraction defaults to 1.0 (arguments.py:2922)
         fraction = 1.0 if args.optimizer_offload_fraction is None else args.optimizer_offload_fraction
         plan["optimizer_offload_fraction"] = float(fraction)
+    return plan
 
+
+def _megatron_model(args: argparse.Namespace, base: Spec, L: int, tp: int, plan: dict[str, Any]) -> dict[str, Any]:
+    """The ``model:`` keys the flags give; for an MoE model also the plan's ``ep`` and ``etp``."""
     model: dict[str, Any] = {"num_layers": L}
     for key, value in (("hidden_size", args.hidden_size), ("ffn_hidden_size", args.ffn_hidden_size),
                        ("num_attention_heads", args.num_attention_heads), ("head_dim", args.kv_channels)):
@@ -251,14 +284,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
             moe["shared_expert_ffn_hidden_size"] = _divide(shared_total, n_shared,
                                                            "--moe-shared-expert-intermediate-size / shared experts")
         model["moe"] = moe
-    training: dict[str, Any] = {"global_batch_size": gbs}
-    if args.seq_length:
-        training["seq_len"] = args.seq_length
-    if args.fp8_format:
-        training["precision"] = "fp8"
-    elif args.bf16:
-        training["precision"] = "bf16"
-    return _spec_with(base, plan=plan, model=model, training=training)
+    return model
 
 
 # ---------------------------------------------------------------------------------------- torchtitan
