@@ -21,7 +21,7 @@ from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
-from parplan.frameworks.layout import LayoutError, resolve_layout, stage_inflight
+from parplan.costmodel.layout import LayoutError, resolve_layout, stage_inflight
 from parplan.frameworks.profiles import runs_on
 
 
@@ -371,7 +371,7 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
     inflight = costs.inflight(i)
     activations = inflight * r.act_bytes
     if plan.pipeline_layout is not None and c.schedule == Schedule.INTERLEAVED:
-        # uneven chunks: each in-flight chunk forward holds its own chunk's layers (frameworks/layout.py);
+        # uneven chunks: each in-flight chunk forward holds its own chunk's layers (costmodel/layout.py);
         # recomputed layers are spread over the chunks, as Megatron's --recompute-num-layers counts per chunk,
         # so they save at the stage's mean in-flight count
         weighted = stage_inflight(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)

@@ -355,7 +355,7 @@ class PlanSpec(_Limited):
         "--cpu-offloading-num-layers; costmodel/activation_offload.py); 0: none")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
-        "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (frameworks/layout.py)")
+        "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (costmodel/layout.py)")
 
 
 class Plan(_Strict, ParallelDims):

@@ -1,0 +1,107 @@
+"""The cost model's and the frameworks' house rules (issue 18), checked on the source as
+``tests/test_solver_house.py`` does for solver/:
+
+* ``costmodel/`` is the bottom floor: it imports only itself, the standard library, NumPy, pydantic and PyYAML.
+  The imports of ``frameworks.profiles`` that remain (the spec's framework conventions, the legality rules'
+  profile and ``runs_on``) are listed in :data:`PENDING_UPWARD` so the list can only shrink: moving the merge to
+  the loader is the open part of issue 18 item 5;
+* in ``costmodel/`` and ``frameworks/`` no function is longer than 80 lines and no module longer than 500
+  lines, data modules (profile data and citations) excepted;
+* ``Plan`` and ``Choice`` share one degree vocabulary and convert both ways.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from parplan.costmodel.degrees import Choice, ParallelDims
+from parplan.costmodel.schedule import PipelineUnits, Schedule
+from parplan.costmodel.spec import ALL_SCHEDULES, SCHEDULES, Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+COSTMODEL = sorted((ROOT / "costmodel").glob("*.py"))
+FRAMEWORKS = sorted((ROOT / "frameworks").glob("*.py"))
+THIRD_PARTY = {"numpy", "pydantic", "yaml"}
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 500
+DATA_MODULES = {"frameworks/profile_citations.py", "frameworks/profile_data.py"}
+# (module, imported module): the upward imports still to move to the loader (issue 18 item 5)
+PENDING_UPWARD = {
+    ("spec.py", "parplan.frameworks.profiles"),
+    ("legality.py", "parplan.frameworks.profiles"),
+    ("evaluate.py", "parplan.frameworks.profiles"),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module)
+    return out
+
+
+def _allowed(module: str) -> bool:
+    top = module.split(".")[0]
+    return (module == "parplan.costmodel" or module.startswith("parplan.costmodel.") or top in THIRD_PARTY
+            or top in sys.stdlib_module_names or top == "__future__")
+
+
+def test_costmodel_imports_only_itself():
+    upward = {(p.name, m) for p in COSTMODEL for m in _imports(p) if not _allowed(m)}
+    assert upward == PENDING_UPWARD, "costmodel/ imports above itself (or a pending import was removed: shrink " \
+                                     "PENDING_UPWARD)"
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+@pytest.mark.parametrize("path", COSTMODEL + FRAMEWORKS, ids=_relative)
+def test_function_and_module_sizes(path):
+    source = path.read_text()
+    long = [f"{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+    if _relative(path) not in DATA_MODULES:
+        assert len(source.splitlines()) <= MAX_MODULE_LINES
+
+
+def test_schedule_values_are_the_spec_strings():
+    assert SCHEDULES == ("1f1b", "interleaved", "zb-h1", "dualpipe")
+    assert ALL_SCHEDULES == SCHEDULES + ("dualpipev",)
+    assert Schedule("zb-h1") is Schedule.ZB_H1 and Schedule.ZB_H1 == "zb-h1" and f"{Schedule.DUALPIPE}" == "dualpipe"
+
+
+def test_pipeline_units_per_schedule():
+    dual = PipelineUnits(Schedule.DUALPIPE, 8)
+    assert (dual.count, dual.stages_per_unit, dual.stage_pairs[0], dual.stage_pairs[-1]) == (4, 2, (0, 7), (3, 4))
+    assert dual.last_stage == 7 and dual.ends_on_unit_zero and dual.least_layers_per_unit == 2
+    v = PipelineUnits(Schedule.DUALPIPEV, 4)
+    assert (v.count, v.last_stage, v.chunks_per_stage, v.least_layers_per_unit) == (4, 0, 2, 2)
+    inter = PipelineUnits(Schedule.INTERLEAVED, 4, vpp=3)
+    assert (inter.count, inter.last_stage, inter.least_layers_per_unit, inter.ends_on_unit_zero) == (4, 3, 3, False)
+    # the DualPipe units' sum weight is the rows' doubled (each unit stands for two mirrored ranks)
+    assert dual.unit_bubble_weights(3.0, True) == (-3.0 / 7, 6.0 / 7)
+
+
+def test_plan_and_choice_share_degrees_and_convert():
+    plan = Plan(tp=2, cp=2, pp=2, dp=4, ep=4, etp=1, micro_batch_size=1, num_microbatches=8, vpp=2,
+                schedule="interleaved", stage_layers=[6, 6], recompute="full", recompute_layers=[2, 0],
+                zero_stage=1, sequence_parallel=True, pipeline_layout=[[2, 4], [4, 2]], zero_replicas=2)
+    c = plan.to_choice()
+    assert (c.first_chunk_trim, c.last_chunk_trim) == (2, 2)
+    for name in ("num_gpus", "model_parallel_size", "stage_ranks", "dense_dp", "expert_dp", "dense_shard",
+                 "expert_shard", "sequence_parallel_on"):
+        assert getattr(plan, name) == getattr(c, name), name
+    assert (plan.num_gpus, plan.dense_dp, plan.expert_dp, plan.dense_shard) == (32, 8, 4, 4)
+    back = Plan.from_choice(c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)
+    assert back == plan and isinstance(c, ParallelDims) and isinstance(c, Choice)
+    assert Plan.from_choice(c, [6, 6], [0, 0], recompute="none").recompute == "none"
