@@ -56,25 +56,10 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
 
 
 def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, verbose: bool = False) -> None:
-    done = [r for r in results if r["expressed"]]
+    """The comparison table and its legend, the values each row did not state (``verbose``), the rows the model
+    cannot express or fit, and the summary."""
     w = lambda s="": print(s, file=out)  # noqa: E731
-
-    header = ["id", "gpus", "plan", "metric", "published", "predicted", "ratio", "error", "mem GiB pred/pub"]
-    rows = []
-    for r in done:
-        err = f"{r['error_pct']:+.0f}%"
-        if r.get("error_points") is not None:
-            err += f" ({r['error_points']:+.1f} pt)"
-        mem = f"{r['predicted_peak_memory_gib']:.0f}"
-        if r.get("published_peak_memory_gib") is not None:
-            mem += f"/{r['published_peak_memory_gib']:.0f}"
-        if not r["fits"]:
-            mem += " !fit"
-        flag = "  <-- >2x" if not 0.5 <= r["ratio"] <= 2.0 else ""
-        rows.append([r["id"], str(r["num_gpus"]), r["plan_summary"], METRIC_LABEL[r["metric"]],
-                     _fmt(r["published"]), _fmt(r["predicted"]), f"{r['ratio']:.2f}", err, mem + flag])
-    for line in _table(header, rows, right={1, 4, 5, 6}):
-        w(line)
+    render_table([r for r in results if r["expressed"]], out)
     w()
     w("metric: MFU % -> our mfu; HFU % (counts recomputation) -> our hfu; TFLOP/s/GPU -> our hfu x peak when the")
     w("row's FLOPs count the recompute forward (Narayanan 2021), else model TFLOP/s; tok/s/GPU -> tokens/s / GPUs.")
@@ -114,6 +99,32 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
         for r in summary["memory_published"]:
             w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x)")
 
+    render_summary(summary, out)
+
+
+def render_table(done: list[dict[str, Any]], out: TextIO) -> None:
+    """One line per expressed row: plan, metric, published and predicted value, ratio, error, memory."""
+    header = ["id", "gpus", "plan", "metric", "published", "predicted", "ratio", "error", "mem GiB pred/pub"]
+    rows = []
+    for r in done:
+        err = f"{r['error_pct']:+.0f}%"
+        if r.get("error_points") is not None:
+            err += f" ({r['error_points']:+.1f} pt)"
+        mem = f"{r['predicted_peak_memory_gib']:.0f}"
+        if r.get("published_peak_memory_gib") is not None:
+            mem += f"/{r['published_peak_memory_gib']:.0f}"
+        if not r["fits"]:
+            mem += " !fit"
+        flag = "  <-- >2x" if not 0.5 <= r["ratio"] <= 2.0 else ""
+        rows.append([r["id"], str(r["num_gpus"]), r["plan_summary"], METRIC_LABEL[r["metric"]],
+                     _fmt(r["published"]), _fmt(r["predicted"]), f"{r['ratio']:.2f}", err, mem + flag])
+    for line in _table(header, rows, right={1, 4, 5, 6}):
+        print(line, file=out)
+
+
+def render_summary(summary: dict[str, Any], out: TextIO) -> None:
+    """Rows expressed, error percentiles, the worst ratios and the diagnosed causes of rows off by 2x."""
+    w = lambda s="": print(s, file=out)  # noqa: E731
     w()
     w("Summary")
     w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")

@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import yaml
 
+from parplan.client.huggingface import load_presets, model_from_hf_config, read_hf_config
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.evaluate import PlanError, evaluate, even_stage_layers
@@ -390,12 +391,7 @@ def express(row: dict) -> Expression:
 
 
 def _express(row: dict, ex: Expression) -> None:
-    a = ex.assumed
-    rid = row["id"]
-    fam, fw = _family(row), _framework(row)
-    notes = (row.get("notes") or "")
-
-    # ---- which rows cannot be written down at all
+    """The row section by section (model, cluster, training, plan); each records what it assumed, in order."""
     get = lambda key: _get(row, key, ex)  # noqa: E731  (a field, or the row's mapping_facts entry)
     if get("num_layers") is None or get("hidden_size") is None:
         raise NotExpressible("architecture not published (no layer count / hidden size)")
@@ -405,12 +401,52 @@ def _express(row: dict, ex: Expression) -> None:
     gpn = _int(row.get("gpus_per_node"))
     if gpn is None:
         gpn = _GPUS_PER_NODE.get(catalog, 8)
-        a["gpus_per_node"] = f"{gpn} (not stated; {catalog} nodes)"
+        ex.assumed["gpus_per_node"] = f"{gpn} (not stated; {catalog} nodes)"
     tp, pp = _int(get("tp")), _int(get("pp"))
     if tp is None or pp is None:
-        tp, pp = _tp_pp_from_model_parallel(row, tp, pp, gpn, a)
+        tp, pp = _tp_pp_from_model_parallel(row, tp, pp, gpn, ex.assumed)
+    model = _model_section(row, ex, tp)
+    cluster = _cluster_section(row, ex, catalog, stated_gb, gpn)
+    precision = _precision(row, ex.assumed)
+    if precision == "fp8" and lookup_gpu(catalog).peak_fp8_tflops is None:
+        raise NotExpressible(f"{catalog} has no FP8 peak")
+    _plan_section(row, ex, model, cluster, precision, tp, pp)
 
-    # ---- model
+
+# ---- model section
+
+
+# the preset (client/model_presets.yaml) whose gated MLP and tied embeddings a row's family (and, for GPT, its
+# framework: Megatron-LM 2021/22 and NeMo GPT-3 tie them, the 2024 Megatron-Core table is consistent with untied
+# ones, row note) shares; gpt-oss has no preset: openai/gpt-oss-120b config.json (SwiGLU experts,
+# tie_word_embeddings false)
+FAMILY_PRESETS: dict[tuple[str, Optional[str]], str] = {
+    ("llama", None): "llama3-70b", ("deepseek", None): "deepseek-v3", ("qwen", None): "qwen2.5-72b",
+    ("nemotron", None): "nemotron4-340b", ("mpt", None): "mpt-7b", ("gpt", "megatron-legacy"): "megatron-gpt-1.7b",
+    ("gpt", "nemo"): "nemo-gpt3-5b", ("gpt", None): "mcore-gpt-1.7b",
+}
+FAMILY_FACTS_WITHOUT_PRESET: dict[str, dict[str, bool]] = {"gpt-oss": {"gated_mlp": True, "tie_embeddings": False}}
+# DeepSeek-V3's published config.json (the source of the deepseek-v3 preset, whose model section approximates MLA)
+DEEPSEEK_V3_CONFIG = HERE.parent / "tests" / "data" / "hf" / "deepseek-v3.json"
+
+
+def family_facts(fam: str, fw: str) -> dict[str, bool]:
+    """``gated_mlp`` and ``tie_embeddings`` of a row's family, from its preset (:data:`FAMILY_PRESETS`)."""
+    name = FAMILY_PRESETS.get((fam, fw)) or FAMILY_PRESETS.get((fam, None))
+    if name is None:
+        if fam in FAMILY_FACTS_WITHOUT_PRESET:
+            return FAMILY_FACTS_WITHOUT_PRESET[fam]
+        raise NotExpressible(f"unknown model family {fam!r}")
+    model = load_presets()[name]["model"]
+    return {"gated_mlp": model["gated_mlp"], "tie_embeddings": model["tie_embeddings"]}
+
+
+def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
+    """``model:``: the row's shape, the defaults of its family where the row is silent (recorded), MoE, and
+    DeepSeek's MLA / MTP / node-limited routing from its config.json."""
+    a, rid = ex.assumed, row["id"]
+    fam, fw = _family(row), _framework(row)
+    get = lambda key: _get(row, key, ex)  # noqa: E731
     L, h = _int(get("num_layers")), _int(get("hidden_size"))
     heads = _int(get("num_attention_heads"))
     if heads is None:
@@ -419,59 +455,79 @@ def _express(row: dict, ex: Expression) -> None:
     if kv is None:
         kv = heads
         a["num_kv_heads"] = f"{heads} (not stated; {fam.upper()} uses multi-head attention)"
-    ffn = _int(get("ffn_hidden_size"))
-    if ffn is None:
-        if fam in ("gpt", "mpt"):
-            ffn = 4 * h
-            a["ffn_hidden_size"] = f"{ffn} (4h, the Megatron/GPT default; not stated)"
-        elif row.get("num_experts") and not _int(row.get("moe_dense_layers")):
-            ffn = _int(row["expert_ffn_hidden_size"])
-            a["ffn_hidden_size"] = (f"{ffn} (every layer is MoE: no dense FFN; the field is unused, set to the "
-                                    "expert width)")
-        else:
-            raise NotExpressible("ffn_hidden_size not published")
-    vocab = _int(get("vocab_size"))
-    if vocab is None:
-        if fw == "megatron-legacy":
-            vocab = 51200
-            a["vocab_size"] = "51200 (GPT-2 BPE padded, as the other Megatron-LM 2021/22 rows; not stated)"
-        elif fam == "gpt":
-            vocab = _padded_vocab(50257, tp)
-            a["vocab_size"] = f"{vocab} (GPT-2 BPE 50257 padded to 128·TP; not stated)"
-        else:
-            raise NotExpressible("vocab_size not published")
-    # gated (SwiGLU) MLP: Llama, DeepSeek, Qwen, GPT-OSS; GPT, MPT (GeLU) and Nemotron-4 (squared ReLU) are not
-    if fam in ("llama", "deepseek", "qwen", "gpt-oss"):
-        gated = True
-    elif fam in ("gpt", "mpt", "nemotron"):
-        gated = False
-    else:
-        raise NotExpressible(f"unknown model family for {row.get('model')!r}")
-    # tied input/output embeddings: Megatron GPT (legacy) and NeMo GPT-3 share them, MPT ties them;
-    # the 2024 Megatron-Core table is consistent with untied ones (row note); Llama/DeepSeek/Nemotron untie.
-    tie = (fam == "gpt" and fw in ("megatron-legacy", "nemo")) or fam == "mpt"
-
+    ffn = _ffn_hidden_size(row, ex, fam, h)
+    vocab = _vocab_size(row, ex, fam, fw, tp)
+    try:
+        facts = family_facts(fam, fw)
+    except NotExpressible:
+        raise NotExpressible(f"unknown model family for {row.get('model')!r}") from None
     moe = None
     if row.get("num_experts"):
-        dense_first = _int(row.get("moe_dense_layers")) or 0
         moe = MoESpec(num_experts=_int(row["num_experts"]), top_k=_int(row["moe_top_k"]),
                       expert_ffn_hidden_size=_int(row["expert_ffn_hidden_size"]),
                       num_shared_experts=_int(row.get("num_shared_experts")) or 0,
-                      first_dense_layers=dense_first)
+                      first_dense_layers=_int(row.get("moe_dense_layers")) or 0)
     mla, mtp = None, 0
     if fam == "deepseek":
-        # DeepSeek-V3 §4.2 / config.json: MLA d_c = 512, d_c' = 1536, d_h = 128, d_h^R = 64 (v_head_dim 128);
-        # the production run trains one MTP module (§4.2: D = 1) and routes each token to <= 4 nodes (§3.2.2)
-        mla = MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
-        a["attention"] = "MLA (DeepSeek-V3 §4.2 / config.json: q_lora_rank 1536, kv_lora_rank 512, head dims 128+64, v 128)"
-        if fw == "hai-llm" and moe is not None:
-            mtp = 1
-            moe = moe.model_copy(update={"max_nodes_per_token": 4})
-    model = ModelSpec(name=row.get("model") or rid, num_layers=L, hidden_size=h, ffn_hidden_size=ffn,
-                      num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab, gated_mlp=gated,
-                      tie_embeddings=tie, moe=moe, head_dim=_int(get("head_dim")), mla=mla, num_mtp_layers=mtp)
+        mla, mtp, moe = _deepseek_attention(ex, fw, moe)
+    return ModelSpec(name=row.get("model") or rid, num_layers=L, hidden_size=h, ffn_hidden_size=ffn,
+                     num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab, moe=moe,
+                     head_dim=_int(get("head_dim")), mla=mla, num_mtp_layers=mtp, **facts)
 
-    # ---- cluster
+
+def _ffn_hidden_size(row: dict, ex: Expression, fam: str, h: int) -> int:
+    ffn = _int(_get(row, "ffn_hidden_size", ex))
+    if ffn is not None:
+        return ffn
+    if fam in ("gpt", "mpt"):
+        ffn = 4 * h
+        ex.assumed["ffn_hidden_size"] = f"{ffn} (4h, the Megatron/GPT default; not stated)"
+    elif row.get("num_experts") and not _int(row.get("moe_dense_layers")):
+        ffn = _int(row["expert_ffn_hidden_size"])
+        ex.assumed["ffn_hidden_size"] = (f"{ffn} (every layer is MoE: no dense FFN; the field is unused, set to the "
+                                         "expert width)")
+    else:
+        raise NotExpressible("ffn_hidden_size not published")
+    return ffn
+
+
+def _vocab_size(row: dict, ex: Expression, fam: str, fw: str, tp: int) -> int:
+    vocab = _int(_get(row, "vocab_size", ex))
+    if vocab is not None:
+        return vocab
+    if fw == "megatron-legacy":
+        vocab = 51200
+        ex.assumed["vocab_size"] = "51200 (GPT-2 BPE padded, as the other Megatron-LM 2021/22 rows; not stated)"
+    elif fam == "gpt":
+        vocab = _padded_vocab(50257, tp)
+        ex.assumed["vocab_size"] = f"{vocab} (GPT-2 BPE 50257 padded to 128·TP; not stated)"
+    else:
+        raise NotExpressible("vocab_size not published")
+    return vocab
+
+
+def _deepseek_attention(ex: Expression, fw: str, moe: Optional[MoESpec]) -> tuple[MLASpec, int, Optional[MoESpec]]:
+    """(MLA, MTP modules, MoE) of a DeepSeek-V3 row from its config.json (DeepSeek-V3 §4.2): latent attention
+    always; the production run (HAI-LLM) also trains its ``num_nextn_predict_layers`` MTP module (§4.2: D = 1) and
+    routes each token to at most ``topk_group`` = 4 nodes (§3.2.2)."""
+    config = read_hf_config(str(DEEPSEEK_V3_CONFIG))
+    hf = model_from_hf_config(config).fields
+    mla = MLASpec(**hf["mla"])
+    ex.assumed["attention"] = (f"MLA (DeepSeek-V3 §4.2 / config.json: q_lora_rank {mla.q_lora_rank}, kv_lora_rank "
+                               f"{mla.kv_lora_rank}, head dims {mla.qk_nope_head_dim}+{mla.qk_rope_head_dim}, v "
+                               f"{mla.v_head_dim})")
+    if fw == "hai-llm" and moe is not None:
+        return mla, hf["num_mtp_layers"], moe.model_copy(update={"max_nodes_per_token": config["topk_group"]})
+    return mla, 0, moe
+
+
+# ---- cluster section
+
+
+def _cluster_section(row: dict, ex: Expression, catalog: str, stated_gb: Optional[float], gpn: int) -> ClusterSpec:
+    """``cluster:``: the catalog GPU, a part's own memory, a power-capped part's peaks, the NVLink domain, and
+    a stated HBM bandwidth (an assumption override)."""
+    a = ex.assumed
     gpu_name = row.get("gpu") or ""
     cat = lookup_gpu(catalog)
     gpus = _int(row["num_gpus"])
@@ -496,11 +552,19 @@ def _express(row: dict, ex: Expression) -> None:
     hbm = re.search(r"HBM2e, ([0-9.]+) TB/s", row.get("interconnect") or "")
     if hbm:  # torchtitan's 96 GB HBM2e parts: the row states their memory bandwidth
         ex.override("hbm_bandwidth_gbps", float(hbm.group(1)) * 1000.0, f"stated in the row: HBM2e at {hbm.group(1)} TB/s")
+    return cluster
 
-    # ---- training
-    precision = _precision(row, a)
-    if precision == "fp8" and cat.peak_fp8_tflops is None:
-        raise NotExpressible(f"{catalog} has no FP8 peak")
+
+# ---- training and plan sections
+
+
+def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterSpec, precision: str, tp: int,
+                  pp: int) -> None:
+    """``training:`` and the plan: degrees, schedule, batch split, stage split, recompute, ZeRO, SP; sets
+    ``ex.spec``, the row's technique overrides and ``ex.plan``."""
+    a, fw = ex.assumed, _framework(row)
+    get = lambda key: _get(row, key, ex)  # noqa: E731
+    L, gpus = model.num_layers, cluster.num_gpus
     seq = _int(row["seq_len"])
     gbs = _int(get("global_batch_size"))
     mbs = _int(get("micro_batch_size"))
@@ -514,63 +578,13 @@ def _express(row: dict, ex: Expression) -> None:
         vpp = len(layout[0])
     if gbs is None:
         raise NotExpressible("global batch size not published")
-
-    schedule = "1f1b"
-    if fw == "hai-llm" or "dualpipe" in (row.get("framework") or "").lower():
-        schedule = "dualpipe"
-    elif vpp > 1:
-        schedule = "interleaved"
-    elif fw == "torchtitan" and "interleaved 1f1b" in notes.lower():
-        vpp = 2
-        schedule = "interleaved"
-        a["vpp"] = "2 (Interleaved 1F1B, virtual stages not stated; torchtitan's default of 2 stages per rank)"
-
-    if dp is None:
-        if gpus % (tp * pp * cp):
-            raise NotExpressible(f"tp·pp·cp = {tp * pp * cp} does not divide {gpus} GPUs")
-        dp = gpus // (tp * pp * cp)
-        a["dp"] = f"{dp} (GPUs / (TP·PP·CP))"
-    if tp * pp * cp * dp != gpus:
-        raise NotExpressible(f"tp·pp·cp·dp = {tp * pp * cp * dp} differs from {gpus} GPUs")
-
-    if mbs is None:
-        if fw == "torchtitan" and pp > 1:
-            local = gbs // dp
-            # torchtitan (pipelining_utils.build_pipeline_schedule, late 2024): n_microbatches defaults to
-            # the pipeline-parallel degree, for interleaved schedules too
-            n_mb = pp
-            if local % n_mb:
-                raise NotExpressible(f"local batch {local} not divisible by torchtitan's {n_mb} micro-batches")
-            mbs = local // n_mb
-            a["micro_batch_size"] = (f"{mbs} (not stated; torchtitan splits the local batch {local} into "
-                                     f"pipeline_parallel_degree = {n_mb} micro-batches by default)")
-        else:
-            mbs = 1
-            a["micro_batch_size"] = "1 (not stated)"
-    if gbs % (dp * mbs):
-        raise NotExpressible(f"dp·mbs = {dp * mbs} does not divide the global batch {gbs}")
-
-    first = row.get("first_stage_layers")
-    last = row.get("last_stage_layers")
-    if layout is not None:
-        stage_layers = None
-    elif isinstance(first, str) or isinstance(last, str):
-        raise NotExpressible(f"stage layout in words not understood: {first!r} / {last!r}")
-    else:
-        stage_layers = _stage_layers(L, pp, vpp, _int(first), _int(last), a)
-
+    schedule, vpp = _schedule(row, fw, vpp, a)
+    dp = _data_parallel(dp, gpus, tp, pp, cp, a)
+    mbs = _micro_batch_size(mbs, fw, pp, gbs, dp, a)
+    stage_layers = _row_stage_layers(row, L, pp, vpp, layout, a)
     recompute = _recompute(row, a)
     zero = _zero_stage(row, fw, a)
-    sp = row.get("sequence_parallel")
-    if sp is None:
-        if fw in ("nemo", "mcore", "torchtitan") and tp > 1:
-            sp = True
-            a["sequence_parallel"] = "true (not stated; NeMo/MCore use SP with TP>1, --tp-comm-overlap needs it)"
-        else:
-            sp = False
-            if tp > 1:
-                a["sequence_parallel"] = "false (not stated)"
-
+    sp = _sequence_parallel(row, fw, tp, a)
     ex.framework = profile_family(row)
     ex.framework_version = framework_version(row, ex)
     if ex.framework == "torchtitan" and pp > 1 and zero == 3 and ex.framework_version is not None \
@@ -588,6 +602,75 @@ def _express(row: dict, ex: Expression) -> None:
                        sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
 
 
+def _schedule(row: dict, fw: str, vpp: int, a: dict[str, str]) -> tuple[str, int]:
+    """(schedule, vpp): DualPipe for DeepSeek's HAI-LLM, interleaved with virtual stages, torchtitan's
+    Interleaved 1F1B at its default 2 stages per rank, else 1F1B."""
+    notes = (row.get("notes") or "")
+    if fw == "hai-llm" or "dualpipe" in (row.get("framework") or "").lower():
+        return "dualpipe", vpp
+    if vpp > 1:
+        return "interleaved", vpp
+    if fw == "torchtitan" and "interleaved 1f1b" in notes.lower():
+        a["vpp"] = "2 (Interleaved 1F1B, virtual stages not stated; torchtitan's default of 2 stages per rank)"
+        return "interleaved", 2
+    return "1f1b", vpp
+
+
+def _data_parallel(dp: Optional[int], gpus: int, tp: int, pp: int, cp: int, a: dict[str, str]) -> int:
+    if dp is None:
+        if gpus % (tp * pp * cp):
+            raise NotExpressible(f"tp·pp·cp = {tp * pp * cp} does not divide {gpus} GPUs")
+        dp = gpus // (tp * pp * cp)
+        a["dp"] = f"{dp} (GPUs / (TP·PP·CP))"
+    if tp * pp * cp * dp != gpus:
+        raise NotExpressible(f"tp·pp·cp·dp = {tp * pp * cp * dp} differs from {gpus} GPUs")
+    return dp
+
+
+def _micro_batch_size(mbs: Optional[int], fw: str, pp: int, gbs: int, dp: int, a: dict[str, str]) -> int:
+    if mbs is None:
+        if fw == "torchtitan" and pp > 1:
+            local = gbs // dp
+            # torchtitan (pipelining_utils.build_pipeline_schedule, late 2024): n_microbatches defaults to
+            # the pipeline-parallel degree, for interleaved schedules too
+            n_mb = pp
+            if local % n_mb:
+                raise NotExpressible(f"local batch {local} not divisible by torchtitan's {n_mb} micro-batches")
+            mbs = local // n_mb
+            a["micro_batch_size"] = (f"{mbs} (not stated; torchtitan splits the local batch {local} into "
+                                     f"pipeline_parallel_degree = {n_mb} micro-batches by default)")
+        else:
+            mbs = 1
+            a["micro_batch_size"] = "1 (not stated)"
+    if gbs % (dp * mbs):
+        raise NotExpressible(f"dp·mbs = {dp * mbs} does not divide the global batch {gbs}")
+    return mbs
+
+
+def _row_stage_layers(row: dict, L: int, pp: int, vpp: int, layout: Optional[list[list[int]]],
+                      a: dict[str, str]) -> Optional[list[int]]:
+    first = row.get("first_stage_layers")
+    last = row.get("last_stage_layers")
+    if layout is not None:
+        return None
+    if isinstance(first, str) or isinstance(last, str):
+        raise NotExpressible(f"stage layout in words not understood: {first!r} / {last!r}")
+    return _stage_layers(L, pp, vpp, _int(first), _int(last), a)
+
+
+def _sequence_parallel(row: dict, fw: str, tp: int, a: dict[str, str]) -> bool:
+    sp = row.get("sequence_parallel")
+    if sp is None:
+        if fw in ("nemo", "mcore", "torchtitan") and tp > 1:
+            sp = True
+            a["sequence_parallel"] = "true (not stated; NeMo/MCore use SP with TP>1, --tp-comm-overlap needs it)"
+        else:
+            sp = False
+            if tp > 1:
+                a["sequence_parallel"] = "false (not stated)"
+    return sp
+
+
 def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str, arch: Architecture,
                 ex: Expression) -> None:
     """Overlap techniques the row's framework did not have: their knobs are set to 0 for the row.
@@ -600,24 +683,8 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
       the overlap.
     * torchtitan overlaps TP communication only with AsyncTP (named in the row's notes).
     * LLM Foundry's FSDP ``mixed_precision PURE`` reduces gradients in bf16 (2 bytes, not fp32).
-    * DeepSpeed ZeRO-3 as of early 2021 (Narayanan 2021 Table 2) gathered each parameter tensor with its
-      own all-gather and reduce-scattered each gradient on its own (DeepSpeed issue #1069; coalesced in
-      PR #1188, June 2021): 3 collectives per parameter tensor, 12 tensors per GPT layer (two LayerNorms,
-      QKV, projection, two MLP linears, weights and biases); each all-gather synchronized the device
-      (PR #1188: "the async version is not async at all"), so nothing hides that traffic; at most
-      ``stage3_max_live_parameters`` = 1e9 parameters are gathered at once. Its gradients are reduced in
-      the fp16 training dtype (``gradient_reduction_w_predivide`` upcasts only with ``fp32_allreduce``,
-      default off): 2 bytes per element.
-    * torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
-      cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
-      loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
-      checkpointing is per-op (``_save_list``: attention kernels and every other matmul). With TP the loss
-      runs under ``loss_parallel`` on vocabulary-sharded logits, whose fused nll/log-softmax backward
-      (``torch/distributed/tensor/parallel/loss.py``: ``(grad_input + torch.exp(x)) * grad_output`` with
-      ``grad_input = zeros_like(x)``) holds four fp32 copies, 16 bytes per logit.
-    * torchtitan's TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered
-      input (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose
-      stages preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``).
+    * DeepSpeed ZeRO-3 as of early 2021: :func:`_deepspeed_zero3_2021`.
+    * torchtitan's loss, checkpointing, sequence parallelism and pipelining: :func:`_torchtitan_techniques`.
     """
     set_ = ex.override
     sharding = (row.get("zero_or_sharding") or "").lower()
@@ -635,13 +702,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if "mixed_precision pure" in (row.get("precision") or "").lower():
         set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:
-        set_("zero3_collectives_per_layer", 36.0,
-             "DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer")
-        set_("zero_microbatch_comm_overlap", 0.0, "DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device")
-        live = min(2.0, 1e9 / arch.dense_layer_params)
-        set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
-                                             f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
-        set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
+        _deepspeed_zero3_2021(arch, ex)
     modules = re.search(r"--recompute-modules\s+([a-z_ ]+)", (row.get("recompute") or "").lower())
     if recompute == "selective" and modules and fw in ("nemo", "mcore", "bridge"):
         # Megatron-Core --recompute-modules: parplan's deepseek_v3 policy is exactly layernorm + moe_act
@@ -669,24 +730,60 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
-        if tp > 1:
-            set_("logits_bytes_per_element", 16.0, "torchtitan TP: loss_parallel's backward holds the fp32 "
-                                                   "log-softmax, zeros_like(x), exp(x) and their sum at once")
-            set_("sequence_parallel_saves_gathered_inputs", True, "torchtitan TP: DTensor SequenceParallel + "
-                 "PrepareModuleInput; ColwiseParallel saves the gathered input")
-        else:
-            set_("logits_bytes_per_element", 12.0, "torchtitan: fp32 log-softmax saved, its gradient and the loss "
-                                                   "gradient live at the start of backward")
-        if recompute == "selective":
-            set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
-        if pp > 1:
-            set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
-        if ex.spec is not None and ex.spec.training.precision == "fp8":
-            set_("fp8_weight_cache_bytes", 0.0, "torchao Float8Linear casts weights per use, caches none")
-            set_("fp8_activation_bytes", 2.0, "torchao float8_linear.py matmul_with_hp_or_float8_args saves "
-                                              "the BF16 input and weight for backward")
-        if tp > 1 and "asynctp" not in notes:
-            set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
+        _torchtitan_techniques(tp, pp, recompute, notes, ex)
+
+
+def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
+    """DeepSpeed ZeRO-3 as of early 2021 (Narayanan 2021 Table 2) gathered each parameter tensor with its
+    own all-gather and reduce-scattered each gradient on its own (DeepSpeed issue #1069; coalesced in
+    PR #1188, June 2021): 3 collectives per parameter tensor, 12 tensors per GPT layer (two LayerNorms,
+    QKV, projection, two MLP linears, weights and biases); each all-gather synchronized the device
+    (PR #1188: "the async version is not async at all"), so nothing hides that traffic; at most
+    ``stage3_max_live_parameters`` = 1e9 parameters are gathered at once. Its gradients are reduced in
+    the fp16 training dtype (``gradient_reduction_w_predivide`` upcasts only with ``fp32_allreduce``,
+    default off): 2 bytes per element."""
+    set_ = ex.override
+    set_("zero3_collectives_per_layer", 36.0,
+         "DeepSpeed ZeRO-3, 2021: one collective per parameter tensor, 3 x 12 per GPT layer")
+    set_("zero_microbatch_comm_overlap", 0.0, "DeepSpeed ZeRO-3, 2021: each all-gather synchronized the device")
+    live = min(2.0, 1e9 / arch.dense_layer_params)
+    set_("zero3_unsharded_layers", live, f"DeepSpeed stage3_max_live_parameters = 1e9 of "
+                                         f"{arch.dense_layer_params / 1e9:.2f}B per layer", shown=f"{live:.3g}")
+    set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
+
+
+def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression) -> None:
+    """torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
+    cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
+    loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
+    checkpointing is per-op (``_save_list``: attention kernels and every other matmul). With TP the loss
+    runs under ``loss_parallel`` on vocabulary-sharded logits, whose fused nll/log-softmax backward
+    (``torch/distributed/tensor/parallel/loss.py``: ``(grad_input + torch.exp(x)) * grad_output`` with
+    ``grad_input = zeros_like(x)``) holds four fp32 copies, 16 bytes per logit.
+
+    Its TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered input
+    (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose stages
+    preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``); it overlaps
+    TP communication only with AsyncTP (named in the row's notes)."""
+    set_ = ex.override
+    if tp > 1:
+        set_("logits_bytes_per_element", 16.0, "torchtitan TP: loss_parallel's backward holds the fp32 "
+                                               "log-softmax, zeros_like(x), exp(x) and their sum at once")
+        set_("sequence_parallel_saves_gathered_inputs", True, "torchtitan TP: DTensor SequenceParallel + "
+             "PrepareModuleInput; ColwiseParallel saves the gathered input")
+    else:
+        set_("logits_bytes_per_element", 12.0, "torchtitan: fp32 log-softmax saved, its gradient and the loss "
+                                               "gradient live at the start of backward")
+    if recompute == "selective":
+        set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
+    if pp > 1:
+        set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
+    if ex.spec is not None and ex.spec.training.precision == "fp8":
+        set_("fp8_weight_cache_bytes", 0.0, "torchao Float8Linear casts weights per use, caches none")
+        set_("fp8_activation_bytes", 2.0, "torchao float8_linear.py matmul_with_hp_or_float8_args saves "
+                                          "the BF16 input and weight for backward")
+    if tp > 1 and "asynctp" not in notes:
+        set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
 
 
 def row_to_spec(row: dict) -> Optional[tuple[Spec, PlanSpec]]:
