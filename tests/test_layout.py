@@ -1,4 +1,4 @@
-"""Pipeline layouts: Megatron's layout strings and splits, torchtitan's split, per-chunk in-flight memory,
+"""costmodel/layout.py and frameworks/layout.py (pipeline layouts): Megatron's layout strings and splits, torchtitan's split, per-chunk in-flight memory,
 and the three published layouts evaluated through ``solver-cli evaluate``."""
 
 from __future__ import annotations
