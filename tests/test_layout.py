@@ -1,5 +1,6 @@
-"""costmodel/layout.py and frameworks/layout.py (pipeline layouts): Megatron's layout strings and splits, torchtitan's split, per-chunk in-flight memory,
-and the three published layouts evaluated through ``solver-cli evaluate``."""
+"""Pipeline layouts (costmodel/layout.py, frameworks/layout.py): Megatron's layout strings and splits,
+torchtitan's split, per-chunk in-flight memory, and the three published layouts evaluated through
+``solver-cli evaluate``."""
 
 from __future__ import annotations
 
