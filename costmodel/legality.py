@@ -10,11 +10,12 @@ from parplan.costmodel.activation_offload import activation_offload_violations
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.choice import Choice
 from parplan.costmodel.context_parallel import a2a_group_size
+from parplan.costmodel.framework_rules import choice_rule_violations, stage_rule_violations
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 from parplan.costmodel.moe_comm import a2a_overlap_violations, fp8_dispatch_violations
 from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
-from parplan.frameworks.profiles import choice_rule_violations, spec_profile, stage_rule_violations
+from parplan.frameworks.profiles import spec_profile
 
 
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:
@@ -50,14 +51,15 @@ def moe_comm_violations(spec: Spec, c: Choice) -> list[str]:
 
 
 def framework_choice_violations(spec: Spec, c: Choice) -> list[str]:
-    """The spec's framework cannot run this choice (schedule, ZeRO, recompute, CP/ETP/SP): frameworks/profiles.py."""
+    """The spec's framework cannot run this choice (schedule, ZeRO, recompute, CP/ETP/SP): the rules of
+    costmodel/framework_rules.py on the profile frameworks/profiles.py picks."""
     prof = spec_profile(spec)
     return [] if prof is None else choice_rule_violations(prof, c)
 
 
 def framework_stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_layers: list[int],
                                pipeline_layout: list[list[int]] | None = None) -> list[str]:
-    """The spec's framework cannot split stages or recompute layers this way: frameworks/profiles.py."""
+    """The spec's framework cannot split stages or recompute layers this way (costmodel/framework_rules.py)."""
     prof = spec_profile(spec)
     return [] if prof is None else stage_rule_violations(prof, c, stage_layers, recompute_layers, pipeline_layout)
 

@@ -1,51 +1,16 @@
 """Framework profiles (data): what each framework can run, at each version range, with its memory conventions.
 
-One :class:`Profile` per framework and version range; the field comments name the citation keys of
+One :class:`~parplan.costmodel.framework_rules.Profile` per framework and version range; the field comments name the citation keys of
 :data:`~parplan.frameworks.profile_citations.CITATIONS`. :data:`VERSIONED` lists them per framework, newest first;
 :func:`parplan.frameworks.profiles.profile` picks one by version and the rules there read them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from dataclasses import replace
+from typing import Optional
 
-@dataclass(frozen=True)
-class Profile:
-    """One framework (at a version range) in parplan's terms. Field comments name the citation keys."""
-
-    name: str
-    versions: str  # human-readable range this profile describes
-    schedules: tuple[str, ...]  # parplan schedules it can run (pp 1 runs as '1f1b')
-    zero_stages: tuple[int, ...]  # without pipeline parallelism
-    zero_stages_with_pp: tuple[int, ...]
-    recompute: tuple[str, ...]  # granularities
-    full_recompute_counts: str  # 'chunk_block' (Megatron N per chunk, or all) | 'all' | 'all_or_every_nth'
-    context_parallel: bool
-    expert_tensor_parallel: str  # 'any' | 'one_or_tp' | 'one'
-    sequence_parallel: bool  # Megatron-style SP available with TP
-    stage_split: str  # 'any' (per-chunk layouts) | 'first_last' | 'even'
-    assumptions: dict[str, Any] = field(default_factory=dict)  # memory conventions (knob -> value)
-    citations: tuple[str, ...] = ()
-    not_expressible: tuple[str, ...] = ()  # what it runs that parplan cannot plan
-    cp_comm_types: tuple[str, ...] = ("p2p",)  # CP comm types it runs with cp > 1 (costmodel/context_parallel.py)
-    tensor_parallel: bool = True  # False: tp must be 1
-    pipeline_parallel: bool = True  # False: pp must be 1
-    sequence_parallel_with_tp: bool = False  # True: every TP plan is sequence-parallel (no TP without SP)
-    ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
-    interleaved_min_pp: int = 2  # the interleaved schedule needs at least this many pipeline stages
-    # memory-side dimensions (costmodel/choice.py Choice.zero_replicas, optimizer_states, offload fraction)
-    hsdp_zero_stages: tuple[int, ...] = ()  # ZeRO stages that run with zero_replicas > 1 ('megatron.partial_dist_opt')
-    hsdp_replicas_divide_dp: bool = False  # the replica degree divides DP (not only DP·CP): 'titan.hsdp'
-    optimizer_states: bool = False  # a precision-aware optimizer (optimizer_states not None): 'megatron.precision_aware'
-    optimizer_offload: str = "none"  # 'none' | 'any' (any fraction) | 'needs_states' (any fraction, precision-aware
-    #                                  states required) | 'ratio_zero3' (ZeRO 1-3; a fraction below 1 only with ZeRO-3)
-    fp8_dispatch: bool = False  # MoE FP8 token dispatch (Plan.moe_fp8_dispatch)
-    moe_a2a_overlap: bool = False  # EP all-to-all overlapped with another micro-batch (Plan.moe_a2a_overlap)
-    dualpipev_ep_no_recompute: bool = False  # DualPipeV with EP > 1 only without activation checkpointing
-    activation_offload: bool = False  # N layers' activations on the host (Plan.activation_offload_layers):
-    #                                   'megatron.activation_offload'
-
+from parplan.costmodel.framework_rules import Profile
 
 _MEGATRON_CORE = Profile(
     name="megatron-core", versions=">= 0.13.0 (core_v0.13.0 .. core_v0.19.0)",

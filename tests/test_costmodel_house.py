@@ -2,9 +2,11 @@
 ``tests/test_solver_house.py`` does for solver/:
 
 * ``costmodel/`` is the bottom floor: it imports only itself, the standard library, NumPy, pydantic and PyYAML.
-  The imports of ``frameworks.profiles`` that remain (the spec's framework conventions, the legality rules'
-  profile and ``runs_on``) are listed in :data:`PENDING_UPWARD` so the list can only shrink: moving the merge to
-  the loader is the open part of issue 18 item 5;
+  The framework rules and the ``Profile`` type are the cost model's (costmodel/framework_rules.py); what still
+  comes from ``frameworks.profiles`` is the *lookup* of profile data (the spec's memory conventions and search
+  conflicts in ``spec.py``, the spec's profile in ``legality.py``, ``runs_on`` in ``evaluate.py``), listed in
+  :data:`PENDING_UPWARD` so the list can only shrink: handing that data to the evaluator from the loader is the
+  open part of issue 18 item 5;
 * in ``costmodel/`` and ``frameworks/`` no function is longer than 80 lines and no module longer than 500
   lines, data modules (profile data and citations) excepted;
 * ``Plan`` and ``Choice`` share one degree vocabulary and convert both ways.
