@@ -75,23 +75,19 @@ def row_family(row: dict) -> str:
     return "unknown"
 
 
+# a row's framework field by its prefix (first match), as the mapping's rules name it; Megatron-LM 2021/2022 rows
+# had no distributed optimizer and no SP unless stated
+FRAMEWORK_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("torchtitan", "torchtitan"), ("nemo", "nemo"), ("megatron-core", "mcore"), ("megatron-lm", "megatron-legacy"),
+    ("megatron-bridge", "bridge"), ("llm foundry", "llmfoundry"))
+
+
 def row_framework(row: dict) -> str:
     fw = (row.get("framework") or "").lower()
-    if fw.startswith("torchtitan"):
-        return "torchtitan"
-    if fw.startswith("nemo"):
-        return "nemo"
-    if fw.startswith("megatron-core"):
-        return "mcore"
-    if fw.startswith("megatron-lm"):
-        return "megatron-legacy"  # 2021/2022: no distributed optimizer, no SP unless stated
-    if fw.startswith("megatron-bridge"):
-        return "bridge"
-    if fw.startswith("llm foundry"):
-        return "llmfoundry"
-    if "hai-llm" in fw:
-        return "hai-llm"
-    return "unknown"
+    name = next((name for prefix, name in FRAMEWORK_PREFIXES if fw.startswith(prefix)), None)
+    if name is not None:
+        return name
+    return "hai-llm" if "hai-llm" in fw else "unknown"
 
 
 # the target-framework profile (parplan.frameworks.profiles) a row's framework belongs to; Megatron-LM 2021/2022
