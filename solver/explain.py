@@ -28,9 +28,8 @@ from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.result import Explanation, Relaxation
 from parplan.solver.search import Searcher, best_plans
-from parplan.solver.tables import MIB_KIB
 from parplan.solver.space import SpaceOptions
-from parplan.solver.tables import KIB
+from parplan.solver.tables import KIB, MIB_KIB
 
 UNBOUNDED_KIB = 1 << 50  # a memory cap no plan reaches: structural feasibility only
 
