@@ -18,7 +18,7 @@ from parplan.solver.tables import Assignment, StageTable, assignment_violations,
 from conftest import divisors_of
 
 
-def _compositions(n: int, k: int):
+def compositions(n: int, k: int):
     """Every way to write n as an ordered sum of k positive integers."""
     for cuts in itertools.combinations(range(1, n), k - 1):
         bounds = (0,) + cuts + (n,)
@@ -113,7 +113,7 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
     split = s.resolved_stage_split
     # DualPipeV: rank 0 holds the first and the last stage, so every other rank is a middle one
     mid = slice(1, None) if c.schedule == "dualpipev" else slice(1, -1)
-    for layers in _compositions(L, c.pp):
+    for layers in compositions(L, c.pp):
         if any(x % c.vpp for x in layers) or (split == "even" and len(set(layers)) > 1):
             continue
         if (equal_middles or split == "first_last") and len(set(layers[mid])) > 1:

@@ -31,9 +31,10 @@ from hypothesis import strategies as st
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Spec
+from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 
-from brute_force import brute_force
+from brute_force import brute_force, compositions
 from conftest import small_specs, spec_repr
 from solver_checks import CPSAT, REL_TOL, check_integer_scaling, check_plan
 
@@ -127,7 +128,7 @@ def _middle_case(recompute: list[str]) -> Spec:
     spec = Spec.model_validate(MIDDLE_CASE)
     peak = lambda layers: evaluate(spec, PlanSpec(pp=4, stage_layers=layers)).metrics.peak_memory_gib  # noqa: E731
     unequal = peak([1, 1, 2, 2])
-    equal = min(peak(x) for x in _compositions(6, 4) if x[1] == x[2])
+    equal = min(peak(x) for x in compositions(6, 4) if x[1] == x[2])
     if not unequal < equal:
         pytest.skip(f"the cost model no longer separates the splits ({unequal:.3f} vs {equal:.3f} GiB)")
     a = resolve_assumptions(spec.assumptions)
