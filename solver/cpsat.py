@@ -20,11 +20,10 @@ from typing import Optional
 from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
-from parplan.solver.tables import Assignment, StageTable
+from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
                 cp_model.MODEL_INVALID: "MODEL_INVALID", cp_model.UNKNOWN: "UNKNOWN"}
-HEADROOM = 1 << 62
 
 
 @dataclass
@@ -75,7 +74,7 @@ class StageVars:
                           solver.value(self.dense_recompute))
 
 
-def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
+def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
     n, L, g = t.num_units, t.num_layers, t.grid
     spare = L - int(t.layers_min.sum())
     layers = []
@@ -83,16 +82,16 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
         lo = int(t.layers_min[u])
         hi = max(lo, lo + spare)
         if g > 1:  # lo + g·q (a trimmed end chunk makes lo no multiple of g)
-            q = m.new_int_var(0, (hi - lo) // g, f"layer_groups_{u}")
-            lv = m.new_int_var(lo, hi, f"layers_{u}")
-            m.add(lv == lo + g * q)
+            q = model.new_int_var(0, (hi - lo) // g, f"layer_groups_{u}")
+            lv = model.new_int_var(lo, hi, f"layers_{u}")
+            model.add(lv == lo + g * q)
         else:
-            lv = m.new_int_var(lo, hi, f"layers_{u}")
+            lv = model.new_int_var(lo, hi, f"layers_{u}")
         layers.append(lv)
-    recompute = [m.new_int_var(0, L, f"recompute_{u}") for u in range(n)]
-    dense = m.new_int_var(0, t.k_dense, "dense_recompute")
-    dense_done = m.new_bool_var("dense_done")
-    stage_rc = m.new_int_var(0, L, "stage_recompute")
+    recompute = [model.new_int_var(0, L, f"recompute_{u}") for u in range(n)]
+    dense = model.new_int_var(0, t.k_dense, "dense_recompute")
+    dense_done = model.new_bool_var("dense_done")
+    stage_rc = model.new_int_var(0, L, "stage_recompute")
     t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
                       + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
     if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
@@ -100,49 +99,49 @@ def _variables(m: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optiona
     dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
     if cutoff is not None:
         dp_hi = max(0, min(dp_hi, cutoff // t.scale.weight))
-    t_max = m.new_int_var(min(t.lb_time, t_hi), t_hi, "t_max")
-    dp_max = m.new_int_var(0, dp_hi, "dp_max")
-    peak = m.new_int_var(0, max(0, cap_kib), "peak_kib")
+    t_max = model.new_int_var(min(t.lb_time, t_hi), t_hi, "t_max")
+    dp_max = model.new_int_var(0, dp_hi, "dp_max")
+    peak = model.new_int_var(0, max(0, cap_kib), "peak_kib")
     return StageVars(layers, recompute, dense, dense_done, stage_rc, t_max, dp_max, peak)
 
 
-def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
     n, L, k = t.num_units, t.num_layers, t.k_dense
     full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
-    m.add(sum(v.layers) == L)
+    model.add(sum(v.layers) == L)
     if t.layers_fixed is not None:
         for u in range(n):
-            m.add(v.layers[u] == int(t.layers_fixed[u]))
+            model.add(v.layers[u] == int(t.layers_fixed[u]))
     # recompute: what a unit may recompute, and the dense-first rule of a plain stage 0
     if not full:
         for r in v.recompute:
-            m.add(r == 0)
-        m.add(v.dense_recompute == 0)
+            model.add(r == 0)
+        model.add(v.dense_recompute == 0)
     else:
         for u in range(n):
-            m.add(v.recompute[u] <= v.layers[u] - (k if u == 0 else 0))
+            model.add(v.recompute[u] <= v.layers[u] - (k if u == 0 else 0))
         if k:
             free = 0 if t.dense_first else min(t.free_moe_recompute, L)
-            m.add(v.recompute[0] <= free).only_enforce_if(v.dense_done.Not())
-            m.add(v.dense_recompute == k).only_enforce_if(v.dense_done)
+            model.add(v.recompute[0] <= free).only_enforce_if(v.dense_done.Not())
+            model.add(v.dense_recompute == k).only_enforce_if(v.dense_done)
         else:
-            m.add(v.dense_recompute == 0)
+            model.add(v.dense_recompute == 0)
         if t.uniform_recompute:
             r = v.stage_recompute
             if k:
-                m.add_min_equality(v.dense_recompute, [r, k])
+                model.add_min_equality(v.dense_recompute, [r, k])
             for u in range(n):
-                m.add(v.recompute[u] == t.members * r - (v.dense_recompute if u == 0 else 0))
+                model.add(v.recompute[u] == t.members * r - (v.dense_recompute if u == 0 else 0))
                 if t.dualpipe and u == 0:
                     for rhs in (k + r, 2 * r, k + 1, r + 1):
-                        m.add(v.layers[0] >= rhs)
+                        model.add(v.layers[0] >= rhs)
                 else:
-                    m.add(v.layers[u] >= t.members * r)
+                    model.add(v.layers[u] >= t.members * r)
     if t.split == "first_last":
         mid = list(range(1, n - 1)) if not t.one_end else list(range(1, n))
         for u in mid[1:]:
-            m.add(v.layers[u] == v.layers[mid[0]])
-            m.add(v.recompute[u] == v.recompute[mid[0]])
+            model.add(v.layers[u] == v.layers[mid[0]])
+            model.add(v.recompute[u] == v.recompute[mid[0]])
     # per-unit time, DP time and memory
     for u in range(n):
         time_u = int(t.t_layer[u]) * v.layers[u] + int(t.t_recompute[u]) * v.recompute[u] + int(t.t_const[u])
@@ -151,11 +150,11 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
             time_u += int(t.t_recompute_dense) * v.dense_recompute
             mem_u -= int(t.m_saved_dense) * v.dense_recompute
         if full and t.m_workspace:
-            mem_u += t.m_workspace * _recomputing_stages(m, t, v, u)
-        m.add(time_u <= v.t_max)
-        m.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
-        m.add(mem_u <= cap_kib)
-        m.add(mem_u <= v.peak)
+            mem_u += t.m_workspace * _recomputing_stages(model, t, v, u)
+        model.add(time_u <= v.t_max)
+        model.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
+        model.add(mem_u <= cap_kib)
+        model.add(mem_u <= v.peak)
     # Σ_u time_u: the layers sum to L and every unit has one per-layer time, so only the recompute terms vary;
     # written so, U keeps the plain max objective's structure (and its solve speed) when nothing is recomputed
     v.time_sum = t.base_time_sum
@@ -164,31 +163,32 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
                        + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
 
 
-def _recomputing_stages(m: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
+def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
     """The number of unit u's stages that recompute at least one layer (each holds the working set), as
     tables.rank_split places the recomputation; booleans forced on by the counts they cover."""
     L, k = t.num_layers, t.k_dense
     if t.uniform_recompute:
-        has = m.new_bool_var(f"recomputes_{u}")
-        m.add(v.stage_recompute <= L * has)
+        has = model.new_bool_var(f"recomputes_{u}")
+        model.add(v.stage_recompute <= L * has)
         return t.members * has
     if not t.dualpipe:
-        has = m.new_bool_var(f"recomputes_{u}")
-        m.add(v.recompute[u] + (v.dense_recompute if u == 0 else 0) <= L * has)
+        has = model.new_bool_var(f"recomputes_{u}")
+        model.add(v.recompute[u] + (v.dense_recompute if u == 0 else 0) <= L * has)
         return has
-    first, second = m.new_bool_var(f"first_stage_recomputes_{u}"), m.new_bool_var(f"second_stage_recomputes_{u}")
+    first = model.new_bool_var(f"first_stage_recomputes_{u}")
+    second = model.new_bool_var(f"second_stage_recomputes_{u}")
     if u == 0 and k:  # dense layers on stage 0, MoE layers on stage p-1
-        m.add(v.dense_recompute <= k * first)
-        m.add(v.recompute[0] <= L * second)
+        model.add(v.dense_recompute <= k * first)
+        model.add(v.recompute[0] <= L * second)
         return first + second
     if t.layers_fixed is not None:
         first_layers = int(t.layers_fixed[u]) // 2
     else:
-        first_layers = m.new_int_var(0, L, f"first_stage_layers_{u}")
-        m.add(2 * first_layers >= v.layers[u])
-        m.add(2 * first_layers <= v.layers[u] + 1)
-    m.add(v.recompute[u] <= L * first)
-    m.add(v.recompute[u] <= first_layers + L * second)
+        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
+        model.add(2 * first_layers >= v.layers[u])
+        model.add(2 * first_layers <= v.layers[u] + 1)
+    model.add(v.recompute[u] <= L * first)
+    model.add(v.recompute[u] <= first_layers + L * second)
     return first + second
 
 
@@ -197,28 +197,28 @@ def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
                 lower_bound: Optional[int] = None) -> tuple[cp_model.CpModel, StageVars]:
     """The model of ``t`` under ``cap_kib``: minimise U (≤ ``cutoff`` if given), or, with ``hold_objective``,
     minimise the peak memory (whole MiB) among assignments of U ≤ ``hold_objective``."""
-    m = cp_model.CpModel()
-    v = _variables(m, t, cap_kib, cutoff if hold_objective is None else hold_objective)
-    _constraints(m, t, v, cap_kib)
-    v.objective = t.M * v.t_max + t.S * v.time_sum + t.scale.weight * v.dp_max
+    model = cp_model.CpModel()
+    v = _variables(model, t, cap_kib, cutoff if hold_objective is None else hold_objective)
+    _constraints(model, t, v, cap_kib)
+    v.objective = scaled_objective(t, v.t_max, v.time_sum, v.dp_max)
     if lower_bound is not None:  # the continuous relaxation's bound (bounds.relaxed_bound): a valid cut
-        m.add(v.objective >= lower_bound)
+        model.add(v.objective >= lower_bound)
     if cutoff is not None:
-        m.add(v.objective <= cutoff)
+        model.add(v.objective <= cutoff)
     if hold_objective is not None:
-        m.add(v.objective <= hold_objective)
-        peak_mib = m.new_int_var(0, -(-max(0, cap_kib) // 1024), "peak_mib")
-        m.add(1024 * peak_mib >= v.peak)
-        m.minimize(peak_mib)  # ties are broken on whole MiB (oracle.peak_mib)
+        model.add(v.objective <= hold_objective)
+        peak_mib = model.new_int_var(0, -(-max(0, cap_kib) // MIB_KIB), "peak_mib")
+        model.add(MIB_KIB * peak_mib >= v.peak)
+        model.minimize(peak_mib)  # ties are broken on whole MiB (oracle.peak_mib)
     else:
-        m.minimize(v.objective)
-    return m, v
+        model.minimize(v.objective)
+    return model, v
 
 
-def check_headroom(m: cp_model.CpModel) -> int:
-    """The largest magnitude any linear expression of ``m`` (and its objective) can take over the variables'
+def check_headroom(model: cp_model.CpModel) -> int:
+    """The largest magnitude any linear expression of ``model`` (and its objective) can take over the variables'
     domains; raises :class:`ModelOverflow` at 2^62 or more."""
-    proto = m.proto
+    proto = model.proto
     bound = [max(abs(var.domain[0]), abs(var.domain[-1])) for var in proto.variables]
     worst = 0
     exprs = [(c.linear.vars, c.linear.coeffs, 0) for c in proto.constraints if c.has_linear()]
@@ -262,10 +262,10 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
           hold_objective: Optional[int] = None, lower_bound: Optional[int] = None) -> CpOutcome:
     """Solve one choice's model; ``INFEASIBLE`` means proven: no assignment fits (with U ≤ ``cutoff``)."""
     t0 = time.perf_counter()
-    m, v = build_model(t, cap_kib, cutoff, hold_objective, lower_bound)
+    model, v = build_model(t, cap_kib, cutoff, hold_objective, lower_bound)
     if hint is not None:
-        v.hint(m, hint)
-    headroom = check_headroom(m)
+        v.hint(model, hint)
+    headroom = check_headroom(model)
     solver = cp_model.CpSolver()
     _parameters(solver, controls, time_limit_s, t.num_units)
     stopper = None
@@ -277,7 +277,7 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
                     solver.stop_search()
         stopper = threading.Thread(target=watch, daemon=True)
         stopper.start()
-    status = solver.solve(m)
+    status = solver.solve(model)
     done.set()
     name = STATUS_NAMES.get(status, "UNKNOWN")
     out = CpOutcome(name, wall_time_s=time.perf_counter() - t0, headroom=headroom)

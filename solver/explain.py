@@ -27,9 +27,9 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.result import Explanation, Relaxation
-from parplan.solver.search import MIB_KIB, Searcher, best_plans
+from parplan.solver.search import Searcher, best_plans
 from parplan.solver.space import SpaceOptions
-from parplan.solver.tables import KIB
+from parplan.solver.tables import KIB, MIB_KIB
 
 UNBOUNDED_KIB = 1 << 50  # a memory cap no plan reaches: structural feasibility only
 
@@ -165,7 +165,7 @@ def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[
     if not out.found:
         return problem, None
     f = out.found[0]
-    return problem, problem.evaluate(problem.plan(f.row_index, f.x))
+    return problem, problem.evaluation(f.row_index, f.x)
 
 
 def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optional[SolverControls] = None,
@@ -238,6 +238,13 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
                      else {r: False} if f == "uniform_recompute" else {r: None})
             relaxations.append(Relaxation(requirement=r, change=_describe_change(r, ev), patch=patch, plan=ev))
     relaxations += _size_relaxations(spec, method, controls, deadline, incomplete)
+    return Explanation(summary=_summary(core, min_needed, usable) + _suffix(incomplete), conflicting=core,
+                       rejected_choices=rejected,
+                       min_memory_needed_gib=min_needed, usable_memory_gib=usable, relaxations=relaxations)
+
+
+def _summary(core: list[str], min_needed: Optional[float], usable: float) -> str:
+    """The explanation's first line: which requirements conflict, and the least memory a plan needs."""
     if core == ["memory"]:
         summary = "no plan fits in GPU memory, even with every search restriction lifted"
     elif core:
@@ -247,8 +254,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         summary = "no plan found within the solver's limits"
     if min_needed is not None and "memory" in core:
         summary += f"; the least memory any allowed plan needs is {min_needed:.1f} GiB per GPU against {usable:.1f} GiB usable"
-    return Explanation(summary=summary + _suffix(incomplete), conflicting=core, rejected_choices=rejected,
-                       min_memory_needed_gib=min_needed, usable_memory_gib=usable, relaxations=relaxations)
+    return summary
 
 
 def _suffix(incomplete: list[str]) -> str:

@@ -21,8 +21,8 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import TimeUp, past
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.solver.search import SearchOutcome, Searcher, best_plans
+from parplan.solver.tables import MIB_KIB
 
-MIB_KIB = 1024
 MAX_POINTS = 200
 
 
@@ -119,7 +119,7 @@ def memory_frontier(searcher: Searcher) -> list[Evaluation]:
                 break
             at = cache.best(ranked0, min(cap, peak_mib * MIB_KIB))
             U2, _, i, x = at if at is not None else best
-            points.append(P.evaluate(P.plan(i, x)))
+            points.append(P.evaluation(i, x))
             cap = (peak_mib - 1) * MIB_KIB
     except TimeUp:
         pass
@@ -166,7 +166,7 @@ def gpu_frontier(spec: Spec, method: str = "cpsat", controls: Optional[SolverCon
         if not out.found:
             continue
         f = out.found[0]
-        ev = problem.evaluate(problem.plan(f.row_index, f.x))
+        ev = problem.evaluation(f.row_index, f.x)
         if best_time is None or ev.metrics.step_time_s < best_time:
             points.append(ev)
             best_time = ev.metrics.step_time_s
@@ -178,16 +178,30 @@ def timing(controls: SolverControls, t0: float, **phases: Optional[float]) -> Op
     return None if controls.deterministic else Timing(wall_time_s=time.perf_counter() - t0, **phases)
 
 
+def _min_gpus_stats(method: str, controls: SolverControls, total: int, searched: int,
+                    objective_value: Optional[float] = None) -> SolveStats:
+    return SolveStats(method=method, choices_total=total, choices_searched=searched, objective_value=objective_value,
+                      workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
+                      ortools_version=ORTOOLS_VERSION)
+
+
+def _target_step_s(spec: Spec) -> float:
+    """The step time to meet: the tighter of ``target_step_time_s`` and the step time of ``target_tokens_per_s``."""
+    tokens = spec.training.global_batch_size * spec.training.seq_len
+    target_s = spec.target_step_time_s
+    if spec.target_tokens_per_s is not None:
+        t = tokens / spec.target_tokens_per_s
+        target_s = t if target_s is None else min(target_s, t)
+    return target_s
+
+
 def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: float,
              deadline: Optional[float] = None) -> PlanResult:
     """The smallest candidate GPU count whose best plan meets the step-time or tokens/s target (past the
     deadline: UNKNOWN, with the counts tried)."""
     gpu = resolve_gpu(spec.cluster)
     tokens = spec.training.global_batch_size * spec.training.seq_len
-    target_s = spec.target_step_time_s
-    if spec.target_tokens_per_s is not None:
-        t = tokens / spec.target_tokens_per_s
-        target_s = t if target_s is None else min(target_s, t)
+    target_s = _target_step_s(spec)
     flops = Architecture(spec.model).model_flops_per_token(spec.training.seq_len) * tokens
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
     tried = 0
@@ -204,43 +218,55 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
             undecided = True
         if not out.found:
             continue
-        plans = [problem.evaluate(problem.plan(f.row_index, f.x)) for f in out.found]
+        plans = [problem.evaluation(f.row_index, f.x) for f in out.found]
         if plans[0].metrics.step_time_s <= target_s * (1 + 1e-12):
-            stats = SolveStats(method=method, choices_total=len(problem.choices),
-                               choices_searched=out.searched, objective_value=float(n), workers=controls.workers,
-                               seed=controls.seed, deterministic=controls.deterministic,
-                               ortools_version=ORTOOLS_VERSION)
+            stats = _min_gpus_stats(method, controls, len(problem.choices), out.searched, float(n))
             return PlanResult(status="OPTIMAL" if out.status == "OPTIMAL" and not undecided else "FEASIBLE",
                               objective="min_gpus", plans=plans, stats=stats, timing=timing(controls, t0))
+    stats = _min_gpus_stats(method, controls, 0, tried)
     if undecided:
-        stats = SolveStats(method=method, choices_total=0,
-                           choices_searched=tried, workers=controls.workers, seed=controls.seed,
-                           deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
         return PlanResult(status="UNKNOWN", objective="min_gpus", stats=stats, timing=timing(controls, t0))
     upper = spec.search.max_num_gpus or spec.cluster.num_gpus
     limit_key = "search.max_num_gpus" if spec.search.max_num_gpus else "cluster.num_gpus"
     target_key = "target_step_time_s" if spec.target_step_time_s is not None else "target_tokens_per_s"
-    relaxations: list[Relaxation] = []
-    # a looser target: the best step time any GPU count up to the limit reaches (checked: it is that plan)
+    relaxations = [r for r in (_looser_target(spec, method, controls, deadline, upper, target_key),
+                               _more_gpus(spec, method, controls, deadline, upper, limit_key, flops, peak))
+                   if r is not None]
+    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, timing=timing(controls, t0),
+                      explanation=Explanation(
+        summary=f"no GPU count up to {upper} meets a step time of {target_s:.3g} s",
+        conflicting=[target_key, limit_key], rejected_choices={}, relaxations=relaxations))
+
+
+def _looser_target(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float], upper: int,
+                   target_key: str) -> Optional[Relaxation]:
+    """A looser target: the best step time any GPU count up to the limit reaches (checked: it is that plan)."""
+    tokens = spec.training.global_batch_size * spec.training.seq_len
     best = None
     for n in candidate_gpu_counts(spec, upper):
         if past(deadline):
             break
         problem, out = _best_at(spec, n, method, controls, deadline=deadline)
         if out.found:
-            f = out.found[0]
-            ev = problem.evaluate(problem.plan(f.row_index, f.x))
+            ev = problem.evaluation(out.found[0].row_index, out.found[0].x)
             if best is None or ev.metrics.step_time_s < best[1].metrics.step_time_s:
                 best = (n, ev)
-    if best is not None:
-        n, ev = best
-        t = ev.metrics.step_time_s * (1 + 1e-9)
-        patch = ({"target_step_time_s": t, "target_tokens_per_s": None} if target_key == "target_step_time_s"
-                 else {"target_tokens_per_s": tokens / t, "target_step_time_s": None})
-        relaxations.append(Relaxation(requirement=target_key, patch=patch, plan=ev,
-                                      change=f"the fastest plan up to {upper} GPUs takes {ev.metrics.step_time_s:.3g} s "
-                                             f"per step ({tokens / ev.metrics.step_time_s:,.0f} tokens/s) on {n} GPUs"))
-    # more GPUs: the smallest count above the limit (up to 8x) whose best plan meets the target
+    if best is None:
+        return None
+    n, ev = best
+    t = ev.metrics.step_time_s * (1 + 1e-9)
+    patch = ({"target_step_time_s": t, "target_tokens_per_s": None} if target_key == "target_step_time_s"
+             else {"target_tokens_per_s": tokens / t, "target_step_time_s": None})
+    return Relaxation(requirement=target_key, patch=patch, plan=ev,
+                      change=f"the fastest plan up to {upper} GPUs takes {ev.metrics.step_time_s:.3g} s "
+                             f"per step ({tokens / ev.metrics.step_time_s:,.0f} tokens/s) on {n} GPUs")
+
+
+def _more_gpus(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float], upper: int,
+               limit_key: str, flops: float, peak: float) -> Optional[Relaxation]:
+    """More GPUs: the smallest count above the limit (up to 8x) whose best plan meets the target
+    (``flops`` of one step and one GPU's ``peak`` FLOP/s rule out counts too small even at 100 % of peak)."""
+    target_s = _target_step_s(spec)
     wider = spec.model_copy(update={"search": spec.search.model_copy(update={"max_num_gpus": 8 * upper})})
     for n in candidate_gpu_counts(wider):
         if n <= upper or flops / (n * peak) > target_s:
@@ -249,18 +275,10 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
             break
         problem, out = _best_at(wider, n, method, controls, deadline=deadline)
         if out.found:
-            f = out.found[0]
-            ev = problem.evaluate(problem.plan(f.row_index, f.x))
+            ev = problem.evaluation(out.found[0].row_index, out.found[0].x)
             if ev.metrics.step_time_s <= target_s * (1 + 1e-12):
                 patch = {"search.max_num_gpus": n} if limit_key == "search.max_num_gpus" else {"cluster.num_gpus": n}
-                relaxations.append(Relaxation(requirement=limit_key, patch=patch, plan=ev,
-                                              change=f"allow {n} GPUs: the best plan there takes "
-                                                     f"{ev.metrics.step_time_s:.3g} s per step"))
-                break
-    stats = SolveStats(method=method, choices_total=0, choices_searched=tried,
-                       workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
-                       ortools_version=ORTOOLS_VERSION)
-    return PlanResult(status="INFEASIBLE", objective="min_gpus", stats=stats, timing=timing(controls, t0),
-                      explanation=Explanation(
-        summary=f"no GPU count up to {upper} meets a step time of {target_s:.3g} s",
-        conflicting=[target_key, limit_key], rejected_choices={}, relaxations=relaxations))
+                return Relaxation(requirement=limit_key, patch=patch, plan=ev,
+                                  change=f"allow {n} GPUs: the best plan there takes "
+                                         f"{ev.metrics.step_time_s:.3g} s per step")
+    return None

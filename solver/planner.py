@@ -73,7 +73,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
             outcome.status = "FEASIBLE" if outcome.found else "UNKNOWN"
     else:
         outcome = s.best(cap, top_k, stream=True)
-    plans = [problem.evaluate(problem.plan(f.row_index, f.x)) for f in outcome.found]
+    plans = [problem.evaluation(f.row_index, f.x) for f in outcome.found]
     phases = {"search_s": time.perf_counter() - t0}
     result = PlanResult(status=outcome.status, objective=spec.objective, plans=plans,
                         stats=stats_of(method, problem, outcome, controls))

@@ -135,6 +135,10 @@ class Problem:
     def evaluate(self, plan: Plan) -> Evaluation:
         return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)
 
+    def evaluation(self, i: int, x: Assignment) -> Evaluation:
+        """The float evaluator's verdict on choice ``i`` with assignment ``x`` (every answer is re-evaluated)."""
+        return self.evaluate(self.plan(i, x))
+
 
 def trimmed_layout(c: Choice, stage_layers: list[int]) -> list[list[int]] | None:
     """The per-chunk layout of an interleaved choice with trimmed end chunks (None without trims): every stage's

@@ -29,10 +29,9 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
-from parplan.solver.tables import Assignment, StageTable, evaluate_assignment
+from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assignment
 
 Method = Literal["cpsat", "exhaustive"]
-MIB_KIB = 1024
 
 
 @dataclass(frozen=True)
@@ -62,12 +61,12 @@ def balanced_hint(t: StageTable, cap_kib: int) -> Optional[Assignment]:
     if t.layers_fixed is not None:
         layers = t.layers_fixed
     else:
-        spare = t.num_layers - int(units.lo.sum())
+        spare = t.num_layers - int(units.layers_min.sum())
         if spare < 0 or spare % g:
             return None
         K = spare // g
         steps = fill_levels(np.full(t.num_units, K, np.int64), K, fill_order(t.num_units))
-        layers = units.lo + g * steps
+        layers = units.layers_min + g * steps
         if t.split == "first_last" and t.num_units >= 3:
             return None
     T, _, dense, moe = units.at(np.asarray(layers, np.int64))
@@ -192,7 +191,7 @@ class Searcher:
                 heapq.heapreplace(kbest, -sol.U)
             if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
                 best_U = sol.U
-                self.on_solution(P.evaluate(P.plan(i, sol.x)), P.scale.seconds(sol.U),
+                self.on_solution(P.evaluation(i, sol.x), P.scale.seconds(sol.U),
                                  P.scale.seconds(int(min(bound, sol.U))))
         found = self._rank(solved, k, cap)
         if complete:

@@ -200,28 +200,48 @@ class Space:
     rejected: dict[str, int] = field(default_factory=dict)  # rule -> how many candidate choices it removed
 
 
+class RejectionTally:
+    """How many candidate choices each rule removed, keyed by the first reason a candidate breaks (the
+    explanation reports the largest; Calculon's ``llm.py`` raises on the first broken rule the same way)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def reject(self, why: list[str], count: int = 1) -> None:
+        self.counts[why[0]] = self.counts.get(why[0], 0) + count
+
+
 def _allowed(values, pins):
     return [v for v in values if pins is None or v in pins]
 
 
-def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
-                      num_gpus: int | None = None, deadline: float | None = None, cancel=None) -> Space:
-    """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set)."""
-    opts = opts or SpaceOptions.from_spec(spec)
-    n = num_gpus or spec.cluster.num_gpus
-    if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
-        spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
-    model = spec.model
-    L = model.num_layers
-    gbs = spec.training.global_batch_size
-    domain = nvlink_domain_size(spec, gpu)
-    moe = model.moe
-    rejected: dict[str, int] = {}
-    framework = spec_profile(spec) is not None  # its rules beyond the intersected options (e.g. ETP ∈ {1, TP})
+@dataclass(frozen=True)
+class PrunedValues:
+    """The option lists after the exact dominance reductions of the module docstring (the pruning pass, run
+    once before the dimensions are expanded; ``prune_dominated`` off keeps every value)."""
 
-    zero = list(opts.zero_stages)
-    recompute = list(opts.recompute)
-    if opts.prune_dominated:
+    zero_stages: list[int]
+    recompute: list[str]
+    recompute_trimmed: list[str]  # under a trimmed end chunk (one recompute count per chunk: no uniform 'full')
+    none_pruned: bool  # 'none' was dropped for 'full': a choice that cannot recompute fully takes it back
+    schedules: list[str]  # under pp ≥ 2 (ZB-H1 needs two stages: pp 1 keeps the listed schedules)
+    memory_dims: list[tuple[int, str | None, float]]  # (zero_replicas, optimizer_states, offload fraction)
+    offload: bool  # some optimizer offload fraction is listed
+    fp8_dominates: bool  # FP8 dispatch drops BF16 where both are legal
+
+    def without_full(self, recompute: str) -> str:
+        return "none" if recompute == "full" and self.none_pruned else recompute
+
+    def none_back(self, c: Choice) -> Choice:
+        """``c``, which cannot recompute fully, with the 'none' that 'full' stood for where it was pruned."""
+        return c.but(recompute="none") if self.without_full(c.recompute) != c.recompute else c
+
+
+def prune_dominated(opts: SpaceOptions, a: Assumptions) -> PrunedValues:
+    """The pruning pass: each listed dimension less its dominated values (module docstring)."""
+    prune = opts.prune_dominated
+    zero, recompute = list(opts.zero_stages), list(opts.recompute)
+    if prune:
         if 1 in zero and 0 in zero:
             zero.remove(0)
         if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
@@ -231,170 +251,230 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
             # 'full' with zero recomputed layers is 'none': same time, same memory (a stage that recomputes no
             # layer holds no regenerated layer, ChoiceCosts.stage_workspace_bytes)
             recompute.remove("none")
-
-    def zero_at(pp: int, dense_group: int, expert_group: int) -> list[int]:
-        """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage), and
-        with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
-        (the lowest allowed is kept); under PP only the framework's ZeRO stages that compose with it."""
-        stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
-        if dense_group == 1 and expert_group == 1 and not offload:
-            return sorted(stages)[:1]  # (with offload a framework may need ZeRO >= 1 or ZeRO-3: all are kept)
-        if not opts.prune_dominated:
-            return stages
-        kept: dict[int, int] = {}
-        for z in sorted(stages):
-            kept.setdefault(effective_zero_stage(z, pp, a), z)
-        return list(kept.values())
-
-    # 'none' pruned in favour of 'full' (above) comes back where a choice cannot recompute fully: a trimmed
-    # chunk under one recompute count per chunk (Megatron's --recompute-num-layers), the EP all-to-all overlap
     none_pruned = "none" in opts.recompute and "none" not in recompute
-
-    def without_full(rc: str) -> str:
-        return "none" if rc == "full" and none_pruned else rc
-
-    def none_back(cc: Choice) -> Choice:
-        """``cc``, which cannot recompute fully, with the 'none' that 'full' stood for where it was pruned."""
-        return cc.but(recompute="none") if without_full(cc.recompute) != cc.recompute else cc
-
     recompute_trimmed = recompute
     if opts.uniform_recompute:
-        recompute_trimmed = [rc for rc in map(without_full, recompute) if rc != "full"]
-    # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
-    trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
-             and (moe is None or moe.first_dense_layers == 0))
-    states = list(dict.fromkeys(opts.optimizer_states))
-    if opts.prune_dominated and len(states) > 1:
-        # the listed dtypes with the fewest bytes (the first among equals); the assumptions' bytes (None) too
-        # where they are fewer still, since a framework may need a precision-aware optimizer (offload)
-        named = [st for st in states if st is not None]
-        least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in named)
-        keep = [st for st in named if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
-        if None in states and a.optimizer_bytes < least:
-            keep = [None] + keep
-        states = keep
-    offload = any(f > 0 for f in opts.optimizer_offload_fractions)
-    memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in states
-                   for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
-
+        back = ["none" if rc == "full" and none_pruned else rc for rc in recompute]  # PrunedValues.without_full
+        recompute_trimmed = [rc for rc in back if rc != "full"]
     schedules = list(opts.schedules)
-    if opts.prune_dominated and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
-        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only: see below)
-
+    if prune and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
+        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only)
+    offload = any(f > 0 for f in opts.optimizer_offload_fractions)
+    memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in _least_optimizer_states(opts, a)
+                   for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
     # EP communication choices (costmodel/moe_comm.py): FP8 dispatch moves fewer bytes at the same memory, so
     # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
     # never slower)
-    comm_pairs = [(f, o) for f in opts.moe_fp8_dispatch for o in opts.moe_a2a_overlap]
-    fp8_dominates = (opts.prune_dominated and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT
-                     and True in opts.moe_fp8_dispatch)
+    fp8_dominates = prune and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT and True in opts.moe_fp8_dispatch
+    return PrunedValues(zero, recompute, recompute_trimmed, none_pruned, schedules, memory_dims, offload, fp8_dominates)
 
-    def comm_choices(c: Choice) -> list[Choice]:
-        legal = []
-        for f, o in comm_pairs:
-            cc = c.but(moe_fp8_dispatch=f, moe_a2a_overlap=o) if (f or o) else c
-            if o:  # the overlap forbids full recomputation
-                cc = none_back(cc)
-            why = moe_comm_violations(spec, cc)
-            if why:
-                reject(why)
-                continue
-            legal.append(cc)
-        if fp8_dominates:
-            on = {cc.moe_a2a_overlap for cc in legal if cc.moe_fp8_dispatch}
-            legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
-        return legal
 
-    def offload_choices(c: Choice) -> list[Choice]:
-        """``c`` with each listed activation offload count that is legal for it (costmodel/activation_offload.py):
-        pp 1 and no recompute, so 'full' pruned in favour of 'none' comes back as 'none' for an offloading choice."""
-        legal = []
-        for k in opts.activation_offload_layers:
-            cc = c
-            if k:
-                cc = none_back(c.but(activation_offload_layers=k))
-                why = activation_offload_violations(spec, cc)
-                if why:
-                    reject(why)
-                    continue
-            legal.append(cc)
-        return legal
+def _least_optimizer_states(opts: SpaceOptions, a: Assumptions) -> list[str | None]:
+    """The listed optimizer-state dtypes with the fewest bytes (the first among equals); the assumptions' bytes
+    (None) too where they are fewer still, since a framework may need a precision-aware optimizer (offload)."""
+    states = list(dict.fromkeys(opts.optimizer_states))
+    if not opts.prune_dominated or len(states) <= 1:
+        return states
+    named = [st for st in states if st is not None]
+    least = min(optimizer_state_bytes(st, a.optimizer_bytes) for st in named)
+    keep = [st for st in named if optimizer_state_bytes(st, a.optimizer_bytes) == least][:1]
+    if None in states and a.optimizer_bytes < least:
+        keep = [None] + keep
+    return keep
 
-    def reject(why: list[str], count: int = 1) -> None:
-        key = why[0]
-        rejected[key] = rejected.get(key, 0) + count
 
-    out: list[Choice] = []
+# ---------------------------------------------------------------- per-dimension generators (enumeration order)
+def degree_grid(n: int, num_layers: int, opts: SpaceOptions, tally: RejectionTally, deadline=None, cancel=None):
+    """(tp, cp, pp, dp) with tp·cp·pp·dp = n: every divisor split the pins allow, tp, cp, pp ascending."""
     for tp in _allowed(divisors(n), opts.tp):
         for cp in _allowed(divisors(n // tp), opts.cp):
             for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
                 check(deadline, cancel)
-                if pp > L:
+                if pp > num_layers:
                     continue
-                if not opts.uneven_stages and L % pp:
-                    reject([f"even stages need num_layers ({L}) divisible by pp"])
+                if not opts.uneven_stages and num_layers % pp:
+                    tally.reject([f"even stages need num_layers ({num_layers}) divisible by pp"])
                     continue
                 dp = n // (tp * cp * pp)
                 if opts.dp is not None and dp not in opts.dp:
                     continue
-                sps = [True, False] if tp > 1 else [False]
-                if opts.sequence_parallel is not None:
-                    sps = [s for s in sps if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
-                elif tp > 1 and opts.prune_dominated:
-                    sps = [True]
-                if moe is None:
-                    ep_etp = [(1, 1)]
-                else:
-                    ep_etp = [(ep, etp)
-                              for etp in _allowed(default_expert_tp(tp) if opts.etp is None else divisors(n), opts.etp)
-                              for ep in _allowed(divisors(moe.num_experts), opts.ep)
-                              if (tp * cp * dp) % (ep * etp) == 0]
-                # CP comm types: cp = 1 has none (p2p, canonical); none dominates another (each trades
-                # exposed time against memory and head divisibility differently)
-                kinds = list(opts.cp_comm_types) if cp > 1 else ["p2p"]
-                for (ep, etp), kind in ((x, k) for x in ep_etp for k in kinds):
-                    # rules on the degrees alone: checked once for all batch splits and schedules
-                    probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
-                                   num_microbatches=gbs // dp if gbs % dp == 0 else 1, cp_comm_type=kind)
-                    why = degree_violations(spec, probe, a, domain)
+                yield tp, cp, pp, dp
+
+
+def sequence_parallel_values(tp: int, opts: SpaceOptions) -> list[bool]:
+    """SP on and off under TP > 1 (on alone where pruning: same time, less memory); off at TP 1."""
+    values = [True, False] if tp > 1 else [False]
+    if opts.sequence_parallel is not None:
+        return [s for s in values if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
+    if tp > 1 and opts.prune_dominated:
+        return [True]
+    return values
+
+
+def expert_degrees(n: int, tp: int, cp: int, dp: int, moe, opts: SpaceOptions):
+    """(ep, etp) pairs, etp outer: divisors of the expert count and of TP (or of n where ETP is listed) whose
+    product divides tp·cp·dp; (1, 1) for a dense model. Each with every CP comm type (none dominates another:
+    each trades exposed time against memory and head divisibility; cp = 1 has none, p2p canonical)."""
+    pairs = [(1, 1)] if moe is None else [
+        (ep, etp) for etp in _allowed(default_expert_tp(tp) if opts.etp is None else divisors(n), opts.etp)
+        for ep in _allowed(divisors(moe.num_experts), opts.ep) if (tp * cp * dp) % (ep * etp) == 0]
+    kinds = list(opts.cp_comm_types) if cp > 1 else ["p2p"]
+    for pair in pairs:
+        for kind in kinds:
+            yield pair, kind
+
+
+def batch_splits(global_batch: int, dp: int, opts: SpaceOptions, tally: RejectionTally):
+    """(micro-batch size, micro-batch count) with dp·mbs·m = the global batch."""
+    local = global_batch // dp if global_batch % dp == 0 else 1
+    for mbs in opts.micro_batch_size or default_micro_batch_sizes(local):
+        if global_batch % (dp * mbs):
+            tally.reject([f"dp·micro_batch_size must divide training.global_batch_size ({global_batch})"])
+            continue
+        yield mbs, global_batch // (dp * mbs)
+
+
+def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: PrunedValues, trims: bool):
+    """(schedule, vpp, first chunk trim, last chunk trim): interleaved at every listed vpp ≥ 2 and its trims
+    (:func:`chunk_trims`), the others at vpp 1 where the vpp pins allow it."""
+    for schedule in (pruned.schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
+        if schedule == "interleaved":
+            for vpp in (opts.vpp or DEFAULT_VPP):
+                if vpp >= 2:
+                    for first, last in chunk_trims(num_layers, pp, vpp, trims):
+                        yield schedule, vpp, first, last
+        elif opts.vpp is None or 1 in opts.vpp:
+            yield schedule, 1, 0, 0
+
+
+def zero_stages_at(pruned: PrunedValues, opts: SpaceOptions, a: Assumptions, pp: int, dense_group: int,
+                   expert_group: int) -> list[int]:
+    """One ZeRO stage per distinct cost: under PP, ZeRO-2/3 may cost ZeRO-1's (effective_zero_stage), and
+    with no data-parallel peers to shard over (dense and expert DP groups of 1) every stage is the same plan
+    (the lowest allowed is kept); under PP only the framework's ZeRO stages that compose with it."""
+    zero = pruned.zero_stages
+    stages = zero if pp == 1 or opts.zero_stages_with_pp is None else [z for z in zero if z in opts.zero_stages_with_pp]
+    if dense_group == 1 and expert_group == 1 and not pruned.offload:
+        return sorted(stages)[:1]  # (with offload a framework may need ZeRO >= 1 or ZeRO-3: all are kept)
+    if not opts.prune_dominated:
+        return stages
+    kept: dict[int, int] = {}
+    for z in sorted(stages):
+        kept.setdefault(effective_zero_stage(z, pp, a), z)
+    return list(kept.values())
+
+
+class _Expansion:
+    """The legality checks between the generators: each rule is checked once at the outermost level whose
+    values decide it (degrees, then the schedule, then memory dimensions, then communication and offload)."""
+
+    def __init__(self, spec: Spec, a: Assumptions, opts: SpaceOptions, domain: int, tally: RejectionTally):
+        self.spec, self.a, self.opts, self.domain, self.tally = spec, a, opts, domain, tally
+        self.pruned = prune_dominated(opts, a)
+        moe = spec.model.moe
+        # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
+        self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
+                      and (moe is None or moe.first_dense_layers == 0))
+        self.framework = spec_profile(spec) is not None  # its rules beyond the intersected options (ETP ∈ {1, TP})
+
+    def heads(self, n: int, tp: int, cp: int, pp: int, dp: int):
+        """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
+        spec, opts = self.spec, self.opts
+        gbs, num_layers = spec.training.global_batch_size, spec.model.num_layers
+        for (ep, etp), kind in expert_degrees(n, tp, cp, dp, spec.model.moe, opts):
+            # rules on the degrees alone: checked once for all batch splits and schedules
+            probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
+                           num_microbatches=gbs // dp if gbs % dp == 0 else 1, cp_comm_type=kind)
+            why = degree_violations(spec, probe, self.a, self.domain)
+            if why:
+                self.tally.reject(why)
+                continue
+            for mbs, num_microbatches in batch_splits(gbs, dp, opts, self.tally):
+                for schedule, vpp, first_trim, last_trim in schedule_layouts(pp, num_layers, opts, self.pruned,
+                                                                             self.trims):
+                    head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
+                                  num_microbatches=num_microbatches, vpp=vpp, schedule=schedule,
+                                  first_chunk_trim=first_trim, last_chunk_trim=last_trim, cp_comm_type=kind)
+                    why = schedule_violations(spec, head)
                     if why:
-                        reject(why)
+                        self.tally.reject(why)
                         continue
-                    mbs_values = opts.micro_batch_size or default_micro_batch_sizes(gbs // dp if gbs % dp == 0 else 1)
-                    for mbs in mbs_values:
-                        if gbs % (dp * mbs):
-                            reject([f"dp·micro_batch_size must divide training.global_batch_size ({gbs})"])
-                            continue
-                        m = gbs // (dp * mbs)
-                        for schedule in (schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
-                            layouts = [(1, 0, 0)]
-                            if schedule == "interleaved":
-                                layouts = [(v, a_, b_) for v in (opts.vpp or DEFAULT_VPP) if v >= 2
-                                           for a_, b_ in chunk_trims(L, pp, v, trims)]
-                            elif opts.vpp is not None and 1 not in opts.vpp:
-                                continue
-                            for vpp, first_trim, last_trim in layouts:
-                                head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
-                                              num_microbatches=m, vpp=vpp, schedule=schedule,
-                                              first_chunk_trim=first_trim, last_chunk_trim=last_trim,
-                                              cp_comm_type=kind)
-                                why = schedule_violations(spec, head)
+                    yield head
+
+    def completions(self, head: Choice):
+        """``head`` with every ZeRO stage, memory dimension, recompute, SP, EP communication and activation
+        offload value that is legal for it, in enumeration order."""
+        pruned, spec = self.pruned, self.spec
+        sps = sequence_parallel_values(head.tp, self.opts)
+        expert_group = (head.tp * head.cp * head.dp) // (head.ep * head.etp) if spec.model.moe else 1
+        trimmed = head.first_chunk_trim or head.last_chunk_trim
+        for z in zero_stages_at(pruned, self.opts, self.a, head.pp, head.dp * head.cp, expert_group):
+            for replicas, states, offload in pruned.memory_dims:
+                mem = head.but(zero_stage=z, zero_replicas=replicas, optimizer_states=states,
+                               optimizer_offload_fraction=offload)
+                why = memory_dim_violations(mem)
+                if why:
+                    self.tally.reject(why, len(pruned.recompute) * len(sps))
+                    continue
+                for rc in (pruned.recompute_trimmed if trimmed else pruned.recompute):
+                    for sp in sps:
+                        for cc in self.comm_choices(mem.but(recompute=rc, sequence_parallel=sp)):
+                            for c in self.offload_choices(cc):
+                                why = framework_choice_violations(spec, c) if self.framework else []
                                 if why:
-                                    reject(why)
+                                    self.tally.reject(why)
                                     continue
-                                for z in zero_at(pp, dp * cp, (tp * cp * dp) // (ep * etp) if moe else 1):
-                                    for r, st, f in memory_dims:
-                                        mem = head.but(zero_stage=z, zero_replicas=r, optimizer_states=st,
-                                                      optimizer_offload_fraction=f)
-                                        why = memory_dim_violations(mem)
-                                        if why:
-                                            reject(why, len(recompute) * len(sps))
-                                            continue
-                                        for rc in (recompute_trimmed if first_trim or last_trim else recompute):
-                                            for sp in sps:
-                                                for c in (oc for cc in comm_choices(mem.but(recompute=rc, sequence_parallel=sp))
-                                                          for oc in offload_choices(cc)):
-                                                    if framework and framework_choice_violations(spec, c):
-                                                        reject(framework_choice_violations(spec, c))
-                                                        continue
-                                                    out.append(c)
-    return Space(out, rejected)
+                                yield c
+
+    def comm_choices(self, c: Choice) -> list[Choice]:
+        """``c`` with each legal (FP8 dispatch, all-to-all overlap) pair; FP8 drops BF16 where it dominates."""
+        legal = []
+        for fp8 in self.opts.moe_fp8_dispatch:
+            for overlap in self.opts.moe_a2a_overlap:
+                cc = c.but(moe_fp8_dispatch=fp8, moe_a2a_overlap=overlap) if (fp8 or overlap) else c
+                if overlap:  # the overlap forbids full recomputation
+                    cc = self.pruned.none_back(cc)
+                why = moe_comm_violations(self.spec, cc)
+                if why:
+                    self.tally.reject(why)
+                    continue
+                legal.append(cc)
+        if self.pruned.fp8_dominates:
+            on = {cc.moe_a2a_overlap for cc in legal if cc.moe_fp8_dispatch}
+            legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
+        return legal
+
+    def offload_choices(self, c: Choice) -> list[Choice]:
+        """``c`` with each listed activation offload count that is legal for it (costmodel/activation_offload.py):
+        pp 1 and no recompute, so 'full' pruned in favour of 'none' comes back as 'none' for an offloading choice."""
+        legal = []
+        for layers in self.opts.activation_offload_layers:
+            cc = c
+            if layers:
+                cc = self.pruned.none_back(c.but(activation_offload_layers=layers))
+                why = activation_offload_violations(self.spec, cc)
+                if why:
+                    self.tally.reject(why)
+                    continue
+            legal.append(cc)
+        return legal
+
+
+def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
+                      num_gpus: int | None = None, deadline: float | None = None, cancel=None) -> Space:
+    """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set): the
+    pruning pass (:func:`prune_dominated`), then the per-dimension generators nested in enumeration order
+    (degrees, expert degrees and CP comm type, batch split, schedule layout, ZeRO, memory dimensions,
+    recompute, SP, EP communication, activation offload), each rule checked where its values are known
+    (Calculon ``llm.py:206-250`` and SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way)."""
+    opts = opts or SpaceOptions.from_spec(spec)
+    n = num_gpus or spec.cluster.num_gpus
+    if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
+        spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
+    tally = RejectionTally()
+    expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally)
+    out: list[Choice] = []
+    for tp, cp, pp, dp in degree_grid(n, spec.model.num_layers, opts, tally, deadline, cancel):
+        for head in expansion.heads(n, tp, cp, pp, dp):
+            out.extend(expansion.completions(head))
+    return Space(out, tally.counts)

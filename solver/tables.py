@@ -51,6 +51,8 @@ STAGE_SPLITS: tuple[StageSplit, ...] = ("per_stage", "first_last", "even")
 UNLIMITED = 1 << 40  # a count limit that never binds
 TIME_BITS = 28  # target magnitude of the optimum's stage time, in time units
 WEIGHT_BITS = 20  # M = round(W·(m + β)) ≤ 2^WEIGHT_BITS where possible
+HEADROOM = 1 << 62  # every integer the searches form stays below this (int64, and CP-SAT's own limit)
+MIB_KIB = 1024  # KiB per MiB: peaks are compared in whole MiB when ties are broken
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,31 @@ def kib_down(nbytes):
     """Bytes to KiB rounded down (a saving: never over-estimated); a number or an array."""
     out = np.floor(np.asarray(nbytes, float) / KIB + 1e-9).astype(np.int64)
     return int(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class ScheduleUnits:
+    """How a schedule's pipeline stages become the units the tables pace (module docstring)."""
+
+    num_units: int
+    stages_per_unit: int  # 2 under DualPipe (rank u runs stages u and p-1-u), else 1
+    two_stage_units: bool  # DualPipe and DualPipeV: two stages a unit, each at least one layer
+    last_stage: int  # the stage (index into p) that holds the model's last layers: DualPipeV's rank 0 holds them
+    one_end: bool  # the model's first and last stage lie on unit 0
+
+    @property
+    def paired_ranks(self) -> bool:
+        """Units are DualPipe's stage pairs (time and activations at half weight, states summed)."""
+        return self.stages_per_unit == 2
+
+
+def schedule_units(schedule: str, pp: int) -> ScheduleUnits:
+    """The "schedule -> pipeline units" rule, the one place solver/ states it (DeepSeek-V3 §3.2.1 for DualPipe's
+    rank pairs; ``costmodel/dualpipev.py`` for DualPipeV's): to be read from costmodel's ``PipelineUnits``."""
+    dualpipe, dualpipev = schedule == "dualpipe", schedule == "dualpipev"
+    return ScheduleUnits(num_units=pp // 2 if dualpipe and pp > 1 else pp, stages_per_unit=2 if dualpipe else 1,
+                         two_stage_units=dualpipe or dualpipev, last_stage=0 if dualpipev else -1,
+                         one_end=dualpipe or dualpipev)
 
 
 @dataclass(frozen=True)
@@ -132,7 +159,7 @@ class StageTable:
     def one_end(self) -> bool:
         """The model's first and last stage lie on unit 0 (DualPipe's rank 0, DualPipeV's rank 0), so the
         'first_last' split frees unit 0 alone."""
-        return self.dualpipe or getattr(self.choice, "schedule", None) == "dualpipev"
+        return schedule_units(self.choice.schedule, self.choice.pp).one_end
 
     @property
     def members(self) -> int:
@@ -142,13 +169,20 @@ class StageTable:
     def objective(self, t_max: int, dp_max: int, t_sum: int = 0) -> int:
         """U of an assignment whose slowest unit takes ``t_max``, whose units take ``t_sum`` together and whose
         largest DP time is ``dp_max``."""
-        return self.M * int(t_max) + self.S * int(t_sum) + self.scale.weight * int(dp_max)
+        return scaled_objective(self, int(t_max), int(t_sum), int(dp_max))
 
     @property
     def base_time_sum(self) -> int:
         """Σ_u time_u without recompute: every layer at the per-layer time, one value on every unit
         (:func:`build_table`), plus the units' constants; recompute only adds to it."""
         return int(self.t_layer[0]) * self.num_layers + int(self.t_const.sum())
+
+
+def scaled_objective(t: StageTable, t_max, t_sum, dp_max):
+    """The one objective both searches minimise (module docstring), in scaled integer units, never seconds:
+    ``U = M·t_max + S·Σ_u time_u + W·dp_max``. Its terms may be ints, int64 arrays (the oracle's vectorised
+    candidates) or CP-SAT linear expressions (:func:`parplan.solver.cpsat.build_model`)."""
+    return t.M * t_max + t.S * t_sum + t.scale.weight * dp_max
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
@@ -159,12 +193,10 @@ def objective_weights(costs: ChoiceCosts, a: Assumptions, scale: Scale) -> tuple
     """(M, S, units) of the choice's table: the objective's weights of the slowest unit's time and of the units'
     summed times, and the number of units (module docstring)."""
     c = costs.choice
-    dualpipe = c.schedule == "dualpipe"
-    units = c.pp // 2 if dualpipe and c.pp > 1 else c.pp
+    pipe = schedule_units(c.schedule, c.pp)
     w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
-    members = 2 if dualpipe else 1
-    return (int(round(scale.weight * (c.num_microbatches + w_max))), int(round(scale.weight * w_sum * members)),
-            units)
+    return (int(round(scale.weight * (c.num_microbatches + w_max))),
+            int(round(scale.weight * w_sum * pipe.stages_per_unit)), pipe.num_units)
 
 
 def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
@@ -184,6 +216,57 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
     return M + S * units, lb_time
 
 
+def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: ScheduleUnits):
+    """Per stage (floats): the time, states, activation and DP constants beside the per-layer terms (the
+    embedding on stage 0, the head and logits on the last stage, the leading dense layers' difference to the
+    main class on stage 0, the trimmed chunks' activations)."""
+    c, p, dense = costs.choice, costs.choice.pp, costs.dense
+    if costs.stage_io_bytes or costs.retained_output_bytes:
+        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in range(p)], float)
+    else:
+        buffers = np.zeros(p)
+    t_0 = np.full(p, costs.p2p_s)
+    states_0 = buffers.copy()
+    act_0 = np.full(p, costs.workspace_bytes)  # once per stage (a DualPipe rank: the mean of its two stages')
+    dp_0 = np.full(p, costs.dp_const_s)
+    t_0[0] += costs.first_extra_time_s
+    states_0[0] += costs.first_extra_bytes
+    dp_0[0] += costs.first_extra_dp_s
+    last = pipe.last_stage
+    t_0[last] += costs.last_extra_time_s
+    states_0[last] += costs.last_extra_bytes + costs.logits_bytes
+    dp_0[last] += costs.last_extra_dp_s
+    if k:  # l layers on stage 0 = k dense + (l - k) main
+        t_0[0] += k * (dense.time_s - main.time_s)
+        states_0[0] += k * (dense.states_bytes - main.states_bytes)
+        act_0[0] += k * inflight[0] * (dense.act_bytes - main.act_bytes)
+        dp_0[0] += k * (dense.dp_s - main.dp_s)
+    if c.first_chunk_trim or c.last_chunk_trim:
+        # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
+        # trimmed chunk lacks layers at its own count, not at the stage's mean (recompute savings stay at the mean)
+        for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
+            held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
+            act_0[stage] -= trim * main.act_bytes * (held - inflight[stage])
+    return t_0, states_0, act_0, dp_0
+
+
+def _layers_min(c, pipe: ScheduleUnits, n: int, k: int, g: int) -> np.ndarray:
+    """Least layers of each unit: a layer per stage (or chunk), stage 0 holding the ``k`` dense layers."""
+    lo = np.zeros(n, np.int64)
+    if pipe.two_stage_units:  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
+        lo[:] = 2
+        lo[0] = max(k, 1) + 1
+    else:
+        lo[:] = g
+        lo[0] = max(g, -(-k // g) * g)
+        # trimmed end chunks (space.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
+        # unit g·q − b; their layer counts keep that residue modulo the grid
+        for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
+            if trim:
+                lo[u] = trimmed_stage_least_layers(g, trim)
+    return lo
+
+
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
                 split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False) -> StageTable:
     """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE).
@@ -198,35 +281,12 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     k = k_dense_model if is_moe else 0
     dense = costs.dense
     inflight = np.array([costs.inflight(i) for i in range(p)], float)
-    if costs.stage_io_bytes or costs.retained_output_bytes:
-        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in range(p)], float)
-    else:
-        buffers = np.zeros(p)
-    t_0 = np.full(p, costs.p2p_s)
-    states_0 = buffers.copy()
-    act_0 = np.full(p, costs.workspace_bytes)  # once per stage (a DualPipe rank: the mean of its two stages')
-    dp_0 = np.full(p, costs.dp_const_s)
-    t_0[0] += costs.first_extra_time_s
-    states_0[0] += costs.first_extra_bytes
-    dp_0[0] += costs.first_extra_dp_s
-    last = 0 if c.schedule == "dualpipev" else -1  # DualPipeV: rank 0 holds the last stage too
-    t_0[last] += costs.last_extra_time_s
-    states_0[last] += costs.last_extra_bytes + costs.logits_bytes
-    dp_0[last] += costs.last_extra_dp_s
+    pipe = schedule_units(c.schedule, p)
+    t_0, states_0, act_0, dp_0 = _stage_constants(costs, main, k, inflight, pipe)
     t_rd = save_rd = 0.0
-    if k:  # l layers on stage 0 = k dense + (l - k) main
-        t_0[0] += k * (dense.time_s - main.time_s)
-        states_0[0] += k * (dense.states_bytes - main.states_bytes)
-        act_0[0] += k * inflight[0] * (dense.act_bytes - main.act_bytes)
-        dp_0[0] += k * (dense.dp_s - main.dp_s)
+    if k:
         t_rd, save_rd = dense.recompute_s, inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
-    if c.first_chunk_trim or c.last_chunk_trim:
-        # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
-        # trimmed chunk lacks layers at its own count, not at the stage's mean (recompute savings stay at the mean)
-        for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
-            held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
-            act_0[stage] -= trim * main.act_bytes * (held - inflight[stage])
-    dualpipe = c.schedule == "dualpipe"
+    dualpipe = pipe.paired_ranks
     if dualpipe:
         # rank u runs stages u and p-1-u: time and activations weighted 1/2, states and DP time summed
         first, second = np.arange(p // 2), p - 1 - np.arange(p // 2)
@@ -245,21 +305,10 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     m_saved = kib_down(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
     dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
     g = max(1, c.vpp)
-    lo = np.zeros(n, np.int64)
-    if dualpipe or c.schedule == "dualpipev":  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
-        lo[:] = 2
-        lo[0] = max(k, 1) + 1
-    else:
-        lo[:] = g
-        lo[0] = max(g, -(-k // g) * g)
-        # trimmed end chunks (space.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
-        # unit g·q − b; their layer counts keep that residue modulo the grid
-        for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
-            if trim:
-                lo[u] = trimmed_stage_least_layers(g, trim)
+    lo = _layers_min(c, pipe, n, k, g)
     fixed = None
     if split == "even":
-        fixed = np.full(n, (num_layers // p) * (2 if dualpipe else 1), np.int64)
+        fixed = np.full(n, (num_layers // p) * pipe.stages_per_unit, np.int64)
     free = UNLIMITED
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
@@ -274,7 +323,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     if all_layers:  # every layer recomputed: per-layer costs absorb it, every stage holds the working set
         t_layer, m_layer = t_layer + t_rc, m_layer - m_saved
         t_const_u = t_const_u.copy()
-        m_const_u = m_const_u + ws_u * (2 if dualpipe else 1)
+        m_const_u = m_const_u + ws_u * pipe.stages_per_unit
         if k:
             t_const_u[0] += k * (t_rd_u - int(t_rc[0]))
             m_const_u[0] += k * (int(m_saved[0]) - s_d_u)

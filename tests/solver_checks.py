@@ -1,9 +1,11 @@
 """Shared checks for the solver tests: a returned plan is legal, fits, and respects the spec's ``search:``.
 
-Used by test_solver_oracle.py, test_solver_seed_table.py and test_solver_infeasible.py.
+Used by the oracle, seed-table and explanation tests and the dimension tests that reuse the oracle's specs.
 """
 
 from __future__ import annotations
+
+import pytest
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import choice_costs, nvlink_domain_size
@@ -12,11 +14,15 @@ from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.legality import choice_violations, stage_violations
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.profiles import profile
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import build_table, evaluate_assignment
 
 SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
 
+REL_TOL = 1e-3  # re-evaluated step times agree within 0.1 %
+CPSAT = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 PIN_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp")
 
 
@@ -151,3 +157,17 @@ def choice_index(problem, plan) -> int:
     if c not in problem.choices and c.recompute == "none":
         c = c.but(recompute="full")
     return problem.choices.index(c)
+
+
+def cpsat_matches_exhaustive(spec: Spec, top_k: int = 2):
+    """CP-SAT and the exhaustive search on ``spec``: both find plans or neither, the same step times, every plan
+    checked (:func:`check_plan`) and the integer scaling within tolerance; returns CP-SAT's result."""
+    cp = optimize(spec, method="cpsat", top_k=top_k, controls=CPSAT)
+    ex = optimize(spec, method="exhaustive", top_k=top_k)
+    assert bool(cp.plans) == bool(ex.plans), (cp.status, ex.status)
+    for a_, b_ in zip(cp.plans, ex.plans):
+        assert a_.metrics.step_time_s == pytest.approx(b_.metrics.step_time_s, rel=REL_TOL)
+    for ev in cp.plans:
+        check_plan(spec, ev)
+    check_integer_scaling(spec, cp)
+    return cp

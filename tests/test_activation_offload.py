@@ -37,8 +37,9 @@ from parplan.frameworks.profiles import choice_rule_violations, profile
 from parplan.solver.planner import optimize
 from parplan.solver.space import enumerate_choices
 
-from solver_checks import check_plan
-from test_solver_oracle import CPSAT, REL_TOL, brute_force, cpsat_matches_exhaustive, small_specs
+from brute_force import brute_force
+from conftest import small_specs
+from solver_checks import CPSAT, REL_TOL, check_plan, cpsat_matches_exhaustive
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,

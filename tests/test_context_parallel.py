@@ -285,8 +285,8 @@ def test_deepspeed_exports_ulysses_and_reads_it_back():
 # ------------------------------------------------------------------------------ oracle: the new dimension drawn
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from solver_checks import check_plan  # noqa: E402
-from test_solver_oracle import CPSAT, REL_TOL, brute_force  # noqa: E402
+from brute_force import brute_force  # noqa: E402
+from solver_checks import CPSAT, REL_TOL, check_plan  # noqa: E402
 
 from parplan.solver.planner import optimize  # noqa: E402
 

@@ -31,7 +31,7 @@ from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions
 
 from solver_checks import with_framework
-from test_solver_oracle import small_specs
+from conftest import small_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "examples" / "llama3-70b-64xh100.yaml"

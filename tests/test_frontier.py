@@ -9,7 +9,8 @@ from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import memory_frontier
 from parplan.solver.planner import optimize
-from parplan.solver.search import MIB_KIB, Searcher
+from parplan.solver.search import Searcher
+from parplan.solver.tables import MIB_KIB
 from parplan.solver.problem import Problem
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -8,7 +8,7 @@
   ``runs_on``;
 * the space: unset options keep today's space exactly; the states' dominance reduction; the sizes;
 * oracles: CP-SAT vs exhaustive vs the brute force over the evaluator with the dimensions always drawn
-  (tests/test_solver_oracle.py's strategies and brute force, which draw them in a quarter of their specs);
+  (tests/conftest.py's strategies and tests/brute_force.py, which draw them in a quarter of their specs);
 * the exports' flags and keys, and the proto fields.
 
 The model of every hand-worked case: 4 layers, h = 1024, MLP 4096 (not gated), 8 heads (MHA):
@@ -41,8 +41,9 @@ from parplan.frameworks.profiles import choice_rule_violations, profile, runs_on
 from parplan.solver.planner import optimize
 from parplan.solver.space import enumerate_choices
 
-from solver_checks import check_plan
-from test_solver_oracle import CPSAT, REL_TOL, brute_force, cpsat_matches_exhaustive, small_specs
+from brute_force import brute_force
+from conftest import small_specs
+from solver_checks import CPSAT, REL_TOL, check_plan, cpsat_matches_exhaustive
 
 P_LAYER = 12_584_960  # parameters of one layer of MODEL (worked in the module docstring)
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,

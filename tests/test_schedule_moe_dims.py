@@ -11,7 +11,7 @@
   pipeline_parallel/schedules.py:966-970, combined_1f1b.py), legal with pp 1 or interleaved only.
 
 The oracle tests: CP-SAT vs the exhaustive search vs the brute force over the float evaluator, on random
-small specs that draw these dimensions (the strategies of test_solver_oracle.py with the new dimensions).
+small specs that draw these dimensions (the strategies of conftest.py with the new dimensions).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions, enumerate_choices
 
 from solver_checks import check_integer_scaling, check_plan
-from test_solver_oracle import _assumptions, brute_force
+from brute_force import brute_force
+from conftest import assumption_overrides
 
 CPSAT = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 REL = 1e-3
@@ -270,7 +271,7 @@ def dimension_specs(draw, tiny: bool = False) -> Spec:
     models, DualPipeV alone or beside another schedule (or the default space plus it), FP8 training on a GPU
     with FP8 (then FP8 dispatch off/on/both, the knob's dispatch narrower or not: with and without the
     dominance), the all-to-all overlap off/on/both; small memory sometimes (recompute and infeasibility),
-    the assumption variants of test_solver_oracle's strategy (torch pipelining buffers, per-op SAC, ...)."""
+    the assumption variants of conftest's strategy (torch pipelining buffers, per-op SAC, ...)."""
     L = draw(st.integers(4, 6 if tiny else 9))
     hidden = draw(st.sampled_from([256, 512, 1024]))
     model = dict(name="dims", num_layers=L, hidden_size=hidden, ffn_hidden_size=draw(st.sampled_from([hidden, 4 * hidden])),
@@ -306,7 +307,7 @@ def dimension_specs(draw, tiny: bool = False) -> Spec:
     if search["uneven_stages"] and draw(st.integers(0, 3)) == 0:
         search["stage_split"] = "first_last"
     search["uniform_recompute"] = draw(st.booleans())
-    assumptions = _assumptions(draw)
+    assumptions = assumption_overrides(draw)
     if fp8 and draw(st.booleans()):
         assumptions["ep_dispatch_bytes"] = 1.0  # narrower than FP8's 1.03125: no dominance, both dispatches kept
     return Spec.model_validate(dict(

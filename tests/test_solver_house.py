@@ -1,5 +1,6 @@
-"""The solver's house rules (issue 9): no function-local imports in solver/, no module importing another's
-private names, and one error base for everything a user can get wrong."""
+"""The solver's house rules (issues 9 and 18): no function-local imports in solver/, no module importing another's
+private names, one error base for everything a user can get wrong, and no function over 80 lines nor module over
+500 lines (issue 18: a unit a reader can hold)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,16 @@ from parplan.costmodel.hardware import UnknownGPU
 from parplan.client.spec_io import SpecError
 
 SOLVER = Path(__file__).resolve().parents[1] / "solver"
-MODULES = sorted(SOLVER.glob("*.py"))
+MODULES = sorted(SOLVER.rglob("*.py"))
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 500
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def _name(path: Path) -> str:
+    return str(path.relative_to(SOLVER))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_no_function_local_imports(path):
     tree = ast.parse(path.read_text())
     local = [f"{path.name}:{node.lineno}" for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -25,12 +32,28 @@ def test_no_function_local_imports(path):
     assert local == []
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_no_private_names_from_other_modules(path):
     tree = ast.parse(path.read_text())
     private = [f"{path.name}:{node.lineno} {alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                and (node.module or "").startswith("parplan") for alias in node.names if alias.name.startswith("_")]
     assert private == []
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_modules_and_functions_are_small(path):
+    """Every function (its def line to its last line) within 80 lines, every module within 500."""
+    text = path.read_text()
+    long = [f"{_name(path)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(text)) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert long == []
+    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{_name(path)}: {len(text.splitlines())} lines"
+
+
+def test_the_size_rules_see_the_oracle_package():
+    """The rules walk solver/'s subpackages too (the oracle is one)."""
+    assert any(path.parent.name == "oracle" for path in MODULES)
 
 
 def test_one_error_base():

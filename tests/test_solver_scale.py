@@ -4,7 +4,7 @@ Both methods run on every drawn spec under a short time limit; each call must en
 whenever both prove their answer (OPTIMAL or INFEASIBLE) they must agree on the status and on every one of
 the K best step times. Specs that neither method settles in time still check the time limit and that a
 FEASIBLE/UNKNOWN answer carries the best plan known and a bound. The small-spec agreement test (300 specs,
-top-K up to 10) is test_solver_oracle.py::test_cpsat_matches_exhaustive.
+top-K up to 10) is test_oracle.py::test_cpsat_matches_exhaustive.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from parplan.costmodel.assumptions import resolve_assumptions
@@ -28,12 +28,14 @@ from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import PlanSpec, Spec
 from parplan.solver import cpsat, oracle
+from parplan.solver.oracle import per_stage
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.oracle import brute_force, least_sum, solve_table
+from parplan.solver.oracle import least_sum, solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
 from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment
 
+from brute_force import table_brute_force
 from solver_checks import check_plan
 
 ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
@@ -218,8 +220,7 @@ DP_HEAVY = [(0.02, 0.5), (0.5, 0.1), (0.5, 0.5)]  # (DP per layer, per unit) in 
 def test_tables_weigh_the_summed_times_and_the_solvers_agree(drawn):
     """Every assignment of the table: its U is the evaluator's step time (uneven bubble included) and its peak the
     evaluator's; the oracle, CP-SAT and a brute force over the table find the same least U."""
-    if drawn is None:
-        return
+    assume(drawn is not None)
     spec, problem, i = drawn
     t = problem.table(i)
     n, L = t.num_units, t.num_layers
@@ -237,12 +238,12 @@ def test_tables_weigh_the_summed_times_and_the_solvers_agree(drawn):
             assert problem.scale.seconds(U) == pytest.approx(ev.metrics.step_time_s, rel=1e-4)
             assert peak_kib * KIB >= ev.metrics.peak_memory_gib * GIB - 1e-3
     cap = problem.cap_kib
-    walk = oracle._Solver._per_stage_walk_sums
+    walk = per_stage.walk_with_sums
     calls = []
 
-    def counted(self, *args, **kwargs):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return walk(self, *args, **kwargs)
+        return walk(*args, **kwargs)
 
     # then DP-heavy copies of the table (DP times comparable to compute, growing along the pipeline): where a
     # unit's DP time binds, δ trades against Σ (the walk's inner loop)
@@ -250,9 +251,9 @@ def test_tables_weigh_the_summed_times_and_the_solvers_agree(drawn):
                      dp_const=t.dp_const + (t.t_const * per_unit * np.arange(1, n + 1)).astype(np.int64))
              for per_layer, per_unit in DP_HEAVY]
     for weighted in [t] + heavy:
-        with mock.patch.object(oracle._Solver, "_per_stage_walk_sums", counted):
+        with mock.patch.object(per_stage, "walk_with_sums", counted):
             ora = solve_table(weighted, cap)
-        bf = brute_force(weighted, cap)
+        bf = table_brute_force(weighted, cap)
         cp = cpsat.solve(weighted, cap, ONE, 30)
         assert (bf is None) == (ora is None) == (cp.status == "INFEASIBLE"), (bf, ora, cp.status)
         if bf is not None:
@@ -320,7 +321,7 @@ def test_dp_time_traded_against_the_summed_times():
     heavy = replace(t, dp_layer=t.dp_layer + (t.t_layer * 0.5).astype(np.int64),
                     dp_const=t.dp_const + (t.t_const * 0.1 * np.arange(1, n + 1)).astype(np.int64))
     cap = problem.cap_kib
-    bf = brute_force(heavy, cap)
+    bf = table_brute_force(heavy, cap)
     ora = solve_table(heavy, cap)
     cp = cpsat.solve(heavy, cap, ONE, 30)
     assert bf is not None and sum(ora.x.recompute) + ora.x.dense > 0

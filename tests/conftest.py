@@ -1,0 +1,151 @@
+"""Shared fixtures and hypothesis strategies of the solver tests: the small random specs every oracle test draws
+(:func:`small_specs`), the assumption variants they carry, and a fixture that skips explanations. The checks
+they share are in ``solver_checks.py``, the brute forces in ``brute_force.py``."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from hypothesis import strategies as st
+
+from parplan.costmodel.spec import ALL_SCHEDULES, CP_COMM_TYPES, Spec
+
+GPU_NAMES = ["A100-SXM-80GB", "A100-SXM-40GB", "H100-SXM-80GB", "H800", "H200-SXM-141GB", "B200", "MI300X"]
+
+
+def divisors_of(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _maybe_subset(draw, values: list, p: float):
+    """None (no restriction) with probability 1 - p, else a non-empty subset of ``values``."""
+    if not values or draw(st.integers(0, 99)) >= 100 * p:
+        return None
+    return sorted(draw(st.sets(st.sampled_from(values), min_size=1, max_size=len(values))), key=values.index)
+
+
+OPTIMIZER_STATES = ["fp32/fp32/fp32", "fp32/bf16/bf16", "fp16/fp8/fp8", "fp32/fp32/fp8"]
+
+
+@st.composite
+def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_offload: bool = False) -> Spec:
+    """Dense (and ~25 % MoE) Llama-like models on 1-16 GPUs with random ``search:`` restrictions.
+
+    ``tiny``: at most 6 layers and 8 GPUs, one micro-batch size and one or two schedules (for the brute force).
+    ``memory_dims``: always draw the memory-side dimensions (HSDP replicas, optimizer dtypes, offload shares);
+    otherwise each is drawn in about a quarter of the specs. ``activation_offload``: draw
+    ``search.activation_offload_layers`` (a subset of {0, 1, L - 1}; otherwise unset, today's space).
+    """
+    L = draw(st.integers(2, 6 if tiny else 12))
+    hidden = draw(st.sampled_from([256, 512, 1024]))
+    heads = draw(st.sampled_from([4, 8, 8, 16]))
+    kv = draw(st.sampled_from([k for k in (2, 4, 8, 16) if heads % k == 0] + [heads, 1]))
+    model = dict(name="random", num_layers=L, hidden_size=hidden,
+                 ffn_hidden_size=draw(st.sampled_from([hidden, 2 * hidden, 4 * hidden, 3 * hidden + 256])),
+                 num_attention_heads=heads, num_kv_heads=kv, vocab_size=draw(st.integers(1000, 50000)),
+                 gated_mlp=draw(st.booleans()), tie_embeddings=draw(st.booleans()))
+    moe = draw(st.integers(0, 3)) == 0
+    if moe:
+        model["moe"] = dict(num_experts=draw(st.sampled_from([4, 8])), top_k=draw(st.integers(1, 2)),
+                            expert_ffn_hidden_size=draw(st.sampled_from([hidden // 2, hidden, 2 * hidden])),
+                            num_shared_experts=draw(st.integers(0, 1)),
+                            first_dense_layers=draw(st.integers(0, min(1, L - 1))),
+                            max_nodes_per_token=draw(st.sampled_from([None, None, 1, 2])))
+    if draw(st.integers(0, 4)) == 0:  # multi-head latent attention (issue 10)
+        model["mla"] = dict(q_lora_rank=draw(st.sampled_from([0, hidden // 4])), kv_lora_rank=hidden // 8,
+                            qk_nope_head_dim=draw(st.sampled_from([16, 32])),
+                            qk_rope_head_dim=draw(st.sampled_from([0, 16])), v_head_dim=draw(st.sampled_from([16, 32])))
+    if draw(st.integers(0, 4)) == 0:  # a multi-token-prediction module on the last stage
+        model["num_mtp_layers"] = 1
+    gpus = draw(st.sampled_from([1, 2, 4, 4, 8, 8] if tiny else [1, 2, 4, 4, 8, 8, 16, 16]))
+    cluster = dict(gpu=draw(st.sampled_from(GPU_NAMES)), num_gpus=gpus,
+                   gpus_per_node=draw(st.sampled_from([8, 8, 8, 4])))
+    if draw(st.integers(0, 2)) == 0:  # small memory: recompute and infeasibility happen
+        cluster["memory_gib"] = draw(st.integers(22, 160)) / 10
+    search: dict = {}
+    for f, p in (("tp", 0.3), ("cp", 0.25), ("pp", 0.3)):
+        if (v := _maybe_subset(draw, divisors_of(gpus), p)) is not None:
+            search[f] = v
+    if tiny:
+        search["micro_batch_size"] = [draw(st.sampled_from([1, 1, 2]))]
+        k = draw(st.integers(1, 2))
+        search["schedules"] = sorted(draw(st.sets(st.sampled_from(ALL_SCHEDULES), min_size=k, max_size=k)),
+                                     key=ALL_SCHEDULES.index)
+    else:
+        if (v := _maybe_subset(draw, [1, 2, 4], 0.4)) is not None:
+            search["micro_batch_size"] = v
+        if (v := _maybe_subset(draw, list(ALL_SCHEDULES), 0.5)) is not None:
+            search["schedules"] = v
+    if (v := _maybe_subset(draw, [1, 2, 3], 0.2)) is not None:
+        search["vpp"] = v
+    if moe:
+        if (v := _maybe_subset(draw, [1, 2, 4, 8], 0.3)) is not None:
+            search["ep"] = v
+        if (v := _maybe_subset(draw, [1, 2], 0.2)) is not None:
+            search["etp"] = v
+        # the EP communication choices (costmodel/moe_comm.py); FP8 dispatch needs FP8 training
+        for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):
+            if (v := _maybe_subset(draw, [False, True], 0.4)) is not None:
+                search[name] = v
+    if (v := _maybe_subset(draw, [0, 1, 2, 3], 0.5)) is not None:
+        search["zero_stages"] = v
+    if (v := _maybe_subset(draw, ["none", "selective", "full"], 0.6)) is not None:
+        search["recompute"] = v
+    if (v := _maybe_subset(draw, [True, False], 0.2)) is not None:
+        search["sequence_parallel"] = v
+    if (v := _maybe_subset(draw, list(CP_COMM_TYPES), 0.35)) is not None:  # CP comm types (issue 10)
+        search["cp_comm_types"] = v
+    search["uneven_stages"] = draw(st.booleans())
+    if search["uneven_stages"] and draw(st.integers(0, 3)) == 0:
+        search["stage_split"] = "first_last"
+    search["uniform_recompute"] = draw(st.booleans())
+    p_mem = 1.0 if memory_dims else 0.25
+    if (v := _maybe_subset(draw, [1, 2, 4], p_mem)) is not None:
+        search["zero_replicas"] = v
+    if (v := _maybe_subset(draw, OPTIMIZER_STATES, p_mem)) is not None:
+        search["optimizer_states"] = v
+    if (v := _maybe_subset(draw, [0.0, 0.5, 1.0], p_mem)) is not None:
+        search["optimizer_offload_fractions"] = v
+    # activation offload: drawn only when asked (an extra draw would shift every derandomized example of the
+    # other oracles, whose tallies count what their examples reach)
+    if activation_offload and (v := _maybe_subset(draw, sorted({0, 1, L - 1}), 1.0)) is not None:
+        search["activation_offload_layers"] = v
+    fp8 = moe and cluster["gpu"] not in ("A100-SXM-80GB", "A100-SXM-40GB") and draw(st.integers(0, 2)) == 0
+    return Spec.model_validate(dict(
+        model=model,
+        training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),
+                      global_batch_size=draw(st.sampled_from([2, 4, 8, 12, 16, 24, 32, 48, 64])),
+                      precision="fp8" if fp8 else "bf16"),
+        cluster=cluster, search=search, assumptions=assumption_overrides(draw)))
+
+
+def assumption_overrides(draw) -> dict:
+    preset = draw(st.sampled_from(["default", "textbook"]))
+    out = dict(preset=preset)
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # torchtitan's per-op SAC / DeepSeek-V3's selective
+        out["selective_recompute_policy"] = draw(st.sampled_from(["alternate_matmuls", "deepseek_v3"]))
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # SMs reserved for the all-to-all (DeepSeek-V3)
+        out["ep_comm_sm_fraction"] = 0.15
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # ZeRO-2/3 re-gather every micro-batch under PP
+        out["zero_unsharded_across_microbatches_with_pp"] = False
+    if preset == "default" and draw(st.integers(0, 3)) == 0:  # torchtitan's runtime: DTensor SP, torch pipelining
+        out["sequence_parallel_saves_gathered_inputs"] = True
+        out["pipeline_runtime"] = "torch"
+    if draw(st.integers(0, 3)) == 0:  # optimizer offload: copies overlapping the CPU step, a slow host link
+        out["optimizer_offload_overlap"] = True
+        out["host_bandwidth_gbps"] = draw(st.sampled_from([4.0, 64.0]))
+    return out
+
+
+def spec_repr(spec: Spec) -> str:
+    return spec.model_dump_json(exclude_defaults=True)
+
+
+@pytest.fixture
+def no_explanations():
+    """The explanation of an infeasible request is tested in test_explain.py (and on the tiny specs of
+    test_oracle.py); here it would only double the run time (it solves every relaxation). Function scope: set up
+    once for all examples of the test that uses it, and undone before the next test."""
+    with mock.patch("parplan.solver.explain.explain", lambda *a, **k: None):
+        yield
