@@ -22,7 +22,12 @@ from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import Spec
+from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, StageTable
+
+# breakpoints × units evaluated at once by relaxed_bound (a few float arrays of this many entries: 8 MiB each);
+# larger tables bisect over the breakpoints instead, one row at a time
+DENSE_BOUND_ENTRIES = 1 << 20
 
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
@@ -32,6 +37,9 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     recompute needed, then recompute at the cheapest rate κ, then capped where everything is recomputed or at
     the model's layers), so the least τ whose counts add up to the layers is found exactly from the pieces'
     breakpoints: the count sum is evaluated at every breakpoint and interpolated inside the bracketing piece.
+    Tables with more than :data:`DENSE_BOUND_ENTRIES` breakpoint × unit entries find the bracketing breakpoint by
+    bisection (the sum is nondecreasing in τ), evaluating one breakpoint at a time: O(units) memory, the same
+    rows and so the same bound; the call's deadline and cancellation are checked at every step.
     """
     a = np.maximum(t.t_layer.astype(float), 1e-9)
     d = t.t_const.astype(float)
@@ -74,15 +82,38 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     marks = [time_at(np.clip(l_mem0, 0.0, l_cap)), time_at(l_cap)]
     bps = np.unique(np.concatenate([np.array([tau_lo])] + [m[np.isfinite(m)] for m in marks]))
     bps = bps[bps >= tau_lo]
-    sums = layers_at(bps).sum(axis=1)
-    ok = np.nonzero(sums >= L - 1e-9)[0]
-    if len(ok) == 0:
-        return float("inf")  # every unit capped below the model's layers
-    j = int(ok[0])
+    if len(bps) * len(a) <= DENSE_BOUND_ENTRIES:
+        sums = layers_at(bps).sum(axis=1)  # every breakpoint at once (small tables: the common case)
+        ok = np.nonzero(sums >= L - 1e-9)[0]
+        if len(ok) == 0:
+            return float("inf")  # every unit capped below the model's layers
+        j = int(ok[0])
+        s0 = float(sums[j - 1]) if j else 0.0
+        s1 = float(sums[j])
+    else:  # large tables: the same first breakpoint by bisection (the count sum is nondecreasing in τ), O(n) memory
+        def sum_at(i: int) -> float:
+            check()
+            return float(layers_at(bps[i:i + 1]).sum(axis=1)[0])
+        s1 = sum_at(len(bps) - 1)
+        if not s1 >= L - 1e-9:
+            return float("inf")
+        j, hi = 0, len(bps) - 1
+        s0 = sum_at(0)
+        if s0 >= L - 1e-9:
+            s1 = s0
+        else:
+            while hi - j > 1:  # sums[j] < L ≤ sums[hi]
+                mid = (j + hi) // 2
+                s_mid = sum_at(mid)
+                if s_mid >= L - 1e-9:
+                    hi, s1 = mid, s_mid
+                else:
+                    j, s0 = mid, s_mid
+            j = hi
     if j == 0:
         tau = float(bps[0])
     else:
-        t0, t1, s0, s1 = float(bps[j - 1]), float(bps[j]), float(sums[j - 1]), float(sums[j])
+        t0, t1 = float(bps[j - 1]), float(bps[j])
         tau = t0 + (t1 - t0) * (L - s0) / (s1 - s0) if s1 > s0 else t1
     tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
@@ -116,6 +147,8 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
     U = np.empty(len(choices))
     mem = np.empty(len(choices))
     for i, c in enumerate(choices):
+        if i % 1024 == 0:
+            check()
         tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
         t_mean_s = tokens_gpu * flops_token / fastest / c.pp
         U[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)

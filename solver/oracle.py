@@ -33,12 +33,14 @@ from typing import Optional
 import numpy as np
 
 from parplan.solver import cpsat
-from parplan.solver.deadline import TimeUp, check
+from parplan.solver.deadline import TimeUp, budget, check
 from parplan.solver.tables import (Assignment, StageTable, assignment_violations, evaluate_assignment,
                                    uniform_layers_min, uniform_parts)
 
 INF = np.int64(1) << np.int64(62)
 POOLED_LIMIT = 4_000_000  # unit × layer-count entries the tables may hold; larger tables are solved by bisection
+POOLED_BYTES_PER_ENTRY = 16 * 8  # the pooled walk's int64 arrays of that shape (l, T, DP, counts, temporaries)
+KNAPSACK_BYTES_PER_ENTRY = 8 * 8  # least_sum's int64 candidate arrays per (count, step) entry and its picks
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ class _Solver:
         K = spare // g
         Q = K + 1
         varies = self._sum_varies(units)
-        if n * Q <= POOLED_LIMIT:
+        if n * Q <= POOLED_LIMIT and budget().fits(n * Q * POOLED_BYTES_PER_ENTRY):
             try:
                 return self._per_stage_pooled(units, K)
             except KnapsackTooLarge:
@@ -563,7 +565,8 @@ def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] 
         lo_shift = (np.zeros(n, np.int64) if lo is None else np.asarray(lo, np.int64)) + grid * floor
         total, extra = least_sum(shifted, caps - floor, rest, lo_shift, grid, split=split)
         return total, floor + extra
-    if n * (K + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT:
+    if n * (K + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT or not budget().fits(
+            KNAPSACK_BYTES_PER_ENTRY * (K + 1) * (int(caps.max()) + 1 + n)):
         raise KnapsackTooLarge()
     if not split:
         return _least_sum_value(T, caps, K), np.zeros(n, np.int64)
@@ -576,6 +579,7 @@ def least_sum(T: np.ndarray, caps: np.ndarray, K: int, lo: Optional[np.ndarray] 
     sq[:caps[0] + 1] = (base[0] + grid * j[:caps[0] + 1]) ** 2
     picks = []
     for u in range(1, n):
+        check()
         q = np.arange(caps[u] + 1)
         prev = j[:, None] - q[None, :]
         valid = prev >= 0
@@ -612,6 +616,7 @@ def _least_sum_value(T: np.ndarray, caps: np.ndarray, K: int) -> int:
     f = np.full(K + 1, none, np.int64)
     f[:min(width, K + 1)] = rows[0, :min(width, K + 1)]
     for u in range(1, n):
+        check()
         f = np.minimum((np.concatenate((pad, f))[idx] + rows[u][None, :]).min(axis=1), none)
     return int(f[K])
 

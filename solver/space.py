@@ -41,11 +41,13 @@ from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
-from parplan.solver.deadline import check
+from parplan.solver.deadline import budget, check
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
 MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
+
+CHOICE_BYTES = 1024  # resident bytes of one Choice in the space, with its share of the lists around it (generous)
 
 
 def default_micro_batch_sizes(local_batch: int) -> list[int]:
@@ -328,6 +330,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
         for cp in _allowed(divisors(n // tp), opts.cp):
             for pp in _allowed(divisors(n // (tp * cp)), opts.pp):
                 check(deadline, cancel)
+                budget().require(len(out) * CHOICE_BYTES, "the search space's choices")
                 if pp > L:
                     continue
                 if not opts.uneven_stages and L % pp:
