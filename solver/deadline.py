@@ -169,3 +169,12 @@ def check(deadline: Optional[float] = None, cancel: Optional[threading.Event] = 
     """Raise TimeUp past ``deadline`` (or the call's), or once ``cancel`` (or the call's cancel event) is set."""
     if past(deadline) or (cancel is not None and cancel.is_set()):
         raise TimeUp()
+
+
+def checked_range(n: int, every: int = 4096) -> Iterator[int]:
+    """``range(n)`` that checks the call's deadline and cancel event every ``every`` items (:func:`check`): for
+    per-stage loops over up to 2^20 stages."""
+    for i in range(n):
+        if i % every == 0:
+            check()
+        yield i

@@ -42,6 +42,7 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.choice import ChoiceCosts, LayerCost
 from parplan.frameworks.layout import interleaved_inflight_chunks
+from parplan.solver.deadline import checked_range
 from parplan.solver.space import trimmed_stage_least_layers
 
 KIB = 1024.0
@@ -197,9 +198,9 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     main: LayerCost = costs.moe if is_moe else costs.dense
     k = k_dense_model if is_moe else 0
     dense = costs.dense
-    inflight = np.array([costs.inflight(i) for i in range(p)], float)
+    inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
     if costs.stage_io_bytes or costs.retained_output_bytes:
-        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in range(p)], float)
+        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in checked_range(p)], float)
     else:
         buffers = np.zeros(p)
     t_0 = np.full(p, costs.p2p_s)
