@@ -257,15 +257,18 @@ class CpOutcome:
 
 
 PORTFOLIO_UNITS = 32  # stage models with fewer units solve fastest on one worker (no portfolio start-up)
-# resident bytes per unit of a stage model, per CP-SAT worker: the Python model and its proto, CP-SAT's copy and
-# search state (measured: 16,384 units, one worker, ~200 MiB in all: ~12 KiB a unit; rounded up)
-MODEL_BYTES_PER_UNIT = 16 << 10
+# resident bytes of a stage model per unit, and per unit and CP-SAT worker: the Python model and its proto, CP-SAT's
+# copy and each worker's search state. Measured on a 16,384-unit table (benchmarks/bounded_calls.py's deep16k,
+# peak RSS over the start of the solve): 172 MiB with one worker, 428 MiB with four (~11 KiB a unit, ~5 KiB a
+# unit per added worker); rounded up here to 12 KiB + 8 KiB per worker.
+MODEL_BYTES_PER_UNIT = 12 << 10
+MODEL_BYTES_PER_UNIT_WORKER = 8 << 10
 MODEL_BYTES_BASE = 8 << 20
 
 
 def model_bytes(units: int, workers: int) -> int:
     """What a stage model of ``units`` units is expected to hold while ``workers`` CP-SAT workers solve it."""
-    return MODEL_BYTES_BASE + units * MODEL_BYTES_PER_UNIT * max(1, workers)
+    return MODEL_BYTES_BASE + units * (MODEL_BYTES_PER_UNIT + MODEL_BYTES_PER_UNIT_WORKER * max(1, workers))
 
 
 def workers_within_budget(units: int, workers: int) -> int:
