@@ -209,3 +209,40 @@ def test_bad_control_arguments_name_the_field(kwargs, field):
     with pytest.raises(ArgumentError) as err:
         api_optimize(EXAMPLES / "llama3-70b-64xh100.yaml", **kwargs)
     assert str(err.value).startswith(field)
+
+
+# ------------------------------------------------------------------ the CLI flags
+def test_cli_memory_budget_flags():
+    import json
+
+    from typer.testing import CliRunner
+
+    from parplan.client.cli import app
+    from parplan.solver import deadline
+
+    runner = CliRunner()
+    spec = str(EXAMPLES / "llama3-70b-64xh100.yaml")
+    bad = runner.invoke(app, ["optimize", spec, "--memory-budget-mib", "100"])
+    assert bad.exit_code == 2 and "--memory-budget-mib" in bad.output
+    ok = runner.invoke(app, ["optimize", spec, "--memory-budget-mib", "1024", "--workers", "1", "--format", "json"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["status"] == "OPTIMAL"
+    remote = runner.invoke(app, ["optimize", spec, "--memory-budget-mib", "1024", "--server", "127.0.0.1:1"])
+    assert remote.exit_code == 2 and "server" in remote.output
+    bad_serve = runner.invoke(app, ["serve", "--memory-budget-mib", "10"])
+    assert bad_serve.exit_code == 2 and "memory_budget_mib" in bad_serve.output.replace("--memory-budget-mib", "memory_budget_mib")
+    assert deadline.default_memory_budget_mib() == deadline.DEFAULT_MEMORY_BUDGET_MIB
+
+
+def test_process_default_budget_applies_to_controls_without_one():
+    from parplan.solver import deadline
+
+    try:
+        deadline.set_default_memory_budget(700)
+        with call_limits(None, None, SolverControls().memory_budget_mib):
+            assert budget().limit_bytes == 700 << 20
+        with call_limits(None, None, 900):
+            assert budget().limit_bytes == 900 << 20
+        with pytest.raises(ArgumentError):
+            deadline.set_default_memory_budget(True)
+    finally:
+        deadline.set_default_memory_budget(deadline.DEFAULT_MEMORY_BUDGET_MIB)
