@@ -25,9 +25,9 @@ from parplan.costmodel.spec import Spec
 from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, StageTable
 
-# breakpoints × units evaluated at once by relaxed_bound (a few float arrays of this many entries: 8 MiB each);
+# breakpoints × units evaluated at once by relaxed_bound (a few float arrays of this many entries: 2 MiB each);
 # larger tables bisect over the breakpoints instead, one row at a time
-DENSE_BOUND_ENTRIES = 1 << 20
+DENSE_BOUND_ENTRIES = 1 << 18
 
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:

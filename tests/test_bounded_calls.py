@@ -77,7 +77,7 @@ def test_relaxation_bound_by_bisection_equals_the_dense_one(monkeypatch):
         for i in range(0, len(p.choices), max(1, len(p.choices) // 80)):
             t = p.table(i)
             for cap in (p.cap_kib, p.cap_kib // 2, p.cap_kib // 5):
-                monkeypatch.setattr(bounds, "DENSE_BOUND_ENTRIES", 1 << 20)
+                monkeypatch.setattr(bounds, "DENSE_BOUND_ENTRIES", 1 << 30)
                 dense = bounds.relaxed_bound(t, cap)
                 monkeypatch.setattr(bounds, "DENSE_BOUND_ENTRIES", 0)
                 bisect = bounds.relaxed_bound(t, cap)
