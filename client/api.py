@@ -22,14 +22,40 @@ if TYPE_CHECKING:  # pragma: no cover - names for the annotations only
     from parplan.solver.result import PlanResult
 
 
+# SolverControls fields that optimize() also takes directly: optimize(spec, time_limit_s=2, workers=1) is
+# optimize(spec, controls=SolverControls(time_limit_s=2, workers=1))
+CONTROL_FIELDS = ("time_limit_s", "workers", "seed", "deterministic", "memory_budget_mib", "cancel", "log")
+
+
 def optimize(spec: Any, **kwargs: Any) -> "PlanResult":
     """The best plans for ``spec`` (a Spec, a path to YAML/JSON, or a dict).
 
     Keyword arguments are those of :func:`parplan.solver.planner.optimize` (``method``, ``top_k``,
-    ``pareto``, ``controls``, ``on_solution``); their ranges are in :mod:`parplan.solver.arguments`."""
+    ``pareto``, ``controls``, ``on_solution``); their ranges are in :mod:`parplan.solver.arguments`. The fields
+    of :class:`~parplan.solver.cpsat.SolverControls` (``time_limit_s``, ``workers``, ``seed``, ``deterministic``,
+    ``memory_budget_mib``, ``cancel``, ``log``) may be given directly instead of ``controls``, checked by the same
+    rules (an ``ArgumentError`` naming the field); giving both is an ``ArgumentError`` too."""
     from parplan.solver.planner import optimize as planner_optimize
 
+    kwargs = controls_of_arguments(kwargs)
     return planner_optimize(as_spec(spec), **kwargs)
+
+
+def controls_of_arguments(kwargs: dict) -> dict:
+    """``kwargs`` with the SolverControls fields among them gathered into ``controls`` (validated)."""
+    given = {k: kwargs[k] for k in CONTROL_FIELDS if k in kwargs}
+    if not given:
+        return kwargs
+    from parplan.costmodel.errors import ArgumentError
+    from parplan.solver.cpsat import SolverControls
+
+    if kwargs.get("controls") is not None:
+        first = next(iter(given))
+        raise ArgumentError(first, "give either controls=SolverControls(...) or its fields "
+                            f"({', '.join(given)}) as arguments, not both", given[first])
+    rest = {k: v for k, v in kwargs.items() if k not in given}
+    rest["controls"] = SolverControls(**given)  # __post_init__: solver/arguments' range checks
+    return rest
 
 
 def evaluate(spec: Any, plan: Union["Plan", "PlanSpec", dict, None] = None, **kwargs: Any) -> "Evaluation":

@@ -38,7 +38,8 @@ EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 # library argument (solver.arguments) -> the option of `solver-cli optimize` that sets it
 OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
-                      "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic"}
+                      "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic",
+                      "memory_budget_mib": "--memory-budget-mib"}
 
 
 class _Commands(typer.core.TyperGroup):
@@ -199,6 +200,9 @@ def optimize(
     deterministic: bool = typer.Option(False, "--deterministic", help="one worker, fixed seed, deterministic "
                                        "time limit: byte-identical answers"),
     seed: int = typer.Option(1, "--seed", help="CP-SAT random seed (0 to 2**31-1)"),
+    memory_budget_mib: int = typer.Option(None, "--memory-budget-mib", help="resident memory the solve may grow "
+                                          "to, MiB (256 to 4194304; default 1536): what does not fit is solved "
+                                          "another way or left unsolved (FEASIBLE/UNKNOWN), never an OOM"),
     export: ExportTarget = EXPORT_OPTION,
     emit: Launcher = EMIT_OPTION,
     out: str = OUT_OPTION,
@@ -215,8 +219,13 @@ def optimize(
         from parplan.client.report import plan_result_to_dict, render_result
         from parplan.solver.arguments import check_optimize_arguments
 
+        budget_kw = {} if memory_budget_mib is None else {"memory_budget_mib": memory_budget_mib}
         check_optimize_arguments(top_k=top, method=method.value, pareto=pareto.value if pareto else None,
-                                 time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
+                                 time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                                 **budget_kw)
+        if server is not None and budget_kw:
+            raise ArgumentError("memory_budget_mib", "is the server's own setting, not a request's (--server)",
+                                memory_budget_mib)
         if plot and not pareto:
             raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
         spec = read_spec(spec_path, hf_config)
@@ -233,7 +242,7 @@ def optimize(
             from parplan.solver.cpsat import SolverControls
             from parplan.solver.planner import optimize as run_optimize
 
-            controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"})
+            controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"}, **budget_kw)
             with export_cli.SolveProgress(enabled=progress) as status:
                 result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
                                       controls=controls, on_solution=status.on_solution)
@@ -401,9 +410,16 @@ def serve(
                                         "'authorization: Bearer <token>' (the file's content) on every call"),
     grace_period: float = typer.Option(10.0, "--grace-period", min=0, help="seconds in-flight calls get to "
                                        "finish after SIGTERM"),
+    memory_budget_mib: int = typer.Option(None, "--memory-budget-mib", help="resident memory the server's solves "
+                                          "may grow the process to, MiB (256 to 4194304; default 1536): keep it "
+                                          "below the container's memory limit"),
 ) -> None:
     """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
     with _errors():
+        if memory_budget_mib is not None:  # the process default of every call's SolverControls.memory_budget_mib
+            from parplan.solver.deadline import set_default_memory_budget
+
+            set_default_memory_budget(memory_budget_mib)
         from parplan.server.app import ServeConfigError, ServeOptions, serve as run_server
 
         try:

@@ -18,6 +18,9 @@ argument           legal values                              why
                                                               (ortools 9.15 sat_parameters.proto; checked:
                                                               ``SatParameters.DESCRIPTOR`` type TYPE_INT32)
 ``deterministic``  bool
+``memory_budget``  None or an integer 256 .. 2**22 MiB         the process's resident memory while it solves
+``_mib``           (None: the process default, 1536 unless    (solver/deadline.py: MemoryBudget); below 256 MiB
+                   ``serve --memory-budget-mib`` set it)      the interpreter and OR-Tools alone do not fit
 =================  ========================================  ===============================================
 
 Booleans are refused where a number is expected (``True`` is an ``int`` in Python, not a count).
@@ -30,6 +33,8 @@ from numbers import Integral, Real
 from typing import Optional
 
 from parplan.costmodel.errors import ArgumentError
+from parplan.solver.deadline import (DEFAULT_MEMORY_BUDGET_MIB, MAX_MEMORY_BUDGET_MIB, MIN_MEMORY_BUDGET_MIB,
+                                     check_memory_budget)
 
 METHODS = ("cpsat", "exhaustive")
 PARETO_AXES = ("memory", "gpus")
@@ -62,23 +67,29 @@ def check_time_limit(time_limit_s: object, name: str = "time_limit_s") -> float:
     return t
 
 
-def check_solver_controls(*, time_limit_s: object, workers: object, seed: object, deterministic: object) -> None:
+def check_solver_controls(*, time_limit_s: object, workers: object, seed: object, deterministic: object,
+                          memory_budget_mib: object = None) -> None:
     """The fields of ``SolverControls`` (see the module docstring for the ranges)."""
     check_time_limit(time_limit_s)
     _integer("workers", workers, 0, MAX_WORKERS)
     _integer("seed", seed, 0, MAX_SEED)
     if not isinstance(deterministic, bool):
         raise ArgumentError("deterministic", "must be true or false", deterministic)
+    if memory_budget_mib is not None:
+        check_memory_budget(memory_budget_mib)
 
 
 def check_optimize_arguments(*, top_k: object, method: object, pareto: object, time_limit_s: object,
-                             workers: object, seed: object, deterministic: object) -> None:
+                             workers: object, seed: object, deterministic: object,
+                             memory_budget_mib: object = None) -> None:
     """Raise :class:`ArgumentError` for the first argument of ``optimize`` outside its range."""
     _integer("top_k", top_k, 1, MAX_TOP_K)
     _choice("method", method, METHODS)
     _choice("pareto", pareto, (None, *PARETO_AXES))
-    check_solver_controls(time_limit_s=time_limit_s, workers=workers, seed=seed, deterministic=deterministic)
+    check_solver_controls(time_limit_s=time_limit_s, workers=workers, seed=seed, deterministic=deterministic,
+                          memory_budget_mib=memory_budget_mib)
 
 
-__all__ = ["check_optimize_arguments", "check_solver_controls", "check_time_limit", "ArgumentError", "METHODS",
-           "PARETO_AXES", "MAX_TOP_K", "MAX_TIME_LIMIT_S", "MAX_WORKERS", "MAX_SEED"]
+__all__ = ["check_optimize_arguments", "check_solver_controls", "check_memory_budget", "check_time_limit", "ArgumentError", "METHODS",
+           "PARETO_AXES", "MAX_TOP_K", "MAX_TIME_LIMIT_S", "MAX_WORKERS", "MAX_SEED", "MIN_MEMORY_BUDGET_MIB",
+           "MAX_MEMORY_BUDGET_MIB", "DEFAULT_MEMORY_BUDGET_MIB"]

@@ -22,7 +22,12 @@ from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.spec import Spec
-from parplan.solver.tables import KIB, StageTable
+from parplan.solver.deadline import check
+from parplan.solver.tables import KIB, StageTable, schedule_units
+
+# breakpoints × units evaluated at once by relaxed_bound (a few float arrays of this many entries: 2 MiB each);
+# larger tables bisect over the breakpoints instead, one row at a time
+DENSE_BOUND_ENTRIES = 1 << 18
 
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
@@ -32,6 +37,9 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     recompute needed, then recompute at the cheapest rate κ, then capped where everything is recomputed or at
     the model's layers), so the least τ whose counts add up to the layers is found exactly from the pieces'
     breakpoints: the count sum is evaluated at every breakpoint and interpolated inside the bracketing piece.
+    Tables with more than :data:`DENSE_BOUND_ENTRIES` breakpoint × unit entries find the bracketing breakpoint by
+    bisection (the sum is nondecreasing in τ), evaluating one breakpoint at a time: O(units) memory, the same
+    rows and so the same bound; the call's deadline and cancellation are checked at every step.
     """
     a = np.maximum(t.t_layer.astype(float), 1e-9)
     d = t.t_const.astype(float)
@@ -74,21 +82,54 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     marks = [time_at(np.clip(l_mem0, 0.0, l_cap)), time_at(l_cap)]
     bps = np.unique(np.concatenate([np.array([tau_lo])] + [m[np.isfinite(m)] for m in marks]))
     bps = bps[bps >= tau_lo]
-    sums = layers_at(bps).sum(axis=1)
-    ok = np.nonzero(sums >= L - 1e-9)[0]
-    if len(ok) == 0:
+    bracket = _first_bracket(bps, layers_at, L)
+    if bracket is None:
         return float("inf")  # every unit capped below the model's layers
-    j = int(ok[0])
+    j, s0, s1 = bracket
     if j == 0:
         tau = float(bps[0])
     else:
-        t0, t1, s0, s1 = float(bps[j - 1]), float(bps[j]), float(sums[j - 1]), float(sums[j])
+        t0, t1 = float(bps[j - 1]), float(bps[j])
         tau = t0 + (t1 - t0) * (L - s0) / (s1 - s0) if s1 > s0 else t1
     tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
     # Σ_u time_u (the uneven-stage bubble's term): at least its value without recompute
     return float(t.M) * tau + float(t.S) * t.base_time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+
+
+def _first_bracket(bps: np.ndarray, layers_at, num_layers: float) -> tuple[int, float, float] | None:
+    """The first breakpoint j whose units' count sum reaches ``num_layers``, with the sums at j - 1 (0 at j = 0)
+    and at j; None where none does. Every breakpoint at once for small tables (the common case); past
+    :data:`DENSE_BOUND_ENTRIES` the same j by bisection (the count sum is nondecreasing in τ), O(units) memory,
+    checking the call's deadline and cancellation at every step."""
+    enough = num_layers - 1e-9
+    if len(bps) * layers_at(bps[:1]).shape[1] <= DENSE_BOUND_ENTRIES:
+        sums = layers_at(bps).sum(axis=1)
+        ok = np.nonzero(sums >= enough)[0]
+        if len(ok) == 0:
+            return None
+        j = int(ok[0])
+        return j, (float(sums[j - 1]) if j else 0.0), float(sums[j])
+
+    def sum_at(i: int) -> float:
+        check()
+        return float(layers_at(bps[i:i + 1]).sum(axis=1)[0])
+    last = sum_at(len(bps) - 1)
+    if not last >= enough:
+        return None
+    low, s_low = 0, sum_at(0)
+    if s_low >= enough:
+        return 0, 0.0, s_low
+    high, s_high = len(bps) - 1, last
+    while high - low > 1:  # sums[low] < L ≤ sums[high]
+        mid = (low + high) // 2
+        s_mid = sum_at(mid)
+        if s_mid >= enough:
+            high, s_high = mid, s_mid
+        else:
+            low, s_low = mid, s_mid
+    return high, s_low, s_high
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
@@ -113,12 +154,14 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
     flops_token = arch.model_flops_per_token(seq, a.attention_flops_causal_fraction)
     expert_total = arch.num_moe_layers * arch.expert_params_per_layer
     other_total = arch.total_params - expert_total
-    U = np.empty(len(choices))
+    step_lb_s = np.empty(len(choices))
     mem = np.empty(len(choices))
     for i, c in enumerate(choices):
+        if i % 1024 == 0:
+            check()
         tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
         t_mean_s = tokens_gpu * flops_token / fastest / c.pp
-        U[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)
+        step_lb_s[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)
         g_dense = c.dense_shard  # HSDP: the shard group (the whole DP·CP group when zero_replicas is 1)
         g_expert = c.expert_shard
         zero = effective_zero_stage(c.zero_stage, c.pp, a)
@@ -128,7 +171,6 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
                                     a.grad_bytes, o, f)
                   + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,
                                       a.weight_bytes, a.grad_bytes, o, f))
-        if c.schedule == "dualpipe":
-            states *= 2
+        states *= schedule_units(c.schedule, c.pp).stages_per_unit  # a DualPipe rank holds two stages
         mem[i] = np.floor(states * (1 - 1e-9) / KIB)
-    return U, mem
+    return step_lb_s, mem

@@ -20,6 +20,7 @@ from typing import Optional
 from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
+from parplan.solver.deadline import MIB, TimeUp, budget, check, current, rss_bytes
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -29,7 +30,9 @@ STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_m
 @dataclass
 class SolverControls:
     """How one call may search: its wall-clock limit (the whole call: search, frontier, explanation), CP-SAT's
-    workers and seed, deterministic mode, and a cancellation event. Checked on construction (solver/arguments)."""
+    workers and seed, deterministic mode, a cancellation event, and the memory budget: the resident memory (MiB)
+    the process may grow to while it solves (solver/deadline.py: every structure past a few MiB is sized and
+    checked against it before it is built). Checked on construction (solver/arguments)."""
 
     time_limit_s: float = 30.0
     workers: int = 0  # 0: all cores
@@ -37,10 +40,17 @@ class SolverControls:
     seed: int = 1
     log: bool = False
     cancel: Optional[threading.Event] = None
+    memory_budget_mib: Optional[int] = None  # None: the process default (1536, or `serve --memory-budget-mib`)
 
     def __post_init__(self) -> None:
         check_solver_controls(time_limit_s=self.time_limit_s, workers=self.workers, seed=self.seed,
-                              deterministic=self.deterministic)
+                              deterministic=self.deterministic, memory_budget_mib=self.memory_budget_mib)
+
+
+def check_every(i: int, every: int = 256) -> None:
+    """The call's deadline and cancellation (deadline.check) every ``every`` iterations of a model-building loop."""
+    if i % every == 0:
+        check()
 
 
 class ModelOverflow(Exception):
@@ -79,6 +89,7 @@ def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Opt
     spare = L - int(t.layers_min.sum())
     layers = []
     for u in range(n):
+        check_every(u)
         lo = int(t.layers_min[u])
         hi = max(lo, lo + spare)
         if g > 1:  # lo + g·q (a trimmed end chunk makes lo no multiple of g)
@@ -144,6 +155,7 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
             model.add(v.recompute[u] == v.recompute[mid[0]])
     # per-unit time, DP time and memory
     for u in range(n):
+        check_every(u)
         time_u = int(t.t_layer[u]) * v.layers[u] + int(t.t_recompute[u]) * v.recompute[u] + int(t.t_const[u])
         mem_u = int(t.m_layer[u]) * v.layers[u] - int(t.m_saved[u]) * v.recompute[u] + int(t.m_const[u])
         if u == 0 and k:
@@ -223,7 +235,8 @@ def check_headroom(model: cp_model.CpModel) -> int:
     worst = 0
     exprs = [(c.linear.vars, c.linear.coeffs, 0) for c in proto.constraints if c.has_linear()]
     exprs += [(proto.objective.vars, proto.objective.coeffs, int(proto.objective.offset))]
-    for vars_, coeffs, offset in exprs:
+    for i, (vars_, coeffs, offset) in enumerate(exprs):
+        check_every(i)
         total = abs(offset)
         for var, coef in zip(vars_, coeffs):
             total += abs(coef) * bound[var if var >= 0 else -var - 1]
@@ -244,6 +257,28 @@ class CpOutcome:
 
 
 PORTFOLIO_UNITS = 32  # stage models with fewer units solve fastest on one worker (no portfolio start-up)
+# resident bytes of a stage model per unit, and per unit and CP-SAT worker: the Python model and its proto, CP-SAT's
+# copy and each worker's search state. Measured on a 16,384-unit table (benchmarks/bounded_calls.py's deep16k,
+# peak RSS over the start of the solve): 172 MiB with one worker, 428 MiB with four (~11 KiB a unit, ~5 KiB a
+# unit per added worker); rounded up here to 12 KiB + 8 KiB per worker.
+MODEL_BYTES_PER_UNIT = 12 << 10
+MODEL_BYTES_PER_UNIT_WORKER = 8 << 10
+MODEL_BYTES_BASE = 8 << 20
+
+
+def model_bytes(units: int, workers: int) -> int:
+    """What a stage model of ``units`` units is expected to hold while ``workers`` CP-SAT workers solve it."""
+    return MODEL_BYTES_BASE + units * (MODEL_BYTES_PER_UNIT + MODEL_BYTES_PER_UNIT_WORKER * max(1, workers))
+
+
+def workers_within_budget(units: int, workers: int) -> int:
+    """The most CP-SAT workers (≤ ``workers``) whose model fits the call's memory budget; raises
+    :class:`~parplan.solver.deadline.OverBudget` where not even one worker's does (nothing is built)."""
+    b = budget()
+    while workers > 1 and not b.fits(model_bytes(units, workers)):
+        workers //= 2
+    b.require(model_bytes(units, workers), f"CP-SAT stage model of {units} units")
+    return workers
 
 
 def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_s: float, units: int) -> None:
@@ -251,7 +286,9 @@ def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_
     prm.max_time_in_seconds = max(0.001, time_limit_s)
     prm.random_seed = controls.seed
     small = units < PORTFOLIO_UNITS
-    prm.num_workers = 1 if controls.deterministic or small else (controls.workers or 8)
+    prm.num_workers = 1 if controls.deterministic or small else workers_within_budget(units, controls.workers or 8)
+    limit = budget().limit_bytes - rss_bytes()  # CP-SAT stops (UNKNOWN/FEASIBLE) rather than pass the budget
+    prm.max_memory_in_mb = max(64, int(limit // MIB))
     prm.log_search_progress = controls.log
     # these models are small and already tight: presolve costs more than it saves (benchmarks/solver_speed.py)
     prm.cp_model_presolve = False
@@ -260,20 +297,33 @@ def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_
 def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: float,
           cutoff: Optional[int] = None, hint: Optional[Assignment] = None,
           hold_objective: Optional[int] = None, lower_bound: Optional[int] = None) -> CpOutcome:
-    """Solve one choice's model; ``INFEASIBLE`` means proven: no assignment fits (with U ≤ ``cutoff``)."""
+    """Solve one choice's model; ``INFEASIBLE`` means proven: no assignment fits (with U ≤ ``cutoff``).
+
+    The model is sized against the call's memory budget before it is built (:func:`workers_within_budget`), its
+    building checks the call's deadline and cancellation (raising TimeUp), and ``time_limit_s`` bounds this whole
+    function: CP-SAT gets what the building left, and no more than the call has left."""
     t0 = time.perf_counter()
+    workers_within_budget(t.num_units, 1)  # OverBudget before anything is built
     model, v = build_model(t, cap_kib, cutoff, hold_objective, lower_bound)
     if hint is not None:
         v.hint(model, hint)
     headroom = check_headroom(model)
+    limits = current()
+    left = time_limit_s - (time.perf_counter() - t0)
+    if limits is not None and limits.deadline is not None:
+        left = min(left, limits.deadline - time.perf_counter())
+    if left <= 0:
+        raise TimeUp()
+    time_limit_s = left
     solver = cp_model.CpSolver()
     _parameters(solver, controls, time_limit_s, t.num_units)
     stopper = None
     done = threading.Event()
-    if controls.cancel is not None:
+    cancel = controls.cancel if controls.cancel is not None else (limits.cancel if limits is not None else None)
+    if cancel is not None:
         def watch():  # stop until the solve ends: a cancel that lands before solve() starts must not be lost
             while not done.wait(0.02):
-                if controls.cancel.is_set():
+                if cancel.is_set():
                     solver.stop_search()
         stopper = threading.Thread(target=watch, daemon=True)
         stopper.start()

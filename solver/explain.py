@@ -23,7 +23,7 @@ from parplan.costmodel.hardware import GIB
 from parplan.costmodel.spec import CP_COMM_TYPES, SearchSpec, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
-from parplan.solver.deadline import TimeUp
+from parplan.solver.deadline import TimeUp, past
 from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.result import Explanation, Relaxation
@@ -93,7 +93,7 @@ def _core(spec: Spec, relaxed: Problem, requirements: list[str], deadline: Optio
     def row_ok(i: int, memory: bool, split: str, uniform: bool) -> bool:
         key = (i, memory, split, uniform)
         if key not in cache:
-            if deadline is not None and time.perf_counter() > deadline:
+            if past(deadline):
                 raise TimeUp()
             if memory and relaxed.quick_mem_kib[i] > cap:
                 cache[key] = False
@@ -293,7 +293,7 @@ def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadlin
     end = deadline
     for label, seq in (("fewer", fewer), ("more", more)):
         for n in seq:
-            if end is not None and time.perf_counter() > end:
+            if past(end):
                 incomplete.append(f"{label} GPUs")
                 break
             try:
@@ -312,7 +312,7 @@ def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadlin
         g = int(gbs * factor)
         if g < 1 or g == gbs or gbs * factor != g:
             continue
-        if end is not None and time.perf_counter() > end:
+        if past(end):
             incomplete.append("other batch sizes")
             break
         s2 = spec.model_copy(update={"training": spec.training.model_copy(update={"global_batch_size": g})})

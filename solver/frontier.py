@@ -104,7 +104,7 @@ def memory_frontier(searcher: Searcher) -> list[Evaluation]:
     try:
         ranked0 = []
         for i in P.order(cap):
-            if searcher.remaining_s() <= 0:
+            if searcher._stop():  # the deadline, the call's cancel event
                 raise TimeUp()
             lb = searcher.bound(i, cap)
             if lb != float("inf"):

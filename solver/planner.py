@@ -19,7 +19,7 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.explain import explain
 from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
-from parplan.solver.deadline import TimeUp
+from parplan.solver.deadline import TimeUp, call_limits
 from parplan.solver.problem import Problem
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.search import MIB_KIB, Method, SearchOutcome, Searcher
@@ -47,8 +47,18 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     t0 = time.perf_counter()
     controls = controls or SolverControls()
     check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
-                             workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic)
+                             workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
+                             memory_budget_mib=controls.memory_budget_mib)
     deadline = t0 + controls.time_limit_s
+    # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
+    # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
+    with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
+        return _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
+
+
+def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], controls: SolverControls,
+              on_solution: Optional[Callable[[Evaluation, float, float], None]], t0: float,
+              deadline: float) -> PlanResult:
     if spec.objective == "min_gpus":
         if pareto is not None:
             raise ArgumentError("pareto", "is not available with objective min_gpus (the answer is one GPU count)",

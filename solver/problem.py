@@ -21,10 +21,13 @@ from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.bounds import quick_bounds
+from parplan.solver.deadline import budget
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
                                    rank_split)
 
+# a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
+TABLE_BYTES_PER_UNIT = 40 * 8
 QUICK_MARGIN = 1e-4  # the quick bound in seconds is lowered by this share before it bounds an integer U
 
 
@@ -44,6 +47,7 @@ class Problem:
     quick_lb: np.ndarray  # lower bound of U per choice, from the choice alone (float)
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
     _tables: dict = field(default_factory=dict)
+    _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
     _costs: dict = field(default_factory=dict)
 
@@ -85,6 +89,15 @@ class Problem:
         key = (i, split, uniform)
         t = self._tables.get(key)
         if t is None:
+            # sized before it is built: a table that would pass the memory budget first empties the cache (tables
+            # are rebuilt on demand, identically); one that still does not fit raises OverBudget
+            need = TABLE_BYTES_PER_UNIT * self.choices[i].pp
+            b = budget()
+            if self._table_bytes + need > b.limit_bytes // 4 or not b.fits(need):
+                self._tables.clear()
+                self._table_bytes = 0
+            b.require(need, f"the stage table of {self.choices[i].pp} stages")
+            self._table_bytes += need
             moe = self.spec.model.moe
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,

@@ -25,7 +25,7 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.solver import cpsat
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.cpsat import SolverControls
-from parplan.solver.deadline import TimeUp
+from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
@@ -92,7 +92,7 @@ class Searcher:
 
     def _stop(self) -> bool:
         c = self.controls.cancel
-        return self.remaining_s() <= 0 or (c is not None and c.is_set())
+        return self.remaining_s() <= 0 or (c is not None and c.is_set()) or past(self.deadline)
 
     def bound(self, i: int, cap: int) -> float:
         key = (i, cap)
@@ -178,6 +178,10 @@ class Searcher:
                         heapq.heappush(queue, (max(bound, lb), 2, i))
                     continue
                 sol = self.solve_choice(i, cap, cutoff=limit)
+            except OverBudget:  # this choice's structures do not fit the memory budget: left unsolved, bound kept
+                complete = False
+                unresolved = min(unresolved, bound)
+                continue
             except TimeUp:
                 complete = False
                 unresolved = min(unresolved, bound)
@@ -212,8 +216,8 @@ class Searcher:
         for U, i, sol in sorted((c for c in solved if c[0] <= kth), key=lambda c: (c[0], c[1])):
             try:
                 sol = self.least_peak(i, cap, sol)
-            except TimeUp:  # out of time for the tie-break: the step times stay proven, the peak is this plan's
-                pass
+            except (TimeUp, OverBudget):  # out of time (or memory) for the tie-break: the step times stay proven,
+                pass  # the peak is this plan's
             ranked.append((U, peak_mib(sol.peak_kib), i, sol))
         ranked.sort(key=lambda r: (r[0], r[1], r[2]))
         return [Found(i, sol.x, U, sol.peak_kib) for U, _, i, sol in ranked[:k]]

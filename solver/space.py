@@ -41,11 +41,13 @@ from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.spec import SCHEDULES, Spec
 from parplan.frameworks.profiles import space_limits, spec_profile
-from parplan.solver.deadline import check
+from parplan.solver.deadline import budget, check
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
 MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
+
+CHOICE_BYTES = 1024  # resident bytes of one Choice in the space, with its share of the lists around it (generous)
 
 
 def default_micro_batch_sizes(local_batch: int) -> list[int]:
@@ -475,6 +477,7 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally)
     out: list[Choice] = []
     for tp, cp, pp, dp in degree_grid(n, spec.model.num_layers, opts, tally, deadline, cancel):
+        budget().require(len(out) * CHOICE_BYTES, "the search space's choices")
         for head in expansion.heads(n, tp, cp, pp, dp):
             out.extend(expansion.completions(head))
     return Space(out, tally.counts)

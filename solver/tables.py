@@ -41,7 +41,9 @@ import numpy as np
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.choice import ChoiceCosts, LayerCost
+from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.frameworks.layout import interleaved_inflight_chunks
+from parplan.solver.deadline import checked_range
 from parplan.solver.space import trimmed_stage_least_layers
 
 KIB = 1024.0
@@ -93,29 +95,10 @@ def kib_down(nbytes):
     return int(out) if out.ndim == 0 else out
 
 
-@dataclass(frozen=True)
-class ScheduleUnits:
-    """How a schedule's pipeline stages become the units the tables pace (module docstring)."""
-
-    num_units: int
-    stages_per_unit: int  # 2 under DualPipe (rank u runs stages u and p-1-u), else 1
-    two_stage_units: bool  # DualPipe and DualPipeV: two stages a unit, each at least one layer
-    last_stage: int  # the stage (index into p) that holds the model's last layers: DualPipeV's rank 0 holds them
-    one_end: bool  # the model's first and last stage lie on unit 0
-
-    @property
-    def paired_ranks(self) -> bool:
-        """Units are DualPipe's stage pairs (time and activations at half weight, states summed)."""
-        return self.stages_per_unit == 2
-
-
-def schedule_units(schedule: str, pp: int) -> ScheduleUnits:
-    """The "schedule -> pipeline units" rule, the one place solver/ states it (DeepSeek-V3 §3.2.1 for DualPipe's
-    rank pairs; ``costmodel/dualpipev.py`` for DualPipeV's): to be read from costmodel's ``PipelineUnits``."""
-    dualpipe, dualpipev = schedule == "dualpipe", schedule == "dualpipev"
-    return ScheduleUnits(num_units=pp // 2 if dualpipe and pp > 1 else pp, stages_per_unit=2 if dualpipe else 1,
-                         two_stage_units=dualpipe or dualpipev, last_stage=0 if dualpipev else -1,
-                         one_end=dualpipe or dualpipev)
+def schedule_units(schedule: str, pp: int) -> PipelineUnits:
+    """The pipeline units the tables pace (costmodel/schedule.py ``PipelineUnits``: DeepSeek-V3 §3.2.1 for
+    DualPipe's rank pairs, ``costmodel/dualpipev.py`` for DualPipeV's); solver/ restates none of it."""
+    return PipelineUnits(Schedule(schedule), pp)
 
 
 @dataclass(frozen=True)
@@ -159,7 +142,7 @@ class StageTable:
     def one_end(self) -> bool:
         """The model's first and last stage lie on unit 0 (DualPipe's rank 0, DualPipeV's rank 0), so the
         'first_last' split frees unit 0 alone."""
-        return schedule_units(self.choice.schedule, self.choice.pp).one_end
+        return schedule_units(self.choice.schedule, self.choice.pp).ends_on_unit_zero
 
     @property
     def members(self) -> int:
@@ -196,7 +179,7 @@ def objective_weights(costs: ChoiceCosts, a: Assumptions, scale: Scale) -> tuple
     pipe = schedule_units(c.schedule, c.pp)
     w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
     return (int(round(scale.weight * (c.num_microbatches + w_max))),
-            int(round(scale.weight * w_sum * pipe.stages_per_unit)), pipe.num_units)
+            int(round(scale.weight * w_sum * pipe.stages_per_unit)), pipe.count)
 
 
 def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
@@ -216,13 +199,13 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
     return M + S * units, lb_time
 
 
-def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: ScheduleUnits):
+def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits):
     """Per stage (floats): the time, states, activation and DP constants beside the per-layer terms (the
     embedding on stage 0, the head and logits on the last stage, the leading dense layers' difference to the
     main class on stage 0, the trimmed chunks' activations)."""
     c, p, dense = costs.choice, costs.choice.pp, costs.dense
     if costs.stage_io_bytes or costs.retained_output_bytes:
-        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in range(p)], float)
+        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in checked_range(p)], float)
     else:
         buffers = np.zeros(p)
     t_0 = np.full(p, costs.p2p_s)
@@ -250,10 +233,10 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
     return t_0, states_0, act_0, dp_0
 
 
-def _layers_min(c, pipe: ScheduleUnits, n: int, k: int, g: int) -> np.ndarray:
+def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
     """Least layers of each unit: a layer per stage (or chunk), stage 0 holding the ``k`` dense layers."""
     lo = np.zeros(n, np.int64)
-    if pipe.two_stage_units:  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
+    if pipe.schedule.paired:  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
         lo[:] = 2
         lo[0] = max(k, 1) + 1
     else:
@@ -280,13 +263,13 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     main: LayerCost = costs.moe if is_moe else costs.dense
     k = k_dense_model if is_moe else 0
     dense = costs.dense
-    inflight = np.array([costs.inflight(i) for i in range(p)], float)
+    inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
     pipe = schedule_units(c.schedule, p)
     t_0, states_0, act_0, dp_0 = _stage_constants(costs, main, k, inflight, pipe)
     t_rd = save_rd = 0.0
     if k:
         t_rd, save_rd = dense.recompute_s, inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
-    dualpipe = pipe.paired_ranks
+    dualpipe = (pipe.stages_per_unit == 2)
     if dualpipe:
         # rank u runs stages u and p-1-u: time and activations weighted 1/2, states and DP time summed
         first, second = np.arange(p // 2), p - 1 - np.arange(p // 2)

@@ -11,11 +11,13 @@ from typing import Optional
 
 import numpy as np
 
+from parplan.solver.deadline import budget, check
 from parplan.solver.oracle.levels import fill_levels, fill_order
 from parplan.solver.oracle.recompute import INF
 
 LEAST_SUM_NONE = np.int64(1) << np.int64(60)  # least_sum's value where no split meets the caps
 KNAPSACK_LIMIT = 30_000_000  # entries one least_sum may form; beyond, the table goes to CP-SAT
+KNAPSACK_BYTES_PER_ENTRY = 8 * 8  # least_sum's int64 candidate arrays per (count, step) entry and its picks
 
 
 class KnapsackTooLarge(Exception):
@@ -46,7 +48,8 @@ def least_sum(times: np.ndarray, caps: np.ndarray, spare_steps: int, layers_min:
         return int(LEAST_SUM_NONE), np.zeros(num_units, np.int64)
     if free is not None:
         return _beyond_free(times, caps, spare_steps, layers_min, grid, free, split)
-    if num_units * (spare_steps + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT:
+    if num_units * (spare_steps + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT or not budget().fits(
+            KNAPSACK_BYTES_PER_ENTRY * (spare_steps + 1) * (int(caps.max()) + 1 + num_units)):
         raise KnapsackTooLarge()
     if not split:
         return least_sum_value(times, caps, spare_steps), np.zeros(num_units, np.int64)
@@ -84,6 +87,7 @@ def _least_sum_split(times, caps, spare_steps, layers_min, grid) -> tuple[int, n
     squares[:caps[0] + 1] = (base[0] + grid * totals_at[:caps[0] + 1]) ** 2
     picks = []
     for unit in range(1, num_units):
+        check()
         own = np.arange(caps[unit] + 1)
         before = totals_at[:, None] - own[None, :]
         valid = before >= 0
@@ -120,5 +124,6 @@ def least_sum_value(times: np.ndarray, caps: np.ndarray, spare_steps: int) -> in
     best = np.full(spare_steps + 1, none, np.int64)
     best[:min(width, spare_steps + 1)] = rows[0, :min(width, spare_steps + 1)]
     for unit in range(1, num_units):
+        check()
         best = np.minimum((np.concatenate((pad, best))[idx] + rows[unit][None, :]).min(axis=1), none)
     return int(best[spare_steps])

@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from parplan.solver.deadline import check
+from parplan.solver.deadline import budget, check
 from parplan.solver.oracle.bisection import fixed_sum, per_stage_by_bisection, sum_varies
 from parplan.solver.oracle.fallback import per_stage_by_cpsat
 from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, KnapsackTooLarge, free_steps, least_sum
@@ -26,6 +26,7 @@ from parplan.solver.oracle.state import TableSolve
 from parplan.solver.tables import Assignment
 
 POOLED_LIMIT = 4_000_000  # unit × layer-count entries the tables may hold; larger tables are solved by bisection
+POOLED_BYTES_PER_ENTRY = 16 * 8  # the pooled walk's int64 arrays of that shape (layers, times, DP, counts, temporaries)
 
 
 def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assignment]]:
@@ -35,7 +36,8 @@ def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assign
     if spare < 0 or spare % t.grid:
         return None
     spare_steps = spare // t.grid
-    if t.num_units * (spare_steps + 1) <= POOLED_LIMIT:
+    if (t.num_units * (spare_steps + 1) <= POOLED_LIMIT
+            and budget().fits(t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY)):
         try:
             return pooled_walk(solve, units, spare_steps)
         except KnapsackTooLarge:
