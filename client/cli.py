@@ -134,6 +134,24 @@ def _errors() -> Iterator[None]:
         _fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
 
 
+# optional extras (pyproject [project.optional-dependencies]) -> the top-level modules they install
+EXTRA_MODULES = {"server": ("grpc", "grpc_health", "grpc_reflection", "grpc_status"), "plot": ("matplotlib",)}
+
+
+class MissingExtra(ParplanError):
+    """A command needs an optional extra that is not installed (exit 2: the user installs it)."""
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Raise :class:`MissingExtra` naming ``pip install 'parplan[<extra>]'`` unless the extra's modules import."""
+    import importlib.util
+
+    missing = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtra(f"{what} needs the optional '{extra}' extra ({', '.join(missing)} not installed): "
+                           f"pip install 'parplan[{extra}]'")
+
+
 def _stdout_console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
 
@@ -219,6 +237,10 @@ def optimize(
                                  time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
         if plot and not pareto:
             raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
+        if plot:
+            require_extra("plot", "--plot")
+        if server is not None:
+            require_extra("server", "--server")
         spec = read_spec(spec_path, hf_config)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
@@ -404,6 +426,7 @@ def serve(
 ) -> None:
     """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
     with _errors():
+        require_extra("server", "solver-cli serve")
         from parplan.server.app import ServeConfigError, ServeOptions, serve as run_server
 
         try:
