@@ -415,8 +415,15 @@ def gpus() -> None:
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
-    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more get "
-                                       "RESOURCE_EXHAUSTED"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more wait "
+                                       "for a slot (up to their deadline) in the queue"),
+    max_queue: int = typer.Option(64, "--max-queue", min=0, help="calls that may wait for a solver slot; "
+                                  "more get RESOURCE_EXHAUSTED at once"),
+    idle_timeout: float = typer.Option(10.0, "--idle-timeout", min=0.001, help="seconds a call may go without "
+                                       "sending its request (or a reflection stream idle) before it is cancelled"),
+    hf_config_dir: str = typer.Option(None, "--hf-config-dir", metavar="DIR", help="the only folder whose "
+                                      "config.json files a request's model.hf_config may name (default: none; "
+                                      "send model.hf_config_json instead)"),
     tls_cert: str = typer.Option(None, "--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)"),
     tls_key: str = typer.Option(None, "--tls-key", metavar="PEM", help="TLS private key"),
     auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
@@ -431,7 +438,8 @@ def serve(
 
         try:
             run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
-                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period))
+                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period,
+                                    max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir))
         except ServeConfigError as err:
             _fail(str(err), EXIT_BAD_INPUT)
 
