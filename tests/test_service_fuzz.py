@@ -193,3 +193,21 @@ def test_server_still_serving_after_the_fuzz(channel, server):
     # the fuzz reaches the cost model (answers) as well as the validation (refusals)
     assert OUTCOMES["specs", "OK"] > 0 and OUTCOMES["specs", "INVALID_ARGUMENT"] > 0, OUTCOMES
     assert OUTCOMES["plans", "OK"] > 0 and OUTCOMES["plans", "INVALID_ARGUMENT"] > 0, OUTCOMES
+
+
+def test_fuzz_service_benchmark_smoke(tmp_path):
+    """benchmarks/fuzz_service.py, 80 requests of every kind against a `solver-cli serve` subprocess (~10 s):
+    0 INTERNAL, 0 failures, 0 runs past limit + 1 s, the server still SERVING."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("fuzz_service", REPO / "benchmarks" / "fuzz_service.py")
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    out = tmp_path / "fuzz.json"
+    code = fuzz.main(["--count", "80", "--clients", "2", "--seed", "3", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert code == 0, result
+    assert result["requests"] == 80 and result["internal"] == 0 and result["failures"] == 0
+    assert result["runs_past_limit_plus_1s"] == 0 and result["server_alive_and_serving"]
+    assert result["codes"].get("OK", 0) > 0 and result["codes"].get("INVALID_ARGUMENT", 0) > 0
