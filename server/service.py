@@ -50,7 +50,7 @@ from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_ya
 from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.spec import Spec
 from parplan.server import convert
-from parplan.solver.arguments import MAX_TOP_K, check_optimize_arguments
+from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.v1 import planner_pb2 as pb
