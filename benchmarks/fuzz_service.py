@@ -1,6 +1,7 @@
 """Fuzz a local `solver-cli serve` with valid and invalid requests, large and small; count the answers.
 
-    python benchmarks/fuzz_service.py [--count 10000] [--clients 4] [--seed 1] [--out benchmarks/results/fuzz_service.json]
+    python benchmarks/fuzz_service.py [--count 10000] [--clients 4] [--seed 1] [--skip-kind KIND]
+                                      [--out benchmarks/results/fuzz_service.json]
 
 Every request is one of these kinds (drawn with fixed weights from ``--seed``):
 
@@ -296,11 +297,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--count", type=int, default=10_000, help="requests in all")
     parser.add_argument("--clients", type=int, default=4, help="concurrent client threads")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip-kind", action="append", default=[], choices=list(KINDS),
+                        help="leave a kind of request out (repeatable)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    kinds_used = {k: w for k, w in KINDS.items() if k not in args.skip_kind}
     base = convert.spec_to_message(load_spec_file(EXAMPLE).model_dump(mode="json", exclude_none=True))
     master = random.Random(args.seed)
-    kinds = master.choices(list(KINDS), weights=list(KINDS.values()), k=args.count)
+    kinds = master.choices(list(kinds_used), weights=list(kinds_used.values()), k=args.count)
     seeds = [master.getrandbits(64) for _ in range(args.count)]
     server, port, internal = start_server()
     target = f"127.0.0.1:{port}"
