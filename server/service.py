@@ -23,6 +23,7 @@ most 1 MiB; :func:`read_allowed_hf_config`); typed clients send ``ModelSpec.hf_c
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import json
 import logging
@@ -416,8 +417,9 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             if isinstance(request, MalformedRequest):
                 raise RequestError("request", f"not a serialized {request.message_type} "
                                               f"({type(request.error).__name__})")
-            for message in body(state, extra):
-                yield message
+            with contextlib.closing(body(state, extra)) as messages:  # closed (slot released) even mid-stream
+                for message in messages:
+                    yield message
         except GeneratorExit:  # the client went away mid-stream
             self._finish(context, state, _status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
             raise
