@@ -135,6 +135,24 @@ def _errors() -> Iterator[None]:
         _fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
 
 
+# optional extras (pyproject [project.optional-dependencies]) -> the top-level modules they install
+EXTRA_MODULES = {"server": ("grpc", "grpc_health", "grpc_reflection", "grpc_status"), "plot": ("matplotlib",)}
+
+
+class MissingExtra(ParplanError):
+    """A command needs an optional extra that is not installed (exit 2: the user installs it)."""
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Raise :class:`MissingExtra` naming ``pip install 'parplan[<extra>]'`` unless the extra's modules import."""
+    import importlib.util
+
+    missing = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtra(f"{what} needs the optional '{extra}' extra ({', '.join(missing)} not installed): "
+                           f"pip install 'parplan[{extra}]'")
+
+
 def _stdout_console() -> Console:
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
 
@@ -228,6 +246,10 @@ def optimize(
                                 memory_budget_mib)
         if plot and not pareto:
             raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
+        if plot:
+            require_extra("plot", "--plot")
+        if server is not None:
+            require_extra("server", "--server")
         spec = read_spec(spec_path, hf_config)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
@@ -402,8 +424,15 @@ def gpus() -> None:
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
-    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more get "
-                                       "RESOURCE_EXHAUSTED"),
+    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more wait "
+                                       "for a slot (up to their deadline) in the queue"),
+    max_queue: int = typer.Option(64, "--max-queue", min=0, help="calls that may wait for a solver slot; "
+                                  "more get RESOURCE_EXHAUSTED at once"),
+    idle_timeout: float = typer.Option(10.0, "--idle-timeout", min=0.001, help="seconds a call may go without "
+                                       "sending its request (or a reflection stream idle) before it is cancelled"),
+    hf_config_dir: str = typer.Option(None, "--hf-config-dir", metavar="DIR", help="the only folder whose "
+                                      "config.json files a request's model.hf_config may name (default: none; "
+                                      "send model.hf_config_json instead)"),
     tls_cert: str = typer.Option(None, "--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)"),
     tls_key: str = typer.Option(None, "--tls-key", metavar="PEM", help="TLS private key"),
     auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
@@ -416,6 +445,7 @@ def serve(
 ) -> None:
     """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
     with _errors():
+        require_extra("server", "solver-cli serve")
         if memory_budget_mib is not None:  # the process default of every call's SolverControls.memory_budget_mib
             from parplan.solver.deadline import set_default_memory_budget
 
@@ -424,7 +454,8 @@ def serve(
 
         try:
             run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
-                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period))
+                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period,
+                                    max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir))
         except ServeConfigError as err:
             _fail(str(err), EXIT_BAD_INPUT)
 

@@ -13,6 +13,7 @@ This module imports grpcio but not OR-Tools: ``solver-cli optimize --server`` st
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Union
@@ -32,6 +33,17 @@ from parplan.v1 import planner_pb2_grpc as pb_grpc
 
 TOKEN_ENV = "PARPLAN_AUTH_TOKEN"  # bearer token for `solver-cli ... --server`
 TLS_CA_ENV = "PARPLAN_TLS_CA_FILE"  # PEM root certificate(s): use TLS for `--server`
+
+# gRPC's service-config retry policy (gRFC A6): a call the server refused before answering (RESOURCE_EXHAUSTED:
+# its queue is full; UNAVAILABLE: draining, restarting, not yet listening) is retried with exponential backoff
+# and jitter, within the call's deadline. The server sends no response headers before it admits a call, so
+# such refusals stay retryable.
+RETRY_POLICY = {"maxAttempts": 5, "initialBackoff": "0.2s", "maxBackoff": "5s", "backoffMultiplier": 2,
+                "retryableStatusCodes": ["RESOURCE_EXHAUSTED", "UNAVAILABLE"]}
+SERVICE_CONFIG = {"methodConfig": [{"name": [{"service": "parplan.v1.PlannerService"}],
+                                    "retryPolicy": RETRY_POLICY}]}
+CHANNEL_OPTIONS = (("grpc.enable_retries", 1), ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
+                   ("grpc.max_receive_message_length", 64 * 2**20))
 
 
 class ServiceError(Exception):
@@ -83,15 +95,17 @@ def solver_parameters(method: Optional[str] = None, time_limit_s: Optional[float
 
 class PlannerClient:
     """``PlannerClient(target)``: target ``host:port``; ``token`` for a server with auth; ``root_certificates``
-    (PEM bytes) for TLS; ``timeout_s`` the default deadline of each call (it also caps the solver's time)."""
+    (PEM bytes) for TLS; ``timeout_s`` the default deadline of each call (it also caps the solver's time).
+    The channel retries RESOURCE_EXHAUSTED and UNAVAILABLE with backoff (:data:`SERVICE_CONFIG`)."""
 
     def __init__(self, target: str, *, token: Optional[str] = None, root_certificates: Optional[bytes] = None,
                  timeout_s: Optional[float] = None, channel: Optional[grpc.Channel] = None):
         if channel is None:
             if root_certificates is not None:
-                channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates))
+                channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates),
+                                              options=CHANNEL_OPTIONS)
             else:
-                channel = grpc.insecure_channel(target)
+                channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         self.channel = channel
         self.stub = pb_grpc.PlannerServiceStub(channel)
         self.timeout_s = timeout_s
@@ -169,6 +183,6 @@ def remote_optimize(target: str, spec: Spec, **kwargs: Any) -> PlanResult:
         raise
 
 
-__all__ = ["PlannerClient", "ServiceError", "StreamEvent", "spec_source", "solver_parameters", "remote_optimize", "TOKEN_ENV",
+__all__ = ["PlannerClient", "ServiceError", "SERVICE_CONFIG", "CHANNEL_OPTIONS", "StreamEvent", "spec_source", "solver_parameters", "remote_optimize", "TOKEN_ENV",
            "TLS_CA_ENV"]
 

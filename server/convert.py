@@ -29,6 +29,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.assumptions import PRESETS
+from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.spec import (ALL_SCHEDULES, CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, FrameworkName,
                                     Objective, Precision, SearchSpec)
 from parplan.solver.result import Status
@@ -79,15 +80,17 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.Plan.DESCRIPTOR.fields_by_name["activation_offload_layers"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
+                             pb.PlanResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
+                             pb.ParetoResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})
 
 
-class ConversionError(ValueError):
+class ConversionError(ParplanError):
     """A request value the library's types cannot hold (e.g. an enum number the proto does not define)."""
 
     def __init__(self, field_path: str, message: str):
         self.field_path = field_path
-        super().__init__(f"{field_path}: {message}")
+        super().__init__(f"{field_path}: {message}", field=field_path)
 
 
 def _is_map(field: FieldDescriptor) -> bool:
@@ -349,9 +352,11 @@ def plan_response(result_dict: dict[str, Any], parameters: dict[str, Any]) -> pb
 
 
 def plan_result_dict(msg: pb.PlanResponse) -> dict[str, Any]:
-    """``PlanResponse`` -> the CONTRACT dict, the exact inverse of :func:`plan_response` (without parameters)."""
+    """``PlanResponse`` -> the CONTRACT dict, the exact inverse of :func:`plan_response` (without parameters and
+    the server's admission stats)."""
     data = message_to_dict(msg, omit_unset=False)
     data.pop("parameters")
+    data.pop("admission", None)
     return data
 
 

@@ -1,25 +1,42 @@
 """``PlannerService``: a thin adapter from parplan.v1 requests to the library and back.
 
-Each call: check the concurrency slot (RESOURCE_EXHAUSTED when all are busy: no queue), read the spec
-(typed or text) with the same loader as the CLI, run ``optimize`` / ``evaluate_spec`` with
-:class:`SolverControls` whose time limit the call's deadline caps and whose ``cancel`` event the call's
-termination sets (client cancellation, deadline, server shutdown), and map the CONTRACT dict of the answer
-onto the proto (:mod:`parplan.server.convert`). Bad input of any kind becomes INVALID_ARGUMENT with a
-``google.rpc.BadRequest`` naming the field, in one place: :func:`invalid_argument`.
+Each call runs inside ONE frame, :meth:`PlannerServicer._frame`, shared by the unary and the streaming RPCs:
+
+* the request is read and checked before it queues (the spec, typed or text, with the CLI's loader; the solver
+  parameters with ``solver/arguments``, the ranges ``optimize()`` applies);
+* admission (:class:`Admission`): the call waits for one of ``max_concurrent`` solver slots, in a FIFO queue
+  of at most ``max_queue`` calls, up to its deadline; RESOURCE_EXHAUSTED only past the queue bound, so a
+  burst of callers is served instead of refused. The time waited and the queue length are in the answer
+  (``admission``) and the solver's time limit is what is left of the deadline after the wait;
+* the solve runs with :class:`SolverControls` whose ``cancel`` event the call's end sets (client cancel,
+  deadline, server shutdown);
+* every :class:`~parplan.costmodel.errors.ParplanError` (SpecError, PlanError, UnknownGPU, ArgumentError,
+  and this module's RequestError and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
+  ``google.rpc.BadRequest`` whose field violation names the exact field (``plan.micro_batch_size``,
+  ``assumptions.nope``, ``solver.workers``): :func:`status_of`. Anything else is a bug: INTERNAL, logged.
+
+A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was
+started with ``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at
+most 1 MiB; :func:`read_allowed_hf_config`); typed clients send ``ModelSpec.hf_config_json`` or ``preset``.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import errno
 import json
 import logging
-import math
+import os
 import queue
 import re
+import stat
 import threading
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import grpc
@@ -29,11 +46,12 @@ from grpc_status import rpc_status
 
 from parplan.client.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
 from parplan.client.evaluation import evaluate_spec
+from parplan.client.huggingface import MAX_CONFIG_BYTES, model_from_hf_config
 from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, spec_from_data
-from parplan.costmodel.evaluate import PlanError
-from parplan.costmodel.hardware import UnknownGPU
+from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.spec import Spec
 from parplan.server import convert
+from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.v1 import planner_pb2 as pb
@@ -41,53 +59,66 @@ from parplan.v1 import planner_pb2_grpc as pb_grpc
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlannerService"].full_name  # "parplan.v1.PlannerService"
 
-# The library's input errors. When costmodel/errors.py's common base lands this is `(ParplanError,)`.
-LIBRARY_ERRORS: tuple[type[Exception], ...] = (SpecError, PlanError, UnknownGPU)
+# The library's input errors: everything a caller can fix derives from ParplanError (costmodel/errors.py).
+LIBRARY_ERRORS: tuple[type[Exception], ...] = (ParplanError,)
 
 DEFAULT_TIME_LIMIT_S = 60.0  # as `solver-cli optimize --time-limit`
-MIN_TIME_LIMIT_S = 0.01  # as the CLI's lower bound
+MIN_TIME_LIMIT_S = 0.01  # what is left of a deadline is never asked below this
 MAX_TIME_LIMIT_S = 600.0  # a server-side cap: a call cannot hold a solver slot longer
 DEADLINE_MARGIN_S = 0.25  # time kept back from the deadline to re-evaluate and send the answer
-MAX_TOP_K = 100  # as `solver-cli optimize --top`
-_PATH = re.compile(r"^((?:[A-Za-z_][\w-]*|\[[^\]]*\])(?:\.[A-Za-z_][\w-]*|\[[^\]]*\])*): ")
+DEFAULT_MAX_QUEUE = 64  # calls waiting for a solver slot beyond the slots
+MAX_QUEUE_WAIT_S = 600.0  # a call without a deadline waits at most this long for a slot
+# library argument (solver/arguments) -> the request field that carries it
+ARGUMENT_FIELDS = {"top_k": "top_k", "method": "solver.method", "time_limit_s": "solver.time_limit_s",
+                   "workers": "solver.workers", "seed": "solver.seed", "deterministic": "solver.deterministic"}
 
 log = logging.getLogger("parplan.server")
 
 
-class RequestError(ValueError):
+class RequestError(ParplanError):
     """A request field outside the service's rules (not the spec's: those are SpecError)."""
 
     def __init__(self, field_path: str, message: str):
         self.field_path = field_path
-        super().__init__(f"{field_path}: {message}")
+        super().__init__(f"{field_path}: {message}", field=field_path)
 
 
-def field_violation(err: Exception, source_field: str) -> error_details_pb2.BadRequest.FieldViolation:
-    """The request field an error names. Spec errors start with the path inside the spec (``model.num_layers:
-    ...``); a typed spec's path is prefixed by ``spec.``, a text spec's errors all name ``spec_text``."""
-    message = one_line(str(err))
-    field = getattr(err, "field_path", None)
-    if field is None:
-        match = _PATH.match(message)
-        inner = match.group(1) if match else ""
-        if source_field == "spec_text" or inner in ("", "spec", "spec_text"):
-            field = source_field
-        elif inner.startswith("plan") and source_field == "plan":
-            field = inner
-        else:
-            field = f"{source_field}.{inner}"
-    return error_details_pb2.BadRequest.FieldViolation(field=field, description=message)
+class MalformedRequest:
+    """What the tolerant deserializer returns for bytes that are not the method's request message."""
+
+    def __init__(self, message_type: str, error: Exception):
+        self.message_type, self.error = message_type, error
 
 
-def invalid_argument(err: Exception, source_field: str) -> status_pb2.Status:
+def _strip_spec(path: str) -> str:
+    """``spec.plan.micro_batch_size`` -> ``plan.micro_batch_size``: violations name the spec's own paths."""
+    return path[len("spec."):] if path.startswith("spec.") else path
+
+
+def violation_field(err: ParplanError, request: Any) -> str:
+    """The field a caller fixes: the spec path (as in spec.yaml), a request field (``solver.workers``,
+    ``top_k``) or, when the error names none, the request field the spec came from."""
+    if isinstance(err, ArgumentError):
+        if err.argument == "pareto":
+            return "axis" if isinstance(request, pb.ParetoRequest) else "pareto_axis"
+        return ARGUMENT_FIELDS.get(err.argument, err.argument)
+    field = getattr(err, "field_path", None) or err.field
+    if field and field not in ("spec", "spec_text"):
+        return _strip_spec(field)
+    source = request.WhichOneof("spec_source") if hasattr(request, "WhichOneof") else None
+    return source or field or "spec_source"
+
+
+def invalid_argument(err: ParplanError, request: Any) -> status_pb2.Status:
     """THE mapping of bad input to a gRPC status: INVALID_ARGUMENT with a google.rpc.BadRequest."""
-    violation = field_violation(err, source_field)
+    violation = error_details_pb2.BadRequest.FieldViolation(field=violation_field(err, request),
+                                                            description=one_line(str(err)))
     detail = any_pb2.Any()
     detail.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
     return status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=violation.description, details=[detail])
 
 
-def internal_error(err: Exception) -> status_pb2.Status:
+def internal_error(err: BaseException) -> status_pb2.Status:
     log_event("internal_error", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
     return status_pb2.Status(code=code_pb2.INTERNAL, message=f"internal error ({type(err).__name__}): "
                                                             f"{one_line(str(err))}")
@@ -98,8 +129,183 @@ class _Abort(Exception):
         self.status = status
 
 
+def _status(code: int, message: str) -> status_pb2.Status:
+    return status_pb2.Status(code=code, message=message)
+
+
+def status_of(err: BaseException, request: Any) -> status_pb2.Status:
+    """The one place an exception of a call becomes its status."""
+    if isinstance(err, _Abort):
+        return err.status
+    if isinstance(err, ParplanError):
+        return invalid_argument(err, request)
+    return internal_error(err)
+
+
 def _code_name(code: int) -> str:
     return code_pb2.Code.Name(code)
+
+
+# ------------------------------------------------------------------------------------------ admission
+
+
+class Admission:
+    """``slots`` solver slots and a FIFO queue of at most ``max_queue`` waiting calls.
+
+    :meth:`acquire` takes a free slot at once, else waits in line until a slot is handed over, the call's
+    deadline passes, the call ends (cancel) or the server drains; a call that finds ``max_queue`` calls
+    already waiting is refused at once (RESOURCE_EXHAUSTED: the client's retry policy backs off)."""
+
+    def __init__(self, slots: int, max_queue: int):
+        self.slots, self.max_queue = slots, max_queue
+        self._lock = threading.Lock()
+        self._free = slots
+        self._waiting: "collections.deque[threading.Event]" = collections.deque()
+        self.active = 0  # calls holding a slot
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+    def acquire(self, cancel: threading.Event, draining: threading.Event,
+                deadline: Optional[float]) -> tuple[float, int]:
+        """(seconds waited, calls ahead on arrival); raises :class:`_Abort` when no slot is had."""
+        t0 = time.monotonic()
+        with self._lock:
+            if draining.is_set():
+                raise _Abort(_status(code_pb2.UNAVAILABLE, "server is shutting down"))
+            if self._free > 0 and not self._waiting:
+                self._free -= 1
+                self.active += 1
+                return 0.0, 0
+            ahead = len(self._waiting)
+            if ahead >= self.max_queue:
+                raise _Abort(_status(code_pb2.RESOURCE_EXHAUSTED, (
+                    f"all {self.slots} solver slots are busy and {ahead} calls are waiting (the queue's bound); "
+                    "retry with backoff")))
+            turn = threading.Event()
+            self._waiting.append(turn)
+        limit = t0 + MAX_QUEUE_WAIT_S if deadline is None else min(deadline, t0 + MAX_QUEUE_WAIT_S)
+        while True:
+            left = limit - time.monotonic()
+            if turn.wait(max(0.0, min(0.05, left))):
+                return time.monotonic() - t0, ahead
+            reason = None
+            if draining.is_set():
+                reason = _status(code_pb2.UNAVAILABLE, "server is shutting down")
+            elif cancel.is_set():
+                reason = _status(code_pb2.CANCELLED, "the call ended while waiting for a solver slot")
+            elif time.monotonic() >= limit:
+                reason = _status(code_pb2.DEADLINE_EXCEEDED if deadline is not None and limit >= deadline else
+                                 code_pb2.RESOURCE_EXHAUSTED,
+                                 f"no solver slot within {time.monotonic() - t0:.1f} s (all {self.slots} busy)")
+            if reason is None:
+                continue
+            with self._lock:
+                if turn.is_set():  # a slot was handed over just now: pass it on
+                    self._release_locked()
+                else:
+                    self._waiting.remove(turn)
+            raise _Abort(reason)
+
+    def release(self) -> None:
+        with self._lock:
+            self._release_locked()
+
+    def _release_locked(self) -> None:
+        self.active -= 1
+        if self._waiting:
+            self._waiting.popleft().set()  # the slot goes to the first in line
+            self.active += 1
+        else:
+            self._free += 1
+
+
+# ------------------------------------------------------------------------------------- model sources
+
+
+def read_allowed_hf_config(path: object, root: Optional[Path]) -> dict:
+    """A request's ``model.hf_config``: refused unless ``root`` (``--hf-config-dir``) is set; then a relative
+    path of plain names under it, every component checked with lstat (no link followed), opened with
+    O_NOFOLLOW|O_NONBLOCK, a regular file of at most 1 MiB. Messages never quote the file's content."""
+    field = "model.hf_config"
+    if root is None:
+        raise RequestError(field, "the service reads no files named by a request; send the config's text in "
+                                  "model.hf_config_json (or use model.preset)")
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise RequestError(field, "must be a relative path under the server's --hf-config-dir")
+    parts = Path(path).parts
+    if Path(path).is_absolute() or any(p in ("..", ".") for p in parts) or not parts:
+        raise RequestError(field, "must be a relative path under the server's --hf-config-dir (no '..', not "
+                                  "absolute)")
+    current = root
+    for i, part in enumerate(parts):
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except OSError:
+            raise RequestError(field, "no such config under --hf-config-dir") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise RequestError(field, "is a symbolic link (not followed)")
+        if i < len(parts) - 1 and not stat.S_ISDIR(info.st_mode):
+            raise RequestError(field, "no such config under --hf-config-dir")
+    if not stat.S_ISREG(info.st_mode):
+        raise RequestError(field, "is not a regular file")
+    if info.st_size > MAX_CONFIG_BYTES:
+        raise RequestError(field, f"larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json")
+    try:
+        fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        reason = "is a symbolic link (not followed)" if err.errno == errno.ELOOP else "cannot be read"
+        raise RequestError(field, reason) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise RequestError(field, "is not a regular file")
+        raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise RequestError(field, f"larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json")
+    return _config_json(raw, field)
+
+
+def _config_json(raw: Any, field: str) -> dict:
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
+        raise RequestError(field, f"is not JSON text{where}") from None
+    if not isinstance(data, dict):
+        raise RequestError(field, "must be a JSON object (a config.json)")
+    return data
+
+
+def expand_request_model(data: Any, hf_config_dir: Optional[Path]) -> Any:
+    """The request's model sources, resolved without touching the disk: ``hf_config_json`` (inline text) and
+    ``hf_config`` (refused, or read under ``hf_config_dir``) become plain model fields; ``preset`` is left to
+    the library's expansion."""
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        return data
+    model = dict(data["model"])
+    given = [k for k in ("hf_config", "hf_config_json", "preset") if k in model]
+    if len(given) > 1:
+        raise RequestError("model", f"give one of hf_config_json, preset (got {', '.join(given)})")
+    source = "model.hf_config_json" if "hf_config_json" in model else "model.hf_config"
+    if "hf_config_json" in model:
+        text = model.pop("hf_config_json")
+        if not isinstance(text, str) or len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
+            raise RequestError("model.hf_config_json", f"must be the text of a config.json, at most "
+                                                       f"{MAX_CONFIG_BYTES // 2**20} MiB")
+        config = _config_json(text, "model.hf_config_json")
+    elif "hf_config" in model:
+        config = read_allowed_hf_config(model.pop("hf_config"), hf_config_dir)
+    else:
+        return data
+    try:
+        mapped = model_from_hf_config(config, name=model.get("name") or "hf-config")
+    except (ValueError, TypeError, KeyError) as err:
+        message = one_line(str(err))
+        raise RequestError(source, message.split(": ", 1)[-1] if ": " in message else message) from None
+    return {**data, "model": {**mapped.fields, **model}}
 
 
 # ------------------------------------------------------------------------------------------- requests
@@ -112,49 +318,51 @@ def _spec_source(request: Any) -> str:
     return source
 
 
-def spec_data(request: Any) -> tuple[str, dict[str, Any]]:
-    """(the request field the spec came from, the spec as a dict) of a request."""
+def spec_data(request: Any, hf_config_dir: Optional[Path] = None) -> tuple[str, dict[str, Any]]:
+    """(the request field the spec came from, the spec as a dict with its model sources resolved)."""
     source = _spec_source(request)
     if source == "spec":
-        return source, convert.spec_dict_from_message(request.spec)
-    text = request.spec_text
-    if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
-        raise RequestError("spec_text", f"larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")
-    if not text.strip():
-        raise SpecError("spec_text: empty spec (expected a mapping with model, training and cluster)")
-    return source, parse_yaml(text, "spec_text")
+        data = convert.spec_dict_from_message(request.spec)
+    else:
+        text = request.spec_text
+        if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
+            raise RequestError("spec_text", f"larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")
+        if not text.strip():
+            raise SpecError("spec_text: empty spec (expected a mapping with model, training and cluster)")
+        data = parse_yaml(text, "spec_text")
+    return source, expand_request_model(data, hf_config_dir)
 
 
-def read_spec(request: Any, plan: Optional[dict[str, Any]] = None) -> tuple[str, Spec]:
-    source, data = spec_data(request)
+def read_spec(request: Any, plan: Optional[dict[str, Any]] = None,
+              hf_config_dir: Optional[Path] = None) -> tuple[str, Spec]:
+    source, data = spec_data(request, hf_config_dir)
     if plan is not None and isinstance(data, dict):
         data = {**data, "plan": plan}
     return source, spec_from_data(data, name=source)
 
 
-def solver_parameters(params: pb.SolverParameters, context: grpc.ServicerContext) -> dict[str, Any]:
-    """The effective solver parameters of a call: the request's (or the CLI's defaults), the time limit capped
-    by the server's maximum and by the call's remaining deadline."""
+def solver_parameters(params: pb.SolverParameters, *, top_k: int = 1, pareto: Optional[str] = None) -> dict[str, Any]:
+    """The request's solver parameters (unset: the CLI's defaults), range-checked by ``solver/arguments``
+    exactly as ``optimize()`` checks them (ArgumentError -> INVALID_ARGUMENT naming ``solver.<field>``)."""
     given = convert.message_to_dict(params, omit_unset=True, path="solver")
-    limit = given.get("time_limit_s", DEFAULT_TIME_LIMIT_S)
-    if not math.isfinite(limit) or limit < MIN_TIME_LIMIT_S:
-        raise RequestError("solver.time_limit_s", f"must be a finite number >= {MIN_TIME_LIMIT_S} (got {limit!r})")
-    workers = given.get("workers", 0)
-    if workers < 0:
-        raise RequestError("solver.workers", f"must be >= 0 (0: all cores), got {workers}")
-    limit = min(limit, MAX_TIME_LIMIT_S)
+    out = {"method": given.get("method", "cpsat"), "time_limit_s": given.get("time_limit_s", DEFAULT_TIME_LIMIT_S),
+           "workers": given.get("workers", 0), "deterministic": given.get("deterministic", False),
+           "seed": given.get("seed", 1)}
+    check_optimize_arguments(top_k=top_k, pareto=pareto, **out)
+    out["time_limit_s"] = min(float(out["time_limit_s"]), MAX_TIME_LIMIT_S)
+    return out
+
+
+def capped_by_deadline(params: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
+    """The time limit capped by what is left of the call's deadline (after any wait for a slot)."""
     remaining = context.time_remaining()
-    if remaining is not None:
-        limit = min(limit, max(MIN_TIME_LIMIT_S, remaining - DEADLINE_MARGIN_S))
-    return {"method": given.get("method", "cpsat"), "time_limit_s": limit, "workers": workers,
-            "deterministic": given.get("deterministic", False), "seed": given.get("seed", 1)}
+    if remaining is None:
+        return params
+    return {**params, "time_limit_s": min(params["time_limit_s"], max(MIN_TIME_LIMIT_S, remaining - DEADLINE_MARGIN_S))}
 
 
 def _top_k(request: Any) -> int:
-    top_k = request.top_k if request.HasField("top_k") else 1
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise RequestError("top_k", f"must be between 1 and {MAX_TOP_K}, got {top_k}")
-    return top_k
+    return request.top_k if request.HasField("top_k") else 1
 
 
 def _pareto_axis(number: int, field: str) -> Optional[str]:
@@ -166,47 +374,68 @@ def _pareto_axis(number: int, field: str) -> Optional[str]:
 
 @dataclass
 class CallState:
-    """What one call holds: its id, its cancel event (set when the call ends for any reason)."""
+    """What one call holds: its id, its cancel event (set when the call ends for any reason), its admission."""
 
     request_id: str
     method: str
     cancel: threading.Event
     started: float
+    admission: dict[str, Any] = dataclass_field(default_factory=dict)
 
 
 class PlannerServicer(pb_grpc.PlannerServiceServicer):
-    """The four RPCs over ``optimize`` / ``evaluate_spec``, at most ``max_concurrent`` at a time."""
+    """The four RPCs over ``optimize`` / ``evaluate_spec``: at most ``max_concurrent`` solving at a time and
+    ``max_queue`` waiting for a slot."""
 
-    def __init__(self, max_concurrent: int):
+    def __init__(self, max_concurrent: int, max_queue: int = DEFAULT_MAX_QUEUE,
+                 hf_config_dir: Optional[Path] = None):
         self.max_concurrent = max_concurrent
-        self._slots = threading.BoundedSemaphore(max_concurrent)
-        self._lock = threading.Lock()
-        self.active_calls = 0  # calls holding a slot (tests and the load benchmark read it)
+        self.admission = Admission(max_concurrent, max_queue)
+        self.hf_config_dir = Path(hf_config_dir).resolve() if hf_config_dir is not None else None
         self.draining = threading.Event()
 
-    # -- the frame around every call: slot, request id, cancellation, errors, one log line
+    @property
+    def active_calls(self) -> int:
+        """Calls holding a solver slot (tests, the drain and the load benchmark read it)."""
+        return self.admission.active
 
-    def _begin(self, context: grpc.ServicerContext, method: str) -> CallState:
-        request_id = _request_id(context)
-        context.send_initial_metadata((("x-request-id", request_id),))
-        cancel = threading.Event()
-        if not context.add_callback(cancel.set):
-            cancel.set()  # the call has already ended
-        return CallState(request_id, method, cancel, time.perf_counter())
+    # -- THE frame around every call: request id, checks, admission, cancellation, errors, one log line
 
-    def _acquire(self, state: CallState) -> None:
-        if self.draining.is_set():
-            raise _Abort(status_pb2.Status(code=code_pb2.UNAVAILABLE, message="server is shutting down"))
-        if not self._slots.acquire(blocking=False):
-            raise _Abort(status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=(
-                f"all {self.max_concurrent} solver slots are busy; retry with backoff")))
-        with self._lock:
-            self.active_calls += 1
+    def _frame(self, request: Any, context: grpc.ServicerContext, method: str,
+               body: Callable[[CallState], Iterator[Any]]) -> Iterator[Any]:
+        """Run ``body`` (a generator of response messages) for one call, unary or streaming alike.
 
-    def _release(self) -> None:
-        with self._lock:
-            self.active_calls -= 1
-        self._slots.release()
+        ``body`` reads and checks the request, then calls ``admit(state)`` before its solve. Whatever it raises
+        becomes the call's status in :func:`status_of`. Initial metadata (``x-request-id``) is sent only once
+        the call is admitted, so a refusal (RESOURCE_EXHAUSTED, UNAVAILABLE) carries no response headers and
+        gRPC's retry policy can retry it."""
+        state = CallState(_request_id(context), method, threading.Event(), time.perf_counter())
+        if not context.add_callback(state.cancel.set):
+            state.cancel.set()  # the call has already ended
+        status, extra = None, {}
+        try:
+            if isinstance(request, MalformedRequest):
+                raise RequestError("request", f"not a serialized {request.message_type} "
+                                              f"({type(request.error).__name__})")
+            with contextlib.closing(body(state, extra)) as messages:  # closed (slot released) even mid-stream
+                for message in messages:
+                    yield message
+        except GeneratorExit:  # the client went away mid-stream
+            self._finish(context, state, _status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
+            raise
+        except BaseException as err:  # noqa: BLE001 - ParplanError -> INVALID_ARGUMENT, the rest INTERNAL
+            status = status_of(err, request)
+        self._finish(context, state, status, extra)
+
+    def admit(self, state: CallState, context: grpc.ServicerContext) -> Callable[[], None]:
+        """Wait for a solver slot (see :class:`Admission`); returns the slot's release."""
+        remaining = context.time_remaining()
+        deadline = time.monotonic() + remaining if remaining is not None else None
+        waited, ahead = self.admission.acquire(state.cancel, self.draining, deadline)
+        state.admission = {"queue_wait_s": round(waited, 6), "queue_length": ahead,
+                           "solver_slots": self.admission.slots, "max_queue": self.admission.max_queue}
+        context.send_initial_metadata((("x-request-id", state.request_id),))
+        return self.admission.release
 
     def _finish(self, context: grpc.ServicerContext, state: CallState, status: Optional[status_pb2.Status],
                 extra: dict[str, Any], abort: bool = True) -> None:
@@ -216,94 +445,89 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             code = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
         log_event("rpc", request_id=state.request_id, method=state.method, peer=context.peer(), code=code,
                   latency_ms=round(1e3 * (time.perf_counter() - state.started), 2),
+                  **({"queue_wait_ms": round(1e3 * state.admission["queue_wait_s"], 2)} if state.admission else {}),
                   **({"error": status.message} if status is not None and status.code != code_pb2.OK else {}), **extra)
         if status is not None and abort:
-            context.abort_with_status(rpc_status.to_status(status))
+            grpc_status = rpc_status.to_status(status)
+            metadata = tuple(grpc_status.trailing_metadata) + (("x-request-id", state.request_id),)
+            context.abort_with_status(_WithMetadata(grpc_status.code, grpc_status.details, metadata))
 
-    def _unary(self, request: Any, context: grpc.ServicerContext, method: str,
-               body: Callable[[CallState], tuple[Any, dict[str, Any]]]) -> Any:
-        state = self._begin(context, method)
-        status, response, extra = None, None, {}
-        try:
-            self._acquire(state)
-            try:
-                response, extra = body(state)
-            finally:
-                self._release()
-        except _Abort as abort:
-            status = abort.status
-        except LIBRARY_ERRORS + (RequestError, convert.ConversionError) as err:
-            status = invalid_argument(err, _source_field(request, err))
-        except Exception as err:  # a bug: INTERNAL with one line, logged; the server keeps serving
-            status = internal_error(err)
-        self._finish(context, state, status, extra)
+    def _unary(self, request: Any, context: grpc.ServicerContext, method: str, body) -> Any:
+        response = None
+        for response in self._frame(request, context, method, body):
+            pass
         return response
 
     # -- the RPCs
 
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
-        def body(state: CallState):
-            _, spec = read_spec(request)
-            params = solver_parameters(request.solver, context)
-            result = optimize(spec, method=params["method"], top_k=_top_k(request),
-                              pareto=_pareto_axis(request.pareto_axis, "pareto_axis"),
-                              controls=_controls(params, state.cancel))
-            return convert.plan_response(plan_result_to_dict(result), params), _result_fields(result)
+        def body(state: CallState, extra: dict):
+            _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
+            pareto = _pareto_axis(request.pareto_axis, "pareto_axis")
+            params = solver_parameters(request.solver, top_k=_top_k(request), pareto=pareto)
+            release = self.admit(state, context)
+            try:
+                params = capped_by_deadline(params, context)
+                result = optimize(spec, method=params["method"], top_k=_top_k(request), pareto=pareto,
+                                  controls=_controls(params, state.cancel))
+            finally:
+                release()
+            extra.update(_result_fields(result))
+            response = convert.plan_response(plan_result_to_dict(result), params)
+            yield _with_admission(response, state)
 
         return self._unary(request, context, "Plan", body)
 
     def Evaluate(self, request: pb.EvaluateRequest, context: grpc.ServicerContext) -> pb.EvaluateResponse:
-        def body(state: CallState):
+        def body(state: CallState, extra: dict):
             plan = convert.plan_spec_dict_from_message(request.plan) if request.HasField("plan") else None
-            _, spec = read_spec(request, plan)
-            data = evaluation_to_dict(evaluate_spec(spec))
-            response = convert.fill_message(pb.EvaluateResponse(), {"status": data["status"],
-                                                                    "evaluation": data["plans"][0]})
-            return response, {"plan_status": data["status"]}
+            _, spec = read_spec(request, plan, hf_config_dir=self.hf_config_dir)
+            release = self.admit(state, context)
+            try:
+                data = evaluation_to_dict(evaluate_spec(spec))
+            finally:
+                release()
+            extra["plan_status"] = data["status"]
+            yield convert.fill_message(pb.EvaluateResponse(), {"status": data["status"], "evaluation": data["plans"][0]})
 
         return self._unary(request, context, "Evaluate", body)
 
     def Pareto(self, request: pb.ParetoRequest, context: grpc.ServicerContext) -> pb.ParetoResponse:
-        def body(state: CallState):
-            _, spec = read_spec(request)
+        def body(state: CallState, extra: dict):
+            _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
             axis = _pareto_axis(request.axis, "axis")
             if axis is None:
                 raise RequestError("axis", "set PARETO_AXIS_MEMORY or PARETO_AXIS_GPUS")
-            params = solver_parameters(request.solver, context)
-            result = optimize(spec, method=params["method"], pareto=axis, controls=_controls(params, state.cancel))
+            params = solver_parameters(request.solver, pareto=axis)
+            release = self.admit(state, context)
+            try:
+                params = capped_by_deadline(params, context)
+                result = optimize(spec, method=params["method"], pareto=axis, controls=_controls(params, state.cancel))
+            finally:
+                release()
+            extra.update(_result_fields(result))
             data = plan_result_to_dict(result)
             response = convert.fill_message(pb.ParetoResponse(), {
                 "status": data["status"], "axis": axis, "points": data["pareto"], "solver": data["solver"],
                 "parameters": params, "timing": data.get("timing")})
-            return convert.set_deprecated_fields(response), _result_fields(result)
+            yield _with_admission(convert.set_deprecated_fields(response), state)
 
         return self._unary(request, context, "Pareto", body)
 
     def PlanStream(self, request: pb.PlanStreamRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
-        state = self._begin(context, "PlanStream")
-        status, extra = None, {}
-        try:
-            self._acquire(state)
+        def body(state: CallState, extra: dict):
+            _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
+            params = solver_parameters(request.solver, top_k=_top_k(request))
+            release = self.admit(state, context)
             try:
-                yield from self._stream(request, context, state, extra)
+                yield from self._stream(spec, capped_by_deadline(params, context), _top_k(request), state, extra)
             finally:
-                self._release()
-        except _Abort as abort:
-            status = abort.status
-        except LIBRARY_ERRORS + (RequestError, convert.ConversionError) as err:
-            status = invalid_argument(err, _source_field(request, err))
-        except GeneratorExit:  # the client went away mid-stream
-            self._finish(context, state, status_pb2.Status(code=code_pb2.CANCELLED, message="client cancelled"),
-                         extra, abort=False)
-            raise
-        except Exception as err:
-            status = internal_error(err)
-        self._finish(context, state, status, extra)
+                release()
 
-    def _stream(self, request, context, state: CallState, extra: dict) -> Iterator[pb.PlanStreamResponse]:
-        _, spec = read_spec(request)
-        params = solver_parameters(request.solver, context)
-        top_k = _top_k(request)
+        yield from self._frame(request, context, "PlanStream", body)
+
+    def _stream(self, spec: Spec, params: dict, top_k: int, state: CallState,
+                extra: dict) -> Iterator[pb.PlanStreamResponse]:
         events: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         t0 = time.perf_counter()
 
@@ -332,11 +556,22 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                     raise value
                 else:
                     extra.update(_result_fields(value))
-                    yield pb.PlanStreamResponse(result=convert.plan_response(plan_result_to_dict(value), params))
+                    response = _with_admission(convert.plan_response(plan_result_to_dict(value), params), state)
+                    yield pb.PlanStreamResponse(result=response)
                     return
         finally:  # the slot is released only once the solve has stopped
             state.cancel.set()
             worker.join()
+
+
+class _WithMetadata(collections.namedtuple("_WithMetadata", ("code", "details", "trailing_metadata")), grpc.Status):
+    """A grpc.Status whose trailing metadata also carries the call's x-request-id."""
+
+
+def _with_admission(response: Any, state: CallState) -> Any:
+    if state.admission:
+        convert.fill_message(response.admission, state.admission)
+    return response
 
 
 def _controls(params: dict[str, Any], cancel: threading.Event) -> SolverControls:
@@ -351,10 +586,69 @@ def _result_fields(result) -> dict[str, Any]:
     return fields
 
 
-def _source_field(request: Any, err: Exception) -> str:
-    if isinstance(err, PlanError) and isinstance(request, pb.EvaluateRequest) and request.HasField("plan"):
-        return "plan"
-    return request.WhichOneof("spec_source") or "spec_source"
+# ------------------------------------------------------------------------------------ registration
+
+
+def _tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
+    """Parse a request; bytes that are not the message become a :class:`MalformedRequest` (INVALID_ARGUMENT
+    in the frame) instead of gRPC's own INTERNAL "Exception deserializing request"."""
+    name = message_class.DESCRIPTOR.full_name
+
+    def parse(data: bytes) -> Any:
+        try:
+            return message_class.FromString(data)
+        except Exception as err:  # noqa: BLE001 - DecodeError, RecursionError, ...
+            return MalformedRequest(name, err)
+
+    return parse
+
+
+
+
+def _single_request(behavior: Callable[[Any, grpc.ServicerContext], Any], streaming: bool):
+    """A unary-request method served as a request-streaming handler: it reads the one request message itself,
+    so the call is in the servicer's hands before its body arrives and the server's idle timeout (app.py's
+    ``IdleStreamTimeout``, a ``context.cancel()`` after the receive timeout) frees a call that never sends
+    it. gRPC's own unary handlers block a worker thread on the body with no time limit."""
+    def first(request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        try:
+            request = next(request_iterator, None)
+        except grpc.RpcError:  # cancelled while waiting
+            request = None
+        if request is None and context.is_active():
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message (exactly one is required)")
+        return request
+
+    if streaming:
+        def stream(request_iterator, context):
+            request = first(request_iterator, context)
+            if request is not None:
+                yield from behavior(request, context)
+        return stream
+
+    def unary(request_iterator, context):
+        request = first(request_iterator, context)
+        return None if request is None else behavior(request, context)
+    return unary
+
+
+def method_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandler]:
+    """The PlannerService's handlers, as the generated ``add_PlannerServiceServicer_to_server`` builds them but
+    with :func:`_tolerant_deserializer` and request-streaming on the server's side (:func:`_single_request`;
+    the wire format is the same, clients still call unary methods)."""
+    handlers = {}
+    for method in pb.DESCRIPTOR.services_by_name["PlannerService"].methods:
+        request_class = getattr(pb, method.input_type.name)
+        response_class = getattr(pb, method.output_type.name)
+        make = grpc.stream_stream_rpc_method_handler if method.server_streaming else grpc.stream_unary_rpc_method_handler
+        handlers[method.name] = make(_single_request(getattr(servicer, method.name), method.server_streaming),
+                                     request_deserializer=_tolerant_deserializer(request_class),
+                                     response_serializer=response_class.SerializeToString)
+    return handlers
+
+
+def add_to_server(servicer: PlannerServicer, server: grpc.Server) -> None:
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, method_handlers(servicer)),))
 
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -373,5 +667,6 @@ def log_event(event: str, **fields: Any) -> None:
     log.info(json.dumps({"ts": round(time.time(), 3), "event": event, **fields}, default=str, ensure_ascii=False))
 
 
-__all__ = ["PlannerServicer", "SERVICE_NAME", "LIBRARY_ERRORS", "invalid_argument", "field_violation",
-           "RequestError", "log_event", "solver_parameters"]
+__all__ = ["PlannerServicer", "Admission", "SERVICE_NAME", "LIBRARY_ERRORS", "invalid_argument", "violation_field",
+           "status_of", "RequestError", "MalformedRequest", "log_event", "solver_parameters", "add_to_server",
+           "method_handlers", "read_allowed_hf_config", "expand_request_model", "DEFAULT_MAX_QUEUE"]

@@ -1,10 +1,15 @@
-"""A regular (non-editable) install works from any directory, the repository root included.
+"""A regular (non-editable) install works from any directory, the repository root included, and ships its data.
 
 Before the facade moved to ``src/parplan``, ``python -c "from parplan import optimize"`` run from the
 repository root after ``pip install .`` failed with ``No module named 'parplan.solver'``: the root folder
 ``parplan/`` shadowed the installed package. This builds the wheel, installs it (without dependencies) into
 a fresh virtual environment that sees this environment's third-party packages, and imports from the root.
 About 15-30 s.
+
+The fresh environment sees this environment's third-party packages through a folder of links that leaves out
+grpcio and its companions (the ``server`` extra), so the same wheel also shows what a plain ``pip install .``
+without the extra does: ``solver-cli serve`` says which extra to install. With ``PARPLAN_PACKAGING_PYPI=1`` a
+second test installs the wheel with its dependencies from PyPI (pip's cache reused) into a bare venv.
 """
 
 from __future__ import annotations
@@ -41,7 +46,17 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
     # install's finder among them) are not processed, so only the wheel provides `parplan`
     purelib = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp)
     venv_site = Path(purelib.stdout.strip())
-    (venv_site / "outer-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # ... without the server extra: a folder of links to every outer entry but grpcio's (and parplan's own)
+    outer = tmp / "outer-site-packages-without-grpc"
+    outer.mkdir()
+    for root in site.getsitepackages():
+        for entry in Path(root).iterdir():
+            name = entry.name.lower()
+            if name.startswith(("grpc", "parplan", "__editable__", "_parplan")) or name.endswith(".pth"):
+                continue
+            if not (outer / entry.name).exists():
+                (outer / entry.name).symlink_to(entry)
+    (venv_site / "outer-site-packages.pth").write_text(f"{outer}\n")
     installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
                       str(wheel)], cwd=tmp)
     if installed.returncode != 0 and "no such option: --python" in installed.stderr:  # pip < 22.3
@@ -89,3 +104,83 @@ def test_a_benchmark_runs_from_the_installed_wheel(wheel_venv):
     run = _run([str(python), "benchmarks/solver_speed.py", "--quick", "--workers", "1"], cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "same K best step times (top 1 and top 10): 3/3" in run.stdout
+
+
+SMALL_PRESET_SPEC = """\
+model: {preset: megatron-gpt-1.7b}
+training: {seq_len: 2048, global_batch_size: 64}
+cluster: {gpu: H100-SXM-80GB, num_gpus: 8}
+"""
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory, wheel_venv) -> tuple[Path, Path]:
+    """(solver-cli of the installed wheel, a working folder outside the repository)."""
+    _, python = wheel_venv
+    where = tmp_path_factory.mktemp("outside")
+    assert not where.resolve().is_relative_to(REPO)
+    (where / "spec.yaml").write_text(SMALL_PRESET_SPEC)
+    (where / "fixed.yaml").write_text(SMALL_PRESET_SPEC + "plan: {tp: 1, pp: 1}\n")
+    return python.parent / "solver-cli", where
+
+
+def test_presets_ship_in_the_wheel(wheel_venv):
+    wheel, _ = wheel_venv
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "parplan/client/model_presets.yaml" in names
+    assert "parplan/v1/planner_pb2.pyi" in names
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["presets"], "megatron-gpt-1.7b"),
+    (["optimize", "spec.yaml", "--workers", "1", "--time-limit", "20"], "OPTIMAL"),
+    (["knobs"], "Assumption knobs"),
+    (["gpus"], "H100-SXM-80GB"),
+    (["schema"], '"hf_config"'),
+    (["export", "fixed.yaml", "--to", "megatron"], "--tensor-model-parallel-size"),
+    (["optimize", "spec.yaml", "--workers", "1", "--export", "torchtitan"], "[parallelism]"),
+])
+def test_installed_cli_runs_outside_the_repository(outside, args, expect):
+    cli, where = outside
+    run = _run([str(cli), *args], cwd=where)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert expect in run.stdout
+    assert "internal error" not in run.stderr
+
+
+@pytest.mark.parametrize("args, extra", [
+    (["serve", "--port", "0"], "server"),
+    (["optimize", "spec.yaml", "--server", "127.0.0.1:1"], "server"),
+])
+def test_a_missing_extra_names_what_to_install(outside, args, extra):
+    cli, where = outside
+    run = _run([str(cli), *args], cwd=where)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f"pip install 'parplan[{extra}]'" in lines[0] and "internal error" not in lines[0]
+
+
+def test_the_plot_extra_is_named_when_missing(outside):
+    cli, where = outside
+    probe = _run([str(cli.parent / "python"), "-c", "import matplotlib"], cwd=where)
+    if probe.returncode == 0:
+        pytest.skip("matplotlib is installed in this environment (the plot extra is present)")
+    run = _run([str(cli), "optimize", "spec.yaml", "--pareto", "memory", "--plot", "f.png"], cwd=where)
+    assert run.returncode == 2 and "pip install 'parplan[plot]'" in run.stderr, run.stderr
+
+
+@pytest.mark.skipif(os.environ.get("PARPLAN_PACKAGING_PYPI") != "1",
+                    reason="set PARPLAN_PACKAGING_PYPI=1 to install the wheel's dependencies from PyPI")
+def test_wheel_with_its_dependencies_from_pypi(wheel_venv, tmp_path):
+    """``pip install parplan-*.whl`` in a bare venv (dependencies from PyPI), then presets from outside."""
+    wheel, _ = wheel_venv
+    venv = tmp_path / "bare"
+    assert _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path).returncode == 0
+    installed = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    (tmp_path / "spec.yaml").write_text(SMALL_PRESET_SPEC)
+    run = _run([str(venv / "bin" / "solver-cli"), "optimize", "spec.yaml", "--workers", "1"], cwd=tmp_path)
+    assert run.returncode == 0 and "OPTIMAL" in run.stdout, run.stderr[-2000:]
+    serve = _run([str(venv / "bin" / "solver-cli"), "serve", "--port", "0"], cwd=tmp_path)
+    assert serve.returncode == 2 and "pip install 'parplan[server]'" in serve.stderr

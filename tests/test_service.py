@@ -124,19 +124,30 @@ def test_reflection_lists_the_service(channel):
 # ------------------------------------------------------------------------------------------ bad input
 
 
+LLAMA_TEXT = LLAMA.read_text()
+
+
+# every ParplanError (SpecError, PlanError, UnknownGPU, ArgumentError, RequestError, ConversionError): the field
+# violation names the exact field, as spec.yaml names it (plan.micro_batch_size) or the request field
 @pytest.mark.parametrize("request_, field, words", [
-    (pb.PlanRequest(spec=spec_message(LLAMA, model__num_layers=0)), "spec.model.num_layers", "greater than 0"),
-    (pb.PlanRequest(spec=spec_message(LLAMA, cluster__gpu="H900")), "spec.cluster.gpu", "unknown GPU"),
-    (pb.PlanRequest(spec=spec_message(LLAMA, search__tp=[4, 0])), "spec.search.tp[1]", "greater than 0"),
+    (pb.PlanRequest(spec=spec_message(LLAMA, model__num_layers=0)), "model.num_layers", "greater than 0"),
+    (pb.PlanRequest(spec=spec_message(LLAMA, cluster__gpu="H900")), "cluster.gpu", "unknown GPU"),
+    (pb.PlanRequest(spec=spec_message(LLAMA, search__tp=[4, 0])), "search.tp[1]", "greater than 0"),
     (pb.PlanRequest(spec_text="model: [1, 2"), "spec_text", "malformed YAML"),
-    (pb.PlanRequest(spec_text="model:\n  num_layers: -1\n"), "spec_text", "model.num_layers"),
+    (pb.PlanRequest(spec_text="model:\n  num_layers: -1\n"), "model.num_layers", "model.num_layers"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT + "plan: {micro_batch_size: -1}\n"), "plan.micro_batch_size",
+     "greater than 0"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT + "assumptions: {nope: 1}\n"), "assumptions.nope", "nope"),
     (pb.PlanRequest(), "spec_source", "spec_text"),
-    (pb.PlanRequest(spec_text=LLAMA.read_text(), solver=pb.SolverParameters(time_limit_s=-1)),
-     "solver.time_limit_s", ">="),
-    (pb.PlanRequest(spec_text=LLAMA.read_text(), solver=pb.SolverParameters(time_limit_s=float("nan"))),
-     "solver.time_limit_s", "finite"),
-    (pb.PlanRequest(spec_text=LLAMA.read_text(), top_k=0), "top_k", "between 1 and 100"),
-    (pb.PlanRequest(spec=pb.Spec(training=pb.TrainingSpec(precision=9))), "spec.training.precision", "unknown"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT, solver=pb.SolverParameters(time_limit_s=-1)),
+     "solver.time_limit_s", "0 < t"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT, solver=pb.SolverParameters(time_limit_s=float("nan"))),
+     "solver.time_limit_s", "0 < t"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT, solver=pb.SolverParameters(workers=1000)), "solver.workers",
+     "from 0 to 256"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT, solver=pb.SolverParameters(seed=-1)), "solver.seed", "from 0 to"),
+    (pb.PlanRequest(spec_text=LLAMA_TEXT, top_k=0), "top_k", "from 1 to 100"),
+    (pb.PlanRequest(spec=pb.Spec(training=pb.TrainingSpec(precision=9))), "training.precision", "unknown"),
 ])
 def test_bad_input_is_invalid_argument_naming_the_field(stub, request_, field, words):
     with pytest.raises(grpc.RpcError) as err:
@@ -147,6 +158,40 @@ def test_bad_input_is_invalid_argument_naming_the_field(stub, request_, field, w
     got_field, description = violations[0]
     assert got_field == field, violations
     assert words in description and "\n" not in description
+
+
+def test_typed_spec_field_violations(stub):
+    """The typed spec: a plan field and an unknown knob name their spec paths too."""
+    spec = spec_message(LLAMA)
+    spec.plan.micro_batch_size = -1
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Plan(pb.PlanRequest(spec=spec), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [f for f, _ in bad_request(err.value)] == ["plan.micro_batch_size"]
+    spec = spec_message(LLAMA)
+    spec.assumptions.overrides["nope"].integer_value = 1
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Plan(pb.PlanRequest(spec=spec), timeout=30)
+    assert [f for f, _ in bad_request(err.value)] == ["assumptions.nope"]
+
+
+@pytest.mark.parametrize("method, body", [
+    ("/parplan.v1.PlannerService/Plan", b"\xff\xff\xff\xff"),
+    ("/parplan.v1.PlannerService/Evaluate", b"\x0a\x05abc"),
+    ("/parplan.v1.PlannerService/PlanStream", b"\x12\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80"),
+])
+def test_malformed_request_body_is_invalid_argument(channel, method, body):
+    """Bytes that are not a protobuf message: INVALID_ARGUMENT naming the request, not INTERNAL."""
+    if method.endswith("PlanStream"):
+        call = channel.unary_stream(method, request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.RpcError) as err:
+            list(call(body, timeout=10))
+    else:
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.RpcError) as err:
+            call(body, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+    assert [f for f, _ in bad_request(err.value)] == ["request"]
 
 
 def test_evaluate_bad_plan_names_the_plan_field(stub):
@@ -272,24 +317,48 @@ def test_cancel_right_after_the_call_starts_stops_the_solve(server, stub):
         wait_until(lambda: server.servicer.active_calls == 0, timeout_s=30)  # leave the server idle
 
 
-def test_concurrency_limit_refuses_excess_calls_at_once():
-    running = start(ServeOptions(port=0, max_concurrent=1))
+def test_calls_wait_for_a_slot_and_only_past_the_queue_bound_are_refused():
+    running = start(ServeOptions(port=0, max_concurrent=1, max_queue=1))
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
             stub = pb_grpc.PlannerServiceStub(ch)
             first = stub.Plan.future(CANCELLABLE, timeout=60)
             wait_until(lambda: running.servicer.active_calls == 1, timeout_s=5)
-            time.sleep(0.8)  # the call is busy (solving), so the next one finds no free slot
+            queued = stub.Plan.future(pb.PlanRequest(spec_text=SEED.read_text()), timeout=60)
+            wait_until(lambda: running.servicer.admission.queued == 1, timeout_s=5)
             t0 = time.perf_counter()
-            with pytest.raises(grpc.RpcError) as err:
+            with pytest.raises(grpc.RpcError) as err:  # the queue (1) is full: refused at once
                 stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=10)
             assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert time.perf_counter() - t0 < 1.0  # refused, not queued
+            assert time.perf_counter() - t0 < 1.0
             health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=2)
             assert health.status == health_pb2.HealthCheckResponse.SERVING  # health never waits for a slot
+            time.sleep(0.5)
             first.cancel()
+            answer = queued.result()  # the queued call got the slot once the first one ended
+            assert answer.status == pb.PLAN_STATUS_OPTIMAL
+            assert answer.admission.queue_wait_s >= 0.5 and answer.admission.queue_length == 0
+            assert (answer.admission.solver_slots, answer.admission.max_queue) == (1, 1)
             wait_until(lambda: running.servicer.active_calls == 0, timeout_s=2)
             assert stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=30).evaluation.plan.tp
+    finally:
+        running.drain(0)
+
+
+def test_a_queued_call_gives_up_at_its_deadline():
+    running = start(ServeOptions(port=0, max_concurrent=1, max_queue=4))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            stub = pb_grpc.PlannerServiceStub(ch)
+            first = stub.Plan.future(CANCELLABLE, timeout=60)
+            wait_until(lambda: running.servicer.active_calls == 1, timeout_s=5)
+            t0 = time.perf_counter()
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Plan(pb.PlanRequest(spec_text=SEED.read_text()), timeout=1.0)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert time.perf_counter() - t0 < 2.0
+            wait_until(lambda: running.servicer.admission.queued == 0, timeout_s=1)
+            first.cancel()
     finally:
         running.drain(0)
 

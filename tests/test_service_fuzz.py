@@ -1,8 +1,8 @@
 """Fuzzing the service: random field values over the proto (hypothesis) and raw bytes on every method.
 
 The server must never crash, and every reply is either an answer or a clear error: INVALID_ARGUMENT with a
-field violation (bad input), or gRPC's own INTERNAL "Exception deserializing request!" for bytes that are not
-a protobuf message. Never UNKNOWN (an escaped exception) or INTERNAL from the service code.
+field violation (bad input, bytes that are not a protobuf message included). Never UNKNOWN (an escaped
+exception) or INTERNAL. A valid spec with one solver parameter out of its range is refused naming that field.
 About 500 examples in all, ~10 s; ``PARPLAN_FUZZ_EXAMPLES=2000`` (per test) for a long run.
 """
 
@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from grpc_status import rpc_status
+from google.rpc import error_details_pb2
 
 from parplan.client.spec_io import load_spec_file
 from parplan.server import convert
@@ -99,9 +100,6 @@ def assert_clear(call, test: str) -> None:
     except grpc.RpcError as err:
         code, details = err.code(), err.details() or ""
         OUTCOMES[test, code.name] += 1
-        if code == grpc.StatusCode.INTERNAL:
-            assert details == "Exception deserializing request!", details
-            return
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, details)
         assert details and "\n" not in details
         status = rpc_status.from_call(err)
@@ -130,6 +128,48 @@ def test_plan_random_parameters_and_texts(channel, solver, top_k, text):
     assert_clear(lambda: stub.Plan(pb.PlanRequest(spec_text=text, solver=solver, top_k=top_k), timeout=30), "params")
 
 
+SMALL_SPEC = (REPO / "examples" / "seed-textbook-70b-8k.yaml").read_text()  # 36 choices: a valid spec, solved fast
+# (request field, a SolverParameters / top_k value outside the range solver/arguments.py allows)
+OUT_OF_RANGE = st.one_of(
+    st.tuples(st.just("solver.workers"), st.one_of(st.integers(257, 2**31 - 1), st.integers(-2**31, -1))
+              .map(lambda w: {"workers": w})),
+    st.tuples(st.just("solver.seed"), st.integers(-2**31, -1).map(lambda v: {"seed": v})),
+    st.tuples(st.just("solver.time_limit_s"), st.one_of(st.floats(max_value=0.0), st.floats(min_value=86400.5),
+                                                        st.sampled_from([float("nan"), float("inf"), -float("inf")]))
+              .map(lambda t: {"time_limit_s": t})),
+    st.tuples(st.just("solver.method"), st.integers(3, 2**31 - 1).map(lambda m: {"method": m})),
+    st.tuples(st.just("top_k"), st.one_of(st.integers(-2**31, 0), st.integers(101, 2**31 - 1)).map(lambda k: {"top_k": k})),
+)
+VALID_REST = st.fixed_dictionaries({}, optional={"deterministic": st.booleans(), "workers": st.integers(0, 2),
+                                                 "seed": st.integers(0, 2**31 - 1),
+                                                 "time_limit_s": st.floats(0.5, 30)})
+
+
+@settings(max_examples=max(20, EXAMPLES // 3), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(bad=OUT_OF_RANGE, rest=VALID_REST, typed=st.booleans())
+def test_valid_spec_with_an_out_of_range_solver_parameter(channel, bad, rest, typed):
+    """A VALID spec (typed or text) whose one solver parameter is out of range: INVALID_ARGUMENT naming exactly
+    that field (the ranges of solver/arguments.py, as optimize() applies them), never INTERNAL or a solve."""
+    field, value = bad
+    params = {**rest, **{k: v for k, v in value.items() if k != "top_k"}}
+    request = pb.PlanRequest(solver=pb.SolverParameters(**params), top_k=value.get("top_k", 1))
+    if typed:
+        request.spec.CopyFrom(convert.spec_to_message(load_spec_file(REPO / "examples" / "seed-textbook-70b-8k.yaml")
+                                                      .model_dump(mode="json", exclude_none=True)))
+    else:
+        request.spec_text = SMALL_SPEC
+    stub = pb_grpc.PlannerServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Plan(request, timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+    status = rpc_status.from_call(err.value)
+    bad_request = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(bad_request)
+    assert [v.field for v in bad_request.field_violations] == [field], (bad_request, params)
+    OUTCOMES["solver", "INVALID_ARGUMENT"] += 1
+
+
 @FUZZ
 @given(method=st.sampled_from(METHODS), payload=st.binary(max_size=600))
 def test_raw_bytes_on_every_method(channel, method, payload):
@@ -153,3 +193,23 @@ def test_server_still_serving_after_the_fuzz(channel, server):
     # the fuzz reaches the cost model (answers) as well as the validation (refusals)
     assert OUTCOMES["specs", "OK"] > 0 and OUTCOMES["specs", "INVALID_ARGUMENT"] > 0, OUTCOMES
     assert OUTCOMES["plans", "OK"] > 0 and OUTCOMES["plans", "INVALID_ARGUMENT"] > 0, OUTCOMES
+
+
+def test_fuzz_service_benchmark_smoke(tmp_path):
+    """benchmarks/fuzz_service.py, 80 requests against a `solver-cli serve` subprocess (~10 s): 0 INTERNAL,
+    0 failures, 0 runs past limit + 1 s, the server still SERVING. Every kind but ``large_plan``: specs of
+    thousands of layers on tens of thousands of GPUs can still overrun their limit by up to ~1.6 s in the solver
+    (benchmarks/README.md, "Fuzzing the service"; the solver's time bounds are issue 23, item 1)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("fuzz_service", REPO / "benchmarks" / "fuzz_service.py")
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    out = tmp_path / "fuzz.json"
+    code = fuzz.main(["--count", "80", "--clients", "2", "--seed", "3", "--skip-kind", "large_plan", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert code == 0, result
+    assert result["requests"] == 80 and result["internal"] == 0 and result["failures"] == 0
+    assert result["runs_past_limit_plus_1s"] == 0 and result["server_alive_and_serving"]
+    assert result["codes"].get("OK", 0) > 0 and result["codes"].get("INVALID_ARGUMENT", 0) > 0

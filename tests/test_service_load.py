@@ -24,6 +24,8 @@ def test_load_benchmark_smoke(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert code == 0 and result["errors"] == 0 and result["codes"] == {"OK": 4}
     assert result["requests"] == 4 and result["throughput_rps"] > 0 and result["p99_s"] >= result["p50_s"] > 0
+    assert 0 <= result["queue_wait_p50_s"] <= result["queue_wait_p99_s"] <= result["queue_wait_max_s"]
+    assert result["server_max_concurrent"] == "default (4)"
     assert result["rss_peak_first_half_mib"] > 0 or result["rss_peak_second_half_mib"] > 0
     storm = result["cancel_storm"]
     assert sum(storm["codes"].values()) == 2 and set(storm["codes"]) <= {"CANCELLED", "OK"}

@@ -14,8 +14,9 @@ Embedding code usually needs three names::
     ledger = evaluate(load_spec("examples/llama3-70b-64xh100.yaml"), best)
 
 ``plan`` is ``optimize``'s other name (``from parplan import plan``). Every error a caller can fix is a
-``ParplanError`` (``SpecError``, ``PlanError``, ``ArgumentError``). Importing parplan pulls in neither
-OR-Tools nor grpcio: names are resolved on first use.
+``ParplanError`` (``SpecError``, ``PlanError``, ``ArgumentError``). ``PlannerClient`` calls a
+``solver-cli serve`` server (docs/service.md). Importing parplan pulls in neither OR-Tools nor grpcio: names are
+resolved on first use.
 """
 
 __version__ = "0.1.0"
@@ -35,6 +36,8 @@ _NAMES = {
     "ArgumentError": ("parplan.costmodel.errors", "ArgumentError"),
     "SpecError": ("parplan.client.spec_io", "SpecError"),
     "PlanError": ("parplan.costmodel.evaluate", "PlanError"),
+    "PlannerClient": ("parplan.client.grpc_client", "PlannerClient"),  # the gRPC client (the 'server' extra)
+    "ServiceError": ("parplan.client.grpc_client", "ServiceError"),
 }
 
 __all__ = sorted(_NAMES) + ["__version__"]

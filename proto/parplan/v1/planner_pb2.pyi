@@ -208,7 +208,7 @@ class MLASpec(_message.Message):
     def __init__(self, q_lora_rank: _Optional[int] = ..., kv_lora_rank: _Optional[int] = ..., qk_nope_head_dim: _Optional[int] = ..., qk_rope_head_dim: _Optional[int] = ..., v_head_dim: _Optional[int] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe", "mla", "num_mtp_layers")
+    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe", "mla", "num_mtp_layers", "preset", "hf_config_json")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -222,6 +222,8 @@ class ModelSpec(_message.Message):
     MOE_FIELD_NUMBER: _ClassVar[int]
     MLA_FIELD_NUMBER: _ClassVar[int]
     NUM_MTP_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    HF_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
     name: str
     num_layers: int
     hidden_size: int
@@ -235,7 +237,9 @@ class ModelSpec(_message.Message):
     moe: MoESpec
     mla: MLASpec
     num_mtp_layers: int
-    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ..., mla: _Optional[_Union[MLASpec, _Mapping]] = ..., num_mtp_layers: _Optional[int] = ...) -> None: ...
+    preset: str
+    hf_config_json: str
+    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ..., mla: _Optional[_Union[MLASpec, _Mapping]] = ..., num_mtp_layers: _Optional[int] = ..., preset: _Optional[str] = ..., hf_config_json: _Optional[str] = ...) -> None: ...
 
 class TrainingSpec(_message.Message):
     __slots__ = ("seq_len", "global_batch_size", "precision")
@@ -674,7 +678,7 @@ class PlanRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing")
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
@@ -684,6 +688,7 @@ class PlanResponse(_message.Message):
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     objective: Objective
     plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -693,7 +698,20 @@ class PlanResponse(_message.Message):
     solver: SolveStats
     parameters: SolverParameters
     timing: Timing
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    admission: Admission
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...
+
+class Admission(_message.Message):
+    __slots__ = ("queue_wait_s", "queue_length", "solver_slots", "max_queue")
+    QUEUE_WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue_wait_s: float
+    queue_length: int
+    solver_slots: int
+    max_queue: int
+    def __init__(self, queue_wait_s: _Optional[float] = ..., queue_length: _Optional[int] = ..., solver_slots: _Optional[int] = ..., max_queue: _Optional[int] = ...) -> None: ...
 
 class Timing(_message.Message):
     __slots__ = ("wall_time_s", "search_s", "top_k_s", "frontier_s", "explanation_s")
@@ -772,17 +790,19 @@ class ParetoRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
 
 class ParetoResponse(_message.Message):
-    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing")
+    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing", "admission")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AXIS_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     axis: ParetoAxis
     points: _containers.RepeatedCompositeFieldContainer[Evaluation]
     solver: SolveStats
     parameters: SolverParameters
     timing: Timing
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    admission: Admission
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...
