@@ -35,6 +35,8 @@ _NAMES = {
     "ArgumentError": ("parplan.costmodel.errors", "ArgumentError"),
     "SpecError": ("parplan.client.spec_io", "SpecError"),
     "PlanError": ("parplan.costmodel.evaluate", "PlanError"),
+    "sweep": ("parplan.client.sweep.run", "sweep"),
+    "SweepError": ("parplan.client.sweep.points", "SweepError"),
 }
 
 __all__ = sorted(_NAMES) + ["__version__"]
