@@ -157,11 +157,13 @@ def run_ray(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any], s
     ray = _import_ray()
     started = False
     if not ray.is_initialized():
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # parplan sends nothing anywhere
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address:
             ray.init(address=address, **kwargs)
-        else:
-            ray.init(num_cpus=jobs or default_jobs(settings) * settings["workers"], **kwargs)
+        else:  # a runtime on this machine only
+            ray.init(num_cpus=jobs or default_jobs(settings) * settings["workers"], _node_ip_address="127.0.0.1",
+                     **kwargs)
         started = True
     try:
         base_ref = ray.put(base)  # shipped once; each task receives the object, not a copy in its arguments

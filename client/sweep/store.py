@@ -57,7 +57,9 @@ class Store:
         return os.path.exists(self.path(key))
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        _write_atomic(self.path(key), canonical(entry) + "\n")
+        # key order kept (the CONTRACT's plan order): a record read back equals the one solved
+        _write_atomic(self.path(key), json.dumps(entry, separators=(",", ":"), ensure_ascii=False,
+                                                 allow_nan=False) + "\n")
 
     def get(self, key: str) -> Optional[dict[str, Any]]:
         try:
@@ -75,7 +77,7 @@ class Store:
             return []
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        _write_atomic(os.path.join(self.dir, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        _write_atomic(os.path.join(self.dir, MANIFEST), json.dumps(manifest, indent=1) + "\n")
 
     def read_manifest(self) -> dict[str, Any]:
         from parplan.client.sweep.points import SweepError
