@@ -162,7 +162,8 @@ def run_ray(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any], s
         if address:
             ray.init(address=address, **kwargs)
         else:  # a runtime on this machine only
-            ray.init(num_cpus=jobs or default_jobs(settings) * settings["workers"], _node_ip_address="127.0.0.1",
+            ray.init(address="local", num_cpus=jobs or default_jobs(settings) * settings["workers"],
+                     _node_ip_address="127.0.0.1",
                      **kwargs)
         started = True
     try:
