@@ -339,6 +339,32 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             worker.join()
 
 
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> Iterator[pb.SweepResponse]:
+        """A capacity sweep on one solver slot, its points streamed as they finish (server/sweep_rpc.py)."""
+        from parplan.client.sweep.points import SweepError
+        from parplan.server.sweep_rpc import sweep_stream
+
+        state = self._begin(context, "Sweep")
+        status, extra = None, {}
+        try:
+            self._acquire(state)
+            try:
+                yield from sweep_stream(request, state.cancel, extra)
+            finally:
+                self._release()
+        except _Abort as abort:
+            status = abort.status
+        except LIBRARY_ERRORS + (SweepError,) as err:
+            status = invalid_argument(err, "sweep_text")
+        except GeneratorExit:  # the client went away mid-stream: the sweep was stopped by the cancel event
+            self._finish(context, state, status_pb2.Status(code=code_pb2.CANCELLED, message="client cancelled"),
+                         extra, abort=False)
+            raise
+        except Exception as err:
+            status = internal_error(err)
+        self._finish(context, state, status, extra)
+
+
 def _controls(params: dict[str, Any], cancel: threading.Event) -> SolverControls:
     return SolverControls(time_limit_s=params["time_limit_s"], workers=params["workers"],
                           deterministic=params["deterministic"], seed=params["seed"], cancel=cancel)

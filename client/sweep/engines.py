@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
@@ -23,6 +24,13 @@ RAY_EXTRA_HINT = "pip install 'parplan[ray]'"
 RAY_MAX_RETRIES = 3
 
 OnResult = Callable[[int, dict[str, Any]], None]  # (task id, solve output) as each point finishes
+
+
+POLL_S = 0.2  # how often a running sweep looks at its cancel event
+
+
+class Cancelled(Exception):
+    """The sweep's cancel event was set (the service's Sweep call ended): the solves in flight were stopped."""
 
 
 class EngineUnavailable(Exception):
@@ -99,9 +107,9 @@ def default_jobs(settings: dict[str, Any]) -> int:
 
 
 def run_local(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any], settings: dict[str, Any],
-              on_result: OnResult, jobs: Optional[int] = None) -> None:
+              on_result: OnResult, jobs: Optional[int] = None, cancel: Optional[threading.Event] = None) -> None:
     """Solve ``tasks`` ((id, diff) pairs) on a pool of ``jobs`` processes (spawned: no forked solver
-    threads); ``on_result`` runs in this process as each finishes. A worker that dies takes the pool down
+    threads); ``on_result`` runs in this process as each finishes; ``cancel`` set stops the pool (Cancelled). A worker that dies takes the pool down
     (concurrent.futures cannot replace it): the points not yet finished are resubmitted to a new pool, once."""
     import concurrent.futures as cf
     import multiprocessing
@@ -115,17 +123,23 @@ def run_local(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any],
                                       initializer=_init_worker, initargs=(base, cal))
         futures = {pool.submit(_solve_shipped, diff, settings): task_id for task_id, diff in tasks}
         left = dict(tasks)
+        pending, broken = set(futures), False
         try:
-            for future in cf.as_completed(futures):
-                task_id = futures[future]
-                try:
-                    out = future.result()
-                except cf.process.BrokenProcessPool:
-                    if attempt == 0:
-                        break
-                    out = {"error": "a pool worker died while solving this point"}
-                on_result(task_id, out)
-                left.pop(task_id, None)
+            while pending and not broken:
+                done, pending = cf.wait(pending, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
+                for future in done:
+                    task_id = futures[future]
+                    try:
+                        out = future.result()
+                    except cf.process.BrokenProcessPool:
+                        if attempt == 0:
+                            broken = True
+                            break
+                        out = {"error": "a pool worker died while solving this point"}
+                    on_result(task_id, out)
+                    left.pop(task_id, None)
         except BaseException:
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.terminate()  # stop the solves in flight now, not after them
@@ -149,7 +163,8 @@ def _import_ray():
 
 
 def run_ray(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any], settings: dict[str, Any],
-            on_result: OnResult, *, address: Optional[str] = None, jobs: Optional[int] = None) -> None:
+            on_result: OnResult, *, address: Optional[str] = None, jobs: Optional[int] = None,
+            cancel: Optional[threading.Event] = None) -> None:
     """One Ray task per point, reserving ``settings["workers"]`` CPUs, retried up to RAY_MAX_RETRIES times
     when its worker dies. Joins the Ray runtime already initialised in this process, else ``address`` (a
     running cluster, e.g. ``127.0.0.1:6379`` or ``ray://...``), else starts a local one with ``jobs`` CPUs;
@@ -175,7 +190,9 @@ def run_ray(tasks: Iterable[tuple[int, dict[str, Any]]], base: dict[str, Any], s
         pending = list(refs)
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1)
+                done, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled()
                 for ref in done:
                     try:
                         out = ray.get(ref)
@@ -196,14 +213,14 @@ ENGINES = ("local", "ray")
 
 def run_engine(engine: str, tasks: list[tuple[int, dict[str, Any]]], base: dict[str, Any],
                settings: dict[str, Any], on_result: OnResult, *, jobs: Optional[int] = None,
-               ray_address: Optional[str] = None) -> None:
+               ray_address: Optional[str] = None, cancel: Optional[threading.Event] = None) -> None:
     if engine == "local":
-        run_local(tasks, base, settings, on_result, jobs=jobs)
+        run_local(tasks, base, settings, on_result, jobs=jobs, cancel=cancel)
     elif engine == "ray":
-        run_ray(tasks, base, settings, on_result, address=ray_address, jobs=jobs)
+        run_ray(tasks, base, settings, on_result, address=ray_address, jobs=jobs, cancel=cancel)
     else:  # pragma: no cover - the CLI and sweep() check the name
         raise ValueError(f"unknown engine {engine!r}")
 
 
-__all__ = ["ENGINES", "EngineUnavailable", "RAY_EXTRA_HINT", "solve_point", "run_local", "run_ray", "run_engine",
+__all__ = ["ENGINES", "Cancelled", "EngineUnavailable", "RAY_EXTRA_HINT", "solve_point", "run_local", "run_ray", "run_engine",
            "calibration", "default_jobs"]

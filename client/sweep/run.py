@@ -72,10 +72,11 @@ def records_from(manifest: dict[str, Any], store: Store) -> tuple[list[dict[str,
 def run_sweep(sweep: Sweep, out_dir: Optional[str] = None, *, engine: str = "local", jobs: Optional[int] = None,
               ray_address: Optional[str] = None, resume: bool = False, progress: bool = False,
               on_point: Optional[Callable[[dict[str, Any]], None]] = None,
-              plots: Optional[bool] = None) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+              plots: Optional[bool] = None, cancel: Optional[Any] = None) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]:
     """Solve every point (those already in the store too, unless ``resume``); with ``out_dir`` the store and
     the outputs go there, each point stored as it completes. ``on_point`` gets each finished point's record
-    (without the cross-point marks). Returns (records in point order, summary, counts)."""
+    (without the cross-point marks); ``cancel`` (a threading.Event) set stops the sweep with
+    ``engines.Cancelled``. Returns (records in point order, summary, counts)."""
     if engine not in ENGINES:
         raise SweepError(f"--engine: {engine!r} is not one of {', '.join(ENGINES)}")
     if jobs is not None and not 1 <= jobs <= 4096:
@@ -118,7 +119,8 @@ def run_sweep(sweep: Sweep, out_dir: Optional[str] = None, *, engine: str = "loc
 
     with Progress(len(tasks), progress) as bar:
         if tasks:
-            run_engine(engine, tasks, sweep.base, settings, on_result, jobs=jobs, ray_address=ray_address)
+            run_engine(engine, tasks, sweep.base, settings, on_result, jobs=jobs, ray_address=ray_address,
+                       cancel=cancel)
     records = [make_record(p.index, k, p.axes, p.spec, entries.get(k), manifest["sweep"])
                for p, k in zip(sweep.points, keys)]
     summary = finish(records)
