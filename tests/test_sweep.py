@@ -191,3 +191,18 @@ def test_resume_after_sigint_redoes_nothing_finished(tmp_path):
 def test_report_of_a_folder_without_a_sweep(tmp_path):
     proc = _cli("sweep", "--report", str(tmp_path))
     assert proc.returncode == 2 and "no sweep.json" in proc.stderr
+
+
+def test_kuberay_manifest_runs_the_pinned_ray():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pin = re.search(r'ray = \["ray==([0-9.]+)"\]', (root / "pyproject.toml").read_text()).group(1)
+    cluster = yaml.safe_load((root / "deploy" / "kuberay" / "raycluster.yaml").read_text())
+    assert cluster["kind"] == "RayCluster" and cluster["apiVersion"] == "ray.io/v1"
+    assert cluster["spec"]["rayVersion"] == pin
+    assert f"FROM rayproject/ray:{pin}-py311" in (root / "deploy" / "kuberay" / "Dockerfile").read_text()
+    images = {c["image"] for g in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
+              for c in g["template"]["spec"]["containers"]}
+    assert images == {"parplan-ray:0.1.0"}
