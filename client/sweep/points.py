@@ -72,8 +72,6 @@ def check_axis_key(key: str) -> None:
     for part in key.split("."):
         if model is None:  # inside a free mapping (assumptions knobs are checked when the spec is validated)
             return
-        if model is Spec and part == "model" and len(walked) == 0:
-            pass
         if part not in model.model_fields:
             where = ".".join(walked) or "spec"
             raise SweepError(f"axes.{key}: unknown spec key {part!r} in {where} "

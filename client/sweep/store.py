@@ -37,9 +37,7 @@ def _write_atomic(path: str, text: str) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # atomic: a killed sweep leaves whole entries or none (no fsync: a process, not a power, loss)
 
 
 class Store:
