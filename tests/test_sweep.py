@@ -125,6 +125,7 @@ def test_knee_rule():
     records = [rec(8, 800), rec(16, 1600)]  # perfect scaling: no knee inside the range
     (curve,) = scaling_curves(records)
     assert curve["knee_gpus"] == 16 and not curve["knee_reached"]
+    assert not any(r["knee"] for r in records)  # a lower bound, not a knee
 
 
 def test_infeasible_point_is_a_record_with_its_explanation(tmp_path):

@@ -111,8 +111,8 @@ def scaling_curves(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ((T_b - T_a) / (N_b - N_a)) / (T_0 / N_0): what each added GPU contributes, as a share of what a GPU
     contributes at the smallest count. The knee is the last count reached before the first step whose
     marginal efficiency falls below KNEE_MARGINAL_EFFICIENCY (0.5: an added GPU brings less than half a
-    GPU's worth); ``knee_reached`` is False when no step falls below it (the knee is then the largest count,
-    a lower bound). A curve needs two GPU counts that fit."""
+    GPU's worth); ``knee_reached`` is False when no step falls below it (``knee_gpus`` is then the largest
+    count, a lower bound, and no record is marked). A curve needs two GPU counts that fit."""
     groups: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     for r in records:
         if r["tokens_per_s"] is None:
@@ -143,7 +143,8 @@ def scaling_curves(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     knee = n
             points.append({"num_gpus": n, "tokens_per_s": rec["tokens_per_s"], "efficiency": eff,
                            "marginal_efficiency": marginal, "index": rec["index"]})
-        by_n[knee]["knee"] = True
+        if reached:  # a knee inside the range; otherwise knee_gpus is only a lower bound, no record is marked
+            by_n[knee]["knee"] = True
         curves.append({"model": model, "gpu": gpu, "axes": json.loads(rest), "points": points, "knee_gpus": knee,
                        "knee_reached": reached})
     return curves

@@ -117,6 +117,8 @@ def plot(records: list[dict[str, Any]], summary: dict[str, Any], out_dir: str) -
             (line,) = ax1.plot(xs, [p["tokens_per_s"] for p in c["points"]], marker="o", label=label)
             ax2.plot(xs, [p["efficiency"] for p in c["points"]], marker="o", color=line.get_color())
             knee = next(p for p in c["points"] if p["num_gpus"] == c["knee_gpus"])
+            if not c["knee_reached"]:
+                continue
             ax1.plot([knee["num_gpus"]], [knee["tokens_per_s"]], marker="*", markersize=16, color=line.get_color(),
                      markeredgecolor="black")
             ax2.plot([knee["num_gpus"]], [knee["efficiency"]], marker="*", markersize=16, color=line.get_color(),
@@ -127,8 +129,8 @@ def plot(records: list[dict[str, Any]], summary: dict[str, Any], out_dir: str) -
             ax.grid(alpha=0.3)
         ax1.set_yscale("log")
         ax1.set_ylabel("tokens/s (best plan)")
-        ax2.set_ylabel("scaling efficiency (per-GPU tokens/s vs smallest count)")
-        ax1.set_title("Scaling (star: knee)")
+        ax2.set_ylabel("scaling efficiency")
+        ax1.set_title("Scaling (star: the knee)")
         ax1.legend(fontsize=7)
         fig.tight_layout()
         path = os.path.join(out_dir, "scaling.png")
