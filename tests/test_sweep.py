@@ -207,3 +207,36 @@ def test_kuberay_manifest_runs_the_pinned_ray():
     images = {c["image"] for g in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
               for c in g["template"]["spec"]["containers"]}
     assert images == {"parplan-ray:0.1.0"}
+
+
+def test_local_worker_killed_mid_sweep_loses_no_point(tmp_path):
+    """A pool worker that dies takes concurrent.futures' pool down; the points not finished are run again."""
+    import threading
+
+    import psutil
+
+    killed, stop = [], threading.Event()
+
+    def killer():
+        while not stop.is_set() and not killed:
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    if "multiprocessing" in " ".join(proc.cmdline()) and proc.cpu_times().user > 1.0:
+                        proc.kill()  # a worker past its start-up: busy solving
+                        killed.append(proc.pid)
+                        break
+                except psutil.Error:
+                    pass
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        records, _, counts = run_sweep(load_sweep(sweep_24()), str(tmp_path / "killed"), jobs=2)
+    finally:
+        stop.set()
+        thread.join()
+    assert killed
+    assert counts["failed"] == 0 and all(r["status"] == "OPTIMAL" for r in records)
+    run_sweep(load_sweep(sweep_24()), str(tmp_path / "clean"), jobs=2)
+    assert (tmp_path / "killed" / "points.jsonl").read_bytes() == (tmp_path / "clean" / "points.jsonl").read_bytes()
