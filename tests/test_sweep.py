@@ -240,3 +240,22 @@ def test_local_worker_killed_mid_sweep_loses_no_point(tmp_path):
     assert counts["failed"] == 0 and all(r["status"] == "OPTIMAL" for r in records)
     run_sweep(load_sweep(sweep_24()), str(tmp_path / "clean"), jobs=2)
     assert (tmp_path / "killed" / "points.jsonl").read_bytes() == (tmp_path / "clean" / "points.jsonl").read_bytes()
+
+
+def test_table_of_a_large_sweep_shows_the_marked_points_first():
+    from rich.console import Console
+
+    from parplan.client.sweep.report import render_table
+
+    def rec(i):
+        return {"index": i, "axes": {"cluster.num_gpus": i}, "status": "OPTIMAL", "plans": [], "error": None,
+                "explanation": None, "step_time_s": None, "tokens_per_s": None, "mfu": None, "time_to_train_h": None,
+                "gpu_hours": None, "cost_usd": None, "energy_kwh": None, "scaling_efficiency": None,
+                "pareto": i == 150, "knee": i == 99}
+
+    console = Console(width=250, record=True)
+    render_table([rec(i) for i in range(200)], {"pareto_axis": "gpu_hours"}, console, limit=5)
+    text = console.export_text()
+    assert "5 of 200 points shown" in text
+    rows = [line.split()[0] for line in text.splitlines() if line.strip()[:1].isdigit() and "OPTIMAL" in line]
+    assert rows == ["0", "1", "2", "99", "150"]

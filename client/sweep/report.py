@@ -68,7 +68,17 @@ def _num(x: Optional[float], fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def render_table(records: list[dict[str, Any]], summary: dict[str, Any], console: Console) -> None:
+TABLE_ROWS = 60  # more points than this: the table shows the Pareto set, the knees and the first points
+
+
+def render_table(records: list[dict[str, Any]], summary: dict[str, Any], console: Console,
+                 limit: int = TABLE_ROWS) -> None:
+    total = len(records)
+    if total > limit:
+        marked = [r for r in records if r["pareto"] or r["knee"]][:limit]
+        keep = {r["index"] for r in marked}
+        keep |= set([r["index"] for r in records if r["index"] not in keep][: max(0, limit - len(keep))])
+        records = [r for r in records if r["index"] in keep]
     axis_keys = list(dict.fromkeys(k for r in records for k in r["axes"]))
     table = Table(box=box.SIMPLE_HEAD, title="Capacity sweep", title_justify="left")
     table.add_column("#", justify="right")
@@ -93,6 +103,9 @@ def render_table(records: list[dict[str, Any]], summary: dict[str, Any], console
                       _num(r["gpu_hours"], ",.0f"), _num(r["cost_usd"], ",.0f"), _num(r["energy_kwh"], ",.0f"),
                       _num(r["scaling_efficiency"], ".2f"), marks)
     console.print(table)
+    if total > len(records):
+        console.print(f"{len(records)} of {total} points shown (the Pareto set and knees first); every point is "
+                      f"in points.csv and points.jsonl")
     console.print(f"P: on the {summary['pareto_axis'].replace('_', ' ')} x time-to-train Pareto set; "
                   f"K: the knee of its scaling curve (records.scaling_curves)")
 
