@@ -421,6 +421,33 @@ def gpus() -> None:
 
 
 @app.command()
+def sweep(
+    sweep_path: str = typer.Argument(None, metavar="SWEEP.yaml", help="the sweep: base spec, axes, budget, prices "
+                                     "(client/sweep/spec.py)", show_default=False),
+    out: str = typer.Option(None, "--out", metavar="DIR", help="result store and outputs (points.jsonl, csv, ...)"),
+    report_dir: str = typer.Option(None, "--report", metavar="DIR", help="rebuild tables and plots from DIR's "
+                                   "store alone"),
+    engine: str = typer.Option("local", "--engine", help="local (a process pool) or ray"),
+    jobs: int = typer.Option(None, "--jobs", help="solves at once (default: one per core)"),
+    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDR", help="join this Ray cluster "
+                                    "(default: start a local Ray runtime)"),
+    resume: bool = typer.Option(False, "--resume", help="skip points already in DIR's store"),
+    top: int = typer.Option(None, "--top", "-k", help="plans per point (overrides solver.top_k)"),
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds per solve (overrides solver.time_limit_s)"),
+    deterministic: bool = typer.Option(None, "--deterministic/--no-deterministic", help="byte-identical "
+                                       "records (overrides solver.deterministic)"),
+    progress: bool = typer.Option(None, "--progress/--no-progress", help="progress bar on stderr (default: on a "
+                                  "terminal)"),
+) -> None:
+    """Capacity sweep: plan every point of a grid of what-ifs; time, GPU-hours, cost, energy, Pareto, knees."""
+    with _errors():
+        from parplan.client.sweep.cli import sweep_command
+
+        sweep_command(sweep_path, out, report_dir, engine, jobs, ray_address, resume, top, time_limit,
+                      deterministic, progress, _fail)
+
+
+@app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),

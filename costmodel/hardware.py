@@ -31,6 +31,7 @@ class GPU:
     inter_node_latency_us: float = 30.0
     generation: str = ""
     sources: tuple[str, ...] = ()
+    board_power_w: Optional[float] = None  # maximum board power (TDP/TBP), W: BOARD_POWER_W below, cited
 
     def peak_tflops(self, precision: str) -> float:
         if precision == "fp8":
@@ -70,6 +71,21 @@ CATALOG: dict[str, GPU] = {
                      "Infinity Fabric: 7 links x 64 GB/s per direction = 448 GB/s; 400 Gb/s NIC per GPU")),
     )
 }
+
+# Maximum board power per GPU (W) and its source: the energy of capacity sweeps (parplan.client.sweep).
+BOARD_POWER_W: dict[str, tuple[float, str]] = {
+    "A100-SXM-80GB": (400.0, "NVIDIA A100 Tensor Core GPU datasheet: max TDP 400 W (SXM4)"),
+    "A100-SXM-40GB": (400.0, "NVIDIA A100 Tensor Core GPU datasheet: max TDP 400 W (SXM4)"),
+    "H100-SXM-80GB": (700.0, "NVIDIA H100 Tensor Core GPU datasheet: max TDP up to 700 W (SXM5, configurable)"),
+    "H800": (700.0, "NVIDIA H800 Tensor Core GPU datasheet: max TDP up to 700 W (SXM5, the H100 SXM board)"),
+    "H200-SXM-141GB": (700.0, "NVIDIA H200 Tensor Core GPU datasheet: max TDP up to 700 W (SXM, configurable)"),
+    "B200": (1000.0, "NVIDIA HGX B200 datasheet: max TDP up to 1,000 W per GPU (configurable)"),
+    "GB200-NVL72": (1200.0, "NVIDIA GB200 NVL72 datasheet: Blackwell GPU in GB200 configurable up to 1,200 W"),
+    "MI300X": (750.0, "AMD Instinct MI300X datasheet: peak total board power 750 W (OAM)"),
+}
+CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
+                         sources=gpu.sources + (f"board power: {BOARD_POWER_W[name][1]}",))
+           if name in BOARD_POWER_W else gpu for name, gpu in CATALOG.items()}
 
 # Names used by papers and the published-runs data for the same parts.
 ALIASES: dict[str, str] = {

@@ -103,6 +103,9 @@ def violation_field(err: ParplanError, request: Any) -> str:
             return "axis" if isinstance(request, pb.ParetoRequest) else "pareto_axis"
         return ARGUMENT_FIELDS.get(err.argument, err.argument)
     field = getattr(err, "field_path", None) or err.field
+    if isinstance(request, pb.SweepRequest):  # "axes.cluster.num_gpus: value 12: ..." names its key first
+        named = str(err).split(":", 1)[0].strip()
+        return named if re.fullmatch(r"[A-Za-z_][\w.\[\]-]*", named) else "sweep_text"
     if field and field not in ("spec", "spec_text"):
         return _strip_spec(field)
     source = request.WhichOneof("spec_source") if hasattr(request, "WhichOneof") else None
@@ -562,6 +565,20 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         finally:  # the slot is released only once the solve has stopped
             state.cancel.set()
             worker.join()
+
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> Iterator[pb.SweepResponse]:
+        """A capacity sweep on one solver slot, its points streamed as they finish (server/sweep_rpc.py)."""
+        from parplan.server.sweep_rpc import read_request, sweep_stream
+
+        def body(state: CallState, extra: dict):
+            sweep, engine = read_request(request)
+            release = self.admit(state, context)
+            try:
+                yield from sweep_stream(sweep, engine, request, state.cancel, extra)
+            finally:
+                release()
+
+        yield from self._frame(request, context, "Sweep", body)
 
 
 class _WithMetadata(collections.namedtuple("_WithMetadata", ("code", "details", "trailing_metadata")), grpc.Status):

@@ -17,3 +17,9 @@ def test_solver_speed_quick_agrees_with_the_oracle(capsys):
     assert _load("solver_speed").main(["--quick", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "same K best step times (top 1 and top 10): 3/3" in out
+
+
+def test_sweep_benchmark_quick(capsys):
+    assert _load("sweep").main(["--quick", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "plans identical (1 job vs 2 jobs): True" in out and "| 512 |" in out

@@ -38,6 +38,8 @@ _NAMES = {
     "PlanError": ("parplan.costmodel.evaluate", "PlanError"),
     "PlannerClient": ("parplan.client.grpc_client", "PlannerClient"),  # the gRPC client (the 'server' extra)
     "ServiceError": ("parplan.client.grpc_client", "ServiceError"),
+    "sweep": ("parplan.client.sweep.run", "sweep"),
+    "SweepError": ("parplan.client.sweep.points", "SweepError"),
 }
 
 __all__ = sorted(_NAMES) + ["__version__"]

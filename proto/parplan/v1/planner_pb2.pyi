@@ -806,3 +806,53 @@ class ParetoResponse(_message.Message):
     timing: Timing
     admission: Admission
     def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...
+
+class SweepRequest(_message.Message):
+    __slots__ = ("sweep_text", "engine", "jobs", "ray_address")
+    SWEEP_TEXT_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    RAY_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    sweep_text: str
+    engine: str
+    jobs: int
+    ray_address: str
+    def __init__(self, sweep_text: _Optional[str] = ..., engine: _Optional[str] = ..., jobs: _Optional[int] = ..., ray_address: _Optional[str] = ...) -> None: ...
+
+class SweepPoint(_message.Message):
+    __slots__ = ("index", "key", "status", "axes", "record_json", "done", "total")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    AXES_FIELD_NUMBER: _ClassVar[int]
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    key: str
+    status: str
+    axes: _struct_pb2.Struct
+    record_json: str
+    done: int
+    total: int
+    def __init__(self, index: _Optional[int] = ..., key: _Optional[str] = ..., status: _Optional[str] = ..., axes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., record_json: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class SweepSummary(_message.Message):
+    __slots__ = ("records_jsonl", "summary_json", "points", "failed")
+    RECORDS_JSONL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    records_jsonl: str
+    summary_json: str
+    points: int
+    failed: int
+    def __init__(self, records_jsonl: _Optional[str] = ..., summary_json: _Optional[str] = ..., points: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
+
+class SweepResponse(_message.Message):
+    __slots__ = ("point", "summary")
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    point: SweepPoint
+    summary: SweepSummary
+    def __init__(self, point: _Optional[_Union[SweepPoint, _Mapping]] = ..., summary: _Optional[_Union[SweepSummary, _Mapping]] = ...) -> None: ...

@@ -55,6 +55,11 @@ class PlannerServiceStub:
                 request_serializer=parplan_dot_v1_dot_planner__pb2.ParetoRequest.SerializeToString,
                 response_deserializer=parplan_dot_v1_dot_planner__pb2.ParetoResponse.FromString,
                 _registered_method=True)
+        self.Sweep = channel.unary_stream(
+                '/parplan.v1.PlannerService/Sweep',
+                request_serializer=parplan_dot_v1_dot_planner__pb2.SweepRequest.SerializeToString,
+                response_deserializer=parplan_dot_v1_dot_planner__pb2.SweepResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServiceServicer:
@@ -89,6 +94,13 @@ class PlannerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sweep(self, request, context):
+        """A capacity sweep: every point's record as it finishes, then the summary; cancelling the call stops it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +123,11 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     servicer.Pareto,
                     request_deserializer=parplan_dot_v1_dot_planner__pb2.ParetoRequest.FromString,
                     response_serializer=parplan_dot_v1_dot_planner__pb2.ParetoResponse.SerializeToString,
+            ),
+            'Sweep': grpc.unary_stream_rpc_method_handler(
+                    servicer.Sweep,
+                    request_deserializer=parplan_dot_v1_dot_planner__pb2.SweepRequest.FromString,
+                    response_serializer=parplan_dot_v1_dot_planner__pb2.SweepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,6 +239,33 @@ class PlannerService:
             '/parplan.v1.PlannerService/Pareto',
             parplan_dot_v1_dot_planner__pb2.ParetoRequest.SerializeToString,
             parplan_dot_v1_dot_planner__pb2.ParetoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sweep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/parplan.v1.PlannerService/Sweep',
+            parplan_dot_v1_dot_planner__pb2.SweepRequest.SerializeToString,
+            parplan_dot_v1_dot_planner__pb2.SweepResponse.FromString,
             options,
             channel_credentials,
             insecure,

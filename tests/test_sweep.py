@@ -1,0 +1,261 @@
+"""Capacity sweeps (parplan.client.sweep, issue 22) on the local engine: the spec's errors, the records,
+the Pareto set and knees, the store (resume after SIGINT, --report), the library call and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from parplan.client.sweep.points import SweepError, load_sweep
+from parplan.client.sweep.records import finish, scaling_curves
+from parplan.client.sweep.run import run_sweep
+from tests.sweep_cases import TINY_BASE, sweep_24
+
+CLI = [sys.executable, "-c", "from parplan.client.cli import main; main()"]
+
+
+def _cli(*args, cwd=None, timeout=120):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def _write(tmp_path, data, name="sweep.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+# ------------------------------------------------------------------------------------ bad sweep specs
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"axes": {"cluster.gpux": ["H100"]}}, ["axes.cluster.gpux", "gpux"]),
+    ({"axes": {"cluster.num_gpus": []}}, ["axes.cluster.num_gpus", "empty"]),
+    ({"axes": {"cluster.num_gpus": [8, 12]}}, ["axes.cluster.num_gpus", "value 12"]),
+    ({"axes": {"cluster.gpu": ["H100-SXM-80GB", "X100"]}}, ["axes.cluster.gpu", "'X100'"]),
+    ({"axes": {"model": ["llama3-8b", "no-such-model"]}}, ["axes.model", "'no-such-model'"]),
+    ({"prices": {"Z900": 2.0}}, ["prices.Z900", "unknown GPU"]),
+    ({"budget": {"tokens": 1.0, "steps": 3}}, ["budget", "exactly one"]),
+    ({"axez": {}}, ["axez"]),
+])
+def test_bad_sweep_specs_exit_2_with_one_line(tmp_path, change, words):
+    data = sweep_24(**{k: v for k, v in change.items()})
+    if "axez" in change:
+        data["axez"] = {}
+    proc = _cli("sweep", _write(tmp_path, data), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for word in words:
+        assert word in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_ray_names_the_extra(tmp_path):
+    # a Python that cannot import ray: the engine says which extra to install
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from parplan.client.cli import main; main()")
+    data = sweep_24(axes={"cluster.num_gpus": [8]})
+    proc = subprocess.run([sys.executable, "-c", code, "sweep", _write(tmp_path, data), "--out",
+                           str(tmp_path / "o"), "--engine", "ray"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: --engine ray: Ray is not installed (pip install 'parplan[ray]')"
+
+
+def test_import_parplan_never_imports_ray():
+    code = ("import sys, parplan, parplan.client.sweep, parplan.client.sweep.run; parplan.sweep;"
+            "print('ray' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------------- records, figures
+
+
+def test_records_and_derived_figures(tmp_path):
+    sweep = load_sweep(sweep_24(axes={"cluster.gpu": ["H100-SXM-80GB", "A100-SXM-80GB"],
+                                      "cluster.num_gpus": [8, 16, 32]}, energy={"utilisation": 0.5, "pue": 1.2},
+                                deadline_h=100.0))
+    records, summary, counts = run_sweep(sweep, str(tmp_path / "out"), jobs=2)
+    assert counts == {"points": 6, "skipped": 0, "solved": 6, "failed": 0}
+    assert [r["index"] for r in records] == list(range(6))
+    for r in records:
+        assert r["status"] == "OPTIMAL" and len(r["plans"]) == 1
+        assert set(r["plans"][0]) == {"plan", "metrics"}
+        m = r["plans"][0]["metrics"]
+        assert r["tokens_per_step"] == r["seq_len"] * r["global_batch_size"]
+        assert r["steps"] == -(-10**10 // r["tokens_per_step"])
+        assert r["time_to_train_h"] == pytest.approx(r["steps"] * m["step_time_s"] / 3600)
+        assert r["gpu_hours"] == pytest.approx(r["time_to_train_h"] * r["num_gpus"])
+        price = 2.5 if r["gpu"] == "H100-SXM-80GB" else 1.5
+        power = 700 if r["gpu"] == "H100-SXM-80GB" else 400
+        assert r["cost_usd"] == pytest.approx(r["gpu_hours"] * price)
+        assert r["energy_kwh"] == pytest.approx(r["gpu_hours"] * power / 1000 * 0.5 * 1.2)
+        assert r["meets_deadline"] == (r["time_to_train_h"] <= 100.0)
+    assert summary["pareto_axis"] == "cost_usd"
+    front = [r for r in records if r["pareto"]]
+    assert front and all(not any(o["cost_usd"] <= r["cost_usd"] and o["time_to_train_h"] < r["time_to_train_h"]
+                                 for o in records) for r in front)
+    assert {(c["model"], c["gpu"]) for c in summary["curves"]} == {("tiny-1b", "H100-SXM-80GB"),
+                                                                   ("tiny-1b", "A100-SXM-80GB")}
+    out = tmp_path / "out"
+    lines = (out / "points.jsonl").read_text().splitlines()
+    assert [json.loads(line)["axes"] for line in lines] == [p.axes for p in sweep.points]
+    assert (out / "points.csv").read_text().count("\n") == 7
+    assert len(os.listdir(out / "store")) == 6
+
+
+def test_knee_rule():
+    def rec(n, tps):
+        return {"index": n, "axes": {"cluster.num_gpus": n}, "model": "m", "gpu": "g", "num_gpus": n,
+                "tokens_per_s": tps, "knee": False, "scaling_efficiency": None}
+
+    # marginal efficiencies (per base GPU = 100): 8->16: 0.9, 16->32: 0.6, 32->64: 0.3 -> knee at 32
+    records = [rec(8, 800), rec(16, 1520), rec(32, 2480), rec(64, 3440)]
+    (curve,) = scaling_curves(records)
+    assert curve["knee_gpus"] == 32 and curve["knee_reached"]
+    assert [r["knee"] for r in records] == [False, False, True, False]
+    assert records[3]["scaling_efficiency"] == pytest.approx(3440 / 64 / 100)
+    records = [rec(8, 800), rec(16, 1600)]  # perfect scaling: no knee inside the range
+    (curve,) = scaling_curves(records)
+    assert curve["knee_gpus"] == 16 and not curve["knee_reached"]
+    assert not any(r["knee"] for r in records)  # a lower bound, not a knee
+
+
+def test_infeasible_point_is_a_record_with_its_explanation(tmp_path):
+    data = sweep_24(axes={"cluster.gpu": ["H100-SXM-80GB", "A100-SXM-40GB"]},
+                    base={**TINY_BASE, "model": {"preset": "llama3-70b"},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 2, "gpus_per_node": 2}},
+                    solver={"time_limit_s": 10.0, "deterministic": True})
+    records, summary, counts = run_sweep(load_sweep(data), None, jobs=2)
+    assert [r["status"] for r in records] == ["INFEASIBLE", "INFEASIBLE"]
+    assert "memory" in records[1]["explanation"]["summary"]
+    assert records[1]["plans"] == [] and records[1]["time_to_train_h"] is None
+
+
+def test_library_sweep_and_frame(tmp_path):
+    import parplan
+
+    records = parplan.sweep(TINY_BASE, {"cluster.num_gpus": [8, 16]}, budget={"steps": 100}, deterministic=True,
+                            time_limit_s=20, jobs=1, top_k=2)
+    assert [r["num_gpus"] for r in records] == [8, 16]
+    assert all(len(r["plans"]) == 2 and r["steps"] == 100 for r in records)
+    pytest.importorskip("pandas")
+    frame = parplan.sweep(TINY_BASE, points=[{"cluster.num_gpus": 8}], jobs=1, frame=True, time_limit_s=20)
+    assert list(frame["num_gpus"]) == [8]
+
+
+# ------------------------------------------------------------------------------ store and resume
+
+
+def test_resume_after_sigint_redoes_nothing_finished(tmp_path):
+    path = _write(tmp_path, sweep_24())
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*CLI, "sweep", path, "--out", str(out), "--jobs", "1", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = out / "store"
+    deadline = time.time() + 90
+    while time.time() < deadline and (not store.exists() or len([n for n in os.listdir(store)
+                                                                   if n.endswith(".json")]) < 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted: every finished point is in")
+    done = {n: os.stat(store / n).st_mtime_ns for n in os.listdir(store) if n.endswith(".json")}
+    assert 3 <= len(done) < 24
+    proc = _cli("sweep", path, "--out", str(out), "--jobs", "2", "--resume", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{24 - len(done)} solved (0 failed), {len(done)} already in the store" in proc.stderr
+    after = {n: os.stat(store / n).st_mtime_ns for n in os.listdir(store)}
+    assert len(after) == 24 and all(after[n] == t for n, t in done.items())
+    # the whole sweep from scratch gives the same records
+    fresh = tmp_path / "fresh"
+    assert _cli("sweep", path, "--out", str(fresh), "--jobs", "2", timeout=180).returncode == 0
+    assert (fresh / "points.jsonl").read_bytes() == (out / "points.jsonl").read_bytes()
+    # --report rebuilds the outputs from the folder alone
+    os.remove(out / "points.jsonl")
+    os.remove(out / "points.csv")
+    proc = _cli("sweep", "--report", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (fresh / "points.jsonl").read_bytes() == (out / "points.jsonl").read_bytes()
+    assert "tiny-1b" not in proc.stdout or "OPTIMAL" in proc.stdout
+    assert "OPTIMAL" in proc.stdout
+
+
+def test_report_of_a_folder_without_a_sweep(tmp_path):
+    proc = _cli("sweep", "--report", str(tmp_path))
+    assert proc.returncode == 2 and "no sweep.json" in proc.stderr
+
+
+def test_kuberay_manifest_runs_the_pinned_ray():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pin = re.search(r'ray = \["ray==([0-9.]+)"\]', (root / "pyproject.toml").read_text()).group(1)
+    cluster = yaml.safe_load((root / "deploy" / "kuberay" / "raycluster.yaml").read_text())
+    assert cluster["kind"] == "RayCluster" and cluster["apiVersion"] == "ray.io/v1"
+    assert cluster["spec"]["rayVersion"] == pin
+    assert f"FROM rayproject/ray:{pin}-py311" in (root / "deploy" / "kuberay" / "Dockerfile").read_text()
+    images = {c["image"] for g in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]
+              for c in g["template"]["spec"]["containers"]}
+    assert images == {"parplan-ray:0.1.0"}
+
+
+def test_local_worker_killed_mid_sweep_loses_no_point(tmp_path):
+    """A pool worker that dies takes concurrent.futures' pool down; the points not finished are run again."""
+    import threading
+
+    import psutil
+
+    killed, stop = [], threading.Event()
+
+    def killer():
+        while not stop.is_set() and not killed:
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    if "multiprocessing" in " ".join(proc.cmdline()) and proc.cpu_times().user > 1.0:
+                        proc.kill()  # a worker past its start-up: busy solving
+                        killed.append(proc.pid)
+                        break
+                except psutil.Error:
+                    pass
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        records, _, counts = run_sweep(load_sweep(sweep_24()), str(tmp_path / "killed"), jobs=2)
+    finally:
+        stop.set()
+        thread.join()
+    assert killed
+    assert counts["failed"] == 0 and all(r["status"] == "OPTIMAL" for r in records)
+    run_sweep(load_sweep(sweep_24()), str(tmp_path / "clean"), jobs=2)
+    assert (tmp_path / "killed" / "points.jsonl").read_bytes() == (tmp_path / "clean" / "points.jsonl").read_bytes()
+
+
+def test_table_of_a_large_sweep_shows_the_marked_points_first():
+    from rich.console import Console
+
+    from parplan.client.sweep.report import render_table
+
+    def rec(i):
+        return {"index": i, "axes": {"cluster.num_gpus": i}, "status": "OPTIMAL", "plans": [], "error": None,
+                "explanation": None, "step_time_s": None, "tokens_per_s": None, "mfu": None, "time_to_train_h": None,
+                "gpu_hours": None, "cost_usd": None, "energy_kwh": None, "scaling_efficiency": None,
+                "pareto": i == 150, "knee": i == 99}
+
+    console = Console(width=250, record=True)
+    render_table([rec(i) for i in range(200)], {"pareto_axis": "gpu_hours"}, console, limit=5)
+    text = console.export_text()
+    assert "5 of 200 points shown" in text
+    rows = [line.split()[0] for line in text.splitlines() if line.strip()[:1].isdigit() and "OPTIMAL" in line]
+    assert rows == ["0", "1", "2", "99", "150"]
