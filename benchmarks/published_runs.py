@@ -170,6 +170,53 @@ def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
         w(f"  not expressed: {r['id']}: {r['reason'][:100]}")
 
 
+def compare_extra(rows: list[dict], preset: str = "default") -> list[dict[str, Any]]:
+    """Rows of an extra data file (e.g. ``data/mlperf-v5.1.yaml``): compared like the others, except those whose
+    reader marked them ``not_expressible`` (a GPU the catalog lacks, NVFP4), reported with that reason."""
+    out = []
+    for r in rows:
+        if r.get("not_expressible"):
+            out.append({"id": r["id"], "model": r.get("model"), "num_gpus": r.get("num_gpus"), "expressed": False,
+                        "assumed": {}, "reason": r["not_expressible"]})
+        else:
+            out.extend(compare_all([r], preset))
+    return out
+
+
+def generation_of(result: dict[str, Any]) -> str:
+    from parplan.costmodel.hardware import lookup_gpu
+    return lookup_gpu(result["spec"]["cluster"]["gpu"]).generation
+
+
+def render_extra(path: Path, results: list[dict[str, Any]], out: TextIO) -> dict[str, Any]:
+    """Per-row predicted / measured and the median |error| per GPU generation, for an extra data file."""
+    from benchmarks.runs import _percentile
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    w()
+    w(f"Extra rows ({path}; never read by the fit)")
+    done = [r for r in results if r["expressed"]]
+    render_table(done, out)
+    summary = summarize(results)
+    by_gen: dict[str, list[float]] = {}
+    for r in done:
+        by_gen.setdefault(generation_of(r), []).append(r["error_pct"])
+    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")
+    if done:
+        w(f"  median |error|:              {summary['median_abs_error_pct']:.1f} %  "
+          f"(signed median {summary['median_signed_error_pct']:+.1f} %; {summary['over_predicted']} over, "
+          f"{summary['under_predicted']} under)")
+        w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
+    for gen, errs in sorted(by_gen.items()):
+        w(f"  {gen:<28} {len(errs):>2} rows: median |error| {_percentile([abs(e) for e in errs], 50):.1f} % "
+          f"(signed median {_percentile(errs, 50):+.1f} %)")
+    w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
+    for r in summary["not_expressed"]:
+        w(f"  not expressed: {r['id']}: {r['reason'][:110]}")
+    summary["by_generation"] = {g: {"rows": len(e), "median_abs_error_pct": _percentile([abs(x) for x in e], 50),
+                                    "median_signed_error_pct": _percentile(e, 50)} for g, e in by_gen.items()}
+    return summary
+
+
 def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=None, help=f"published-runs.yaml (default: {default_data_path()})")
@@ -177,6 +224,8 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="assumptions preset")
     p.add_argument("--verbose", "-v", action="store_true", help="also list every value chosen for a null field")
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out rows' summary")
+    p.add_argument("--extra", type=Path, action="append", default=[],
+                   help="another data file reported apart (e.g. benchmarks/data/mlperf-v5.1.yaml); repeatable")
     args = p.parse_args(argv)
 
     data = args.data or default_data_path()
@@ -195,11 +244,15 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
         held = compare_all(load_runs(HELDOUT_DATA), args.preset)
         heldout = {"summary": summarize(held), "rows": held}
         render_heldout(heldout["summary"], out)
+    extras = {}
+    for path in args.extra:
+        res = compare_extra(load_runs(path), args.preset)
+        extras[str(path)] = {"summary": render_extra(path, res, out), "rows": res}
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.json_out, "w") as f:
             json.dump({"preset": args.preset, "data": str(data), "summary": summary, "rows": results,
-                       "heldout": heldout}, f, indent=1)
+                       "heldout": heldout, "extra": extras}, f, indent=1)
         print(f"\nwrote {args.json_out}", file=out)
     return 0
 
