@@ -1,0 +1,10 @@
+source $(dirname ${BASH_SOURCE[0]})/config_common.sh
+
+export MINIBS=2
+export TENSOR_MODEL_PARALLEL=1
+export PIPELINE_MODEL_PARALLEL=1
+export INTERLEAVED_PIPELINE=null
+export CONTEXT_PARALLEL=1
+export MICRO_BATCH_SIZE=2
+export DGXNNODES=1
+export DGXNGPU=8
