@@ -377,7 +377,8 @@ def read_folder(tree, folder: Folder) -> dict[str, Any]:
         "last_stage_layers": last,
         "notes": (f"measured: median train_step_time {step:.4f} s over {len(steps)} logged steps of {len(logs)} runs "
                   f"(min {min(steps):.4f}, max {max(steps):.4f}); config {cname}; GPU {gpu_why}; "
-                  f"TP_COMM_OVERLAP={env.get('TP_COMM_OVERLAP', 'unset')}"),
+                  f"TP_COMM_OVERLAP={env.get('TP_COMM_OVERLAP', 'unset')}; recompute none: the config sets no recompute "
+                  "(NeMo's default is off)"),
     }
     reasons = []
     if gpu is None:
