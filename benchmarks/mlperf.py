@@ -19,7 +19,8 @@ LLM pre-training benchmarks (``llama31_8b``, ``llama31_405b``) it reads
   global batch (ambiguous or absent: the row is listed as not read, with the candidates). ``source`` lines are
   followed; the fields used are ``TENSOR_MODEL_PARALLEL``, ``PIPELINE_MODEL_PARALLEL``, ``INTERLEAVED_PIPELINE``,
   ``CONTEXT_PARALLEL``, ``MICRO_BATCH_SIZE``, ``SEQ_PARALLEL``, ``FP8`` / ``FP4``, ``ASYM_PP_EMBED`` /
-  ``ASYM_PP_LOSS`` (the embedding / loss counted as a pipeline layer) and ``USE_DIST_OPTIMIZER``.
+  ``ASYM_PP_LOSS`` (the embedding / loss counted as a pipeline layer) and ``USE_DIST_OPTIMIZER``; the config's
+  data-parallel size x ``MINIBS`` must equal the logged global batch (else the row is not read, naming the field).
 
 Every row carries ``source_id: mlperf-training-v5.1`` (ids start with ``mlperf51-``) and cites the submitter,
 system, benchmark, the files read and the repository commit. The published metric is tokens/s/GPU = global batch x
@@ -338,6 +339,10 @@ def read_folder(tree, folder: Folder) -> dict[str, Any]:
     if gpus % (tp * pp * cp):
         raise RowError(f"{rid}: field TENSOR_MODEL_PARALLEL: tp·pp·cp = {tp * pp * cp} does not divide {gpus} GPUs")
     dp = gpus // (tp * pp * cp)
+    minibs = _int(env, "MINIBS", rid)
+    if minibs is not None and dp * minibs != gbs:
+        raise RowError(f"{rid}: field MINIBS: {cname} gives data-parallel {dp} x MINIBS {minibs} = {dp * minibs}, "
+                       f"the logs a global batch of {gbs}")
     step = statistics.median(steps)
     fp4 = _flag(env, "FP4") or "fp4" in cname.lower()
     fp8 = _flag(env, "FP8")

@@ -93,6 +93,17 @@ def test_bad_rows_name_the_row_and_the_field(tmp_path):
                                                                ["Acme/results/mi_n1/llama31_8b/result_0.txt"]))
 
 
+def test_config_and_log_must_agree_on_the_batch(tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(FIXTURES, root)
+    cfg = root / "Acme/benchmarks/llama31_8b/implementations/nemo/config_DGXB200_2x8x8xtp2pp2cp1_8b.sh"
+    cfg.write_text(cfg.read_text().replace("MINIBS=8", "MINIBS=4"))
+    _, skipped = _rows(root)
+    assert skipped["mlperf51-llama31-8b-acme-box-n2"].startswith(
+        "mlperf51-llama31-8b-acme-box-n2: field MINIBS: config_DGXB200_2x8x8xtp2pp2cp1_8b.sh gives data-parallel 4 x "
+        "MINIBS 4 = 16, the logs a global batch of 32")
+
+
 def test_main_writes_the_data_file(tmp_path):
     out = tmp_path / "m.yaml"
     assert mlperf.main(["--repo", str(FIXTURES), "--out", str(out)]) == 0
