@@ -16,7 +16,7 @@ LLM pre-training benchmarks (``llama31_8b``, ``llama31_405b``) it reads
 * the launch configuration: the ``config_*.sh`` that the system's README (``README-<system>.md`` under the
   benchmark's implementation folders) names, else the one config of the submitter's benchmark folder whose
   ``DGXNNODES`` x ``DGXNGPU`` is the system's GPU count and whose data-parallel size x ``MINIBS`` is the logged
-  global batch (ambiguous or absent: the row is listed as not read, with the candidates). ``source`` lines are
+  global batch (of several, the one in a folder named after the system) (ambiguous or absent: the row is listed as not read, with the candidates). ``source`` lines are
   followed; the fields used are ``TENSOR_MODEL_PARALLEL``, ``PIPELINE_MODEL_PARALLEL``, ``INTERLEAVED_PIPELINE``,
   ``CONTEXT_PARALLEL``, ``MICRO_BATCH_SIZE``, ``SEQ_PARALLEL``, ``FP8`` / ``FP4``, ``ASYM_PP_EMBED`` /
   ``ASYM_PP_LOSS`` (the embedding / loss counted as a pipeline layer) and ``USE_DIST_OPTIMIZER``; the config's
@@ -286,13 +286,17 @@ def find_config(tree, folder: Folder, nodes: int, gpn: int, gbs: int) -> tuple[s
     if not matches:
         raise RowError(f"{folder.row_id}: field config: no config_*.sh under {dirs[0]} with {nodes}x{gpn} GPUs "
                        f"and global batch {gbs}")
+    in_system_folder = [c for c in matches if f"/{folder.system}/" in c]
+    if len(in_system_folder) == 1:
+        return in_system_folder[0], (f"the one config in a folder named {folder.system} with {nodes}x{gpn} GPUs and "
+                                     f"global batch {gbs}")
     # several identical launch shapes: the same parallel plan is enough (the rows would not differ)
     shapes = {tuple(parse_config(c, tree.read).get(k) for k in ("TENSOR_MODEL_PARALLEL", "PIPELINE_MODEL_PARALLEL",
               "INTERLEAVED_PIPELINE", "CONTEXT_PARALLEL", "MICRO_BATCH_SIZE", "FP8")) for c in matches}
     if len(shapes) == 1:
         return sorted(matches)[0], f"{len(matches)} configs with {nodes}x{gpn} GPUs and global batch {gbs}, one plan"
     raise RowError(f"{folder.row_id}: field config: ambiguous, {len(matches)} configs with different plans: "
-                   + ", ".join(c.rsplit('/', 1)[1] for c in matches))
+                   + ", ".join(sorted(matches)))
 
 
 def _framework(text: str) -> str:
