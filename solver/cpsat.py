@@ -129,6 +129,8 @@ def _constraints(m: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int)
             m.add(v.dense_recompute == 0)
         if t.uniform_recompute:
             r = v.stage_recompute
+            if t.recompute_step > 1:  # vpp chunks of N recomputed layers each (tables.StageTable.recompute_step)
+                m.add_modulo_equality(0, r, t.recompute_step)
             if k:
                 m.add_min_equality(v.dense_recompute, [r, k])
             for u in range(n):

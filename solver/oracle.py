@@ -503,7 +503,7 @@ class _Solver:
         if t.uniform_recompute and t.choice.recompute == "full" and not t.recompute_all:
             best = None
             r_hi = t.num_layers // (t.choice.pp if t.choice.pp else 1)
-            for r in range(0, r_hi + 1):
+            for r in range(0, r_hi + 1, t.recompute_step):
                 check(self.deadline)
                 got = solve(UnitCosts(t, cap_kib, r_stage=r))
                 if got is not None and (best is None or got[0] < best[0]):

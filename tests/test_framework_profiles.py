@@ -253,3 +253,20 @@ def test_megatron_bridge_recipes_keep_bf16_gradients():
     per_gpu_params = 16 * (2 * h * h + 2 * h * 1024 + 3 * h * f) / 8
     extra_gib = fp32.stages[1].model_states_gib - bridge.stages[1].model_states_gib
     assert extra_gib == pytest.approx(2 * per_gpu_params / 2**30, rel=0.01)
+
+
+@pytest.mark.parametrize("method", ["cpsat", "exhaustive"])
+def test_megatron_recompute_counts_per_chunk_long_sequences(method):
+    """Issue 24.7: Llama-3 70B at seq 131072, 32 sequences, 128 H100 under megatron-core returned interleaved
+    plans recomputing [1, 1] / [2, 2] layers with vpp 20 / 10 (Megatron's --recompute-num-layers is per chunk:
+    a stage of vpp chunks recomputes a multiple of vpp). Every plan of the top 3 now runs on Megatron-Core."""
+    spec = _llama(training={"seq_len": 131072, "global_batch_size": 32, "precision": "bf16"},
+                  cluster={"gpu": "H100-SXM-80GB", "num_gpus": 128, "gpus_per_node": 8}, framework="megatron-core")
+    prof = spec_profile(spec)
+    result = optimize(spec, method=method, top_k=3)
+    assert result.status == "OPTIMAL" and len(result.plans) == 3
+    for e in result.plans:
+        p = e.plan
+        assert framework_violations(prof, p) == [] and "megatron-core" in e.runs_on, p
+        if p.recompute == "full":
+            assert all(r % max(1, p.vpp) == 0 for r in p.recompute_layers), p
