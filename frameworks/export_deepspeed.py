@@ -28,17 +28,38 @@ import json
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import Export, global_batch_size
+from parplan.frameworks.export_common import Export, global_batch_size, model_feature_warnings
 
 DEEPSPEED_VERSION = "0.19.6"
+
+
+def deepspeed_dp_ranks(plan: Plan) -> tuple[int, str]:
+    """The ranks ``DeepSpeedConfig._batch_assertion`` counts as data-parallel for this export (its
+    ``train_batch_size == micro × accumulation × world_size``, runtime/config.py:937 at DeepSpeed edaa7221 =
+    0.19.6), and why. ``world_size`` there (config.py:711-722) is, with the pipeline engine's mpu
+    (``deepspeed.initialize`` passes ``model.mpu()`` for a PipelineModule, deepspeed/__init__.py:242-244),
+    its data axis: world / (pp·tp) with the PipeModelDataParallelTopology the export asks for; without an mpu
+    (pp 1, AutoTP) every rank, divided by ``sequence_parallel_size`` when the config has it: dp·tp."""
+    if plan.pp > 1:
+        if plan.cp > 1:  # no Ulysses under the pipeline engine: the cp ranks run as data parallel (refused)
+            return plan.dp * plan.cp, "the pipeline topology's data axis, the cp ranks included"
+        return plan.dp, "the pipeline topology's data axis"
+    if plan.cp > 1 and plan.cp_comm_type != "a2a":  # not exported as Ulysses: the cp ranks run as data parallel
+        return plan.dp * plan.tp * plan.cp, "deepspeed.initialize without an mpu counts every rank"
+    if plan.tp > 1:
+        return plan.dp * plan.tp, ("deepspeed.initialize without an mpu counts every rank (AutoTP's included) but "
+                                   "the Ulysses ranks (sequence_parallel_size)" if plan.cp > 1
+                                   else "deepspeed.initialize without an mpu counts every rank, AutoTP's included")
+    return plan.dp, "every rank"
 
 
 def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     """The config dict and the warnings."""
     knobs = resolve_assumptions(spec.assumptions)
-    warnings: list[str] = []
+    warnings: list[str] = model_feature_warnings(spec, "DeepSpeed", "the model code (the config JSON has no model)")
+    counted, why = deepspeed_dp_ranks(plan)
     cfg: dict = {
-        "train_batch_size": global_batch_size(plan),
+        "train_batch_size": plan.micro_batch_size * plan.num_microbatches * counted,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.num_microbatches,
         "bf16": {"enabled": True},
@@ -92,7 +113,21 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
         if plan.sequence_parallel:
             warnings.append("sequence_parallel: AutoTP has no Megatron-style sequence parallelism; activations are "
                             "replicated across the TP group (more memory than planned)")
-    if plan.cp > 1 and plan.cp_comm_type == "a2a":
+    if counted != plan.dp:
+        warnings.append(f"train_batch_size {cfg['train_batch_size']} = micro-batch {plan.micro_batch_size} x "
+                        f"{plan.num_microbatches} accumulation steps x {counted} ranks DeepSpeed counts as data "
+                        f"parallel ({why}); the plan's sequences per step are {global_batch_size(plan)} over dp = "
+                        f"{plan.dp}")
+    if plan.pp > 1 and plan.tp > 1:
+        warnings.append(f"code: pass PipelineModule(..., topology=PipeModelDataParallelTopology(num_pp={plan.pp}, "
+                        f"num_mp={plan.tp}, num_dp={plan.dp * plan.cp})) (deepspeed/runtime/pipe/topology.py:244-249): "
+                        f"with num_stages alone the TP ranks are data-parallel ranks (pipe/module.py:173-180)")
+    if plan.cp > 1 and plan.pp > 1:
+        warnings.append(f"DeepSpeed cannot run cp = {plan.cp} with pp = {plan.pp}: the PipelineModule topology has "
+                        f"pipe, data and model axes only (deepspeed/runtime/pipe/topology.py:232-249) and the "
+                        f"engine's batch rule takes its data axis (runtime/config.py:711-716), so there is no "
+                        f"Ulysses group; refused: exported with the cp ranks as data-parallel ranks")
+    elif plan.cp > 1 and plan.cp_comm_type == "a2a":
         # DeepSpeed-Ulysses (deepspeed/runtime/config.py:721-722; runtime/sequence_parallel/ulysses_sp.py)
         cfg["sequence_parallel_size"] = plan.cp
         warnings.append(f"code: cp = {plan.cp} is DeepSpeed-Ulysses; the model's attention must be wrapped "
@@ -149,4 +184,4 @@ def export(spec: Spec, plan: Plan) -> Export:
                   warnings=tuple(warnings))
 
 
-__all__ = ["export", "deepspeed_config", "DEEPSPEED_VERSION"]
+__all__ = ["deepspeed_dp_ranks", "export", "deepspeed_config", "DEEPSPEED_VERSION"]
