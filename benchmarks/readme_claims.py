@@ -43,7 +43,7 @@ def per_stage_counts() -> list[str]:
     out = ["Llama-3 70B / 64 H100, TP2 PP8 1F1B (CP-SAT and the oracle):"]
     times = {}
     for split in ("first_last", "per_stage"):
-        d = {**data, "search": {**(data.get("search") or {}), "tp": [2], "cp": [1], "pp": [8],
+        d = {**data, "framework": "any", "search": {**(data.get("search") or {}), "tp": [2], "cp": [1], "pp": [8],
                                 "schedules": ["1f1b"], "stage_split": split}}
         spec = Spec.model_validate(d)
         cp, ex = optimize(spec, method="cpsat").plans[0], optimize(spec, method="exhaustive").plans[0]

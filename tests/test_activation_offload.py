@@ -46,7 +46,7 @@ MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num
 MOE_MODEL = {**MODEL, "moe": dict(num_experts=4, top_k=1, expert_ffn_hidden_size=1024, first_dense_layers=1)}
 
 
-def _spec(gpus: int = 1, assumptions: dict | None = None, search: dict | None = None, framework=None,
+def _spec(gpus: int = 1, assumptions: dict | None = None, search: dict | None = None, framework="any",
           model: dict | None = None, plan: dict | None = None) -> Spec:
     data = dict(model=model or MODEL, training=dict(seq_len=2048, global_batch_size=8),
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), assumptions=assumptions or {}, search=search or {})

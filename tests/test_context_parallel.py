@@ -17,7 +17,7 @@ LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_s
                 num_kv_heads=8, vocab_size=128256)
 
 
-def _spec(gpus: int = 64, seq: int = 32768, gbs: int = 64, model: dict = LLAMA70B, framework=None, search=None,
+def _spec(gpus: int = 64, seq: int = 32768, gbs: int = 64, model: dict = LLAMA70B, framework="any", search=None,
           **assumptions) -> Spec:
     d = dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs),
              cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), assumptions=assumptions)

@@ -54,7 +54,7 @@ NV = 450e9  # H100 NVLink per direction (costmodel/hardware.py)
 NET = 50e9  # H100 NIC per GPU per direction
 
 
-def _spec(gpus: int = 8, assumptions: dict | None = None, search: dict | None = None, framework=None,
+def _spec(gpus: int = 8, assumptions: dict | None = None, search: dict | None = None, framework="any",
           gbs: int = 16) -> Spec:
     data = dict(model=MODEL, training=dict(seq_len=2048, global_batch_size=gbs),
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), assumptions={**PLAIN, **(assumptions or {})},
