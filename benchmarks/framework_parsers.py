@@ -5,7 +5,8 @@
 Needs the ``frameworks`` extra (torch 2.13.0 CPU, deepspeed 0.19.8, torchtitan 0.2.2, megatron-core 0.16.1).
 For each spec (the solver-speed scenarios that solve in seconds, the main example, the uneven-stage example) and
 each framework setting (megatron-core, megatron-bridge, torchtitan, deepspeed, any), the top 3 plans are
-exported and each export whose target parser is installed is parsed (tests/test_framework_parsers.py holds the
+exported and each export whose target parser is installed is parsed (the golden export cases' specs too, their
+plans dropped) (tests/test_framework_parsers.py holds the
 same checks for the golden cases; the parsers are run the same way):
 
 * DeepSpeed ``DeepSpeedConfig`` (``deepspeed.initialize``'s world size; with PP the pipeline topology's data axis):
@@ -16,8 +17,10 @@ same checks for the golden cases; the parsers are run the same way):
 Under a framework setting a plan goes to that framework's parser (megatron-bridge: megatron-core's, the same
 TransformerConfig); under ``any`` to all three. A row counts "runs_on" when the plan's ``runs_on`` lists the
 parser's framework: those must all be accepted with equal values; the others are parsed too and reported.
-Not run here (left for later): Megatron-LM's ``validate_args`` and Megatron-Bridge's override path from fetched
-snapshots.
+With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, taken from a fetched snapshot at run time,
+never copied into this repository) megatron-core's parser is replaced by Megatron-LM's ``parse_args`` +
+``validate_args``: accepted, DP, virtual stages and micro-batches per step equal to the plan. Not run (left for
+later): Megatron-Bridge's override path.
 """
 
 from __future__ import annotations
@@ -45,11 +48,15 @@ RUNS_ON = {"megatron-core": ("megatron-core", "megatron-bridge"), "torchtitan": 
 def specs():
     import yaml
 
+    from parplan.client.spec_io import parse_spec
     from solver_speed import SCENARIOS
 
     out = [(name, dict(raw)) for name, raw in SCENARIOS if raw["cluster"]["num_gpus"] <= 256]
     for path in ("llama3-70b-64xh100.yaml", "uneven-stages-large-vocab.yaml"):
         out.append((path, yaml.safe_load((ROOT / "examples" / path).read_text())))
+    for path in sorted((ROOT / "tests" / "data" / "exports" / "cases").glob("*.yaml")):  # the golden cases' specs
+        spec = parse_spec(path.read_text())  # model presets resolved
+        out.append((path.name, spec.model_copy(update={"plan": None})))
     return out
 
 
@@ -172,15 +179,66 @@ def check_megatron_core(spec, plan) -> list[str]:
     return out
 
 
-CHECKS = {"deepspeed": check_deepspeed, "torchtitan": check_torchtitan, "megatron-core": check_megatron_core}
+def check_megatron_lm(spec, plan) -> list[str]:
+    """Megatron-LM ``pretrain_gpt.py``'s ``parse_args`` + ``validate_args`` (megatron/training/arguments.py) from a
+    snapshot on ``sys.path`` (``--megatron-lm``), on the exported argv; WORLD_SIZE the plan's GPUs, the device
+    architecture H100's (sm_90: validate_args asks torch.cuda, and this machine has no GPU)."""
+    import contextlib
+    import io
+    import os
+
+    import megatron.training.arguments as arguments
+
+    from parplan.frameworks.export_megatron import megatron_argv
+
+    arguments.get_device_arch_version = lambda: 9
+    os.environ.update(WORLD_SIZE=str(spec.cluster.num_gpus), RANK="0", LOCAL_RANK="0")
+    # the export's own environment line: CUDA_DEVICE_MAX_CONNECTIONS=1 except under Megatron-FSDP (export_megatron.render)
+    if plan.zero_stage in (2, 3):
+        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    else:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    argv = megatron_argv(spec, plan) + ["--tokenizer-type", "NullTokenizer", "--vocab-size",
+                                        str(spec.model.vocab_size), "--mock-data", "--train-iters", "1", "--lr", "1e-4"]
+    saved = sys.argv
+    sys.argv = ["pretrain_gpt.py", *argv]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            args = arguments.validate_args(arguments.parse_args(), {})
+    except (AssertionError, ValueError, NameError, SystemExit) as err:
+        return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
+    finally:
+        sys.argv = saved
+    out = []
+    if args.data_parallel_size != plan.dp:
+        out.append(f"data_parallel_size {args.data_parallel_size} != dp {plan.dp}")
+    if args.virtual_pipeline_model_parallel_size != (plan.vpp if plan.vpp > 1 else None):
+        out.append(f"virtual stages {args.virtual_pipeline_model_parallel_size} != vpp {plan.vpp}")
+    if args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) != plan.num_microbatches:
+        out.append("micro-batches per step differ")
+    return out
+
+
+CHECKS = {"deepspeed": check_deepspeed, "torchtitan": check_torchtitan, "megatron-core": check_megatron_core,
+          "megatron-lm": check_megatron_lm}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "framework_parsers.txt")
     parser.add_argument("--top", type=int, default=3)
+    parser.add_argument("--megatron-lm", type=Path, metavar="DIR", help="a directory holding Megatron-LM's megatron/ "
+                        "at core_v0.15.3 (e.g. `git --git-dir <fetched snapshot> archive core_v0.15.3 megatron | tar -x "
+                        "-C DIR`): run its validate_args in place of megatron-core's parser (the snapshot's megatron "
+                        "package shadows the installed one)")
     args = parser.parse_args()
+    if args.megatron_lm is not None:
+        sys.path.insert(0, str(args.megatron_lm.resolve()))
+        for setting in ("megatron-core", "megatron-bridge", "any"):
+            PARSER_OF[setting] = ["megatron-lm" if t == "megatron-core" else t for t in PARSER_OF[setting]]
+        RUNS_ON["megatron-lm"] = RUNS_ON["megatron-core"]
     from parplan.costmodel.spec import Spec
+    from parplan.frameworks.compare import spec_for_framework
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
@@ -189,7 +247,8 @@ def main() -> None:
     failures, exports, t0 = [], 0, time.perf_counter()
     for name, raw in specs():
         for setting in SETTINGS:
-            spec = Spec.model_validate({**raw, "framework": setting})
+            base = raw if isinstance(raw, Spec) else Spec.model_validate(raw)
+            spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
             result = optimize(spec, top_k=args.top, controls=controls)
             for rank, ev in enumerate(result.plans, 1):
                 exports += 1
@@ -204,7 +263,8 @@ def main() -> None:
                                         + "; ".join(problems))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    lines = ["# Command: python benchmarks/framework_parsers.py",
+    command = "python benchmarks/framework_parsers.py" + (f" --megatron-lm {args.megatron_lm}" if args.megatron_lm else "")
+    lines = [f"# Command: {command}",
              f"# Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%MZ} (commit {commit or '?'}); "
              f"{time.perf_counter() - t0:.0f} s",
              f"# {len(specs())} specs x {len(SETTINGS)} framework settings x top {args.top}: {exports} exported plans", "",
