@@ -560,8 +560,8 @@ def _load(path: Path) -> Spec:
 
 def _llama70b() -> Spec:
     for p in (ROOT / "examples" / "llama3-70b-64xh100.yaml", ROOT.parent / "shared" / "spec" / "llama3-70b-64xh100.yaml"):
-        if p.exists():
-            return _load(p)
+        if p.exists():  # the research space this determinism check was written for (omitted: megatron-core)
+            return _load(p).model_copy(update={"framework": "any"})
     pytest.skip("llama3-70b-64xh100.yaml not found")
 
 
