@@ -36,6 +36,7 @@ LLAMA405B = {
                   num_attention_heads=128, num_kv_heads=8, vocab_size=128256),
     "training": dict(seq_len=8192, global_batch_size=2048, precision="bf16"),
     "cluster": dict(gpu="H100-SXM-80GB", num_gpus=16384),
+    "framework": "any",  # the free optimum is the research space's (omitted would be megatron-core)
 }
 META_PLAN = dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"], micro_batch_size=[1])
 

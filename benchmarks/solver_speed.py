@@ -42,7 +42,8 @@ DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size
 
 def scenario(name, model, gpus, seq, gbs, gpu="H100-SXM-80GB", per_node=8, precision="bf16", search=None):
     spec = {"model": model, "training": {"seq_len": seq, "global_batch_size": gbs, "precision": precision},
-            "cluster": {"gpu": gpu, "num_gpus": gpus, "gpus_per_node": per_node}}
+            "cluster": {"gpu": gpu, "num_gpus": gpus, "gpus_per_node": per_node},
+            "framework": "any"}  # the research space, as measured before megatron-core became the default
     if search:
         spec["search"] = search
     return name, spec

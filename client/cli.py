@@ -231,6 +231,8 @@ def optimize(
                                   "(default: only when stderr is a terminal)"),
     server: str = typer.Option(None, "--server", metavar="HOST:PORT", help="solve on a `solver-cli serve` "
                                "server (token: $PARPLAN_AUTH_TOKEN, TLS roots: $PARPLAN_TLS_CA_FILE)"),
+    per_framework: bool = typer.Option(True, "--per-framework/--no-per-framework", help="also the best plan on "
+                                       "each other profiled framework (and 'any'), one more solve each"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
@@ -268,6 +270,11 @@ def optimize(
             with export_cli.SolveProgress(enabled=progress) as status:
                 result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
                                       controls=controls, on_solution=status.on_solution)
+        others = None
+        if per_framework and server is None and result.plans:
+            from parplan.frameworks.compare import best_per_framework
+
+            others = best_per_framework(spec, result, method=method.value, controls=controls)
         if plot:
             export_cli.plot_frontier(result, plot, spec)
         if export or emit:
@@ -276,16 +283,23 @@ def optimize(
                                                            emit and emit.value), out)
                 if out is None:
                     return
-            else:
-                export_cli.warn(f"nothing to export: status {result.status} (the report says why)")
-        if output_format == ResultFormat.json:
-            typer.echo(to_json(plan_result_to_dict(result)))
-        elif output_format == ResultFormat.yaml:
-            import yaml
+            else:  # never the human report in place of the export (`--export megatron > a.sh`): stderr, exit 2
+                typer.echo("error: " + export_cli.nothing_to_export(result), err=True)
+                raise typer.Exit(EXIT_BAD_INPUT)
+        if output_format in (ResultFormat.json, ResultFormat.yaml):
+            data = plan_result_to_dict(result)
+            if others is not None:
+                from parplan.frameworks.compare import to_dict
 
-            typer.echo(yaml.safe_dump(plan_result_to_dict(result), sort_keys=False, allow_unicode=True))
+                data["per_framework"] = [to_dict(o) for o in others]
+            if output_format == ResultFormat.json:
+                typer.echo(to_json(data))
+            else:
+                import yaml
+
+                typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
         else:
-            render_result(result, _stdout_console(), spec=spec)
+            render_result(result, _stdout_console(), spec=spec, per_framework=others)
         _warn(spec, pareto.value if pareto else None)
 
 

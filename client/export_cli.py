@@ -35,6 +35,18 @@ from parplan.frameworks.jobs import LAUNCHERS, emit_job
 MAX_PLAN_BYTES = 16 * 2**20
 
 
+def nothing_to_export(result) -> str:
+    """The stderr text of ``optimize --export/--emit`` when no plan came back: status and why."""
+    lines = [f"nothing to export: status {result.status}"]
+    ex = result.explanation
+    if ex is not None:
+        lines.append(f"  {ex.summary}")
+        if ex.conflicting:
+            lines.append("  conflicting requirements: " + ", ".join(ex.conflicting))
+        lines += [f"  would fit: {r.requirement}: {r.change}" for r in ex.relaxations]
+    return "\n".join(lines)
+
+
 def warn(message: str) -> None:
     typer.echo(f"warning: {one_line(message)}", err=True)
 

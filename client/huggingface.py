@@ -137,7 +137,7 @@ def omitted_parameters(cfg: dict) -> dict[str, int]:
     out: dict[str, int] = {}
     if t in ("qwen2", "qwen2_moe"):  # Qwen2Attention: q/k/v projections with bias, o_proj without
         out["qkv_bias"] = L * (heads * head + 2 * kv * head)
-    elif cfg.get("attention_bias"):  # LlamaAttention(bias=attention_bias): q, k, v and o
+    elif cfg.get("attention_bias") and t != "gpt_neox":  # LlamaAttention(bias=attention_bias): q, k, v and o
         out["attention_bias"] = L * (heads * head + 2 * kv * head + h)
     if t in ("qwen3", "qwen3_moe", "gemma3_text"):
         out["qk_norm"] = L * 2 * head
@@ -145,8 +145,10 @@ def omitted_parameters(cfg: dict) -> dict[str, int]:
         out["extra_norms"] = L * 2 * h
     if t == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
         out["shared_expert_gate"] = (L - first_dense_layers(cfg)) * h
-    if t == "gpt_neox":  # every linear layer has a bias; LayerNorms have a bias
-        out["linear_biases"] = L * (3 * h + h + ffn + h)
+    if t == "gpt_neox":  # the MLP's linear layers and the LayerNorms have biases; the attention's query_key_value
+        # and dense have one when attention_bias (GPTNeoXConfig's default True): counted here once, not above too
+        attention = 3 * h + h if cfg.get("attention_bias", True) else 0
+        out["linear_biases"] = L * (attention + ffn + h)
         out["layernorm_biases"] = L * 2 * h + h
     return {k: v for k, v in out.items() if v}
 

@@ -231,7 +231,21 @@ def why_it_wins(best: Evaluation, other: Evaluation) -> str:
     return ", ".join(parts) if parts else "same breakdown within 0.5 %"
 
 
-def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> None:
+def framework_line(entry) -> str:
+    """One framework's best beside the result's: ``torchtitan: -1.2 %, DualPipeV TP8 ...`` (frameworks/compare.py)."""
+    if entry.best is None:
+        return f"{entry.framework}: {entry.status}" + (f" ({entry.reason})" if entry.reason else "")
+    p, m = entry.best.plan, entry.best.metrics
+    vs = "" if entry.vs_best is None else f"{entry.vs_best * 100:+.1f} %, "
+    return (f"{entry.framework}: {vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
+            f"{m.step_time_s:.3f} s ({_short_plan(p)})")
+
+
+SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "ZB-H1", "dualpipe": "DualPipe",
+                  "dualpipev": "DualPipeV"}
+
+
+def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_framework=None) -> None:
     """``solver-cli optimize`` for people: status, the best plan with its ledger, runners-up, frontier, reasons."""
     if spec is not None:
         console.print(Text(spec_summary(spec), style="bold"))
@@ -252,6 +266,13 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
         console.print(metrics_table(best))
         console.print(breakdown_table(best))
         console.print(stage_table(best))
+        if per_framework:
+            mine = getattr(spec, "framework", None) if spec is not None else None
+            name = mine if isinstance(mine, str) or mine is None else mine.name
+            console.print(Text(f"Best on each other framework (vs the best plan{f', {name}' if name else ''}; "
+                               "one solve each)", style="bold"))
+            for entry in per_framework:
+                console.print(Text(f"  {framework_line(entry)}"))
         if len(result.plans) > 1:
             console.print(ranking_table(result.plans, f"Top {len(result.plans)} (distinct choices, best first)"))
             for i, e in enumerate(result.plans[1:], 2):
@@ -287,6 +308,6 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
                 console.print(Text(f"  - {r.requirement}: {r.change}{tail}"))
 
 
-__all__ = ["plan_result_to_dict", "render_result", "ranking_table", "why_it_wins", "plan_to_dict", "metrics_to_dict", "plan_entry", "result_to_dict", "evaluation_to_dict",
+__all__ = ["plan_result_to_dict", "render_result", "framework_line", "ranking_table", "why_it_wins", "plan_to_dict", "metrics_to_dict", "plan_entry", "result_to_dict", "evaluation_to_dict",
            "evaluation_status", "to_json", "render_evaluation", "spec_summary", "plan_table", "metrics_table",
            "breakdown_table", "stage_table", "PLAN_KEYS", "METRIC_KEYS"]

@@ -34,6 +34,14 @@ CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
+DEFAULT_FRAMEWORK = "megatron-core"  # ``framework:`` omitted (its newest profile); ``any``: the research space
+
+
+def default_framework(assumptions: Any) -> str:
+    """``framework`` when omitted: :data:`DEFAULT_FRAMEWORK`; ``any`` under ``preset: textbook`` (the seeds' neutral
+    conventions, which a profile's memory knobs would overwrite)."""
+    preset = assumptions.get("preset") if isinstance(assumptions, dict) else getattr(assumptions, "preset", None)
+    return "any" if preset == "textbook" else DEFAULT_FRAMEWORK
 
 # the default search space; 'dualpipev' (costmodel/dualpipev.py) is searched only when search.schedules names it
 SCHEDULES: tuple[str, ...] = tuple(s.value for s in SEARCHED_BY_DEFAULT)
@@ -419,13 +427,17 @@ class Spec(_Strict):
     target_step_time_s: Optional[float] = Field(None, gt=0, description="min_gpus: step time to meet")
     target_tokens_per_s: Optional[float] = Field(None, gt=0, description="min_gpus: throughput to meet")
     plan: Optional[PlanSpec] = None
-    framework: Optional[Union[FrameworkName, FrameworkSpec]] = Field(
-        None, description="the framework that will run the job; omitted: framework-neutral")
+    framework: Optional[Union[FrameworkName, Literal["any"], FrameworkSpec]] = Field(
+        DEFAULT_FRAMEWORK, description=f"the framework that will run the job; omitted: {DEFAULT_FRAMEWORK} (its "
+        "newest profile); 'any': framework-neutral (the research space: ZB-H1, DualPipe)")
 
     @model_validator(mode="before")
     @classmethod
     def _framework_conventions(cls, data: Any) -> Any:
-        """The framework profile's memory knobs, under the user's own ``assumptions:`` (theirs win)."""
+        """The framework (omitted or null: :data:`DEFAULT_FRAMEWORK`) and its profile's memory knobs, under the
+        user's own ``assumptions:`` (theirs win)."""
+        if isinstance(data, dict) and data.get("framework") is None:
+            data = {**data, "framework": default_framework(data.get("assumptions"))}
         return apply_framework_assumptions(data)
 
     @field_validator("target_tokens_per_s")

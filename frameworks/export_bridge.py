@@ -1,10 +1,23 @@
 """A plan as Megatron-Bridge ``ConfigContainer`` overrides (``key=value``, one per line).
 
-Target: Megatron-Bridge 0.7.0 (NVIDIA-NeMo/Megatron-Bridge). ``scripts/training/run_recipe.py --recipe
-<recipe>`` takes Hydra/OmegaConf overrides of the container's groups (``model.*``, ``train.*``, ``ddp.*``,
-``optimizer.*``); the key names are those of the repository's Megatron-LM -> Bridge mapping,
-``docs/megatron-lm-to-megatron-bridge.md`` and ``scripts/translate_mlm_to_bridge.py``, as quoted in
-shared/reference/aesthetics-ecosystem.md B2.2. The decisions (pipeline split, recompute, ZeRO) are
+Target: Megatron-Bridge **v0.6.0** (NVIDIA-NeMo/Megatron-Bridge tag v0.6.0, commit 51885cf1, 2026-08-19; PyPI
+``megatron-bridge`` 0.6.x), the newest release. ``scripts/training/run_recipe.py --recipe <recipe>`` takes
+trailing Hydra-style ``KEY=VALUE`` overrides of the container's groups (``model.*``, ``train.*``, ``ddp.*``,
+``optimizer.*``, ``dataset.*``), applied by ``apply_cli_overrides`` -> ``process_config_with_overrides``
+(scripts/training/recipe_runner.py:293-297 at v0.6.0). At v0.6.0 the recipes' model is a ``GPTModelProvider``,
+a Megatron-Core ``TransformerConfig`` (src/megatron/bridge/models/gpt_provider.py:129), so the parallel fields
+are ``model.tensor_model_parallel_size`` ... (run_recipe.py:42-49 lists them so); on main after v0.6.0
+(067f987d) recipes built on ``GPTModelConfig`` hold them under ``model.transformer.*``
+(src/megatron/bridge/training/config.py:1651-1652, models/gpt/gpt_builder.py:43): not this target.
+
+Every recipe default the plan decides is written, so none survives: VPP (``null`` for one chunk), the
+first/last stage sizes, the layout (an explicit ``model.pipeline_model_parallel_layout`` also stops
+``sync_model_pipeline_layout`` from rebuilding a recipe-owned layout, recipe_runner.py:373-398),
+``account_for_embedding/loss_in_pipeline_split`` (false: they conflict with a layout or first/last sizes,
+Megatron-Core transformer_config.py:1019-1048 at core_v0.15.3), the recompute settings, the sequence length
+(``dataset.seq_length`` owns it and the runner copies it to ``model.seq_length``, run_recipe.py:35-39; both are
+written) and ``model.mtp_num_layers``. Values contain no spaces (lists as ``[2,8]``), so the documented
+``$(grep -v '^#' file)`` use splits one override per word. The decisions (pipeline split, recompute, ZeRO) are
 Megatron-Core's and are shared with the Megatron-LM exporter (frameworks/export_megatron.py):
 
 * ``--num-layers-per-virtual-pipeline-stage`` has no Bridge key; Bridge takes the chunk count,
@@ -24,21 +37,29 @@ Megatron-Core's and are shared with the Megatron-LM exporter (frameworks/export_
   ``model.cpu_offloading_num_layers``, the keys the performance recipes set (Megatron-Bridge 067f987d
   src/megatron/bridge/perf_recipes/llama/gb200/llama3.py:282-284).
 
-The model shape comes from the recipe (a model provider); it is not overridden here.
+The model shape comes from the recipe (a model provider); it is not overridden here, except the MTP depth
+(``model.mtp_num_layers``, a ``TransformerConfig`` field the layout is validated against); MLA comes from the
+recipe: a warning names the widths the plan assumed.
 """
 
 from __future__ import annotations
 
 from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import Export, comment_block, header_lines
+from parplan.frameworks.export_common import Export, comment_block, header_lines, model_feature_warnings
 from parplan.frameworks.export_megatron import megatron_settings
 
-BRIDGE_VERSION = "0.7.0"
+BRIDGE_VERSION = "v0.6.0"
+BRIDGE_COMMIT = "51885cf132b2814188b6855c25a8588254274c2a"
 
 
 def _value(value) -> str:
+    """A Hydra override value without spaces: null, true/false, [a,b], a quoted layout string."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_value(v) for v in value) + "]"
     if isinstance(value, str):
         return f'"{value}"' if "|" in value or "*" in value else value
     return str(value)
@@ -47,30 +68,31 @@ def _value(value) -> str:
 def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], list[str]]:
     """``[(key, value)]`` overrides and the warnings."""
     s = megatron_settings(spec, plan)
-    warnings = list(s.warnings)
+    warnings = list(s.warnings) + model_feature_warnings(spec, "Megatron-Bridge", "the recipe's model provider",
+                                                         mtp=False)  # model.mtp_num_layers is written below
     out: list[tuple[str, object]] = [
         ("model.tensor_model_parallel_size", s.tp),
         ("model.pipeline_model_parallel_size", s.pp),
         ("model.context_parallel_size", s.cp),
     ]
-    if s.cp_comm_type is not None:  # Megatron-Core TransformerConfig.cp_comm_type
-        out.append(("model.cp_comm_type", s.cp_comm_type))
+    if plan.cp > 1:  # Megatron-Core TransformerConfig.cp_comm_type, written even as p2p (a recipe may set another)
+        out.append(("model.cp_comm_type", plan.cp_comm_type))
     if s.hierarchical_cp_sizes is not None:
         out.append(("model.hierarchical_context_parallel_sizes", list(s.hierarchical_cp_sizes)))
     if s.ep is not None:
         out += [("model.expert_model_parallel_size", s.ep), ("model.expert_tensor_parallel_size", s.etp)]
-    if plan.vpp > 1 and s.layout is None:
-        out.append(("model.virtual_pipeline_model_parallel_size", plan.vpp))
-    if s.first_stage_layers is not None:
-        out += [("model.num_layers_in_first_pipeline_stage", s.first_stage_layers),
-                ("model.num_layers_in_last_pipeline_stage", s.last_stage_layers)]
-    if s.layout is not None:
-        out.append(("model.pipeline_model_parallel_layout", s.layout))
+    # the pipeline split: every field of it, so no recipe default survives (module docstring)
+    out += [("model.virtual_pipeline_model_parallel_size", plan.vpp if plan.vpp > 1 else None),
+            ("model.num_layers_in_first_pipeline_stage", s.first_stage_layers),
+            ("model.num_layers_in_last_pipeline_stage", s.last_stage_layers),
+            ("model.pipeline_model_parallel_layout", s.layout),
+            ("model.account_for_embedding_in_pipeline_split", False),
+            ("model.account_for_loss_in_pipeline_split", False),
+            ("model.mtp_num_layers", spec.model.num_mtp_layers or None)]
     out.append(("model.sequence_parallel", s.sequence_parallel))
-    if s.recompute_granularity is not None:
-        out.append(("model.recompute_granularity", s.recompute_granularity))
-    if s.recompute_method is not None:
-        out += [("model.recompute_method", s.recompute_method), ("model.recompute_num_layers", s.recompute_num_layers)]
+    out += [("model.recompute_granularity", s.recompute_granularity), ("model.recompute_method", s.recompute_method),
+            ("model.recompute_num_layers", s.recompute_num_layers)]
+    out += [("model.seq_length", spec.training.seq_len), ("dataset.seq_length", spec.training.seq_len)]
     out += [("train.micro_batch_size", s.micro_batch_size), ("train.global_batch_size", s.global_batch_size)]
     if s.fsdp_sharding_strategy is not None:
         warnings.append(f"zero_stage {plan.zero_stage} (Megatron-FSDP, {s.fsdp_sharding_strategy}) has no key in the "
@@ -109,11 +131,12 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
 
 def export(spec: Spec, plan: Plan) -> Export:
     overrides, warnings = bridge_overrides(spec, plan)
-    head = header_lines(spec, plan, f"Megatron-Bridge ({BRIDGE_VERSION}) ConfigContainer overrides", warnings)
+    head = header_lines(spec, plan, f"Megatron-Bridge {BRIDGE_VERSION} ({BRIDGE_COMMIT[:8]}) ConfigContainer overrides",
+                        warnings)
     head += ["", "use: python scripts/training/run_recipe.py --recipe <recipe for this model> $(grep -v '^#' <this file>)",
              "the recipe supplies the model shape, data, tokenizer and optimizer"]
     text = comment_block(head) + "".join(f"{key}={_value(value)}\n" for key, value in overrides)
     return Export(target="bridge", text=text, filename="bridge_overrides.txt", warnings=tuple(warnings))
 
 
-__all__ = ["export", "bridge_overrides", "BRIDGE_VERSION"]
+__all__ = ["export", "bridge_overrides", "BRIDGE_VERSION", "BRIDGE_COMMIT"]

@@ -68,6 +68,22 @@ def plan_summary_line(plan: Plan) -> str:
             f"sequence_parallel={str(plan.sequence_parallel).lower()}")
 
 
+def model_feature_warnings(spec: Spec, target: str, where: str, mtp: bool = True) -> list[str]:
+    """The model features the spec has that ``target``'s file cannot carry (``where``: what defines the model
+    there): a warning each, so MLA or MTP is never dropped silently (issue 24.7)."""
+    m, out = spec.model, []
+    if m.mla is not None:
+        a = m.mla
+        out.append(f"model.mla (q_lora_rank {a.q_lora_rank}, kv_lora_rank {a.kv_lora_rank}, qk_nope_head_dim "
+                   f"{a.qk_nope_head_dim}, qk_rope_head_dim {a.qk_rope_head_dim}, v_head_dim {a.v_head_dim}): "
+                   f"{target} takes multi-head latent attention from {where}, not from this file; use a model "
+                   f"with these widths there, or the run builds a different model than planned")
+    if m.num_mtp_layers and mtp:
+        out.append(f"model.num_mtp_layers {m.num_mtp_layers}: {target} takes multi-token prediction from {where}, "
+                   f"not from this file; enable {m.num_mtp_layers} MTP module(s) on the last stage there")
+    return out
+
+
 def comment_block(lines: list[str], prefix: str = "# ") -> str:
     return "".join(f"{prefix}{line}\n" if line else prefix.rstrip() + "\n" for line in lines)
 
@@ -86,4 +102,4 @@ def header_lines(spec: Spec, plan: Plan, what: str, warnings: list[str]) -> list
 
 
 __all__ = ["Export", "ExportError", "check_plan_matches_spec", "global_batch_size", "model_chunk_layers",
-           "plan_summary_line", "header_lines", "comment_block"]
+           "plan_summary_line", "header_lines", "comment_block", "model_feature_warnings"]

@@ -28,17 +28,38 @@ import json
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import Export, global_batch_size
+from parplan.frameworks.export_common import Export, global_batch_size, model_feature_warnings
 
 DEEPSPEED_VERSION = "0.19.6"
+
+
+def deepspeed_dp_ranks(plan: Plan) -> tuple[int, str]:
+    """The ranks ``DeepSpeedConfig._batch_assertion`` counts as data-parallel for this export (its
+    ``train_batch_size == micro × accumulation × world_size``, runtime/config.py:937 at DeepSpeed edaa7221 =
+    0.19.6), and why. ``world_size`` there (config.py:711-722) is, with the pipeline engine's mpu
+    (``deepspeed.initialize`` passes ``model.mpu()`` for a PipelineModule, deepspeed/__init__.py:242-244),
+    its data axis: world / (pp·tp) with the PipeModelDataParallelTopology the export asks for; without an mpu
+    (pp 1, AutoTP) every rank, divided by ``sequence_parallel_size`` when the config has it: dp·tp."""
+    if plan.pp > 1:
+        if plan.cp > 1:  # no Ulysses under the pipeline engine: the cp ranks run as data parallel (refused)
+            return plan.dp * plan.cp, "the pipeline topology's data axis, the cp ranks included"
+        return plan.dp, "the pipeline topology's data axis"
+    if plan.cp > 1 and plan.cp_comm_type != "a2a":  # not exported as Ulysses: the cp ranks run as data parallel
+        return plan.dp * plan.tp * plan.cp, "deepspeed.initialize without an mpu counts every rank"
+    if plan.tp > 1:
+        return plan.dp * plan.tp, ("deepspeed.initialize without an mpu counts every rank (AutoTP's included) but "
+                                   "the Ulysses ranks (sequence_parallel_size)" if plan.cp > 1
+                                   else "deepspeed.initialize without an mpu counts every rank, AutoTP's included")
+    return plan.dp, "every rank"
 
 
 def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     """The config dict and the warnings."""
     knobs = resolve_assumptions(spec.assumptions)
-    warnings: list[str] = []
+    warnings: list[str] = model_feature_warnings(spec, "DeepSpeed", "the model code (the config JSON has no model)")
+    counted, why = deepspeed_dp_ranks(plan)
     cfg: dict = {
-        "train_batch_size": global_batch_size(plan),
+        "train_batch_size": plan.micro_batch_size * plan.num_microbatches * counted,
         "train_micro_batch_size_per_gpu": plan.micro_batch_size,
         "gradient_accumulation_steps": plan.num_microbatches,
         "bf16": {"enabled": True},
@@ -59,6 +80,18 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     cfg["zero_optimization"] = {"stage": zero, "overlap_comm": plan.dp > 1 and knobs.dp_comm_overlap > 0}
     _memory_dims(plan, zero, cfg["zero_optimization"], warnings)
 
+    _recompute_and_pipeline(plan, cfg, warnings)
+    if counted != plan.dp:
+        warnings.append(f"train_batch_size {cfg['train_batch_size']} = micro-batch {plan.micro_batch_size} x "
+                        f"{plan.num_microbatches} accumulation steps x {counted} ranks DeepSpeed counts as data "
+                        f"parallel ({why}); the plan's sequences per step are {global_batch_size(plan)} over dp = "
+                        f"{plan.dp}")
+    _parallel_code_notes(spec, plan, cfg, warnings)
+    return cfg, warnings
+
+
+def _recompute_and_pipeline(plan: Plan, cfg: dict, warnings: list[str]) -> None:
+    """Recompute (DeepSpeed checkpoints every n-th layer alike), the pipeline section and TP (AutoTP)."""
     full_every_layer = plan.recompute == "full" and list(plan.recompute_layers) == list(plan.stage_layers)
     some_recompute = plan.recompute == "full" and any(plan.recompute_layers)
     if plan.recompute == "selective":
@@ -92,7 +125,20 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
         if plan.sequence_parallel:
             warnings.append("sequence_parallel: AutoTP has no Megatron-style sequence parallelism; activations are "
                             "replicated across the TP group (more memory than planned)")
-    if plan.cp > 1 and plan.cp_comm_type == "a2a":
+
+
+def _parallel_code_notes(spec: Spec, plan: Plan, cfg: dict, warnings: list[str]) -> None:
+    """What TP x PP, CP and EP need in model code (no config key expresses them), and Ulysses for CP a2a."""
+    if plan.pp > 1 and plan.tp > 1:
+        warnings.append(f"code: pass PipelineModule(..., topology=PipeModelDataParallelTopology(num_pp={plan.pp}, "
+                        f"num_mp={plan.tp}, num_dp={plan.dp * plan.cp})) (deepspeed/runtime/pipe/topology.py:244-249): "
+                        f"with num_stages alone the TP ranks are data-parallel ranks (pipe/module.py:173-180)")
+    if plan.cp > 1 and plan.pp > 1:
+        warnings.append(f"DeepSpeed cannot run cp = {plan.cp} with pp = {plan.pp}: the PipelineModule topology has "
+                        f"pipe, data and model axes only (deepspeed/runtime/pipe/topology.py:232-249) and the "
+                        f"engine's batch rule takes its data axis (runtime/config.py:711-716), so there is no "
+                        f"Ulysses group; refused: exported with the cp ranks as data-parallel ranks")
+    elif plan.cp > 1 and plan.cp_comm_type == "a2a":
         # DeepSpeed-Ulysses (deepspeed/runtime/config.py:721-722; runtime/sequence_parallel/ulysses_sp.py)
         cfg["sequence_parallel_size"] = plan.cp
         warnings.append(f"code: cp = {plan.cp} is DeepSpeed-Ulysses; the model's attention must be wrapped "
@@ -105,7 +151,6 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     if spec.model.moe is not None and (plan.ep > 1 or plan.etp > 1):
         warnings.append(f"code: expert parallelism (ep = {plan.ep}, etp = {plan.etp}) is deepspeed.moe.layer.MoE("
                         f"ep_size={plan.ep}) in model code, not a config key")
-    return cfg, warnings
 
 
 def _memory_dims(plan: Plan, zero: int, z: dict, warnings: list[str]) -> None:
@@ -149,4 +194,4 @@ def export(spec: Spec, plan: Plan) -> Export:
                   warnings=tuple(warnings))
 
 
-__all__ = ["export", "deepspeed_config", "DEEPSPEED_VERSION"]
+__all__ = ["deepspeed_dp_ranks", "export", "deepspeed_config", "DEEPSPEED_VERSION"]

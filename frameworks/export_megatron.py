@@ -81,21 +81,23 @@ class MegatronSettings:
     warnings: list[str] = field(default_factory=list)
 
 
-def layout_string(plan: Plan) -> str:
+def layout_string(plan: Plan, mtp_layers: int = 0) -> str:
     """``--pipeline-model-parallel-layout``: one ``|``-separated entry per model chunk in virtual-stage
-    order, ``E`` (embedding) in the first, ``L`` (loss) in the last, ``t*n`` for n decoder layers
-    (``PipelineParallelLayerLayout.parse_str_to_list``, pipeline_parallel_layer_layout.py at core_v0.15.3)."""
+    order, ``E`` (embedding) in the first, ``L`` (loss) in the last, ``t*n`` for n decoder layers, ``m`` per
+    multi-token-prediction layer before the loss (``PipelineParallelLayerLayout.parse_str_to_list`` and
+    ``validate_layer_layout``, megatron/core/transformer/pipeline_parallel_layer_layout.py:107-130 at
+    core_v0.15.3: MTP layers after every decoder layer, all in the last stage's last chunk with the loss)."""
     chunks = model_chunk_layers(plan)
     parts = [f"t*{n}" if n else "" for n in chunks]  # an end chunk may hold only the embedding or the loss
     parts[0] = "E" + parts[0]
-    parts[-1] = parts[-1] + "L"
+    parts[-1] = parts[-1] + "m" * mtp_layers + "L"  # MTP after the last decoder layer, with the loss (layout.py:107-130)
     return "|".join(parts)
 
 
-def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
+def _pipeline_split(plan: Plan, s: MegatronSettings, mtp_layers: int = 0) -> None:
     layers = plan.stage_layers
     if plan.pipeline_layout is not None and any(len(set(ch)) > 1 for ch in plan.pipeline_layout):
-        s.layout = layout_string(plan)  # chunks that differ within a stage: only the layout says so
+        s.layout = layout_string(plan, mtp_layers)  # chunks that differ within a stage: only the layout says so
         return
     if len(set(layers)) == 1:
         if plan.vpp > 1:
@@ -107,7 +109,7 @@ def _pipeline_split(plan: Plan, s: MegatronSettings) -> None:
         if plan.vpp > 1:
             s.num_virtual_stages_per_rank = plan.vpp
         return
-    s.layout = layout_string(plan)
+    s.layout = layout_string(plan, mtp_layers)
 
 
 def block_recompute_layers(stage_layers: list[int], vpp: int, n: int,
@@ -158,12 +160,20 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
     s = MegatronSettings(tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep if moe else None,
                          etp=plan.etp if moe else None, micro_batch_size=plan.micro_batch_size,
                          global_batch_size=global_batch_size(plan))
-    _pipeline_split(plan, s)
+    _pipeline_split(plan, s, spec.model.num_mtp_layers)
     if plan.schedule in ("zb-h1", "dualpipe", "dualpipev"):
         s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
     s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
+    if moe and plan.tp > 1 and plan.ep > 1 and not s.sequence_parallel:
+        # ModelParallelConfig.__post_init__ says SP "must be used" with EP > 1 and TP > 1 through warnings.warn,
+        # a name the module never imports (megatron/core/model_parallel_config.py:388-393, imports :3-6, at
+        # core_v0.15.3): without --sequence-parallel the run stops on a NameError. Written with it
+        s.sequence_parallel = True
+        s.warnings.append(f"tp {plan.tp} with ep {plan.ep} without sequence parallelism: Megatron-Core requires "
+                          "--sequence-parallel when TP and EP are combined; exported with it (less activation "
+                          "memory than planned, the TP collectives as reduce-scatter/all-gather)")
     if plan.cp > 1 and plan.cp_comm_type != "p2p":
         # Megatron-LM arguments.py:3221 --cp-comm-type; a2a+p2p needs the two levels' sizes (:580-585): the a2a
         # level is the CP members of one NVLink domain (costmodel/context_parallel.py)
@@ -264,6 +274,16 @@ def model_args(spec: Spec) -> list[str]:
         if m.moe.first_dense_layers:
             k = m.moe.first_dense_layers
             _flag(out, "--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})")
+    if m.mla is not None:  # _add_network_size_args / _add_mla_args, arguments.py:1664 and 3165-3176 at core_v0.15.3
+        _flag(out, "--multi-latent-attention")
+        if m.mla.q_lora_rank:  # 0: no query compression, Megatron's default None
+            _flag(out, "--q-lora-rank", m.mla.q_lora_rank)
+        _flag(out, "--kv-lora-rank", m.mla.kv_lora_rank)
+        _flag(out, "--qk-head-dim", m.mla.qk_nope_head_dim)
+        _flag(out, "--qk-pos-emb-head-dim", m.mla.qk_rope_head_dim)
+        _flag(out, "--v-head-dim", m.mla.v_head_dim)
+    if m.num_mtp_layers:  # arguments.py:1666 at core_v0.15.3; validate_args needs rope position embeddings (1186-1190)
+        _flag(out, "--mtp-num-layers", m.num_mtp_layers)
     return out
 
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 from parplan.costmodel import dualpipev
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import Export, comment_block, header_lines, model_chunk_layers
+from parplan.frameworks.export_common import (Export, comment_block, header_lines, model_chunk_layers,
+                                              model_feature_warnings)
 
 TORCHTITAN_VERSION = "v0.2.2"
 SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV",
@@ -67,7 +68,7 @@ def module_fqns_per_model_part(chunks: list[int]) -> list[list[str]]:
 def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, object]], list[str]]:
     """``{section: {key: value}}`` in output order, and the warnings (in the order of the keys they concern)."""
     knobs = resolve_assumptions(spec.assumptions)
-    warnings: list[str] = []
+    warnings = model_feature_warnings(spec, "torchtitan", "the [model] name and flavor (its model args)")
     par = _data_parallel(plan, warnings)
     par.update(_tensor_and_context_parallel(plan, knobs, warnings))
     par.update(_pipeline_parallel(spec, plan, warnings))

@@ -389,16 +389,19 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
     gbs = cfg.get("train_batch_size")
     if gbs is None:
         raise ImportPlanError("train_batch_size: required")
-    dp = _divide(gbs, mbs * m, "train_batch_size / (micro × accumulation)")
+    counted = _divide(gbs, mbs * m, "train_batch_size / (micro × accumulation)")
     pipe = cfg.get("pipeline", {})
     pp = pipe.get("stages", 1)
     if not isinstance(pp, int):
         raise ImportPlanError(f"pipeline.stages: {pp!r}; the stage count must be an integer to read a plan")
     tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1)
+    # DeepSpeed counts AutoTP ranks as data parallel without pipeline parallelism (export_deepspeed.deepspeed_dp_ranks)
+    dp = counted if pp > 1 else _divide(counted, tp, "train_batch_size / (micro × accumulation × autotp_size)")
+    gbs = mbs * m * dp
     sp = cfg.get("sequence_parallel_size", 1)  # DeepSpeed-Ulysses (runtime/config.py:721-722)
     if tp * pp * dp * sp != base.cluster.num_gpus:
-        raise ImportPlanError(f"tp·pp·dp·sp = {tp * pp * dp * sp} (autotp_size·pipeline.stages·train_batch_size/"
-                              f"(micro × accumulation)·sequence_parallel_size) must equal cluster.num_gpus = "
+        raise ImportPlanError(f"tp·pp·dp·sp = {tp * pp * dp * sp} (autotp_size·pipeline.stages·data-parallel ranks·"
+                              f"sequence_parallel_size) must equal cluster.num_gpus = "
                               f"{base.cluster.num_gpus}")
     plan: dict[str, Any] = {"tp": tp, "cp": sp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
                             "zero_stage": cfg.get("zero_optimization", {}).get("stage", 0)}

@@ -122,9 +122,9 @@ def profile(name: str, version: Optional[str] = None) -> Profile:
 
 
 def spec_profile(spec: "Spec") -> Optional[Profile]:
-    """The profile a spec names, or None (framework-neutral)."""
+    """The profile a spec names, or None (framework-neutral: ``framework: any``)."""
     fw = getattr(spec, "framework", None)
-    if fw is None:
+    if fw is None or fw == "any":
         return None
     if isinstance(fw, str):
         return profile(fw)

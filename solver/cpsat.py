@@ -139,6 +139,9 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
             model.add(v.dense_recompute == 0)
         if t.uniform_recompute:
             r = v.stage_recompute
+            if t.recompute_step > 1:  # vpp chunks of N recomputed layers each (tables.StageTable.recompute_step)
+                per_chunk = model.new_int_var(0, L // t.recompute_step, "chunk_recompute")
+                model.add(r == t.recompute_step * per_chunk)  # linear, unlike a modulo equality
             if k:
                 model.add_min_equality(v.dense_recompute, [r, k])
             for u in range(n):

@@ -149,6 +149,13 @@ class StageTable:
         """Stages per unit: 2 under DualPipe, else 1."""
         return 2 if self.dualpipe else 1
 
+    @property
+    def recompute_step(self) -> int:
+        """Under ``uniform_recompute``, the per-stage count is a multiple of this: Megatron's
+        ``--recompute-num-layers`` N recomputes N layers of each of a stage's ``vpp`` chunks (block method), so a
+        stage of vpp chunks recomputes vpp·N (frameworks.profiles 'megatron.recompute')."""
+        return max(1, self.grid) if self.uniform_recompute and not self.dualpipe else 1
+
     def objective(self, t_max: int, dp_max: int, t_sum: int = 0) -> int:
         """U of an assignment whose slowest unit takes ``t_max``, whose units take ``t_sum`` together and whose
         largest DP time is ``dp_max``."""
@@ -449,5 +456,7 @@ def uniform_recompute_of(t: StageTable, x: Assignment) -> int | None:
     if total0 % t.members:
         return None
     r_stage = total0 // t.members
+    if r_stage % t.recompute_step:
+        return None
     d, moe = uniform_parts(t, r_stage)
     return r_stage if x.dense == d and tuple(int(v) for v in moe) == tuple(x.recompute) else None

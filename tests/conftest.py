@@ -113,6 +113,7 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_
         search["activation_offload_layers"] = v
     fp8 = moe and cluster["gpu"] not in ("A100-SXM-80GB", "A100-SXM-40GB") and draw(st.integers(0, 2)) == 0
     return Spec.model_validate(dict(
+        framework="any",  # the research space (issue 24.2: omitted is megatron-core)
         model=model,
         training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),
                       global_batch_size=draw(st.sampled_from([2, 4, 8, 12, 16, 24, 32, 48, 64])),

@@ -47,7 +47,7 @@ MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num
 MOE_MODEL = {**MODEL, "moe": dict(num_experts=4, top_k=1, expert_ffn_hidden_size=1024, first_dense_layers=1)}
 
 
-def _spec(gpus: int = 1, assumptions: dict | None = None, search: dict | None = None, framework=None,
+def _spec(gpus: int = 1, assumptions: dict | None = None, search: dict | None = None, framework="any",
           model: dict | None = None, plan: dict | None = None) -> Spec:
     data = dict(model=model or MODEL, training=dict(seq_len=2048, global_batch_size=8),
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), assumptions=assumptions or {}, search=search or {})
@@ -317,7 +317,7 @@ def test_proto_round_trip():
     from parplan.server import convert
     from parplan.v1 import planner_pb2 as pb
 
-    spec = _spec(search=dict(activation_offload_layers=[0, 3]), plan=dict(activation_offload_layers=2))
+    spec = _spec(search=dict(activation_offload_layers=[0, 3]), plan=dict(activation_offload_layers=2), framework="megatron-core")  # the proto has no 'any'
     data = json.loads(spec.model_dump_json(exclude_defaults=True))
     back = Spec.model_validate(convert.spec_dict_from_message(convert.spec_to_message(data)))
     assert back.search == spec.search and back.plan == spec.plan

@@ -59,7 +59,7 @@ def _spec(model, gpus, seq=2048, gbs=32, precision="bf16", gpu="H100-SXM-80GB", 
           **cluster):
     return dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision=precision),
                 cluster=dict(gpu=gpu, num_gpus=gpus, **cluster), search=search or {},
-                assumptions=assumptions or {})
+                assumptions=assumptions or {}, framework="any")  # recorded in the research space
 
 
 # (name, spec input, cases kept)

@@ -78,7 +78,7 @@ def test_evaluate_demo_table():
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     for fragment in ("llama3-70b on 64 × H100-SXM-80GB", "status: FEASIBLE", "Plan", "tp · cp · pp · dp",
-                     "4 · 2 · 4 · 2", "interleaved · 2", "recompute_layers [2, 0, 0, 0]", "Metrics",
+                     "4 · 2 · 4 · 2", "interleaved · 2", "recompute_layers [2, 2, 2, 2]", "Metrics",
                      "step time (s)", "MFU (%)", "tokens/s", "peak memory (GiB)", "usable memory (GiB)",
                      "Step time breakdown", "share (%)", "Per-stage ledger", "in-flight", "total", "(GiB)"):
         assert fragment in out, fragment
@@ -101,7 +101,7 @@ def test_evaluate_demo_json_contract():
     assert list(plan) == list(PLAN_KEYS)
     assert plan == {"tp": 4, "cp": 2, "pp": 4, "dp": 2, "ep": 1, "etp": 1, "micro_batch_size": 1,
                     "num_microbatches": 256, "vpp": 2, "schedule": "interleaved", "stage_layers": [20, 20, 20, 20],
-                    "recompute": "full", "recompute_layers": [2, 0, 0, 0], "zero_stage": 1,
+                    "recompute": "full", "recompute_layers": [2, 2, 2, 2], "zero_stage": 1,
                     "sequence_parallel": True}
     for key in ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s"):
         assert key in metrics, key

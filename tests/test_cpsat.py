@@ -38,7 +38,7 @@ def tiny_tables(draw):
     if split == "even":
         search["uneven_stages"] = False
     spec = Spec.model_validate(dict(
-        model=model, training=dict(seq_len=2048, global_batch_size=draw(st.sampled_from([4, 8]))),
+        framework="any", model=model, training=dict(seq_len=2048, global_batch_size=draw(st.sampled_from([4, 8]))),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=pp * draw(st.sampled_from([1, 2])),
                      memory_gib=draw(st.sampled_from([1.5, 2.0, 3.0, 4.0, 6.0]))),
         search=search))

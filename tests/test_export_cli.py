@@ -153,3 +153,14 @@ def test_progress_is_silent_when_piped():
                         "--time-limit", "20", "--format", "json"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "solving" not in r.stderr and json.loads(r.stdout)["status"] == "OPTIMAL"
+
+
+def test_infeasible_optimize_with_export_writes_no_export(tmp_path):
+    """Issue 24.7: `optimize INFEASIBLE.yaml --export megatron > a.sh` wrote the human report into a.sh with exit 0.
+    Now stdout stays empty, the explanation goes to stderr, exit 2 (and --out writes no file)."""
+    spec = ROOT / "examples" / "infeasible" / "405b-16xh100.yaml"
+    r = run("optimize", str(spec), "--export", "megatron")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert "nothing to export: status INFEASIBLE" in r.stderr and "would fit" in r.stderr
+    r = run("optimize", str(spec), "--export", "deepspeed", "--out", str(tmp_path))
+    assert r.exit_code == 2 and list(tmp_path.iterdir()) == []

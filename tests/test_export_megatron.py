@@ -243,3 +243,42 @@ def test_solver_plans_pass_megatron_validation():
     assert len(result.plans) == 3
     for evaluation in result.plans:
         assert _check(spec, evaluation.plan) == [], evaluation.plan
+
+
+def _deepseek(plan_yaml: str):
+    from parplan.client.spec_io import parse_spec
+    from parplan.costmodel.evaluate import evaluate
+
+    spec = parse_spec("model: {preset: deepseek-v3, num_mtp_layers: 1, mla: {q_lora_rank: 1536, kv_lora_rank: 512, "
+                      "qk_nope_head_dim: 128, qk_rope_head_dim: 64, v_head_dim: 128}}\ntraining: {seq_len: 4096, global_batch_size: 1024}\n"
+                      "cluster: {gpu: H100-SXM-80GB, num_gpus: 256}\nplan: " + plan_yaml + "\n")
+    return spec, evaluate(spec, spec.plan).plan
+
+
+def test_mla_and_mtp_are_exported_never_dropped():
+    """Issue 24.7: DeepSeek-V3's MLA and MTP were dropped silently (Megatron accepted the file and built a different
+    model). The MLA widths go out as _add_mla_args' flags, MTP as --mtp-num-layers and an 'm' before the loss."""
+    spec, plan = _deepseek("{tp: 1, pp: 4, ep: 8, micro_batch_size: 1, schedule: 1f1b, stage_layers: [14, 16, 17, 14]}")
+    m = spec.model
+    assert m.mla is not None and m.num_mtp_layers == 1
+    argv = megatron_argv(spec, plan)
+    value = lambda flag: argv[argv.index(flag) + 1]  # noqa: E731
+    assert "--multi-latent-attention" in argv
+    assert value("--q-lora-rank") == str(m.mla.q_lora_rank) and value("--kv-lora-rank") == str(m.mla.kv_lora_rank)
+    assert value("--qk-head-dim") == str(m.mla.qk_nope_head_dim)
+    assert value("--qk-pos-emb-head-dim") == str(m.mla.qk_rope_head_dim)
+    assert value("--v-head-dim") == str(m.mla.v_head_dim) and value("--mtp-num-layers") == "1"
+    layout = value("--pipeline-model-parallel-layout")
+    assert layout == "Et*14|t*16|t*17|t*14mL" and layout_chunks(layout) == [14, 16, 17, 14]
+    from parplan.frameworks.layout import resolve_layout
+
+    assert resolve_layout(layout, 4, 61).mtp_layers == 1  # parplan's reading of Megatron's layout rules
+
+
+def test_tp_with_ep_gets_sequence_parallelism():
+    """Megatron-Core core_v0.15.3 stops on a NameError for TP > 1 with EP > 1 without SP: the export adds
+    --sequence-parallel and says so."""
+    spec, plan = load_case("mixtral-8x7b-ep")
+    export = export_plan(spec, plan.model_copy(update={"sequence_parallel": False}), "megatron")
+    assert "--sequence-parallel" in megatron_tokens(export.text)
+    assert any("--sequence-parallel when TP and EP" in w for w in export.warnings)

@@ -81,6 +81,9 @@ def torchtitan_violations(doc: dict, world_size: int, num_layers: int) -> list[s
 
 
 def deepspeed_violations(cfg: dict, dp: int) -> list[str]:
+    """``dp``: the ranks DeepSpeedConfig counts as data parallel (DeepSpeed edaa7221 runtime/config.py:711-722):
+    without pipeline parallelism every rank over sequence_parallel_size (AutoTP's counted), with it the
+    topology's data axis."""
     out = []
     if cfg["train_batch_size"] != cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * dp:
         out.append("train_batch_size != micro * accumulation * dp")
@@ -123,7 +126,32 @@ def test_torchtitan_dualpipe_is_two_chunks_per_rank_in_v_order():
 def test_deepspeed_json_satisfies_the_batch_rule_and_known_keys(case):
     spec, plan = load_case(case)
     cfg = json.loads(export_plan(spec, plan, "deepspeed").text)
-    assert deepspeed_violations(cfg, plan.dp) == []
+    assert deepspeed_violations(cfg, deepspeed_ranks(plan, spec.cluster.num_gpus, cfg)) == []
+
+
+def deepspeed_ranks(plan, world: int, cfg: dict) -> int:
+    """What DeepSpeedConfig's world_size is for this config (no mpu at pp 1; the pipeline grid's data axis with
+    PipeModelDataParallelTopology(pp, tp, dp) otherwise), from the world size, not from the exporter."""
+    if plan.pp == 1:
+        return world // cfg.get("sequence_parallel_size", 1)
+    return world // (plan.pp * plan.tp)
+
+
+@pytest.mark.parametrize("update", [dict(tp=8, dp=2), dict(tp=2, dp=8), dict(tp=4, pp=1, dp=16), dict(tp=1, pp=1, dp=64)])
+def test_deepspeed_batch_counts_ranks_as_deepspeed_does(update):
+    """Issue 24.7: train_batch_size counted DP only, while deepspeed.initialize without an mpu counts the AutoTP
+    ranks too (`512 != 2 * 8 * 64`). Now the batch rule holds with DeepSpeed's own count."""
+    spec, plan = load_case("llama3-70b-interleaved")
+    base = dict(schedule="1f1b", vpp=1, zero_stage=1, recompute="none")
+    p = plan.model_copy(update={**base, **update})
+    if p.pp != plan.pp:
+        p = p.model_copy(update={"stage_layers": [spec.model.num_layers], "recompute_layers": [0]})
+    p = p.model_copy(update={"num_microbatches": spec.training.global_batch_size // (p.micro_batch_size * p.dp)})
+    assert p.num_gpus == spec.cluster.num_gpus
+    export = export_plan(spec, p, "deepspeed")
+    cfg = json.loads(export.text)
+    assert deepspeed_violations(cfg, deepspeed_ranks(p, spec.cluster.num_gpus, cfg)) == []
+    assert (cfg["train_batch_size"] == spec.training.global_batch_size) == (p.pp > 1 or p.tp == 1)
 
 
 def test_deepspeed_refuses_zero3_under_pipeline_parallelism():
@@ -133,9 +161,10 @@ def test_deepspeed_refuses_zero3_under_pipeline_parallelism():
     assert cfg["zero_optimization"]["stage"] == 1
     assert any("refuses ZeRO-2/3" in w for w in export.warnings)
     cfg["zero_optimization"]["stage"] = 3
-    assert deepspeed_violations(cfg, plan.dp) == ["ZeRO-2/3 with pipeline parallelism"]
+    ranks = deepspeed_ranks(plan, spec.cluster.num_gpus, cfg)
+    assert deepspeed_violations(cfg, ranks) == ["ZeRO-2/3 with pipeline parallelism"]
     cfg["train_batch_size"] += 1
-    assert "train_batch_size != micro * accumulation * dp" in deepspeed_violations(cfg, plan.dp)
+    assert "train_batch_size != micro * accumulation * dp" in deepspeed_violations(cfg, ranks)
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)

@@ -52,7 +52,9 @@ def test_every_profile_cites_its_facts():
 
 
 def test_framework_field_forms_and_versions():
-    assert spec_profile(_llama()) is None
+    assert spec_profile(_llama(framework="any")) is None
+    assert spec_profile(_llama()) is profile("megatron-core")  # omitted: the newest Megatron-Core (issue 24.2)
+    assert _llama(assumptions={"preset": "textbook"}).framework == "any"  # the seeds' neutral conventions
     assert spec_profile(_llama(framework="megatron-core")).stage_split == "any"
     old = spec_profile(_llama(framework={"name": "megatron-core", "version": "0.12.1"}))
     assert old.stage_split == "first_last"  # before --pipeline-model-parallel-layout (core_v0.13.0)
@@ -116,7 +118,7 @@ def test_space_is_intersected():
 
 def test_evaluator_reports_what_the_framework_cannot_run():
     plan = PlanSpec(tp=4, pp=4, schedule="zb-h1", micro_batch_size=1, zero_stage=3)
-    neutral = evaluate(_llama(), plan)
+    neutral = evaluate(_llama(framework="any"), plan)
     assert not [v for v in neutral.violations if "cannot" in v]
     assert neutral.runs_on == []  # no profiled framework runs ZB-H1 (torchtitan: only interleaved)
     mc = evaluate(_llama(framework="megatron-core"), plan)
@@ -253,3 +255,49 @@ def test_megatron_bridge_recipes_keep_bf16_gradients():
     per_gpu_params = 16 * (2 * h * h + 2 * h * 1024 + 3 * h * f) / 8
     extra_gib = fp32.stages[1].model_states_gib - bridge.stages[1].model_states_gib
     assert extra_gib == pytest.approx(2 * per_gpu_params / 2**30, rel=0.01)
+
+
+@pytest.mark.parametrize("method", ["cpsat", "exhaustive"])
+def test_megatron_recompute_counts_per_chunk_long_sequences(method):
+    """Issue 24.7: Llama-3 70B at seq 131072, 32 sequences, 128 H100 under megatron-core returned interleaved
+    plans recomputing [1, 1] / [2, 2] layers with vpp 20 / 10 (Megatron's --recompute-num-layers is per chunk:
+    a stage of vpp chunks recomputes a multiple of vpp). Every plan of the top 3 now runs on Megatron-Core."""
+    spec = _llama(training={"seq_len": 131072, "global_batch_size": 32, "precision": "bf16"},
+                  cluster={"gpu": "H100-SXM-80GB", "num_gpus": 128, "gpus_per_node": 8}, framework="megatron-core")
+    prof = spec_profile(spec)
+    result = optimize(spec, method=method, top_k=3)
+    assert result.status == "OPTIMAL" and len(result.plans) == 3
+    for e in result.plans:
+        p = e.plan
+        assert framework_violations(prof, p) == [] and "megatron-core" in e.runs_on, p
+        if p.recompute == "full":
+            assert all(r % max(1, p.vpp) == 0 for r in p.recompute_layers), p
+
+
+def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_path: Path):
+    """Issue 24.2: omitted, `framework` is Megatron-Core (its newest profile), so the main example's best plan runs
+    on it; `framework: any` still reaches ZB-H1/DualPipe; the JSON lists the best plan on each other framework."""
+    data = yaml.safe_load(LLAMA.read_text())
+    assert "framework" not in data and Spec.model_validate(data).framework == "megatron-core"
+    assert spec_profile(Spec.model_validate(data)) is profile("megatron-core")
+    assert spec_profile(Spec.model_validate({**data, "framework": "any"})) is None
+    path = tmp_path / "default.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["optimize", str(path), "-f", "json", "--deterministic"])
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    best = out["plans"][0]
+    assert "megatron-core" in best["runs_on"] and best["violations"] == []
+    others = {e["framework"]: e for e in out["per_framework"]}
+    assert list(others) == ["megatron-bridge", "torchtitan", "deepspeed", "any"]
+    for name, e in others.items():
+        assert e["status"] == "OPTIMAL" and e["vs_best"] == pytest.approx(e["step_time_s"] / best["metrics"]["step_time_s"] - 1)
+        if name != "any":
+            assert name in e["runs_on"]
+    assert others["any"]["plan"]["schedule"] in ("zb-h1", "dualpipe", "dualpipev")
+    assert others["any"]["vs_best"] <= 0  # the research space contains Megatron-Core's
+    table = runner.invoke(app, ["optimize", str(path), "--deterministic"])
+    assert "Best on each other framework" in table.stdout and "any: -" in table.stdout
+    free = optimize(Spec.model_validate({**data, "framework": "any"}))
+    assert free.plans[0].plan.schedule in ("zb-h1", "dualpipe", "dualpipev")
+    assert free.plans[0].metrics.step_time_s == pytest.approx(others["any"]["step_time_s"])

@@ -158,3 +158,18 @@ def test_cli_hf_config_to_megatron_command_line(tmp_path):
 def test_a_config_without_required_fields_is_an_error():
     with pytest.raises(ValueError, match="missing field 'num_hidden_layers'"):
         model_from_hf_config({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 10})
+
+
+def test_gpt_neox_attention_biases_counted_once():
+    """Issue 24.7: a GPT-NeoX config.json written by a recent transformers carries ``attention_bias: true``
+    (GPTNeoXConfig's default); its attention biases were reported twice (as attention_bias and in linear_biases).
+    The total stays the published 20,554,567,680 with or without the key; with it false they are absent."""
+    cfg, model, _ = _model("gpt-neox-20b")
+    total = PUBLISHED["gpt-neox-20b"][1]
+    for extra in ({}, {"attention_bias": True}):
+        omitted = omitted_parameters({**cfg, **extra})
+        assert "attention_bias" not in omitted
+        assert Architecture(model).total_params + sum(omitted.values()) == total
+    h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    without = omitted_parameters({**cfg, "attention_bias": False})
+    assert sum(omitted_parameters(cfg).values()) - sum(without.values()) == L * 4 * h

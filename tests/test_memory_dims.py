@@ -55,7 +55,7 @@ NV = 450e9  # H100 NVLink per direction (costmodel/hardware.py)
 NET = 50e9  # H100 NIC per GPU per direction
 
 
-def _spec(gpus: int = 8, assumptions: dict | None = None, search: dict | None = None, framework=None,
+def _spec(gpus: int = 8, assumptions: dict | None = None, search: dict | None = None, framework="any",
           gbs: int = 16) -> Spec:
     data = dict(model=MODEL, training=dict(seq_len=2048, global_batch_size=gbs),
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), assumptions={**PLAIN, **(assumptions or {})},
@@ -344,6 +344,7 @@ def test_memory_dims_make_an_infeasible_spec_feasible():
                 training=dict(seq_len=1024, global_batch_size=4),
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=4, memory_gib=18.0),
                 search=dict(tp=[1], pp=[1], zero_stages=[1], recompute=["full"]))
+    data["framework"] = "any"  # the research space (omitted: megatron-core, whose offload needs optimizer_states)
     tight = Spec.model_validate(data)
     assert optimize(tight, method="exhaustive").status == "INFEASIBLE"
     for extra in (dict(optimizer_offload_fractions=[0.0, 1.0]), dict(optimizer_states=["fp16/fp8/fp8"])):
@@ -401,7 +402,7 @@ def test_proto_round_trip_of_the_new_fields():
     from parplan.v1 import planner_pb2 as pb
 
     spec = _spec(search=dict(zero_replicas=[1, 2], optimizer_states=["fp32/bf16/bf16"],
-                             optimizer_offload_fractions=[0.0, 0.5]))
+                             optimizer_offload_fractions=[0.0, 0.5]), framework="megatron-core")  # the proto has no 'any'
     data = json.loads(spec.model_dump_json(exclude_defaults=True))
     back = convert.spec_dict_from_message(convert.spec_to_message(data))
     assert Spec.model_validate(back).search == spec.search

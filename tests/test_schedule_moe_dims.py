@@ -51,7 +51,8 @@ MOE = dict(DENSE, name="m", moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_s
 def _spec(model=DENSE, gpus=8, precision="bf16", gbs=32, **extra) -> Spec:
     return Spec.model_validate(dict(model=model, training=dict(seq_len=2048, global_batch_size=gbs,
                                                                precision=precision),
-                                    cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), **extra))
+                                    cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus),
+                                    **{"framework": "any", **extra}))  # the research space (DualPipe, ZB-H1)
 
 
 def _costs(spec: Spec, c: Choice):
@@ -314,7 +315,7 @@ def dimension_specs(draw, tiny: bool = False) -> Spec:
         model=model, training=dict(seq_len=draw(st.sampled_from([1024, 2048])),
                                    global_batch_size=draw(st.sampled_from([8, 16, 32])),
                                    precision="fp8" if fp8 else "bf16"),
-        cluster=cluster, search=search, assumptions=assumptions))
+        cluster=cluster, search=search, assumptions=assumptions, framework="any"))
 
 
 SEEN: dict[str, int] = {}  # what the top plans of the two oracle tests below used (test_new_dimensions_were_drawn)
@@ -398,7 +399,8 @@ def test_proto_carries_the_new_dimensions():
     from parplan.v1 import planner_pb2 as pb
     data = _spec(MOE, precision="fp8", search=dict(schedules=["dualpipev", "1f1b"], moe_fp8_dispatch=[False, True],
                                                    moe_a2a_overlap=[True]),
-                 plan=dict(pp=4, ep=2, schedule="dualpipev", moe_fp8_dispatch=True)).model_dump(mode="json",
+                 plan=dict(pp=4, ep=2, schedule="dualpipev", moe_fp8_dispatch=True),
+                 framework="megatron-core").model_dump(mode="json",  # the proto has no 'any' (server/ owns it)
                                                                                                 exclude_none=True)
     message = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
     assert message.plan.schedule == pb.SCHEDULE_DUALPIPEV == 140

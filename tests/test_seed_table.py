@@ -79,6 +79,7 @@ def seed_oracle() -> SimpleNamespace:
 # ---------------------------------------------------------------------------------------------- helpers
 def make_spec(model: dict, seq: int, gbs: int, gpus: int) -> Spec:
     return Spec.model_validate(dict(
+        framework="any",  # the seeds' framework-neutral space and conventions
         model=model,
         training=dict(seq_len=seq, global_batch_size=gbs, precision="bf16"),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus, gpus_per_node=8),

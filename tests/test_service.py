@@ -218,7 +218,7 @@ def test_same_plan_via_library_cli_server_and_raw_grpc(server, stub):
     spec = load_spec_file(LLAMA)
     library = plan_result_to_dict(optimize(spec, top_k=2, controls=SolverControls(deterministic=True)))
     runner = CliRunner()
-    args = ["optimize", str(LLAMA), "--top", "2", "--deterministic", "--format", "json"]
+    args = ["optimize", str(LLAMA), "--top", "2", "--deterministic", "--format", "json", "--no-per-framework"]
     cli_local = runner.invoke(app, args)
     cli_remote = runner.invoke(app, args + ["--server", f"127.0.0.1:{server.port}"])
     assert cli_local.exit_code == 0 and cli_remote.exit_code == 0, cli_remote.output

@@ -76,8 +76,13 @@ def test_enums_cover_the_library_values_and_nothing_else():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "examples").glob("*.yaml")))
 def test_spec_round_trip(name):
+    from parplan.costmodel.spec import default_framework
+
     spec = load_spec_file(REPO / "examples" / name)
-    message = convert.spec_to_message(spec.model_dump(mode="json", exclude_none=True))
+    data = spec.model_dump(mode="json", exclude_none=True)
+    if data.get("framework") == default_framework(data.get("assumptions")):
+        del data["framework"]  # the omitted form (the proto has no 'any' yet: textbook's default travels unset)
+    message = convert.spec_to_message(data)
     wire = pb.Spec.FromString(message.SerializeToString())
     assert spec_from_data(convert.spec_dict_from_message(wire)) == spec
 

@@ -39,6 +39,7 @@ SEED_SEARCH = dict(tp=[1, 2, 4, 8], cp=[1, 2, 4, 8, 16, 32], pp=[1, 2, 4, 8, 16]
 def seed_spec(model: dict, seq: int, gbs: int, gpus: int) -> Spec:
     """The form of shared/spec/seed-textbook-70b-8k.yaml: textbook preset, the seed's search space."""
     return Spec.model_validate(dict(
+        framework="any",  # the seeds' framework-neutral space and conventions
         model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision="bf16"),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus, gpus_per_node=8),
         search=SEED_SEARCH, assumptions=dict(preset="textbook"), objective="max_throughput"))

@@ -41,6 +41,11 @@ from solver_checks import check_plan
 ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 
 
+
+def _any_spec(data: dict) -> Spec:
+    """A spec in the research space (``framework: any``; omitted is megatron-core, issue 24.2)."""
+    return Spec.model_validate({"framework": "any", **data})
+
 def test_weights_by_hand():
     """1F1B, p = 4: β = 3 stage times. Stage times 1, 2, 3, 4: Σ - max = 1 + 2 + 3 = 6 = -1·4 + 1·10 (Alpa §5.1
     Eq. 2); the slowest-stage formula says 3·4 = 12. Interleaved v = 2 halves both; one stage has no bubble."""
@@ -136,7 +141,7 @@ def test_evaluator_bubble_is_the_other_stages_times():
     """A 4-stage 1F1B plan with unequal stages [2, 5, 3, 2] and an interleaved one: the breakdown's bubble is
     β/(p-1)·(Σ t_stage - t_max) from the stage reports; the textbook rule (``uneven_stage_bubble: false``) is
     β·t_max; the step is m·t_max + bubble + DP either way."""
-    spec = Spec.model_validate(dict(model={**SMALL, "num_layers": 12}, training=dict(seq_len=2048, global_batch_size=8),
+    spec = _any_spec(dict(model={**SMALL, "num_layers": 12}, training=dict(seq_len=2048, global_batch_size=8),
                                     cluster=dict(gpu="H100-SXM-80GB", num_gpus=4)))
     for plan, beta in ((PlanSpec(pp=4, stage_layers=[2, 5, 3, 2]), 3.0),
                        (PlanSpec(pp=4, vpp=2, schedule="interleaved", stage_layers=[2, 4, 4, 2]), 1.5)):
@@ -168,12 +173,12 @@ def test_least_sum_by_hand():
 def pressured(data: dict, plan: dict, share: float) -> Spec:
     """``data`` with the GPU memory set so that the usable memory lies ``share`` of the way from the even split's
     peak with every layer recomputed to its peak without recompute."""
-    spec = Spec.model_validate(data)
+    spec = _any_spec(data)
     low = evaluate(spec, PlanSpec(recompute="full", **plan)).metrics.peak_memory_gib
     high = evaluate(spec, PlanSpec(recompute="none", **plan)).metrics.peak_memory_gib
     a = resolve_assumptions(None)
     usable = low + (high - low) * share
-    return Spec.model_validate({**data, "cluster": {**data["cluster"],
+    return _any_spec({**data, "cluster": {**data["cluster"],
                                                     "memory_gib": (usable + a.memory_reserve_gib) / a.memory_usable_fraction}})
 
 
@@ -280,13 +285,13 @@ def test_solver_moves_recompute_off_the_non_bottleneck_stages():
                             zero_stages=[1]))
     base = dict(pp=4, micro_batch_size=1, recompute="full", zero_stage=1)
     splits = [list(x) for x in itertools.product(range(1, 6), repeat=4) if sum(x) == 8]
-    free = Spec.model_validate(data)
+    free = _any_spec(data)
     low = evaluate(free, PlanSpec(**base)).metrics.peak_memory_gib  # even split, every layer recomputed
     need = min(evaluate(free, PlanSpec(stage_layers=x, recompute_layers=[0] * 4, **base)).metrics.peak_memory_gib
                for x in splits)  # the least peak of any split without recompute
     a = resolve_assumptions(None)
     usable = (low + need) / 2
-    spec = Spec.model_validate({**data, "cluster": {**data["cluster"], "memory_gib": (usable + a.memory_reserve_gib)
+    spec = _any_spec({**data, "cluster": {**data["cluster"], "memory_gib": (usable + a.memory_reserve_gib)
                                                     / a.memory_usable_fraction}})
     res = optimize(spec, method="exhaustive", controls=ONE)
     other = optimize(spec, method="cpsat", controls=ONE)
@@ -310,7 +315,7 @@ def test_dp_time_traded_against_the_summed_times():
     the oracle, CP-SAT and the brute force over the table agree."""
     model = {**SMALL, "num_layers": 8,
              "moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512, first_dense_layers=1)}
-    spec = Spec.model_validate(dict(
+    spec = _any_spec(dict(
         model=model, training=dict(seq_len=2048, global_batch_size=6),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=3, memory_gib=3.2102627804404813),
         search=dict(tp=[1], cp=[1], pp=[3], vpp=[2], micro_batch_size=[1], schedules=["interleaved"],

@@ -32,7 +32,7 @@ def best_at(solve: TableSolve, cap_kib: int) -> Optional[RowSolution]:
     if t.uniform_recompute and t.choice.recompute == "full" and not t.recompute_all:
         got = None
         most_per_stage = t.num_layers // (t.choice.pp if t.choice.pp else 1)
-        for r_stage in range(0, most_per_stage + 1):
+        for r_stage in range(0, most_per_stage + 1, t.recompute_step):
             check(solve.deadline)
             at_count = split_solve(solve, UnitCosts(t, cap_kib, r_stage=r_stage))
             if at_count is not None and (got is None or at_count[0] < got[0]):

@@ -1,0 +1,93 @@
+"""The best plan on each other framework, beside a result (``solver-cli optimize``'s "best per framework").
+
+One extra ``optimize`` per framework (top 1, the same method and controls): exact, as the spec's own answer is,
+not a filter of the first search's runners-up (a framework's best may be no runner-up of another's).
+
+The spec is re-validated under each framework: its ``assumptions:`` keep what the user set, less the values the
+spec's own framework profile filled (a value the user set equal to that profile's cannot be told apart and is
+replaced by the other framework's convention, like every unset knob); its search pins stay, and pins the other
+framework cannot run make that line an ``INVALID`` entry with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_profile, _tp_values
+
+ANY = "any"  # the framework-neutral research space (ZB-H1, DualPipe)
+
+
+@dataclass(frozen=True)
+class FrameworkBest:
+    """The best plan under ``framework`` (``any``: the research space) and how it compares."""
+
+    framework: str
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN | INVALID (the spec's pins conflict with it)
+    best: Optional[Any] = None  # costmodel.evaluate.Evaluation
+    vs_best: Optional[float] = None  # step time / the result's best step time - 1 (negative: faster)
+    reason: Optional[str] = None  # why there is no plan (INVALID: the spec error; else the explanation summary)
+
+
+def other_frameworks(spec) -> list[str]:
+    """The profiled frameworks other than the spec's, then ``any`` where the spec names a framework."""
+    mine = spec_profile(spec)
+    if mine is None:
+        return list(FRAMEWORKS)
+    return [name for name in FRAMEWORKS if name != mine.name] + [ANY]
+
+
+def spec_for_framework(spec, name: str):
+    """``spec`` under framework ``name`` (``any``: none), its own profile's filled knobs taken back out."""
+    from parplan.costmodel.spec import Spec
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    mine = spec_profile(spec)
+    section = dict(data.get("assumptions") or {})
+    if mine is not None:
+        for key, value in framework_assumptions(mine, _tp_values(data)).items():
+            if key in section and section[key] == value:
+                del section[key]
+    data["assumptions"] = section
+    data["framework"] = name
+    return Spec.model_validate(data)
+
+
+def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **optimize_args) -> list[FrameworkBest]:
+    """For each framework (default :func:`other_frameworks`), the best plan of ``spec`` under it, compared with
+    ``result.plans[0]`` (``optimize_args``: method, controls, ... as given to ``solver.planner.optimize``)."""
+    from parplan.costmodel.errors import ParplanError
+    from parplan.solver.planner import optimize
+
+    ref = result.plans[0].metrics.step_time_s if result.plans else None
+    out = []
+    for name in frameworks if frameworks is not None else other_frameworks(spec):
+        try:
+            other = spec_for_framework(spec, name)
+            got = optimize(other, top_k=1, **optimize_args)
+        except (ParplanError, ValueError) as err:
+            out.append(FrameworkBest(name, "INVALID", reason=str(err).splitlines()[0]))
+            continue
+        if not got.plans:
+            why = got.explanation.summary if got.explanation is not None else None
+            out.append(FrameworkBest(name, got.status, reason=why))
+            continue
+        best = got.plans[0]
+        vs = None if ref is None else best.metrics.step_time_s / ref - 1
+        out.append(FrameworkBest(name, got.status, best, vs))
+    return out
+
+
+def to_dict(entry: FrameworkBest) -> dict[str, Any]:
+    """One element of ``per_framework`` in ``optimize --format json``."""
+    from parplan.client.contract import plan_to_dict
+
+    out: dict[str, Any] = {"framework": entry.framework, "status": entry.status, "vs_best": entry.vs_best}
+    if entry.best is not None:
+        m = entry.best.metrics
+        out.update(plan=plan_to_dict(entry.best.plan), step_time_s=m.step_time_s, mfu=m.mfu,
+                   peak_memory_gib=m.peak_memory_gib, runs_on=list(entry.best.runs_on))
+    if entry.reason is not None:
+        out["reason"] = entry.reason
+    return out
