@@ -49,7 +49,7 @@ ENUM_VALUES: dict[str, tuple[str, ...]] = {
     "parplan.v1.Method": METHODS,
     "parplan.v1.ParetoAxis": PARETO_AXES,
     "parplan.v1.PlanStatus": typing.get_args(Status),
-    "parplan.v1.Framework": typing.get_args(FrameworkName),
+    "parplan.v1.Framework": typing.get_args(FrameworkName) + ("any",),
     "parplan.v1.StageSplit": STAGE_SPLITS,
     "parplan.v1.CpCommType": CP_COMM_TYPES,
 }

@@ -76,12 +76,8 @@ def test_enums_cover_the_library_values_and_nothing_else():
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "examples").glob("*.yaml")))
 def test_spec_round_trip(name):
-    from parplan.costmodel.spec import default_framework
-
     spec = load_spec_file(REPO / "examples" / name)
     data = spec.model_dump(mode="json", exclude_none=True)
-    if data.get("framework") == default_framework(data.get("assumptions")):
-        del data["framework"]  # the omitted form (the proto has no 'any' yet: textbook's default travels unset)
     message = convert.spec_to_message(data)
     wire = pb.Spec.FromString(message.SerializeToString())
     assert spec_from_data(convert.spec_dict_from_message(wire)) == spec
@@ -211,3 +207,16 @@ def test_result_round_trip_with_timing_and_the_deprecated_wall_time():
     message = pb.PlanResponse.FromString(convert.plan_response(data, {"time_limit_s": 1.0}).SerializeToString())
     assert convert.plan_result_dict(message) == data
     assert message.solver.wall_time_s == message.timing.wall_time_s == data["timing"]["wall_time_s"] > 0
+
+
+def test_framework_any_travels_as_its_own_value():
+    """``framework: any`` (the research space) is FRAMEWORK_ANY on the wire, distinct from unset (megatron-core)."""
+    data = load_spec_file(REPO / "examples" / "llama3-70b-64xh100.yaml").model_dump(mode="json", exclude_none=True)
+    data["framework"] = "any"
+    wire = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
+    assert wire.framework.name == pb.FRAMEWORK_ANY
+    assert spec_from_data(convert.spec_dict_from_message(wire)).framework == "any"
+    del data["framework"]
+    unset = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
+    assert not unset.HasField("framework")
+    assert spec_from_data(convert.spec_dict_from_message(unset)).framework == "megatron-core"

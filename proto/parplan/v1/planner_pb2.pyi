@@ -70,6 +70,7 @@ class Framework(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FRAMEWORK_MEGATRON_BRIDGE: _ClassVar[Framework]
     FRAMEWORK_TORCHTITAN: _ClassVar[Framework]
     FRAMEWORK_DEEPSPEED: _ClassVar[Framework]
+    FRAMEWORK_ANY: _ClassVar[Framework]
     FRAMEWORK_MEGATRON_LM: _ClassVar[Framework]
     FRAMEWORK_LLM_FOUNDRY: _ClassVar[Framework]
 
@@ -123,6 +124,7 @@ FRAMEWORK_MEGATRON_CORE: Framework
 FRAMEWORK_MEGATRON_BRIDGE: Framework
 FRAMEWORK_TORCHTITAN: Framework
 FRAMEWORK_DEEPSPEED: Framework
+FRAMEWORK_ANY: Framework
 FRAMEWORK_MEGATRON_LM: Framework
 FRAMEWORK_LLM_FOUNDRY: Framework
 STAGE_SPLIT_UNSPECIFIED: StageSplit
