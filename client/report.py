@@ -137,7 +137,7 @@ def stage_table(evaluation: Evaluation) -> Table:
     table = Table(title="Per-stage ledger (per GPU)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 1, 0, 0))
     for header in ("stage", "layers", "recomp", "in-flight\nµb", "t/µb\n(ms)", "states\n(GiB)",
-                   "activ.\n(GiB)", "logits\n(GiB)", "work\n(GiB)", "total\n(GiB)"):
+                   "activ.\n(GiB)", "logits\n(GiB)", "work\n(GiB)", "total\n(GiB)", "headroom\n(GiB)"):
         table.add_column(header, justify="right", no_wrap=True)
     for s in evaluation.stages:
         over = s.memory_gib > m.usable_memory_gib
@@ -146,9 +146,11 @@ def stage_table(evaluation: Evaluation) -> Table:
         total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
-                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text)
+                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text,
+                      Text(_num(m.usable_memory_gib - s.memory_gib, 1), style="bold red" if over else ""))
     table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers; usable "
-                     f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU")
+                     f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU (after any search.memory_margin_gib); "
+                     "headroom: usable minus the stage's total")
     table.caption_justify = "left"
     return table
 
@@ -245,6 +247,10 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None) -> N
     if st.gap is not None and result.status != "OPTIMAL":
         line.append(f"  gap {st.gap * 100:.2f} %")
     console.print(line)
+    if getattr(result, "completed", None) is not None:  # a partial plan: what the planner chose
+        console.print(Text(f"completed (chosen by the planner): {', '.join(result.completed) or 'nothing'}"))
+    if getattr(result, "memory_margin_gib", None) is not None:
+        console.print(Text(f"memory margin: {result.memory_margin_gib:g} GiB per GPU kept free"))
     if result.plans:
         best = result.plans[0]
         console.print(Text("Best plan", style="bold"))
