@@ -49,7 +49,8 @@ class Tally:
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
 @given(spec=small_specs(tiny=True), data=st.data())
 def test_completion_is_optimal_and_honours_pins(no_explanations, spec, data):
     """Pins drawn from one of the unpinned spec's five best plans (so a completion exists): the oracle and
