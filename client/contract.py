@@ -134,6 +134,9 @@ def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
 def plan_result_from_dict(data: dict[str, Any]) -> PlanResult:
     """The inverse of :func:`plan_result_to_dict` (the service's answer back into the library's type)."""
     fields = {key: value for key, value in data.items() if key != "solver"}
+    for key in ("plans", "pareto"):  # a stage's headroom_gib is derived (usable minus its total): not a ledger field
+        fields[key] = [{**e, "stages": [{k: v for k, v in st.items() if k != "headroom_gib"} for st in e["stages"]]}
+                       for e in fields.get(key, [])]
     return PlanResult.model_validate({**fields, "stats": data["solver"]})
 
 

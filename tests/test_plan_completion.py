@@ -224,3 +224,36 @@ def test_bad_margin_key_exits_2(tmp_path, value):
     path.write_text(yaml.safe_dump(SMALL) + f"search: {{memory_margin_gib: {value}}}\n")
     r = runner.invoke(app, ["validate", str(path)])
     assert r.exit_code == 2 and "search.memory_margin_gib" in r.output, r.output
+
+
+# ------------------------------------------------------------------------------------------ the service
+
+def test_service_completes_a_partial_plan_and_reports_headroom():
+    pytest.importorskip("grpc")
+    import grpc
+
+    from parplan.server.app import ServeOptions, start
+    from parplan.v1 import planner_pb2 as pb
+    from parplan.v1 import planner_pb2_grpc as pb_grpc
+
+    text = yaml.safe_dump({**SMALL, "search": {"memory_margin_gib": 2.0}, "plan": {"tp": 2, "pp": 1}})
+    running = start(ServeOptions(port=0, max_concurrent=1))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            stub = pb_grpc.PlannerServiceStub(ch)
+            solver = pb.SolverParameters(workers=1, deterministic=True, time_limit_s=60)
+            resp = stub.Plan(pb.PlanRequest(spec_text=text, solver=solver), timeout=120)
+            assert resp.status == pb.PLAN_STATUS_OPTIMAL
+            assert resp.plans[0].plan.tp == 2 and resp.plans[0].plan.pp == 1
+            assert "tp" not in resp.completed and "micro_batch_size" in resp.completed
+            assert resp.memory_margin_gib == 2.0
+            usable = resp.plans[0].metrics.usable_memory_gib
+            for s in resp.plans[0].stages:
+                assert s.HasField("headroom_gib") and s.headroom_gib == pytest.approx(usable - s.memory_gib)
+            bad = yaml.safe_dump({**SMALL, "search": {"tp": [1]}, "plan": {"tp": 2}})
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Plan(pb.PlanRequest(spec_text=bad, solver=solver), timeout=120)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "plan.tp" in err.value.details() and "search.tp" in err.value.details()
+    finally:
+        running.drain(0)
