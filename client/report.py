@@ -130,6 +130,18 @@ def breakdown_table(evaluation: Evaluation) -> Table:
     return table
 
 
+def _headroom(evaluation: Evaluation) -> str:
+    """How close each stage is to the usable memory: usable minus the stage's total, per stage (the least one
+    when there are many stages)."""
+    free = [evaluation.metrics.usable_memory_gib - s.memory_gib for s in evaluation.stages]
+    if not free:
+        return ""
+    if len(free) <= 16:
+        return "headroom per stage (GiB): " + ", ".join(_num(f, 1) for f in free)
+    least = min(range(len(free)), key=free.__getitem__)
+    return f"least headroom {_num(free[least], 1)} GiB (stage {least})"
+
+
 def stage_table(evaluation: Evaluation) -> Table:
     m = evaluation.metrics
     times = [s.time_per_microbatch_s for s in evaluation.stages]
@@ -137,7 +149,7 @@ def stage_table(evaluation: Evaluation) -> Table:
     table = Table(title="Per-stage ledger (per GPU)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   padding=(0, 1, 0, 0))
     for header in ("stage", "layers", "recomp", "in-flight\nµb", "t/µb\n(ms)", "states\n(GiB)",
-                   "activ.\n(GiB)", "logits\n(GiB)", "work\n(GiB)", "total\n(GiB)", "headroom\n(GiB)"):
+                   "activ.\n(GiB)", "logits\n(GiB)", "work\n(GiB)", "total\n(GiB)"):
         table.add_column(header, justify="right", no_wrap=True)
     for s in evaluation.stages:
         over = s.memory_gib > m.usable_memory_gib
@@ -146,11 +158,10 @@ def stage_table(evaluation: Evaluation) -> Table:
         total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
-                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text,
-                      Text(_num(m.usable_memory_gib - s.memory_gib, 1), style="bold red" if over else ""))
+                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text)
     table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers; usable "
                      f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU (after any search.memory_margin_gib); "
-                     "headroom: usable minus the stage's total")
+                     f"{_headroom(evaluation)}")
     table.caption_justify = "left"
     return table
 
