@@ -183,23 +183,70 @@ def read_spec(path: str, hf_config: Optional[str] = None) -> Spec:
     return spec
 
 
+MEMORY_MARGIN_OPTION = typer.Option(None, "--memory-margin", metavar="GIB", help="GiB per GPU kept free below "
+                                    "the usable memory (0 to 4096; overrides search.memory_margin_gib)")
+
+
+def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
+    """The spec with ``search.memory_margin_gib`` set from ``--memory-margin`` (None: the spec's own)."""
+    if margin is None:
+        return spec
+    import math
+
+    if not math.isfinite(margin) or not 0 <= margin <= 4096:
+        raise ArgumentError("--memory-margin", "must be a number of GiB from 0 to 4096", margin)
+    return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": float(margin)})})
+
+
 @app.command()
 def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMAT_OPTION,
              export: ExportTarget = EXPORT_OPTION, emit: Launcher = EMIT_OPTION, out: str = OUT_OPTION,
-             hf_config: str = HF_CONFIG_OPTION) -> None:
-    """Evaluate the spec's fixed `plan:` (omitted keys take defaults) with the cost model."""
+             hf_config: str = HF_CONFIG_OPTION, memory_margin: float = MEMORY_MARGIN_OPTION,
+             complete: bool = typer.Option(False, "--complete", help="choose the fields `plan:` leaves unset "
+                                           "(the best completion, then its ledger) instead of their defaults"),
+             time_limit: float = typer.Option(60.0, "--time-limit", help="with --complete: the search's limit, s"),
+             workers: int = typer.Option(0, "--workers", help="with --complete: CP-SAT workers (0: all cores)"),
+             deterministic: bool = typer.Option(False, "--deterministic", help="with --complete: one worker, fixed "
+                                                "seed: byte-identical answers")) -> None:
+    """Evaluate the spec's fixed `plan:` (omitted keys take defaults, or with --complete the best values)."""
     with _errors():
-        spec = read_spec(spec_path, hf_config)
-        evaluation = evaluate_spec(spec)
+        spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
+        completed = None
+        if complete:
+            from parplan.solver.arguments import check_optimize_arguments
+            from parplan.solver.cpsat import SolverControls
+            from parplan.solver.planner import optimize as run_optimize
+
+            check_optimize_arguments(top_k=1, method="cpsat", pareto=None, time_limit_s=time_limit, workers=workers,
+                                     seed=1, deterministic=deterministic)
+            if spec.plan is None:
+                raise SpecError("plan: evaluate --complete needs a plan: section (plan: {} completes every field)")
+            result = run_optimize(spec, controls=SolverControls(time_limit_s=time_limit, workers=workers,
+                                                                deterministic=deterministic))
+            if not result.plans:
+                from parplan.client.report import plan_result_to_dict, render_result
+
+                if output_format == OutputFormat.json:
+                    typer.echo(to_json(plan_result_to_dict(result)))
+                else:
+                    render_result(result, _stdout_console(), spec=spec)
+                _warn(spec)
+                return
+            evaluation, completed = result.plans[0], result.completed
+        else:
+            evaluation = evaluate_spec(spec)
         if export or emit:
             export_cli.deliver(export_cli.build_export(spec, evaluation.plan, export and export.value,
                                                        emit and emit.value), out)
             if out is None:
                 return
+        headroom = spec.search.memory_margin_gib > 0
         if output_format == OutputFormat.json:
-            typer.echo(to_json(evaluation_to_dict(evaluation)))
+            typer.echo(to_json(evaluation_to_dict(evaluation, headroom=headroom, completed=completed)))
         else:
             render_evaluation(evaluation, _stdout_console(), spec=spec)
+            if completed is not None:
+                typer.echo(f"completed (chosen by the planner): {', '.join(completed) or 'nothing'}")
         _warn(spec)
 
 
@@ -225,6 +272,7 @@ def optimize(
     emit: Launcher = EMIT_OPTION,
     out: str = OUT_OPTION,
     hf_config: str = HF_CONFIG_OPTION,
+    memory_margin: float = MEMORY_MARGIN_OPTION,
     plot: str = typer.Option(None, "--plot", metavar="FILE.png", help="with --pareto: draw the frontier "
                              "(needs the optional 'plot' extra, matplotlib)"),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="live status line on stderr "
@@ -252,7 +300,7 @@ def optimize(
             require_extra("plot", "--plot")
         if server is not None:
             require_extra("server", "--server")
-        spec = read_spec(spec_path, hf_config)
+        spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
         if server is not None:  # grpcio, not OR-Tools: a fast start

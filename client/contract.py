@@ -61,30 +61,45 @@ def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
     return out
 
 
-def plan_entry(evaluation: Evaluation) -> dict[str, Any]:
-    """One element of CONTRACT ``plans``."""
+def _stages(evaluation: Evaluation, headroom: bool) -> list[dict[str, Any]]:
+    stages = [stage.model_dump(mode="json") for stage in evaluation.stages]
+    if headroom:  # GiB left below the usable memory (after the margin) on each stage
+        usable = evaluation.metrics.usable_memory_gib
+        for stage, ledger in zip(stages, evaluation.stages):
+            stage["headroom_gib"] = usable - ledger.memory_gib
+    return stages
+
+
+def plan_entry(evaluation: Evaluation, headroom: bool = False) -> dict[str, Any]:
+    """One element of CONTRACT ``plans`` (``headroom``: each stage also gets ``headroom_gib``)."""
     return {
         "plan": plan_to_dict(evaluation.plan),
         "metrics": metrics_to_dict(evaluation),
-        "stages": [stage.model_dump(mode="json") for stage in evaluation.stages],
+        "stages": _stages(evaluation, headroom),
         "violations": list(evaluation.violations),
         "runs_on": list(evaluation.runs_on),
     }
 
 
 def result_to_dict(status: str, evaluations: Iterable[Evaluation],
-                   pareto: Iterable[Evaluation] = ()) -> dict[str, Any]:
+                   pareto: Iterable[Evaluation] = (), headroom: bool = False) -> dict[str, Any]:
     """A CONTRACT object: ``{"status", "plans", "pareto"}`` (``pareto`` entries have the ``plans`` shape)."""
-    return {"status": status, "plans": [plan_entry(e) for e in evaluations], "pareto": [plan_entry(e) for e in pareto]}
+    return {"status": status, "plans": [plan_entry(e, headroom) for e in evaluations],
+            "pareto": [plan_entry(e, headroom) for e in pareto]}
 
 
 def evaluation_status(evaluation: Evaluation) -> str:
     return "FEASIBLE" if evaluation.feasible else "INFEASIBLE"
 
 
-def evaluation_to_dict(evaluation: Evaluation) -> dict[str, Any]:
-    """``solver-cli evaluate --format json``: one plan, status FEASIBLE or INFEASIBLE (it has violations)."""
-    return result_to_dict(evaluation_status(evaluation), [evaluation])
+def evaluation_to_dict(evaluation: Evaluation, headroom: bool = False,
+                       completed: Optional[list[str]] = None) -> dict[str, Any]:
+    """``solver-cli evaluate --format json``: one plan, status FEASIBLE or INFEASIBLE (it has violations);
+    ``evaluate --complete`` adds ``completed``, a memory margin each stage's ``headroom_gib``."""
+    out = result_to_dict(evaluation_status(evaluation), [evaluation], headroom=headroom)
+    if completed is not None:
+        out["completed"] = list(completed)
+    return out
 
 
 def to_json(obj: Any, indent: Optional[int] = 2) -> str:
@@ -95,7 +110,11 @@ def to_json(obj: Any, indent: Optional[int] = 2) -> str:
 def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
     """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation, solver stats and,
     unless the run was deterministic, ``timing`` (wall-clock seconds, see ``solver.result.Timing``)."""
-    out = result_to_dict(result.status, result.plans, result.pareto)
+    out = result_to_dict(result.status, result.plans, result.pareto, headroom=result.memory_margin_gib is not None)
+    if result.completed is not None:  # a partial plan: the fields the planner chose
+        out["completed"] = list(result.completed)
+    if result.memory_margin_gib is not None:
+        out["memory_margin_gib"] = result.memory_margin_gib
     out["objective"] = result.objective
     out["pareto_axis"] = result.pareto_axis
     out["explanation"] = None
@@ -115,6 +134,9 @@ def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
 def plan_result_from_dict(data: dict[str, Any]) -> PlanResult:
     """The inverse of :func:`plan_result_to_dict` (the service's answer back into the library's type)."""
     fields = {key: value for key, value in data.items() if key != "solver"}
+    for key in ("plans", "pareto"):  # a stage's headroom_gib is derived (usable minus its total): not a ledger field
+        fields[key] = [{**e, "stages": [{k: v for k, v in st.items() if k != "headroom_gib"} for st in e["stages"]]}
+                       for e in fields.get(key, [])]
     return PlanResult.model_validate({**fields, "stats": data["solver"]})
 
 

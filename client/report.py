@@ -130,6 +130,18 @@ def breakdown_table(evaluation: Evaluation) -> Table:
     return table
 
 
+def _headroom(evaluation: Evaluation) -> str:
+    """How close each stage is to the usable memory: usable minus the stage's total, per stage (the least one
+    when there are many stages)."""
+    free = [evaluation.metrics.usable_memory_gib - s.memory_gib for s in evaluation.stages]
+    if not free:
+        return ""
+    if len(free) <= 16:
+        return "headroom per stage (GiB): " + ", ".join(_num(f, 1) for f in free)
+    least = min(range(len(free)), key=free.__getitem__)
+    return f"least headroom {_num(free[least], 1)} GiB (stage {least})"
+
+
 def stage_table(evaluation: Evaluation) -> Table:
     m = evaluation.metrics
     times = [s.time_per_microbatch_s for s in evaluation.stages]
@@ -148,7 +160,8 @@ def stage_table(evaluation: Evaluation) -> Table:
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
                       _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text)
     table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers; usable "
-                     f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU")
+                     f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU (after any search.memory_margin_gib); "
+                     f"{_headroom(evaluation)}")
     table.caption_justify = "left"
     return table
 
@@ -259,6 +272,10 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
     if st.gap is not None and result.status != "OPTIMAL":
         line.append(f"  gap {st.gap * 100:.2f} %")
     console.print(line)
+    if getattr(result, "completed", None) is not None:  # a partial plan: what the planner chose
+        console.print(Text(f"completed (chosen by the planner): {', '.join(result.completed) or 'nothing'}"))
+    if getattr(result, "memory_margin_gib", None) is not None:
+        console.print(Text(f"memory margin: {result.memory_margin_gib:g} GiB per GPU kept free"))
     if result.plans:
         best = result.plans[0]
         console.print(Text("Best plan", style="bold"))

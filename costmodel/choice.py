@@ -179,7 +179,7 @@ def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
         total = gpu.memory_gb_nominal * 1e9
     else:
         total = gpu.memory_gib * GIB
-    return total * a.memory_usable_fraction - a.memory_reserve_gib * GIB
+    return total * a.memory_usable_fraction - a.memory_reserve_gib * GIB - spec.search.memory_margin_gib * GIB
 
 
 def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:

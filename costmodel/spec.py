@@ -283,6 +283,9 @@ class SearchSpec(_Limited):
     optimizer_offload_fractions: Optional[list[float]] = Field(
         None, description="shares of the optimizer states offloaded to the host, each in [0, 1] (Megatron-Core "
         "--optimizer-offload-fraction, DeepSpeed offload_optimizer ratio); default [0]")
+    memory_margin_gib: float = Field(
+        0.0, ge=0.0, le=4096.0, allow_inf_nan=False,
+        description="GiB per GPU kept free below the usable memory (a safety margin the user controls); default 0")
     activation_offload_layers: Optional[list[NonNegativeInt]] = Field(
         None, description="activation CPU offload: numbers of transformer layers (the first ones) whose saved "
         "activations go to host memory between their forward and backward, each in [0, num_layers - 1] "

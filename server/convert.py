@@ -81,6 +81,8 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
+                             pb.PlanResponse.DESCRIPTOR.fields_by_name["memory_margin_gib"].full_name,  # no margin
+                             pb.StageReport.DESCRIPTOR.fields_by_name["headroom_gib"].full_name,  # no margin
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})
 
@@ -357,6 +359,8 @@ def plan_result_dict(msg: pb.PlanResponse) -> dict[str, Any]:
     data = message_to_dict(msg, omit_unset=False)
     data.pop("parameters")
     data.pop("admission", None)
+    if not data.get("completed"):  # no partial plan (a repeated field cannot tell None from [])
+        data.pop("completed", None)
     return data
 
 

@@ -217,7 +217,8 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         if r == "memory":
             if min_mem_plan is not None and min_needed is not None:
                 a = problem.assumptions
-                need_gib = math.ceil((min_needed + a.memory_reserve_gib) / a.memory_usable_fraction * 10) / 10
+                need_gib = math.ceil((min_needed + a.memory_reserve_gib + spec.search.memory_margin_gib)
+                                     / a.memory_usable_fraction * 10) / 10
                 relaxations.append(Relaxation(
                     requirement="memory",
                     change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "

@@ -16,6 +16,7 @@ from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
+from parplan.solver.completion import completed_fields, explanation_names, pinned_spec
 from parplan.solver.explain import explain
 from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
@@ -50,10 +51,40 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
                              workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
                              memory_budget_mib=controls.memory_budget_mib)
     deadline = t0 + controls.time_limit_s
+    given = spec
+    spec = pinned_spec(spec)  # a partial plan's set fields become pins (solver/completion.py)
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
     # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
     with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
-        return _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
+        result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
+    if given.plan is not None:
+        result.completed = completed_fields(given.plan)
+        if result.explanation is not None:
+            _name_plan_pins(result, explanation_names(given))
+    if spec.search.memory_margin_gib > 0:
+        result.memory_margin_gib = spec.search.memory_margin_gib
+    return result
+
+
+def _name_plan_pins(result: PlanResult, names: dict[str, str]) -> None:
+    """The explanation names a partial plan's pins as the plan fields the user set (``plan.tp``), not as the
+    search restrictions that carried them."""
+    ex = result.explanation
+    rename = lambda r: names.get(r, r)  # noqa: E731
+    ex.conflicting = [rename(r) for r in ex.conflicting]
+    for r in ex.relaxations:
+        if r.requirement in names:
+            field = names[r.requirement]
+            value = getattr(r.plan.plan, field.split(".", 1)[1], None) if r.plan is not None else None
+            if value is not None:
+                r.change = f"{field}: {value} instead (or leave it out of plan: to have it chosen)"
+                r.patch = {field: value}
+            else:
+                r.change = f"leave {field} out of plan: to have it chosen"
+                r.patch = {field: None}
+            r.requirement = field
+    for old, new in names.items():
+        ex.summary = ex.summary.replace(old, new)
 
 
 def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], controls: SolverControls,

@@ -71,3 +71,5 @@ class PlanResult(_Out):
     explanation: Optional[Explanation] = None
     stats: SolveStats
     timing: Optional[Timing] = None  # None in deterministic mode (see Timing)
+    completed: Optional[list[str]] = None  # a partial plan: the fields the planner chose (None: no plan given)
+    memory_margin_gib: Optional[float] = None  # search.memory_margin_gib when set (> 0): stages get headroom_gib

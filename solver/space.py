@@ -133,6 +133,7 @@ class SpaceOptions:
     moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
     moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
     activation_offload_layers: tuple[int, ...] = (0,)  # search.activation_offload_layers (costmodel/activation_offload.py)
+    num_microbatches: tuple[int, ...] | None = None  # a partial plan's pinned micro-batch count (solver/completion.py)
 
     @staticmethod
     def from_spec(spec: Spec) -> "SpaceOptions":
@@ -156,6 +157,8 @@ class SpaceOptions:
             moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else (False,),
             activation_offload_layers=(tuple(dict.fromkeys(s.activation_offload_layers))
                                        if s.activation_offload_layers else (0,)),
+            num_microbatches=(spec.plan.num_microbatches,) if spec.plan is not None and spec.plan.num_microbatches
+            is not None and "num_microbatches" in spec.plan.model_fields_set else None,
         )
         prof = spec_profile(spec)
         if prof is None:
@@ -332,6 +335,9 @@ def batch_splits(global_batch: int, dp: int, opts: SpaceOptions, tally: Rejectio
     for mbs in opts.micro_batch_size or default_micro_batch_sizes(local):
         if global_batch % (dp * mbs):
             tally.reject([f"dp·micro_batch_size must divide training.global_batch_size ({global_batch})"])
+            continue
+        if opts.num_microbatches is not None and global_batch // (dp * mbs) not in opts.num_microbatches:
+            tally.reject(["plan.num_microbatches"])
             continue
         yield mbs, global_batch // (dp * mbs)
 

@@ -43,7 +43,8 @@ PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, {"preset", 
          (MLASpec, pb.MLASpec, set()), (FrameworkSpec, pb.FrameworkSpec, set()), (Timing, pb.Timing, set()),
          (TrainingSpec, pb.TrainingSpec, set()), (ClusterSpec, pb.ClusterSpec, set()),
          (SearchSpec, pb.SearchSpec, set()), (PlanSpec, pb.PlanSpec, set()), (Plan, pb.Plan, set()),
-         (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, set()), (Evaluation, pb.Evaluation, set()),
+         (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, {"headroom_gib"}),  # headroom_gib: the JSON's, derived
+         (Evaluation, pb.Evaluation, set()),
          (Relaxation, pb.Relaxation, set()), (Explanation, pb.Explanation, set()), (SolveStats, pb.SolveStats, set())]
 
 

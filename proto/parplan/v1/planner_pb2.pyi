@@ -280,7 +280,7 @@ class ClusterSpec(_message.Message):
     def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ...) -> None: ...
 
 class SearchSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
+    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "memory_margin_gib")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -304,6 +304,7 @@ class SearchSpec(_message.Message):
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MARGIN_GIB_FIELD_NUMBER: _ClassVar[int]
     tp: _containers.RepeatedScalarFieldContainer[int]
     cp: _containers.RepeatedScalarFieldContainer[int]
     pp: _containers.RepeatedScalarFieldContainer[int]
@@ -327,7 +328,8 @@ class SearchSpec(_message.Message):
     moe_fp8_dispatch: _containers.RepeatedScalarFieldContainer[bool]
     moe_a2a_overlap: _containers.RepeatedScalarFieldContainer[bool]
     activation_offload_layers: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ..., activation_offload_layers: _Optional[_Iterable[int]] = ...) -> None: ...
+    memory_margin_gib: float
+    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ..., activation_offload_layers: _Optional[_Iterable[int]] = ..., memory_margin_gib: _Optional[float] = ...) -> None: ...
 
 class ScalarValue(_message.Message):
     __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
@@ -538,7 +540,7 @@ class Metrics(_message.Message):
     def __init__(self, step_time_s: _Optional[float] = ..., mfu: _Optional[float] = ..., tokens_per_s: _Optional[float] = ..., peak_memory_gib: _Optional[float] = ..., stage_memory_gib: _Optional[_Iterable[float]] = ..., breakdown_s: _Optional[_Mapping[str, float]] = ..., hfu: _Optional[float] = ..., model_tflops_per_gpu: _Optional[float] = ..., usable_memory_gib: _Optional[float] = ..., fits: _Optional[bool] = ...) -> None: ...
 
 class StageReport(_message.Message):
-    __slots__ = ("index", "layers", "dense_layers", "moe_layers", "recomputed_layers", "inflight_microbatches", "time_per_microbatch_s", "compute_s", "recompute_s", "tp_s", "cp_s", "ep_s", "pp_s", "zero_s", "dp_s", "model_states_gib", "activations_gib", "logits_gib", "workspace_gib", "pipeline_buffers_gib", "memory_gib")
+    __slots__ = ("index", "layers", "dense_layers", "moe_layers", "recomputed_layers", "inflight_microbatches", "time_per_microbatch_s", "compute_s", "recompute_s", "tp_s", "cp_s", "ep_s", "pp_s", "zero_s", "dp_s", "model_states_gib", "activations_gib", "logits_gib", "workspace_gib", "pipeline_buffers_gib", "memory_gib", "headroom_gib")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
     DENSE_LAYERS_FIELD_NUMBER: _ClassVar[int]
@@ -560,6 +562,7 @@ class StageReport(_message.Message):
     WORKSPACE_GIB_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_BUFFERS_GIB_FIELD_NUMBER: _ClassVar[int]
     MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    HEADROOM_GIB_FIELD_NUMBER: _ClassVar[int]
     index: int
     layers: int
     dense_layers: int
@@ -581,7 +584,8 @@ class StageReport(_message.Message):
     workspace_gib: float
     pipeline_buffers_gib: float
     memory_gib: float
-    def __init__(self, index: _Optional[int] = ..., layers: _Optional[int] = ..., dense_layers: _Optional[int] = ..., moe_layers: _Optional[int] = ..., recomputed_layers: _Optional[int] = ..., inflight_microbatches: _Optional[float] = ..., time_per_microbatch_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., recompute_s: _Optional[float] = ..., tp_s: _Optional[float] = ..., cp_s: _Optional[float] = ..., ep_s: _Optional[float] = ..., pp_s: _Optional[float] = ..., zero_s: _Optional[float] = ..., dp_s: _Optional[float] = ..., model_states_gib: _Optional[float] = ..., activations_gib: _Optional[float] = ..., logits_gib: _Optional[float] = ..., workspace_gib: _Optional[float] = ..., pipeline_buffers_gib: _Optional[float] = ..., memory_gib: _Optional[float] = ...) -> None: ...
+    headroom_gib: float
+    def __init__(self, index: _Optional[int] = ..., layers: _Optional[int] = ..., dense_layers: _Optional[int] = ..., moe_layers: _Optional[int] = ..., recomputed_layers: _Optional[int] = ..., inflight_microbatches: _Optional[float] = ..., time_per_microbatch_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., recompute_s: _Optional[float] = ..., tp_s: _Optional[float] = ..., cp_s: _Optional[float] = ..., ep_s: _Optional[float] = ..., pp_s: _Optional[float] = ..., zero_s: _Optional[float] = ..., dp_s: _Optional[float] = ..., model_states_gib: _Optional[float] = ..., activations_gib: _Optional[float] = ..., logits_gib: _Optional[float] = ..., workspace_gib: _Optional[float] = ..., pipeline_buffers_gib: _Optional[float] = ..., memory_gib: _Optional[float] = ..., headroom_gib: _Optional[float] = ...) -> None: ...
 
 class Evaluation(_message.Message):
     __slots__ = ("plan", "metrics", "stages", "violations", "runs_on")
@@ -680,7 +684,7 @@ class PlanRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission")
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission", "completed", "memory_margin_gib")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
@@ -691,6 +695,8 @@ class PlanResponse(_message.Message):
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MARGIN_GIB_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     objective: Objective
     plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -701,7 +707,9 @@ class PlanResponse(_message.Message):
     parameters: SolverParameters
     timing: Timing
     admission: Admission
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...
+    completed: _containers.RepeatedScalarFieldContainer[str]
+    memory_margin_gib: float
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., completed: _Optional[_Iterable[str]] = ..., memory_margin_gib: _Optional[float] = ...) -> None: ...
 
 class Admission(_message.Message):
     __slots__ = ("queue_wait_s", "queue_length", "solver_slots", "max_queue")
