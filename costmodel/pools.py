@@ -44,6 +44,16 @@ class PoolPlanError(ParplanError):
     """A plan on pools that cannot be evaluated: a wrong ``stage_pools``, or a schedule this slice refuses."""
 
 
+MULTI_POOL_REFUSAL = ("cluster.pools: {n} pools; {what} plans one GPU type so far (issue 21): price a plan on pools "
+                      "with parplan.costmodel.pools.evaluate_pools, or search one with parplan.solver.pools")
+
+
+def require_one_pool(spec: Spec, what: str) -> None:
+    """Refuse a cluster of several pools where the caller prices every GPU as pool 0's (never a silent answer)."""
+    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:
+        raise PoolPlanError(MULTI_POOL_REFUSAL.format(n=len(spec.cluster.pools), what=what))
+
+
 def spec_pools(spec: Spec) -> list[PoolSpec]:
     """The cluster's pools: ``cluster.pools``, or the one pool that ``cluster.gpu`` and its keys describe."""
     cl = spec.cluster

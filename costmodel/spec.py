@@ -241,8 +241,8 @@ class ClusterSpec(_Limited):
     (a cluster of at most one node may use part of it, e.g. 4 GPUs of an 8-GPU node).
 
     Or ``pools``: a heterogeneous cluster (issue 21), a list of :class:`PoolSpec`, instead of ``gpu`` and its
-    keys. Then ``gpu``/``gpus_per_node`` read pool 0's and ``num_gpus`` the pools' total (derived, left out of
-    dumps), and ``inter_pool_bandwidth_gbps`` (GB/s per GPU per direction; default: the slower pool's
+    keys. Then ``gpu`` and its keys read pool 0's and ``num_gpus`` the pools' total (derived, left out of
+    dumps; a one-pool cluster is exactly the plain spec), and ``inter_pool_bandwidth_gbps`` (GB/s per GPU per direction; default: the slower pool's
     inter-node network, costmodel/pools.py) links the pools. One pool is exactly ``gpu`` with its keys."""
 
     LIMITS: ClassVar[dict[str, float]] = {
@@ -291,7 +291,7 @@ class ClusterSpec(_Limited):
         counts = [p.get("num_gpus") if isinstance(p, dict) else getattr(p, "num_gpus", None) for p in pools]
         out = dict(data)
         if isinstance(first, dict) and "gpu" in first:
-            out["gpu"] = first["gpu"]
+            out.update({key: first[key] for key in POOL_REPLACED_KEYS if first.get(key) is not None})
             out["gpus_per_node"] = first.get("gpus_per_node", 8)
         if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts):
             out["num_gpus"] = sum(counts)
@@ -301,7 +301,7 @@ class ClusterSpec(_Limited):
     def _derived_keys_left_out(self, handler):
         out = handler(self)
         if self.pools is not None and isinstance(out, dict):
-            for key in ("gpu", "num_gpus", "gpus_per_node"):
+            for key in POOL_REPLACED_KEYS:
                 out.pop(key, None)
         return out
 

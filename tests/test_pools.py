@@ -153,3 +153,33 @@ def test_pools_round_trip_through_the_service_proto():
     spec = pooled(H100, {**A100, "memory_gib": 40.0}, inter_pool_bandwidth_gbps=7)
     msg = convert.spec_to_message(spec.model_dump(mode="json", exclude_none=True))
     assert Spec.model_validate(convert.spec_dict_from_message(msg)) == spec
+
+
+def test_one_pool_spec_optimizes_byte_identically_and_several_pools_are_refused(tmp_path):
+    """One pool (its overrides included) is today's spec: the same deterministic optimize output; several pools
+    are refused by optimize and evaluate with a message naming cluster.pools, never priced as pool 0's GPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    base = {"model": MODEL, "training": TRAINING}
+    plain = {**base, "cluster": {**H100, "memory_gib": 60.0}}
+    one = {**base, "cluster": {"pools": [{**H100, "memory_gib": 60.0}]}}
+    outs = []
+    for name, data in (("plain", plain), ("one", one)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        cli = str(Path(sys.executable).parent / "solver-cli")
+        run = subprocess.run([cli, "optimize", str(path), "--deterministic",
+                              "--format", "json"], capture_output=True, text=True, check=True)
+        outs.append(run.stdout)
+    assert outs[0] == outs[1]
+    from parplan.solver.planner import optimize
+
+    two = pooled(H100, A100)
+    with pytest.raises(PoolPlanError, match="cluster.pools: 2 pools; optimize plans one GPU type"):
+        optimize(two)
+    with pytest.raises(ValueError, match="cluster.pools: 2 pools; evaluate prices one GPU type"):
+        evaluate(two, PlanSpec(tp=2, pp=2))
