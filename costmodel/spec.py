@@ -351,10 +351,12 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "Spec":
-        if self.training.precision == "fp8" and self.cluster.peak_fp8_tflops is None \
-                and lookup_gpu(self.cluster.gpu).peak_fp8_tflops is None:
-            raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {self.cluster.gpu} has none "
-                             "(set cluster.peak_fp8_tflops or use bf16)")
+        for where, cl in ([(f"cluster.pools[{k}].", p) for k, p in enumerate(self.cluster.pools)]
+                          if self.cluster.pools else [("cluster.", self.cluster)]):
+            if self.training.precision == "fp8" and cl.peak_fp8_tflops is None \
+                    and lookup_gpu(cl.gpu).peak_fp8_tflops is None:
+                raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {cl.gpu} has none "
+                                 f"(set {where}peak_fp8_tflops or use bf16)")
         conflicts = search_conflicts(self)
         if conflicts:
             raise ValueError(conflicts[0])

@@ -183,3 +183,14 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_are_refused(
         optimize(two)
     with pytest.raises(ValueError, match="cluster.pools: 2 pools; evaluate prices one GPU type"):
         evaluate(two, PlanSpec(tp=2, pp=2))
+
+
+def test_fp8_needs_fp8_on_every_pool():
+    with pytest.raises(ValidationError, match=r"A100-SXM-80GB has none \(set cluster.pools\[1\].peak_fp8_tflops"):
+        Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
+                             "cluster": {"pools": [H100, A100]}})
+    with pytest.raises(ValidationError, match=r"set cluster.peak_fp8_tflops or use bf16"):
+        Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"}, "cluster": A100})
+    ok = Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
+                              "cluster": {"pools": [H100, {**A100, "peak_fp8_tflops": 600.0}]}})
+    assert ok.cluster.pools[1].peak_fp8_tflops == 600.0
