@@ -283,6 +283,9 @@ def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Op
              gpu: Optional[GPU] = None) -> Evaluation:
     """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``)
     under the spec's assumptions."""
+    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:  # issue 21: costmodel/pools.py prices them
+        raise PlanError(f"cluster.pools: {len(spec.cluster.pools)} pools; evaluate prices one GPU type: use "
+                        f"parplan.costmodel.pools.evaluate_pools with each stage's pool")
     if plan is None:
         plan = spec.plan
     if plan is None:

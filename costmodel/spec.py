@@ -3,7 +3,7 @@
 The YAML/JSON keys follow ``shared/spec/CONTRACT.md``; everything here is strict
 (`extra="forbid"`, no silent type coercion) so a typo is an error naming the field, never a default.
 
-Sizes have documented upper limits (the ``MAX_*`` constants below), generous for any real model and
+Sizes have documented upper limits (the ``MAX_*`` constants, ``costmodel/spec_base.py``), generous for any real model and
 cluster, so no accepted value overflows a later computation: a larger value is an error naming the field
 and the limit. Rules across fields (errors): a cluster larger than one node is whole nodes; one target
 (step time or tokens/s), not both; ``search.ep``/``search.etp`` only for MoE models. Settings that are
@@ -12,12 +12,16 @@ accepted but have no effect are reported by :func:`spec_warnings` (the CLI print
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from parplan.costmodel.assumptions import AssumptionsSpec
+from parplan.costmodel.spec_base import (  # noqa: F401  (re-exported: the limits and section bases)
+    MAX_ATTENTION_HEADS, MAX_BANDWIDTH_GBPS, MAX_EXPERTS, MAX_GLOBAL_BATCH_SIZE, MAX_GPUS_PER_NODE, MAX_HIDDEN_SIZE,
+    MAX_LATENCY_US, MAX_MEMORY_GIB, MAX_NUM_GPUS, MAX_NUM_LAYERS, MAX_PEAK_TFLOPS, MAX_SEQ_LEN, MAX_VOCAB_SIZE,
+    _Limited, _Strict, _at_most, _limit_text)
+from parplan.costmodel.cluster import POOL_REPLACED_KEYS, ClusterSpec, PoolSpec  # noqa: F401
 from parplan.costmodel.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.optimizer_states import OptimizerStates
@@ -48,58 +52,6 @@ SCHEDULES: tuple[str, ...] = tuple(s.value for s in SEARCHED_BY_DEFAULT)
 ALL_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
-
-# Upper limits of sizes: well above any model or cluster built (Llama-3 405B: 126 layers, hidden 16384,
-# 128K context, 16K GPUs; DeepSeek-V3: 256 experts), low enough that nothing later overflows.
-MAX_NUM_LAYERS = 10**6
-MAX_HIDDEN_SIZE = 2**20  # hidden_size, ffn_hidden_size, head_dim, expert widths
-MAX_ATTENTION_HEADS = 2**16  # num_attention_heads, num_kv_heads
-MAX_VOCAB_SIZE = 2**24
-MAX_EXPERTS = 2**16  # num_experts, num_shared_experts
-MAX_SEQ_LEN = 2**24  # tokens per sequence
-MAX_GLOBAL_BATCH_SIZE = 10**8  # sequences per step
-MAX_NUM_GPUS = 2**20  # cluster.num_gpus, search.max_num_gpus, parallel degrees
-MAX_GPUS_PER_NODE = 2**10  # cluster.gpus_per_node (an NVL72 rack is 72)
-MAX_MEMORY_GIB = 2.0**20  # per GPU: 1 PiB
-MAX_PEAK_TFLOPS = 1e6  # per GPU: 1 EFLOP/s
-MAX_BANDWIDTH_GBPS = 1e6  # per GPU per direction: 1 PB/s
-MAX_LATENCY_US = 1e6  # one second per message
-
-
-def _limit_text(limit: float) -> str:
-    """``1048576 (2**20)``, ``100000000 (10**8)``, else ``1e+06``."""
-    for base in (2, 10):
-        exponent = round(math.log(limit, base))
-        if base**exponent == limit:
-            return f"{int(limit)} ({base}**{exponent})"
-    return f"{limit:g}"
-
-
-def _at_most(value, limit: float):
-    """``value`` (a number or a list of numbers; None passes) unless one exceeds ``limit``."""
-    for v in value if isinstance(value, list) else [value]:
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"must be a finite number (got {v!r})")
-        if v is not None and v > limit:
-            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
-            raise ValueError(f"{shown} is out of range: the supported maximum is {_limit_text(limit)}")
-    return value
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class _Limited(_Strict):
-    """A user-facing section: ``LIMITS`` maps a field to its documented maximum (the ``MAX_*`` constants)."""
-
-    LIMITS: ClassVar[dict[str, float]] = {}
-
-    @field_validator("*")
-    @classmethod
-    def _within_limits(cls, value, info):
-        limit = cls.LIMITS.get(info.field_name)
-        return value if limit is None else _at_most(value, limit)
 
 
 class MoESpec(_Limited):
@@ -196,45 +148,6 @@ class TrainingSpec(_Limited):
     seq_len: PositiveInt
     global_batch_size: PositiveInt = Field(description="sequences per optimizer step")
     precision: Precision = "bf16"
-
-
-class ClusterSpec(_Limited):
-    """A catalog GPU plus optional per-field overrides (see costmodel.hardware.GPU for the fields).
-
-    A cluster of more than one node is whole nodes: ``num_gpus`` a multiple of ``gpus_per_node``
-    (a cluster of at most one node may use part of it, e.g. 4 GPUs of an 8-GPU node)."""
-
-    LIMITS: ClassVar[dict[str, float]] = {
-        "num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
-        "memory_gib": MAX_MEMORY_GIB, "peak_bf16_tflops": MAX_PEAK_TFLOPS, "peak_fp8_tflops": MAX_PEAK_TFLOPS,
-        "intra_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS, "inter_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS,
-        "intra_node_latency_us": MAX_LATENCY_US, "inter_node_latency_us": MAX_LATENCY_US}
-
-    gpu: str
-    num_gpus: PositiveInt
-    gpus_per_node: PositiveInt = 8
-    memory_gib: Optional[float] = Field(None, gt=0)
-    peak_bf16_tflops: Optional[float] = Field(None, gt=0)
-    peak_fp8_tflops: Optional[float] = Field(None, gt=0)
-    nvlink_domain_size: Optional[PositiveInt] = None
-    intra_node_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="GB/s per GPU per direction")
-    inter_node_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="GB/s per GPU per direction")
-    intra_node_latency_us: Optional[float] = Field(None, ge=0)
-    inter_node_latency_us: Optional[float] = Field(None, ge=0)
-
-    @field_validator("gpu")
-    @classmethod
-    def _known_gpu(cls, name: str) -> str:
-        lookup_gpu(name)
-        return name
-
-    @model_validator(mode="after")
-    def _whole_nodes(self) -> "ClusterSpec":
-        n, g = self.num_gpus, self.gpus_per_node
-        if n > g and n % g:
-            raise ValueError(f"cluster.num_gpus: {n} GPUs are not whole nodes of cluster.gpus_per_node = {g}; a "
-                             f"cluster larger than one node must be a multiple of {g} GPUs")
-        return self
 
 
 class SearchSpec(_Limited):
@@ -453,10 +366,12 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "Spec":
-        if self.training.precision == "fp8" and self.cluster.peak_fp8_tflops is None \
-                and lookup_gpu(self.cluster.gpu).peak_fp8_tflops is None:
-            raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {self.cluster.gpu} has none "
-                             "(set cluster.peak_fp8_tflops or use bf16)")
+        for where, cl in ([(f"cluster.pools[{k}].", p) for k, p in enumerate(self.cluster.pools)]
+                          if self.cluster.pools else [("cluster.", self.cluster)]):
+            if self.training.precision == "fp8" and cl.peak_fp8_tflops is None \
+                    and lookup_gpu(cl.gpu).peak_fp8_tflops is None:
+                raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {cl.gpu} has none "
+                                 f"(set {where}peak_fp8_tflops or use bf16)")
         conflicts = search_conflicts(self)
         if conflicts:
             raise ValueError(conflicts[0])

@@ -14,6 +14,7 @@ from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.errors import ArgumentError
+from parplan.costmodel.pools import require_one_pool
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.completion import completed_fields, explanation_names, pinned_spec
@@ -47,6 +48,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits."""
     t0 = time.perf_counter()
     controls = controls or SolverControls()
+    require_one_pool(spec, "optimize")  # issue 21: solver/pools.py searches several
     check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
                              workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
                              memory_budget_mib=controls.memory_budget_mib)

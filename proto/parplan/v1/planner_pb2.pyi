@@ -254,6 +254,36 @@ class TrainingSpec(_message.Message):
     def __init__(self, seq_len: _Optional[int] = ..., global_batch_size: _Optional[int] = ..., precision: _Optional[_Union[Precision, str]] = ...) -> None: ...
 
 class ClusterSpec(_message.Message):
+    __slots__ = ("gpu", "num_gpus", "gpus_per_node", "memory_gib", "peak_bf16_tflops", "peak_fp8_tflops", "nvlink_domain_size", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps", "intra_node_latency_us", "inter_node_latency_us", "pools", "inter_pool_bandwidth_gbps")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    PEAK_BF16_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_FP8_TFLOPS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INTRA_NODE_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    INTRA_NODE_LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    INTER_NODE_LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    INTER_POOL_BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    gpu: str
+    num_gpus: int
+    gpus_per_node: int
+    memory_gib: float
+    peak_bf16_tflops: float
+    peak_fp8_tflops: float
+    nvlink_domain_size: int
+    intra_node_bandwidth_gbps: float
+    inter_node_bandwidth_gbps: float
+    intra_node_latency_us: float
+    inter_node_latency_us: float
+    pools: _containers.RepeatedCompositeFieldContainer[PoolSpec]
+    inter_pool_bandwidth_gbps: float
+    def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ..., pools: _Optional[_Iterable[_Union[PoolSpec, _Mapping]]] = ..., inter_pool_bandwidth_gbps: _Optional[float] = ...) -> None: ...
+
+class PoolSpec(_message.Message):
     __slots__ = ("gpu", "num_gpus", "gpus_per_node", "memory_gib", "peak_bf16_tflops", "peak_fp8_tflops", "nvlink_domain_size", "intra_node_bandwidth_gbps", "inter_node_bandwidth_gbps", "intra_node_latency_us", "inter_node_latency_us")
     GPU_FIELD_NUMBER: _ClassVar[int]
     NUM_GPUS_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,123 @@
+"""Plans on heterogeneous GPU pools (issue 21), first slice: an exact exhaustive search for small specs.
+
+Decisions: the job's choice (degrees, micro-batches, schedule 1F1B/ZB-H1, ZeRO, recompute granularity, SP: the
+single-pool space of :func:`parplan.solver.space.enumerate_choices` at every used GPU count, seen from pool 0,
+each plan's legality then checked on every pool it uses by :func:`parplan.costmodel.pools.evaluate_pools`), the
+pool of every stage (every sequence in ``pools^pp`` whose stages fit the pools' GPU counts: the stage order is
+a decision, a pool may be used in part or not at all), the layers of every stage (every composition) and its
+recompute count. For a fixed choice, sequence and layer split the least recompute that fits each stage's pool
+memory is optimal: a stage's memory depends on its own count only and falls with it, while every term of the
+step (``m·t_max``, the uneven bubble over Σ t, the DP maximum) is non-decreasing in it. Plans are ranked by step
+time, then peak memory, then enumeration order; top-K is K distinct (choice, stage pools) pairs, each with its
+best split. The step time of every candidate is the evaluator's own (``costmodel/pools.py``): no separate
+integer model to disagree with it.
+
+Cost: Σ over choices of (sequences × compositions × layers) evaluations, so small specs only (the tests use
+≤ 8 layers, pp ≤ 3, 2-3 pools); the per-choice CP-SAT model with a stage → pool assignment is the next step
+(the report of issue 21 says what is left).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.degrees import Choice
+from parplan.costmodel.evaluate import Evaluation, layer_classes, stage_report, stage_totals
+from parplan.costmodel.pools import (POOL_SCHEDULES, evaluate_pools, pool_costs, pool_gpus, pool_spec, pool_usage,
+                                     spec_pools)
+from parplan.costmodel.spec import Plan, Spec
+from parplan.solver.space import enumerate_choices
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One answer: the evaluation of a plan and the pool of each of its stages."""
+
+    evaluation: Evaluation
+    stage_pools: tuple[int, ...]
+    gpus_per_pool: tuple[int, ...]  # GPUs each pool gives (0: left idle); their sum is the plan's GPU count
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """(step seconds, peak GiB): the ranking before enumeration order."""
+        m = self.evaluation.metrics
+        return (m.step_time_s, m.peak_memory_gib)
+
+
+def pool_choices(spec: Spec, a: Assumptions) -> Iterator[Choice]:
+    """The space's choices at every used GPU count up to the pools' total, schedules whose stages cross a pool
+    boundary once each way (``costmodel/pools.py: POOL_SCHEDULES``, one chunk)."""
+    total = sum(p.num_gpus for p in spec_pools(spec))
+    gpu0 = pool_gpus(spec)[0]
+    for g in range(1, total + 1):
+        view = pool_spec(spec, 0, g)
+        for c in enumerate_choices(view, gpu0, a, num_gpus=g).choices:
+            if c.schedule in POOL_SCHEDULES and c.vpp == 1:
+                yield c
+
+
+def stage_sequences(spec: Spec, c: Choice) -> Iterator[tuple[int, ...]]:
+    """Every stage → pool sequence whose pools hold their stages' tp·cp·dp GPUs."""
+    caps = [p.num_gpus for p in spec_pools(spec)]
+    for seq in itertools.product(range(len(caps)), repeat=c.pp):
+        if all(u <= cap for u, cap in zip(pool_usage(spec, c, list(seq)), caps)):
+            yield seq
+
+
+def compositions(n: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Every split of ``n`` layers into ``parts`` stages of at least one layer each."""
+    for cuts in itertools.combinations(range(1, n), parts - 1):
+        yield tuple(b - a for a, b in zip((0, *cuts), (*cuts, n)))
+
+
+def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[int, ...], costs,
+                    a: Assumptions) -> Optional[list[int]]:
+    """Each stage's least recompute count that fits its pool's usable memory (None if a stage fits at none);
+    zeros unless the choice recomputes full layers by count."""
+    if c.recompute != "full":
+        return [0] * c.pp
+    plan = Plan.from_choice(c, list(layers), [0] * c.pp)
+    out = []
+    for i, ((d, e), n) in enumerate(zip(layer_classes(spec, list(layers)), layers)):
+        k = seq[i]
+        usable = costs[k].usable_memory_bytes / 2**30
+        for r in range(n + 1):
+            rows = stage_totals(costs[k], i, d, e, r)
+            plan_r = plan.model_copy(update={"recompute_layers": [r if j == i else 0 for j in range(c.pp)]})
+            if stage_report(plan_r, costs[k], i, rows, d, e).memory_gib <= usable:
+                out.append(r)
+                break
+        else:
+            return None
+    return out
+
+
+def search_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None) -> list[PoolPlan]:
+    """The ``top_k`` best plans on the spec's pools (module docstring): an empty list when nothing fits (the
+    enumeration is complete, so that is proven for this space)."""
+    a = assumptions or resolve_assumptions(spec.assumptions)
+    best: dict[tuple, tuple] = {}
+    order = 0
+    for c in pool_choices(spec, a):
+        costs = pool_costs(spec, c, a)
+        for seq in stage_sequences(spec, c):
+            for layers in compositions(spec.model.num_layers, c.pp):
+                r = least_recompute(spec, c, seq, layers, costs, a)
+                if r is None:
+                    continue
+                ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), r), list(seq), assumptions=a,
+                                    costs=costs)
+                if ev.violations:
+                    continue
+                order += 1
+                rank = (ev.metrics.step_time_s, ev.metrics.peak_memory_gib, order)
+                key = (c, seq)
+                if key not in best or rank < best[key][0]:
+                    best[key] = (rank, ev, seq)
+    ranked = sorted(best.values(), key=lambda item: item[0])[:top_k]
+    return [PoolPlan(evaluation=ev, stage_pools=seq,
+                     gpus_per_pool=tuple(pool_usage(spec, ev.plan.to_choice(), list(seq))))
+            for _, ev, seq in ranked]
