@@ -12,18 +12,20 @@ times). The importtime log itself adds a little to the wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the repository root, for the benchmarks package
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.serve_process import start_serve  # noqa: E402
 SPEC = REPO / "examples" / "llama3-70b-64xh100.yaml"
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
@@ -45,23 +47,7 @@ def run_once(args: list[str]) -> dict:
 
 
 def start_server() -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "parplan.client.cli", "serve", "--port", "0"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port: list[int] = []
-
-    def read():
-        for raw in proc.stderr:
-            if '"serving"' in raw:
-                port.append(int(json.loads(raw)["address"].rsplit(":", 1)[1]))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 60
-    while not port:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("solver-cli serve did not start")
-        time.sleep(0.05)
-    return proc, port[0]
+    return start_serve()
 
 
 def main(argv: list[str] | None = None) -> int:

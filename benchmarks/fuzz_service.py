@@ -43,6 +43,10 @@ import grpc
 from google.protobuf.descriptor import FieldDescriptor
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the repository root, for the benchmarks package
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.serve_process import start_serve  # noqa: E402
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
@@ -270,26 +274,14 @@ def run_call(channel: grpc.Channel, method: str, request: Any, limit: Optional[f
 
 
 def start_server() -> tuple[subprocess.Popen, int, list[str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "parplan.client.cli", "serve", "--port", "0", "--grace-period", "5"],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port: list[int] = []
     internal: list[str] = []
 
-    def read():
-        for line in proc.stderr:
-            if '"serving"' in line and not port:
-                port.append(int(json.loads(line)["address"].rsplit(":", 1)[1]))
-            elif '"internal_error"' in line:
-                internal.append(line.strip()[:2000])
+    def keep_internal(line: str) -> None:
+        if '"internal_error"' in line:
+            internal.append(line.strip()[:2000])
 
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 60
-    while not port:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("solver-cli serve did not start")
-        time.sleep(0.05)
-    return proc, port[0], internal
+    proc, port = start_serve("--grace-period", "5", on_line=keep_internal)
+    return proc, port, internal
 
 
 def main(argv: Optional[list[str]] = None) -> int:

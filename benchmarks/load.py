@@ -38,6 +38,10 @@ import grpc
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the repository root, for the benchmarks package
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.serve_process import start_serve  # noqa: E402
 
 from parplan.client.grpc_client import CHANNEL_OPTIONS
 from parplan.v1 import planner_pb2 as pb
@@ -48,24 +52,7 @@ STORM_SPEC = REPO / "examples" / "seed-textbook-70b-8k.yaml"
 
 def start_server(max_concurrent: int | None) -> tuple[subprocess.Popen, int]:
     limits = ["--max-concurrent", str(max_concurrent)] if max_concurrent is not None else []
-    proc = subprocess.Popen([sys.executable, "-m", "parplan.client.cli", "serve", "--port", "0", *limits,
-                             "--grace-period", "5"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port: list[int] = []
-
-    def read():  # keep draining the JSON log so the server never blocks on a full pipe
-        for raw in proc.stderr:
-            if '"serving"' in raw and not port:
-                port.append(int(json.loads(raw)["address"].rsplit(":", 1)[1]))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 60
-    while not port:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("solver-cli serve did not start")
-        time.sleep(0.05)
-    return proc, port[0]
+    return start_serve(*limits, "--grace-period", "5")
 
 
 def percentile(values: list[float], q: float) -> float:
