@@ -71,30 +71,18 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
+def _choices(name: str, values) -> type[Enum]:
+    """An option's choices: a str Enum whose member names are its values (what typer shows and parses)."""
+    return Enum(name, {v: v for v in values}, type=str)
 
 
-class ResultFormat(str, Enum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-
-
-class Method(str, Enum):
-    cpsat = "cpsat"
-    exhaustive = "exhaustive"
-
-
-class ParetoAxis(str, Enum):
-    memory = "memory"
-    gpus = "gpus"
-
-
-ExportTarget = Enum("ExportTarget", {t: t for t in export_cli.TARGETS}, type=str)
-Launcher = Enum("Launcher", {t: t for t in export_cli.LAUNCHERS}, type=str)
-ImportSource = Enum("ImportSource", {t: t for t in ("megatron", "torchtitan", "deepspeed")}, type=str)
+OutputFormat = _choices("OutputFormat", ("table", "json"))
+ResultFormat = _choices("ResultFormat", ("table", "json", "yaml"))
+Method = _choices("Method", ("cpsat", "exhaustive"))
+ParetoAxis = _choices("ParetoAxis", ("memory", "gpus"))
+ExportTarget = _choices("ExportTarget", export_cli.TARGETS)
+Launcher = _choices("Launcher", export_cli.LAUNCHERS)
+ImportSource = _choices("ImportSource", ("megatron", "torchtitan", "deepspeed"))
 EXPORT_OPTION = typer.Option(None, "--export", case_sensitive=False, help="write the best plan for a framework: "
                              "megatron (arguments), bridge (overrides), torchtitan (TOML), deepspeed (JSON)")
 EMIT_OPTION = typer.Option(None, "--emit", case_sensitive=False, help="write a job around the export (default "
