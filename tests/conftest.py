@@ -1,6 +1,7 @@
 """Shared fixtures and hypothesis strategies of the solver tests: the small random specs every oracle test draws
 (:func:`small_specs`), the assumption variants they carry, and a fixture that skips explanations. The checks
-they share are in ``solver_checks.py``, the brute forces in ``brute_force.py``."""
+they share are in ``solver_checks.py``, the brute forces in ``brute_force.py``; and the gRPC service tests' module
+server and channel (:func:`server`, :func:`channel`)."""
 
 from __future__ import annotations
 
@@ -150,3 +151,25 @@ def no_explanations():
     once for all examples of the test that uses it, and undone before the next test."""
     with mock.patch("parplan.solver.explain.explain", lambda *a, **k: None):
         yield
+
+
+# ------------------------------------------------------------------------------------ the gRPC service's tests
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A server on a free port (two solver slots) for one test module, drained after it."""
+    from parplan.server.app import ServeOptions, start  # grpcio only where a service test asks for it
+
+    running = start(ServeOptions(port=0, max_concurrent=2))
+    yield running
+    running.drain(0)
+
+
+@pytest.fixture(scope="module")
+def channel(server):
+    """An insecure channel to :func:`server`."""
+    import grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        yield ch

@@ -171,3 +171,23 @@ def cpsat_matches_exhaustive(spec: Spec, top_k: int = 2):
         check_plan(spec, ev)
     check_integer_scaling(spec, cp)
     return cp
+
+
+class PlanTally:
+    """What an oracle test's drawn examples exercised: feasible and infeasible specs, and (in a subclass's
+    :meth:`count`) what the best plans used. Counts are class attributes, one set per subclass."""
+
+    feasible = infeasible = 0
+
+    @classmethod
+    def add(cls, result) -> None:
+        if not result.plans:
+            cls.infeasible += 1
+            return
+        cls.feasible += 1
+        cls.count(result.plans[0].plan)
+
+    @classmethod
+    def count(cls, plan) -> None:
+        """Tally the best plan's dimensions (nothing here)."""
+

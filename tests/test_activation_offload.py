@@ -39,7 +39,7 @@ from parplan.solver.space import enumerate_choices
 
 from brute_force import brute_force
 from conftest import small_specs
-from solver_checks import CPSAT, REL_TOL, check_plan, cpsat_matches_exhaustive
+from solver_checks import CPSAT, REL_TOL, PlanTally, check_plan, cpsat_matches_exhaustive
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
@@ -213,16 +213,12 @@ def test_unset_is_todays_space_and_offloading_choices_are_only_where_legal():
 
 
 # -------------------------------------------------------------------------------------------------- oracles
-class OffloadTally:
-    feasible = infeasible = offloading = 0
+class OffloadTally(PlanTally):
+    offloading = 0
 
     @classmethod
-    def add(cls, result) -> None:
-        if not result.plans:
-            cls.infeasible += 1
-            return
-        cls.feasible += 1
-        cls.offloading += result.plans[0].plan.activation_offload_layers > 0
+    def count(cls, plan) -> None:
+        cls.offloading += plan.activation_offload_layers > 0
 
 
 @settings(max_examples=50, deadline=None, derandomize=True, database=None,

@@ -43,7 +43,7 @@ from parplan.solver.space import enumerate_choices
 
 from brute_force import brute_force
 from conftest import small_specs
-from solver_checks import CPSAT, REL_TOL, check_plan, cpsat_matches_exhaustive
+from solver_checks import CPSAT, REL_TOL, PlanTally, check_plan, cpsat_matches_exhaustive
 
 P_LAYER = 12_584_960  # parameters of one layer of MODEL (worked in the module docstring)
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
@@ -287,18 +287,13 @@ def test_states_reduction_is_exact_for_min_memory():
 
 
 # ----------------------------------------------------------------------------------------------- oracles
-class MemTally:
+class MemTally(PlanTally):
     """What the oracle examples exercised: feasible specs, and best plans using each dimension."""
 
-    feasible = infeasible = replicas = states = offload = 0
+    replicas = states = offload = 0
 
     @classmethod
-    def add(cls, result) -> None:
-        if not result.plans:
-            cls.infeasible += 1
-            return
-        cls.feasible += 1
-        plan = result.plans[0].plan
+    def count(cls, plan) -> None:
         cls.replicas += plan.zero_replicas > 1
         cls.states += plan.optimizer_states is not None
         cls.offload += plan.optimizer_offload_fraction > 0

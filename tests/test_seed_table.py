@@ -65,12 +65,17 @@ def extract_parallel_plan_source(text: str) -> str:
     return "\n".join(lines[begin + 1:end]) + "\n"
 
 
-@lru_cache(maxsize=1)
-def seed_oracle() -> SimpleNamespace:
+def seed_003_text() -> str:
+    """Seed 003's text; the test skips, saying why, where the seed documents are not beside the repository."""
     files = sorted(SEEDS_DIR.glob("003_*.txt"))
     if not files:
         pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
-    source = extract_parallel_plan_source(files[0].read_text(encoding="utf-8"))
+    return files[0].read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def seed_oracle() -> SimpleNamespace:
+    source = extract_parallel_plan_source(seed_003_text())
     namespace: dict = {"__name__": "seed_parallel_plan"}  # not __main__: the printing block does not run
     exec(compile(source, "parallel_plan.py", "exec", dont_inherit=True), namespace)  # no __future__ flags
     return SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
@@ -272,10 +277,7 @@ def seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers) -> str:
 
 def test_printed_rows_are_in_the_seed_text():
     """Guard against typos in the hard-coded table: every row's line appears verbatim in seed 003."""
-    files = sorted(SEEDS_DIR.glob("003_*.txt"))
-    if not files:
-        pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
-    text = files[0].read_text(encoding="utf-8")
+    text = seed_003_text()
     for sid, tp, cp, pp, dp, mfu, gib, rc, printed in PRINTED:
         layers = SCENARIO_BY_ID[sid][1]["num_layers"] // pp
         head = seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers)

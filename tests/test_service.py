@@ -10,6 +10,7 @@ watch the cancel: it stops in milliseconds). The seed-textbook spec (36 choices)
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -49,19 +50,6 @@ LONG = dict(top_k=20, solver=pb.SolverParameters(workers=1, time_limit_s=30))
 CANCELLABLE = pb.PlanRequest(spec_text=LLAMA.read_text(), pareto_axis=pb.PARETO_AXIS_MEMORY,
                              solver=pb.SolverParameters(workers=1, time_limit_s=30))
 SERVICE = "parplan.v1.PlannerService"
-
-
-@pytest.fixture(scope="module")
-def server():
-    running = start(ServeOptions(port=0, max_concurrent=2))
-    yield running
-    running.drain(0)
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
-        yield ch
 
 
 @pytest.fixture(scope="module")
@@ -317,50 +305,51 @@ def test_cancel_right_after_the_call_starts_stops_the_solve(server, stub):
         wait_until(lambda: server.servicer.active_calls == 0, timeout_s=30)  # leave the server idle
 
 
-def test_calls_wait_for_a_slot_and_only_past_the_queue_bound_are_refused():
-    running = start(ServeOptions(port=0, max_concurrent=1, max_queue=1))
+@contextlib.contextmanager
+def _one_slot_taken(max_queue: int):
+    """A server with one solver slot and a queue of ``max_queue``, the slot held by a cancellable call: yields the
+    server, a channel, a stub and that call; drained after."""
+    running = start(ServeOptions(port=0, max_concurrent=1, max_queue=max_queue))
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
             stub = pb_grpc.PlannerServiceStub(ch)
             first = stub.Plan.future(CANCELLABLE, timeout=60)
             wait_until(lambda: running.servicer.active_calls == 1, timeout_s=5)
-            queued = stub.Plan.future(pb.PlanRequest(spec_text=SEED.read_text()), timeout=60)
-            wait_until(lambda: running.servicer.admission.queued == 1, timeout_s=5)
-            t0 = time.perf_counter()
-            with pytest.raises(grpc.RpcError) as err:  # the queue (1) is full: refused at once
-                stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=10)
-            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert time.perf_counter() - t0 < 1.0
-            health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=2)
-            assert health.status == health_pb2.HealthCheckResponse.SERVING  # health never waits for a slot
-            time.sleep(0.5)
-            first.cancel()
-            answer = queued.result()  # the queued call got the slot once the first one ended
-            assert answer.status == pb.PLAN_STATUS_OPTIMAL
-            assert answer.admission.queue_wait_s >= 0.5 and answer.admission.queue_length == 0
-            assert (answer.admission.solver_slots, answer.admission.max_queue) == (1, 1)
-            wait_until(lambda: running.servicer.active_calls == 0, timeout_s=2)
-            assert stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=30).evaluation.plan.tp
+            yield running, ch, stub, first
     finally:
         running.drain(0)
+
+
+def test_calls_wait_for_a_slot_and_only_past_the_queue_bound_are_refused():
+    with _one_slot_taken(max_queue=1) as (running, ch, stub, first):
+        queued = stub.Plan.future(pb.PlanRequest(spec_text=SEED.read_text()), timeout=60)
+        wait_until(lambda: running.servicer.admission.queued == 1, timeout_s=5)
+        t0 = time.perf_counter()
+        with pytest.raises(grpc.RpcError) as err:  # the queue (1) is full: refused at once
+            stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=10)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert time.perf_counter() - t0 < 1.0
+        health = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE), timeout=2)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING  # health never waits for a slot
+        time.sleep(0.5)
+        first.cancel()
+        answer = queued.result()  # the queued call got the slot once the first one ended
+        assert answer.status == pb.PLAN_STATUS_OPTIMAL
+        assert answer.admission.queue_wait_s >= 0.5 and answer.admission.queue_length == 0
+        assert (answer.admission.solver_slots, answer.admission.max_queue) == (1, 1)
+        wait_until(lambda: running.servicer.active_calls == 0, timeout_s=2)
+        assert stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text()), timeout=30).evaluation.plan.tp
 
 
 def test_a_queued_call_gives_up_at_its_deadline():
-    running = start(ServeOptions(port=0, max_concurrent=1, max_queue=4))
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
-            stub = pb_grpc.PlannerServiceStub(ch)
-            first = stub.Plan.future(CANCELLABLE, timeout=60)
-            wait_until(lambda: running.servicer.active_calls == 1, timeout_s=5)
-            t0 = time.perf_counter()
-            with pytest.raises(grpc.RpcError) as err:
-                stub.Plan(pb.PlanRequest(spec_text=SEED.read_text()), timeout=1.0)
-            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            assert time.perf_counter() - t0 < 2.0
-            wait_until(lambda: running.servicer.admission.queued == 0, timeout_s=1)
-            first.cancel()
-    finally:
-        running.drain(0)
+    with _one_slot_taken(max_queue=4) as (running, _, stub, first):
+        t0 = time.perf_counter()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Plan(pb.PlanRequest(spec_text=SEED.read_text()), timeout=1.0)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert time.perf_counter() - t0 < 2.0
+        wait_until(lambda: running.servicer.admission.queued == 0, timeout_s=1)
+        first.cancel()
 
 
 def test_request_size_limit(stub):

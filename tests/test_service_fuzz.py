@@ -23,7 +23,6 @@ from google.rpc import error_details_pb2
 
 from parplan.client.spec_io import load_spec_file
 from parplan.server import convert
-from parplan.server.app import ServeOptions, start
 from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
 
@@ -34,19 +33,6 @@ METHODS = [f"/parplan.v1.PlannerService/{name}" for name in ("Plan", "PlanStream
 EXAMPLES = int(os.environ.get("PARPLAN_FUZZ_EXAMPLES", "150"))  # per test; e.g. 2000 for a long run
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
-
-
-@pytest.fixture(scope="module")
-def server():
-    running = start(ServeOptions(port=0, max_concurrent=2))
-    yield running
-    running.drain(0)
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
-        yield ch
 
 
 INT64 = st.one_of(st.integers(-3, 300), st.integers(-2**63, 2**63 - 1), st.sampled_from([2**53, 2**53 + 1, 2**31]))

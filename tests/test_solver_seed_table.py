@@ -25,7 +25,7 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 
 from solver_checks import check_integer_scaling, check_plan
-from test_seed_table import GRID, LLAMA3_8B, LLAMA3_70B, SEEDS_DIR, seed_model, seed_oracle, seed_row_text
+from test_seed_table import GRID, LLAMA3_8B, LLAMA3_70B, seed_003_text, seed_model, seed_oracle, seed_row_text
 
 MFU_TOL = 0.3  # percentage points
 MEM_TOL = 1.0  # GiB
@@ -129,10 +129,7 @@ def test_ranked_row(row):
 
 def test_printed_rows_are_in_the_seed_text():
     """Guard against typos in PRINTED: each row (with its rank for the "第 N 名" rows) is in seed 003."""
-    files = sorted(SEEDS_DIR.glob("003_*.txt"))
-    if not files:
-        pytest.skip(f"needs the seed documents beside the repository: seed 003 not found under {SEEDS_DIR}")
-    text = files[0].read_text(encoding="utf-8")
+    text = seed_003_text()
     for sid, rank, tp, cp, pp, dp, mfu, gib, rc in PRINTED:
         layers = SCENARIOS[sid][0]["num_layers"] // pp
         line = seed_row_text(tp, cp, pp, dp, mfu, gib, rc, layers)
