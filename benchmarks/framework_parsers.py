@@ -138,8 +138,6 @@ def check_torchtitan(spec, plan) -> list[str]:
 
 def check_megatron_core(spec, plan) -> list[str]:
     import torch
-    from megatron.core import parallel_state as ps
-    from megatron.core.transformer.transformer_block import get_num_layers_to_build
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     from parplan.frameworks.export_common import model_chunk_layers
@@ -163,20 +161,34 @@ def check_megatron_core(spec, plan) -> list[str]:
     except (AssertionError, ValueError, NameError) as err:
         return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
     chunks, out = model_chunk_layers(plan), []
+    built = megatron_core_layers_per_chunk(config, plan)
+    out += [f"layers of rank {i % plan.pp} chunk {i // plan.pp} differ" for i, (got, want) in enumerate(zip(built, chunks))
+            if got != want]
+    return out
+
+
+def megatron_core_layers_per_chunk(config, plan) -> list[int]:
+    """megatron-core's ``get_num_layers_to_build`` for every (virtual stage v, pipeline rank), in
+    ``model_chunk_layers`` order (v·pp + rank). Its layout path reads the rank from ``parallel_state`` even when
+    ``pp_rank`` is given (megatron/core/transformer/pipeline_parallel_layer_layout.py:159-160 in 0.16.1): set, as
+    a rank would, then reset."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    built = [0] * (plan.pp * plan.vpp)
     ps.set_pipeline_model_parallel_world_size(plan.pp)
     ps.set_virtual_pipeline_model_parallel_world_size(plan.vpp if plan.vpp > 1 else None)
     try:
         for rank in range(plan.pp):
             ps.set_pipeline_model_parallel_rank(rank)
             for v in range(plan.vpp):
-                if get_num_layers_to_build(config, vp_stage=v if plan.vpp > 1 else None, pp_rank=rank) \
-                        != chunks[v * plan.pp + rank]:
-                    out.append(f"layers of rank {rank} chunk {v} differ")
+                built[v * plan.pp + rank] = get_num_layers_to_build(config, vp_stage=v if plan.vpp > 1 else None,
+                                                                    pp_rank=rank)
     finally:
         ps.set_pipeline_model_parallel_rank(None)
         ps.set_pipeline_model_parallel_world_size(None)
         ps.set_virtual_pipeline_model_parallel_world_size(None)
-    return out
+    return built
 
 
 def check_megatron_lm(spec, plan) -> list[str]:

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repository root, for the benchmarks package
     sys.path.insert(0, str(REPO))
 
-from benchmarks.serve_process import start_serve  # noqa: E402
+from benchmarks.serve_process import start_serve, stop_serve  # noqa: E402
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
@@ -347,11 +347,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
                 serving = health.status == health_pb2.HealthCheckResponse.SERVING
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_serve(server)
     total = collections.Counter()
     for counter in codes.values():
         total.update(counter)

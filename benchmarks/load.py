@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repository root, for the benchmarks package
     sys.path.insert(0, str(REPO))
 
-from benchmarks.serve_process import start_serve  # noqa: E402
+from benchmarks.serve_process import start_serve, stop_serve  # noqa: E402
 
 from parplan.client.grpc_client import CHANNEL_OPTIONS
 from parplan.v1 import planner_pb2 as pb
@@ -214,11 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.storm:
             result["cancel_storm"] = cancel_storm(target, args.storm, process, args.storm_wait_s)
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_serve(server)
     text = json.dumps(result, indent=2)
     print(table(result))
     print(text)

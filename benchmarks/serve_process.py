@@ -36,3 +36,12 @@ def start_serve(*args: str, on_line: Optional[Callable[[str], None]] = None,
             raise RuntimeError("solver-cli serve did not start")
         time.sleep(0.05)
     return proc, port[0]
+
+
+def stop_serve(proc: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM (the server drains), then SIGKILL past ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()

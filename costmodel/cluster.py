@@ -14,9 +14,9 @@ from parplan.costmodel.spec_base import (MAX_BANDWIDTH_GBPS, MAX_GPUS_PER_NODE, 
                                          MAX_NUM_GPUS, MAX_PEAK_TFLOPS, _Limited)
 
 
-class PoolSpec(_Limited):
-    """One pool of a heterogeneous cluster (issue 21): a catalog GPU, its count and node size, and the same
-    per-field overrides as ``cluster.<field>``. A pool of more than one node is whole nodes."""
+class GpuFields(_Limited):
+    """A catalog GPU, its count and node size, and the per-field overrides of its catalog entry
+    (costmodel.hardware.GPU): the keys a plain cluster and each pool of a heterogeneous one share."""
 
     LIMITS: ClassVar[dict[str, float]] = {
         "num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
@@ -41,6 +41,12 @@ class PoolSpec(_Limited):
     def _known_gpu(cls, name: str) -> str:
         lookup_gpu(name)
         return name
+
+
+class PoolSpec(GpuFields):
+    """One pool of a heterogeneous cluster (issue 21): a catalog GPU, its count and node size, and the same
+    per-field overrides as ``cluster.<field>``. A pool of more than one node is whole nodes."""
+
 
     @model_validator(mode="after")
     def _whole_nodes(self) -> "PoolSpec":
@@ -57,7 +63,7 @@ POOL_REPLACED_KEYS = ("gpu", "num_gpus", "gpus_per_node", "memory_gib", "peak_bf
                       "intra_node_latency_us", "inter_node_latency_us")
 
 
-class ClusterSpec(_Limited):
+class ClusterSpec(GpuFields):
     """A catalog GPU plus optional per-field overrides (see costmodel.hardware.GPU for the fields).
 
     A cluster of more than one node is whole nodes: ``num_gpus`` a multiple of ``gpus_per_node``
@@ -68,29 +74,6 @@ class ClusterSpec(_Limited):
     dumps; a one-pool cluster is exactly the plain spec), and ``inter_pool_bandwidth_gbps`` (GB/s per GPU per direction; default: the slower pool's
     inter-node network, costmodel/pools.py) links the pools. One pool is exactly ``gpu`` with its keys."""
 
-    LIMITS: ClassVar[dict[str, float]] = {
-        "num_gpus": MAX_NUM_GPUS, "gpus_per_node": MAX_GPUS_PER_NODE, "nvlink_domain_size": MAX_NUM_GPUS,
-        "memory_gib": MAX_MEMORY_GIB, "peak_bf16_tflops": MAX_PEAK_TFLOPS, "peak_fp8_tflops": MAX_PEAK_TFLOPS,
-        "intra_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS, "inter_node_bandwidth_gbps": MAX_BANDWIDTH_GBPS,
-        "intra_node_latency_us": MAX_LATENCY_US, "inter_node_latency_us": MAX_LATENCY_US}
-
-    gpu: str
-    num_gpus: PositiveInt
-    gpus_per_node: PositiveInt = 8
-    memory_gib: Optional[float] = Field(None, gt=0)
-    peak_bf16_tflops: Optional[float] = Field(None, gt=0)
-    peak_fp8_tflops: Optional[float] = Field(None, gt=0)
-    nvlink_domain_size: Optional[PositiveInt] = None
-    intra_node_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="GB/s per GPU per direction")
-    inter_node_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="GB/s per GPU per direction")
-    intra_node_latency_us: Optional[float] = Field(None, ge=0)
-    inter_node_latency_us: Optional[float] = Field(None, ge=0)
-
-    @field_validator("gpu")
-    @classmethod
-    def _known_gpu(cls, name: str) -> str:
-        lookup_gpu(name)
-        return name
 
     pools: Optional[list[PoolSpec]] = Field(None, min_length=1, description="heterogeneous GPU pools (issue 21)")
     inter_pool_bandwidth_gbps: Optional[float] = Field(

@@ -148,28 +148,13 @@ def test_megatron_core_transformer_config_and_layer_counts(case):
     """megatron-core's ``TransformerConfig.__post_init__`` (its ModelParallelConfig checks included) accepts the
     export's settings, and ``get_num_layers_to_build`` gives every (pipeline rank, virtual stage) the plan's layers."""
     _need("megatron.core")
-    from megatron.core.transformer.transformer_block import get_num_layers_to_build
-
-    from megatron.core import parallel_state as ps
+    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
 
     spec, plan = load_case(case)
     config, s = _transformer_config(spec, plan)
     assert config.virtual_pipeline_model_parallel_size == (plan.vpp if plan.vpp > 1 else None)
     chunks = model_chunk_layers(plan)
-    # the layout path of get_num_layers_to_build reads the rank from parallel_state even when pp_rank is given
-    # (megatron/core/transformer/pipeline_parallel_layer_layout.py:159-160 in 0.16.1): set it, as a rank would
-    ps.set_pipeline_model_parallel_world_size(plan.pp)
-    ps.set_virtual_pipeline_model_parallel_world_size(plan.vpp if plan.vpp > 1 else None)
-    try:
-        for rank in range(plan.pp):
-            ps.set_pipeline_model_parallel_rank(rank)
-            for v in range(plan.vpp):
-                got = get_num_layers_to_build(config, vp_stage=v if plan.vpp > 1 else None, pp_rank=rank)
-                assert got == chunks[v * plan.pp + rank], (rank, v)
-    finally:
-        ps.set_pipeline_model_parallel_rank(None)
-        ps.set_pipeline_model_parallel_world_size(None)
-        ps.set_virtual_pipeline_model_parallel_world_size(None)
+    assert megatron_core_layers_per_chunk(config, plan) == chunks
     if s.recompute_method is not None:
         assert (config.recompute_method, config.recompute_num_layers) == (s.recompute_method, s.recompute_num_layers)
 
