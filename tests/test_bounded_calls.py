@@ -247,3 +247,40 @@ def test_process_default_budget_applies_to_controls_without_one():
             deadline.set_default_memory_budget(True)
     finally:
         deadline.set_default_memory_budget(deadline.DEFAULT_MEMORY_BUDGET_MIB)
+
+
+@pytest.mark.parametrize("name", ["deep16k", "h800_10k"])
+def test_server_is_idle_within_half_a_second_of_a_client_deadline(name):
+    """Over gRPC (issue 23): a client's 1.5 s deadline on a spec whose search runs far longer; within 0.5 s of
+    the deadline the server holds no call, and over the next 0.5 s its process uses (almost) no CPU: no solver
+    thread keeps computing for a caller who has gone."""
+    import grpc
+    import yaml
+
+    from parplan.server.app import ServeOptions, start
+    from parplan.v1 import planner_pb2 as pb
+    from parplan.v1 import planner_pb2_grpc as pb_grpc
+
+    running = start(ServeOptions(port=0, max_concurrent=2))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = pb_grpc.PlannerServiceStub(channel)
+            request = pb.PlanRequest(spec_text=yaml.safe_dump(SPECS[name]),
+                                     solver=pb.SolverParameters(time_limit_s=60, workers=1))
+            deadline_s = 1.5
+            t0 = time.perf_counter()
+            try:
+                stub.Plan(request, timeout=deadline_s)
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert time.perf_counter() - t0 >= 0.9 * deadline_s, "the call ended before its deadline: no test"
+            deadline_at = t0 + deadline_s
+            while running.servicer.active_calls and time.perf_counter() < deadline_at + 0.5:
+                time.sleep(0.01)
+            assert running.servicer.active_calls == 0, "a call still runs 0.5 s past the client's deadline"
+            assert time.perf_counter() - deadline_at < 0.5 + 0.05
+            cpu = time.process_time()
+            time.sleep(0.5)
+            assert time.process_time() - cpu < 0.1, "the server's CPU is not idle after the deadline"
+    finally:
+        running.drain(0)
