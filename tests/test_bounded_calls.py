@@ -269,11 +269,12 @@ def test_server_is_idle_within_half_a_second_of_a_client_deadline(name):
                                      solver=pb.SolverParameters(time_limit_s=60, workers=1))
             deadline_s = 1.5
             t0 = time.perf_counter()
-            try:
-                stub.Plan(request, timeout=deadline_s)
+            try:  # the service caps the solve by the deadline: the best known so far, or DEADLINE_EXCEEDED
+                reply = stub.Plan(request, timeout=deadline_s)
+                assert reply.status in (pb.PLAN_STATUS_FEASIBLE, pb.PLAN_STATUS_UNKNOWN)  # cut short, not proven
             except grpc.RpcError as err:
                 assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-            assert time.perf_counter() - t0 >= 0.9 * deadline_s, "the call ended before its deadline: no test"
+            assert time.perf_counter() - t0 >= 0.6 * deadline_s, "the call ended long before its deadline"
             deadline_at = t0 + deadline_s
             while running.servicer.active_calls and time.perf_counter() < deadline_at + 0.5:
                 time.sleep(0.01)
