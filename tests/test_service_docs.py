@@ -53,7 +53,7 @@ def test_the_docs_python_blocks_run(server):
     plan = run_python(blocks[0], server.port)
     assert plan.returncode == 0, plan.stderr[-2000:]
     first, second = plan.stdout.splitlines()
-    assert first.startswith("OPTIMAL ") and first.endswith(" s") and second.startswith("evaluated: ")
+    assert first.startswith(("OPTIMAL ", "FEASIBLE ")) and first.endswith(" s") and second.startswith("evaluated: ")
     stream = run_python(blocks[1], server.port)
     assert stream.returncode == 0, stream.stderr[-2000:]
     lines = stream.stdout.splitlines()
@@ -65,7 +65,7 @@ def test_the_readme_service_snippet_runs(server):
     (block,) = python_blocks(section, marked=False)
     run = run_python(block + "\nprint(result.status)\n", server.port)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == "OPTIMAL"
+    assert run.stdout.strip() in ("OPTIMAL", "FEASIBLE")  # a plan within the docs' limit
     assert "docs/service.md" in section
 
 
@@ -115,7 +115,7 @@ def test_the_grpcurl_call_through_reflection(server):
         call = channel.unary_unary(f"/{service}/{name}", request_serializer=request_class.SerializeToString,
                                    response_deserializer=response_class.FromString)
         answer = json.loads(json_format.MessageToJson(call(request, timeout=120)))
-    assert answer["status"] == "PLAN_STATUS_OPTIMAL" and len(answer["plans"]) == 3
+    assert answer["status"] in ("PLAN_STATUS_OPTIMAL", "PLAN_STATUS_FEASIBLE") and len(answer["plans"]) == 3
     assert answer["admission"]["solverSlots"] == 4 and answer["admission"]["maxQueue"] == 64
 
 
