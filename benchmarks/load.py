@@ -71,9 +71,15 @@ class RssSampler(threading.Thread):
         self.samples: list[tuple[float, int]] = []
         self.stop = threading.Event()
 
+    def sample(self) -> None:
+        self.samples.append((time.perf_counter(), self.process.memory_info().rss))
+
     def run(self) -> None:
+        """One sample at the start, one each period, one at the stop: a run shorter than a period has two."""
+        self.sample()
         while not self.stop.wait(self.period_s):
-            self.samples.append((time.perf_counter(), self.process.memory_info().rss))
+            self.sample()
+        self.sample()
 
 
 def plan_calls(target: str, request: pb.PlanRequest, count: int, latencies: list, codes: collections.Counter,

@@ -210,32 +210,23 @@ def test_kuberay_manifest_runs_the_pinned_ray():
 
 
 def test_local_worker_killed_mid_sweep_loses_no_point(tmp_path):
-    """A pool worker that dies takes concurrent.futures' pool down; the points not finished are run again."""
-    import threading
-
+    """A pool worker that dies takes concurrent.futures' pool down; the points not finished are run again.
+    The kill happens when the first point lands (23 still to solve), so it does not depend on how fast the
+    machine solves."""
     import psutil
 
-    killed, stop = [], threading.Event()
+    killed = []
 
-    def killer():
-        while not stop.is_set() and not killed:
-            for proc in psutil.Process().children(recursive=True):
-                try:
-                    if "multiprocessing" in " ".join(proc.cmdline()) and proc.cpu_times().user > 1.0:
-                        proc.kill()  # a worker past its start-up: busy solving
-                        killed.append(proc.pid)
-                        break
-                except psutil.Error:
-                    pass
-            time.sleep(0.01)
+    def kill_a_worker(record):
+        if killed:
+            return
+        workers = [p for p in psutil.Process().children(recursive=True)
+                   if "spawn_main" in " ".join(p.cmdline())]  # pool workers, not the resource tracker
+        workers[0].kill()
+        killed.append(workers[0].pid)
 
-    thread = threading.Thread(target=killer)
-    thread.start()
-    try:
-        records, _, counts = run_sweep(load_sweep(sweep_24()), str(tmp_path / "killed"), jobs=2)
-    finally:
-        stop.set()
-        thread.join()
+    records, _, counts = run_sweep(load_sweep(sweep_24()), str(tmp_path / "killed"), jobs=2,
+                                   on_point=kill_a_worker)
     assert killed
     assert counts["failed"] == 0 and all(r["status"] == "OPTIMAL" for r in records)
     run_sweep(load_sweep(sweep_24()), str(tmp_path / "clean"), jobs=2)
