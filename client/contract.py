@@ -49,6 +49,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             out[key] = True
     if data["activation_offload_layers"]:  # activation CPU offload, only where a plan offloads
         out["activation_offload_layers"] = data["activation_offload_layers"]
+    if plan.stage_pools is not None:  # cluster.pools: each stage's pool (issue 21), only on a pools spec
+        out["stage_pools"] = data["stage_pools"]
     return out
 
 

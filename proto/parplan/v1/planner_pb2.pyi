@@ -391,7 +391,7 @@ class AssumptionsSpec(_message.Message):
     def __init__(self, preset: _Optional[_Union[AssumptionPreset, str]] = ..., overrides: _Optional[_Mapping[str, ScalarValue]] = ...) -> None: ...
 
 class PlanSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -415,6 +415,7 @@ class PlanSpec(_message.Message):
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_POOLS_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -438,7 +439,8 @@ class PlanSpec(_message.Message):
     moe_fp8_dispatch: bool
     moe_a2a_overlap: bool
     activation_offload_layers: int
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayout, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ...) -> None: ...
+    stage_pools: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayout, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ..., stage_pools: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PipelineLayout(_message.Message):
     __slots__ = ("megatron", "layers", "decoder_layers")
@@ -489,7 +491,7 @@ class SolverParameters(_message.Message):
     def __init__(self, method: _Optional[_Union[Method, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., deterministic: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
+    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -513,6 +515,7 @@ class Plan(_message.Message):
     MOE_FP8_DISPATCH_FIELD_NUMBER: _ClassVar[int]
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    STAGE_POOLS_FIELD_NUMBER: _ClassVar[int]
     tp: int
     cp: int
     pp: int
@@ -536,7 +539,8 @@ class Plan(_message.Message):
     moe_fp8_dispatch: bool
     moe_a2a_overlap: bool
     activation_offload_layers: int
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ...) -> None: ...
+    stage_pools: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ..., stage_pools: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Metrics(_message.Message):
     __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits")
