@@ -44,14 +44,14 @@ class PoolPlanError(ParplanError):
     """A plan on pools that cannot be evaluated: a wrong ``stage_pools``, or a schedule this slice refuses."""
 
 
-MULTI_POOL_REFUSAL = ("cluster.pools: {n} pools; {what} plans one GPU type so far (issue 21): price a plan on pools "
-                      "with parplan.costmodel.pools.evaluate_pools, or search one with parplan.solver.pools")
+def require_research_space(spec: Spec) -> None:
+    """Plans on several pools are priced without a framework's stage rules (and exported by none yet): the spec
+    must say ``framework: any``; a :class:`PoolPlanError` naming ``framework`` otherwise."""
+    from parplan.frameworks.profiles import spec_profile
 
-
-def require_one_pool(spec: Spec, what: str) -> None:
-    """Refuse a cluster of several pools where the caller prices every GPU as pool 0's (never a silent answer)."""
-    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:
-        raise PoolPlanError(MULTI_POOL_REFUSAL.format(n=len(spec.cluster.pools), what=what))
+    if (prof := spec_profile(spec)) is not None:
+        raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools are priced in the research "
+                            f"space only (no framework's stage rules or exports yet); set framework: any")
 
 
 def spec_pools(spec: Spec) -> list[PoolSpec]:
@@ -227,6 +227,7 @@ def evaluate_pool_plan(spec: Spec, plan: Plan, assumptions: Optional[Assumptions
     if plan.stage_pools is None:
         raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each of "
                             f"its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
+    require_research_space(spec)
     c = plan.to_choice()
     errors = check_stage_pools(spec, c, list(plan.stage_pools))
     errors += stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)

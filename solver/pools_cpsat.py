@@ -274,7 +274,7 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
 
 
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
-                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1) -> PoolSearch:
+                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None) -> PoolSearch:
     """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit_s
@@ -296,7 +296,7 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
         cutoff = kth()
         if cutoff is not None and cm.lower_bound_s >= cutoff:
             break
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
             stats.proven = False
             open_bounds.append(cm.lower_bound_s)
             break

@@ -181,8 +181,9 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_p
     from parplan.solver.planner import optimize
 
     two = pooled(H100, A100)
-    with pytest.raises(PoolPlanError, match="cluster.pools: 2 pools; optimize plans one GPU type"):
-        optimize(two)
+    named = two.model_copy(update={"framework": "megatron-core"})
+    with pytest.raises(PoolPlanError, match="framework: megatron-core: plans on several cluster.pools are priced"):
+        optimize(named)  # pool plans: the research space only (tests/test_pools_api.py plans them)
     with pytest.raises(ValueError, match=r"plan.stage_pools: a plan on 2 pools names the pool of each of its 2 "):
         evaluate(two, PlanSpec(tp=2, pp=2))  # never priced as pool 0's GPU
     with pytest.raises(ValueError, match=r"stage_pools: 3 entries for pp = 2 stages"):
