@@ -117,6 +117,8 @@ def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
         out["completed"] = list(result.completed)
     if result.memory_margin_gib is not None:
         out["memory_margin_gib"] = result.memory_margin_gib
+    if result.placement is not None:  # several cluster.pools: why each stage sits on its pool
+        out["placement"] = list(result.placement)
     out["objective"] = result.objective
     out["pareto_axis"] = result.pareto_axis
     out["explanation"] = None

@@ -79,6 +79,7 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["activation_offload_layers"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["stage_pools"].full_name,  # empty: one pool
+                             pb.PlanResponse.DESCRIPTOR.fields_by_name["placement"].full_name,  # one pool
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["admission"].full_name,

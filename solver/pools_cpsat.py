@@ -183,7 +183,7 @@ def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]
 
 
 class _Built:
-    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float]):
+    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None):
         c, n = cm.choice, spec.model.num_layers
         p, pools = c.pp, spec_pools(spec)
         K = len(pools)
@@ -248,6 +248,8 @@ class _Built:
             xs = [self.x[i][k] for i in range(p) if self.x[i][k] is not None]
             if xs and len(xs) * per_stage > pool.num_gpus:
                 m.Add(per_stage * sum(xs) <= pool.num_gpus)
+        if require_pool is not None:  # at least one stage on this pool (the explanation's "best use" of a pool)
+            m.Add(sum(self.x[i][require_pool] for i in range(p) if self.x[i][require_pool] is not None) >= 1)
         self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max
         if cutoff_s is not None:
             m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
@@ -274,8 +276,10 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
 
 
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
-                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None) -> PoolSearch:
-    """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven."""
+                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
+                   require_pool: Optional[int] = None) -> PoolSearch:
+    """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven.
+    ``require_pool``: only plans with at least one stage on that pool."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit_s
     _uniform_model(spec)
@@ -300,8 +304,10 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
             stats.proven = False
             open_bounds.append(cm.lower_bound_s)
             break
+        if require_pool is not None and all(row[require_pool] is None for row in cm.coeffs):
+            continue
         stats.choices_solved += 1
-        b = _Built(spec, cm, cutoff)
+        b = _Built(spec, cm, cutoff, require_pool)
         for _ in range(top_k):
             solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
             stats.models_solved += 1

@@ -21,6 +21,7 @@ from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import timing
 from parplan.solver.pools import search_pools
+from parplan.solver.pools_explain import placement_lines
 from parplan.solver.pools_cpsat import PoolSearch, PoolSearchStats, optimize_pools
 from parplan.solver.result import Explanation, PlanResult, SolveStats
 
@@ -64,5 +65,10 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
             summary=f"no plan fits on the {len(pools)} pools: for every choice, some pipeline stage needs more "
                     f"memory than any pool that could hold it, or the stages need more GPUs than the pools give",
             conflicting=["memory", "cluster.pools"], rejected_choices={})
-    result.timing = timing(controls, t0, search_s=time.perf_counter() - t0)
+    search_s = time.perf_counter() - t0
+    if result.plans:  # why each stage sits where it does; an idle pool's best use gets at most 10 s to be priced
+        idle_s = min(10.0, max(0.5, controls.time_limit_s - search_s))
+        result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=idle_s)
+    result.timing = timing(controls, t0, search_s=search_s,
+                           explanation_s=time.perf_counter() - t0 - search_s if result.plans else None)
     return result

@@ -108,3 +108,30 @@ def test_grpc_plan_on_pools_returns_stage_pools(stub, tmp_path):
         stub.Plan(pb.PlanRequest(spec_text=small_spec_file(tmp_path, framework="megatron-core").read_text()),
                   timeout=60)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "cluster.pools" in err.value.details()
+
+
+def test_placement_explains_each_stage_and_an_idle_pool():
+    mixed = optimize(spec_of([H100, A100]), controls=SolverControls(deterministic=True))
+    sp = mixed.plans[0].plan.stage_pools
+    text = "\n".join(mixed.placement)
+    assert f"pool 1 (A100-SXM-80GB, 4 of 4 GPUs): stage {sp.index(1)} with" in text
+    assert "the slower pool 1's stages get fewer layers" in text and "× pool 0's" in text
+    idle = optimize(spec_of([H100, {**A100, "peak_bf16_tflops": 30.0}]), controls=SolverControls(deterministic=True))
+    line = [x for x in idle.placement if x.startswith("pool 1 (A100-SXM-80GB) is left idle: its best use")]
+    assert len(line) == 1 and "(proven)" in line[0]
+    slower = float(line[0].split(" %")[0].rsplit(", ", 1)[1])
+    assert slower > 0  # its best use is slower than leaving it idle
+    one = optimize(spec_of([H100]), controls=SolverControls(deterministic=True))
+    assert one.placement is None
+
+
+def test_placement_travels_in_the_json_and_the_plan_response():
+    from parplan.client.contract import plan_result_to_dict
+    from parplan.server import convert
+
+    result = optimize(spec_of([H100, A100]), controls=SolverControls(deterministic=True))
+    data = plan_result_to_dict(result)
+    assert data["placement"] == result.placement and data["plans"][0]["plan"]["stage_pools"]
+    message = pb.PlanResponse.FromString(convert.plan_response(data, {}).SerializeToString())
+    assert list(message.placement) == result.placement
+    assert convert.plan_result_dict(message) == data
