@@ -21,9 +21,11 @@ evaluator at a further point before use (:class:`PoolModelError` when a term is 
 leading dense layers, whose stage 0 mixes two layer classes, is refused).
 
 Times are integers of ``2^j`` ns (the largest stage time ≈ 2^28 units), weights ``W·(m + w_max)`` ≤ 2^20,
-memory in bytes. Choices are visited in the order of a lower bound (every layer at the fastest pool's time,
-``t_max ≥ Σt / pp``) and skipped once it reaches the K-th best step found; each model gets the K-th best as a
-cutoff. Every answer is re-evaluated by ``costmodel/pools.py: evaluate_pools`` and ranked by that step time;
+memory in bytes. Choices are visited in the order of a quick lower bound (every stage at the least p2p time,
+every layer at the fastest legal pool's time, ``t_max ≥ Σt / pp``: :func:`choice_head`, from the pool costs
+alone) and the walk stops once it reaches the K-th best step found; a choice's coefficients are read only when
+it is visited, and its tighter bound (each stage's least constant, the least DP time) may skip it; each model
+gets the K-th best as a cutoff. Every answer is re-evaluated by ``costmodel/pools.py: evaluate_pools`` and ranked by that step time;
 the proof is CP-SAT's per choice (OPTIMAL or INFEASIBLE under the cutoff) and the bounds of the choices skipped,
 up to the integer model's resolution (a relative 2^-20 of a step). Top-K is K distinct (choice, stage pools)
 pairs, as :func:`parplan.solver.pools.search_pools`: each found sequence is cut off (a no-good) and the choice
@@ -54,6 +56,7 @@ from parplan.solver.pools import PoolPlan, pool_choices
 TIME_BITS = 28
 WEIGHT_BITS = 20
 AFFINE_RTOL = 1e-9
+PRESOLVE = True  # measured on examples/pools/llama3-70b-h100-a100.yaml: off was no faster
 
 
 class PoolModelError(ParplanError):
@@ -113,19 +116,27 @@ def _classes(spec: Spec, n: int) -> tuple[int, int]:
 
 
 def _point(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, n: int, r: int) -> tuple[float, float, float]:
+    """(time, memory bytes, DP time) of stage ``i`` with ``n`` layers, ``r`` recomputed: ``stage_totals`` and
+    ``stage_report``'s memory sum (one chunk per stage, as on pools), checked against ``stage_report`` itself
+    at the check point of :func:`stage_coeffs`."""
     d, e = _classes(spec, n)
     t = stage_totals(costs, i, d, e, r)
-    layers = [1] * c.pp
-    layers[i] = n
-    rec = [0] * c.pp
-    rec[i] = r
-    plan = Plan.from_choice(c, layers, rec)
-    mem = stage_report(plan, costs, i, t, d, e).memory_gib * 2**30
+    mem = t.states_bytes + costs.inflight(i) * t.act_bytes + t.logits_bytes + t.workspace_bytes + t.buffer_bytes
     return t.time_s, mem, t.dp_s
 
 
-def stage_coeffs(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, a: Assumptions, link) -> StageCoeffs:
-    """Read the affine terms off the evaluator at (1,0), (2,0), (2,1), (2,2) and check them at (3,1)."""
+def _report_memory(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, n: int, r: int) -> float:
+    d, e = _classes(spec, n)
+    layers, rec = [1] * c.pp, [0] * c.pp
+    layers[i], rec[i] = n, r
+    plan = Plan.from_choice(c, layers, rec)
+    return stage_report(plan, costs, i, stage_totals(costs, i, d, e, r), d, e).memory_gib * 2**30
+
+
+def stage_coeffs(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, a: Assumptions, link,
+                 check: bool = False) -> StageCoeffs:
+    """Read the affine terms off the evaluator at (1,0), (2,0), (2,1), (2,2) and check them at (3,1) (and
+    the memory sum against ``stage_report`` when ``check``)."""
     t10, m10, d10 = _point(spec, c, costs, i, 1, 0)
     t20, m20, d20 = _point(spec, c, costs, i, 2, 0)
     t21, m21, _ = _point(spec, c, costs, i, 2, 1)
@@ -136,7 +147,10 @@ def stage_coeffs(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, a: Assumptio
     k = StageCoeffs(t0=t10 - tl, tl=tl, tr=tr, cross=boundary_p2p_s(costs, link, a) - costs.p2p_s,
                     m0=m10 - ml, ml=ml, mr=mr, ws=ws, p0=d10 - pl, pl=pl, usable=costs.usable_memory_bytes)
     t31, m31, d31 = _point(spec, c, costs, i, 3, 1)
-    for got, want in ((t31, k.t0 + 3 * k.tl + k.tr), (m31, k.m0 + 3 * k.ml - k.mr + k.ws), (d31, k.p0 + 3 * k.pl)):
+    checks = [(t31, k.t0 + 3 * k.tl + k.tr), (m31, k.m0 + 3 * k.ml - k.mr + k.ws), (d31, k.p0 + 3 * k.pl)]
+    if check:
+        checks.append((_report_memory(spec, c, costs, i, 3, 1), m31))
+    for got, want in checks:
         if not math.isclose(got, want, rel_tol=AFFINE_RTOL, abs_tol=1e-6 * max(1.0, abs(got)) * AFFINE_RTOL):
             raise PoolModelError(f"cluster.pools: the cost of stage {i} is not affine in its layer and recompute "
                                  f"counts for choice {c} ({got} vs {want}); the stage → pool model needs it")
@@ -155,8 +169,20 @@ class ChoiceModel:
     lower_bound_s: float
 
 
-def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]:
-    """The choice's coefficients, or None when no pool may hold any stage of it."""
+@dataclass
+class ChoiceHead:
+    """A choice's pool costs, the pools it is legal on, its bubble weights and a quick lower bound of its step
+    (every stage at the least p2p time, every layer at the fastest legal pool's time: stage extras ≥ 0)."""
+
+    choice: Choice
+    costs: list[ChoiceCosts]
+    legal: list[bool]
+    w_max: float
+    w_sum: float
+    quick_bound_s: float
+
+
+def choice_head(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceHead]:
     costs = pool_costs(spec, c, a)
     gpus = pool_gpus(spec)
     legal = []
@@ -171,15 +197,33 @@ def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]
         raise PoolModelError("cluster.pools: the pipeline bubble weights differ between pools for this choice; "
                              "the stage → pool model assumes one schedule bubble")
     (w_max, w_sum), = weights
+    d1, e1 = _classes(spec, 1)
+    d2, e2 = _classes(spec, 2)
+    tl = min(stage_totals(costs[k], 0, d2, e2, 0).time_s - stage_totals(costs[k], 0, d1, e1, 0).time_s
+             for k in range(len(gpus)) if legal[k])
+    t_sum = c.pp * min(costs[k].p2p_s for k in range(len(gpus)) if legal[k]) + spec.model.num_layers * tl
+    lb = (c.num_microbatches + w_max) * t_sum / c.pp + w_sum * t_sum
+    return ChoiceHead(choice=c, costs=costs, legal=legal, w_max=w_max, w_sum=w_sum, quick_bound_s=lb)
+
+
+def complete_model(spec: Spec, h: ChoiceHead, a: Assumptions, check: bool = False) -> ChoiceModel:
+    """The head's coefficients for every (stage, legal pool) and the tighter lower bound they give."""
+    c = h.choice
     link = inter_pool_link(spec)
-    coeffs = [[stage_coeffs(spec, c, costs[k], i, a, link) if legal[k] else None for k in range(len(gpus))]
-              for i in range(c.pp)]
+    coeffs = [[stage_coeffs(spec, c, h.costs[k], i, a, link, check=check and i == 0) if h.legal[k] else None
+               for k in range(len(h.costs))] for i in range(c.pp)]
     # lower bound: every layer at the fastest legal pool's per-layer time, every stage at its least constant
     n = spec.model.num_layers
     t_sum = sum(min(x.t0 for x in row if x) for row in coeffs) + n * min(x.tl for row in coeffs for x in row if x)
     dp_min = max(min(x.p0 + x.pl for x in row if x) for row in coeffs)
-    lb = (c.num_microbatches + w_max) * t_sum / c.pp + w_sum * t_sum + dp_min
-    return ChoiceModel(choice=c, costs=costs, coeffs=coeffs, w_max=w_max, w_sum=w_sum, lower_bound_s=lb)
+    lb = (c.num_microbatches + h.w_max) * t_sum / c.pp + h.w_sum * t_sum + dp_min
+    return ChoiceModel(choice=c, costs=h.costs, coeffs=coeffs, w_max=h.w_max, w_sum=h.w_sum, lower_bound_s=lb)
+
+
+def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]:
+    """The choice's coefficients, or None when no pool may hold any stage of it."""
+    h = choice_head(spec, c, a)
+    return None if h is None else complete_model(spec, h, a, check=True)
 
 
 class _Built:
@@ -271,6 +315,7 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
     prm.max_time_in_seconds = max(0.001, time_limit_s)
     prm.num_workers = max(1, workers)
     prm.random_seed = seed
+    prm.cp_model_presolve = PRESOLVE
     status = solver.Solve(b.model)
     return solver, status
 
@@ -285,25 +330,30 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
     _uniform_model(spec)
     a = assumptions or resolve_assumptions(spec.assumptions)
     stats = PoolSearchStats()
-    models = []
+    heads = []
     for c in pool_choices(spec, a):
         stats.choices_total += 1
-        cm = choice_model(spec, c, a)
-        if cm is not None:
-            models.append(cm)
-    models.sort(key=lambda cm: cm.lower_bound_s)
+        h = choice_head(spec, c, a)
+        if h is not None:
+            heads.append(h)
+    heads.sort(key=lambda h: h.quick_bound_s)
+    checked = False
     found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
     order = 0
     open_bounds: list[float] = []
     kth = lambda: found[top_k - 1][0] if len(found) >= top_k else None  # noqa: E731
-    for cm in models:
+    for h in heads:
         cutoff = kth()
-        if cutoff is not None and cm.lower_bound_s >= cutoff:
+        if cutoff is not None and h.quick_bound_s >= cutoff:
             break
         if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
             stats.proven = False
-            open_bounds.append(cm.lower_bound_s)
+            open_bounds.append(h.quick_bound_s)
             break
+        cm = complete_model(spec, h, a, check=not checked)  # the memory sum checked against stage_report once
+        checked = True
+        if cutoff is not None and cm.lower_bound_s >= cutoff:
+            continue
         if require_pool is not None and all(row[require_pool] is None for row in cm.coeffs):
             continue
         stats.choices_solved += 1
