@@ -73,17 +73,10 @@ def compositions(n: int, parts: int) -> Iterator[tuple[int, ...]]:
         yield tuple(b - a for a, b in zip((0, *cuts), (*cuts, n)))
 
 
-def none_in_space(spec: Spec) -> bool:
-    """Whether ``recompute: none`` is searched: then full recompute of zero layers is that plan (the same costs),
-    searched and reported once, as ``none`` (the homogeneous planner's canonical form, ``solver/problem.py``)."""
-    return spec.search.recompute is None or "none" in spec.search.recompute
-
-
 def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[int, ...], costs,
                     a: Assumptions) -> Optional[list[int]]:
     """Each stage's least recompute count that fits its pool's usable memory (None if a stage fits at none);
-    zeros unless the choice recomputes full layers by count. A full choice recomputes at least one layer when
-    ``none`` is searched (:func:`none_in_space`)."""
+    zeros unless the choice recomputes full layers by count."""
     if c.recompute != "full":
         return [0] * c.pp
     plan = Plan.from_choice(c, list(layers), [0] * c.pp)
@@ -99,25 +92,7 @@ def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[i
                 break
         else:
             return None
-    if not any(out) and none_in_space(spec):  # the 'none' choice's plan: recompute where it costs least
-        return _least_one(spec, c, seq, layers, costs, a)
     return out
-
-
-def _least_one(spec: Spec, c: Choice, seq, layers, costs, a) -> Optional[list[int]]:
-    """The fastest recompute vector with at least one recomputed layer when every stage fits at zero: one stage
-    at its least count ≥ 1 that fits (time grows with every count), the others at zero; the best such stage."""
-    best = None
-    for i in range(c.pp):
-        for n in range(1, layers[i] + 1):
-            r = [0] * c.pp
-            r[i] = n
-            ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), r), list(seq), assumptions=a, costs=costs)
-            if not ev.violations:
-                if best is None or ev.metrics.step_time_s < best[0]:
-                    best = (ev.metrics.step_time_s, r)
-                break
-    return None if best is None else best[1]
 
 
 def search_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None) -> list[PoolPlan]:

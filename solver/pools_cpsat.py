@@ -51,7 +51,7 @@ from parplan.costmodel.legality import choice_violations
 from parplan.costmodel.pools import (boundary_p2p_s, evaluate_pools, inter_pool_link, pool_costs, pool_gpus,
                                      pool_spec, pool_usage, spec_pools)
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.pools import PoolPlan, none_in_space, pool_choices
+from parplan.solver.pools import PoolPlan, pool_choices
 
 TIME_BITS = 28
 WEIGHT_BITS = 20
@@ -245,8 +245,6 @@ class _Built:
         self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
         self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
         m.Add(sum(self.layers) == n)
-        if full and none_in_space(spec):  # full recompute of zero layers is the 'none' choice's plan (solver/pools.py)
-            m.Add(sum(self.rec) >= 1)
         t_vars, dp_vars = [], []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.pools import evaluate_pools, pool_costs
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.pools import compositions, none_in_space, pool_choices, search_pools, stage_sequences
+from parplan.solver.pools import compositions, pool_choices, search_pools, stage_sequences
 
 MODEL = dict(name="small", num_layers=6, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
              num_kv_heads=4, vocab_size=32000, gated_mlp=True, tie_embeddings=False)
@@ -39,8 +39,6 @@ def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
                 for r in vectors:
-                    if c.recompute == "full" and not any(r) and none_in_space(spec):
-                        continue  # the 'none' choice's plan (solver/pools.py: none_in_space)
                     ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), costs=costs)
                     if ev.violations:
                         continue
