@@ -30,6 +30,22 @@ def several_pools(spec: Spec) -> bool:
     return spec.cluster.pools is not None and len(spec.cluster.pools) > 1
 
 
+def canonical(spec: Spec, plans) -> list:
+    """The answers' evaluations, full recompute of zero layers read as ``none`` where ``none`` is searched (the
+    same costs; ``solver/problem.py``'s canonical form), a plan that then repeats an earlier one left out."""
+    allowed = spec.search.recompute is None or "none" in spec.search.recompute
+    out, seen = [], set()
+    for p in plans:
+        ev = p.evaluation
+        if allowed and ev.plan.recompute == "full" and not any(ev.plan.recompute_layers):
+            ev = ev.model_copy(update={"plan": ev.plan.model_copy(update={"recompute": "none"})})
+        key = ev.plan.model_dump_json()
+        if key not in seen:
+            seen.add(key)
+            out.append(ev)
+    return out
+
+
 def check_pools_request(spec: Spec, pareto: Optional[str]) -> None:
     require_research_space(spec)
     if pareto is not None:
@@ -57,8 +73,8 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
     stats = SolveStats(method=method, choices_total=st.choices_total, choices_searched=st.choices_solved,
                        objective_value=value, best_bound=bound, gap=gap, workers=1, seed=controls.seed,
                        deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
-    result = PlanResult(status=search.status, objective=spec.objective,
-                        plans=[p.evaluation for p in search.plans], stats=stats)
+    result = PlanResult(status=search.status, objective=spec.objective, plans=canonical(spec, search.plans),
+                        stats=stats)
     if result.status == "INFEASIBLE":
         pools = spec_pools(spec)
         result.explanation = Explanation(

@@ -46,6 +46,8 @@ def test_optimize_on_pools_is_optimal_and_equals_the_exhaustive_method():
     assert best.plan.stage_pools is not None and set(best.plan.stage_pools) == {0, 1}
     assert evaluate(spec, best.plan) == evaluate_pools(spec, best.plan)  # the evaluator's own ledger
     assert got.stats.best_bound == pytest.approx(got.stats.objective_value) and got.stats.gap == pytest.approx(0)
+    for e in got.plans:  # full recompute of zero layers reads as none (the same ledger)
+        assert not (e.plan.recompute == "full" and not any(e.plan.recompute_layers))
 
 
 def test_nothing_fits_on_pools_is_infeasible_with_an_explanation():
