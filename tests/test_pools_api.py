@@ -137,3 +137,18 @@ def test_placement_travels_in_the_json_and_the_plan_response():
     message = pb.PlanResponse.FromString(convert.plan_response(data, {}).SerializeToString())
     assert list(message.placement) == result.placement
     assert convert.plan_result_dict(message) == data
+
+
+def test_grpc_evaluate_a_plan_on_pools(stub, tmp_path):
+    from parplan.costmodel.spec import PlanSpec
+
+    text = small_spec_file(tmp_path).read_text()
+    got = stub.Evaluate(pb.EvaluateRequest(spec_text=text, plan=pb.PlanSpec(tp=2, pp=2, dp=2, stage_layers=[5, 1],
+                                                                            stage_pools=[0, 1])), timeout=60)
+    assert list(got.evaluation.plan.stage_pools) == [0, 1]
+    spec = spec_of([H100, A100])
+    want = evaluate(spec, PlanSpec(tp=2, pp=2, dp=2, stage_layers=[5, 1], stage_pools=[0, 1]))
+    assert got.evaluation.metrics.step_time_s == pytest.approx(want.metrics.step_time_s, rel=1e-12)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Evaluate(pb.EvaluateRequest(spec_text=text, plan=pb.PlanSpec(tp=2, pp=2, dp=2)), timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "plan.stage_pools" in err.value.details()
