@@ -21,7 +21,8 @@ evaluator at a further point before use (:class:`PoolModelError` when a term is 
 leading dense layers, whose stage 0 mixes two layer classes, is refused).
 
 Times are integers of ``2^j`` ns (the largest stage time ≈ 2^28 units), weights ``W·(m + w_max)`` ≤ 2^20,
-memory in bytes. Choices are visited in the order of a quick lower bound (every stage at the least p2p time,
+memory in bytes. Choices are visited in the order of a quick lower bound (every stage at the least p2p time, the
+slowest stage at least N / Σ_i 1/tl_k(i) with the fastest pools taking as many stages as their GPUs allow,
 every layer at the fastest legal pool's time, ``t_max ≥ Σt / pp``: :func:`choice_head`, from the pool costs
 alone) and the walk stops once it reaches the K-th best step found; a choice's coefficients are read only when
 it is visited, and its tighter bound (each stage's least constant, the least DP time) may skip it; each model
@@ -56,7 +57,10 @@ from parplan.solver.pools import PoolPlan, pool_choices
 TIME_BITS = 28
 WEIGHT_BITS = 20
 AFFINE_RTOL = 1e-9
-PRESOLVE = True  # measured on examples/pools/llama3-70b-h100-a100.yaml: off was no faster
+# CPU seconds of optimize_pools (70B 32+32 / 8B 8+8 examples): presolve on, linearization 1: 8.3 / 0.69; on, 2:
+# 3.6 / 0.91; off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1: the same each run)
+PRESOLVE = False
+LINEARIZATION = 1
 
 
 class PoolModelError(ParplanError):
@@ -199,11 +203,31 @@ def choice_head(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceHead]:
     (w_max, w_sum), = weights
     d1, e1 = _classes(spec, 1)
     d2, e2 = _classes(spec, 2)
-    tl = min(stage_totals(costs[k], 0, d2, e2, 0).time_s - stage_totals(costs[k], 0, d1, e1, 0).time_s
-             for k in range(len(gpus)) if legal[k])
-    t_sum = c.pp * min(costs[k].p2p_s for k in range(len(gpus)) if legal[k]) + spec.model.num_layers * tl
-    lb = (c.num_microbatches + w_max) * t_sum / c.pp + w_sum * t_sum
+    tl = {k: stage_totals(costs[k], 0, d2, e2, 0).time_s - stage_totals(costs[k], 0, d1, e1, 0).time_s
+          for k in range(len(gpus)) if legal[k]}
+    t_max = capacity_bound(spec, c, tl)
+    if t_max is None:
+        return None  # the legal pools hold fewer than pp stages
+    t_sum = c.pp * min(costs[k].p2p_s for k in tl) + spec.model.num_layers * min(tl.values())
+    lb = (c.num_microbatches + w_max) * max(t_max, t_sum / c.pp) + w_sum * t_sum
     return ChoiceHead(choice=c, costs=costs, legal=legal, w_max=w_max, w_sum=w_sum, quick_bound_s=lb)
+
+
+def capacity_bound(spec: Spec, c: Choice, tl: dict[int, float]) -> Optional[float]:
+    """A lower bound of the slowest stage's time from the pools' sizes (None: the pools ``tl`` lists hold fewer
+    than pp stages). Stage i on pool k with n_i layers takes at least tl_k·n_i (its constant is ≥ 0), so
+    t_max ≥ N / Σ_i 1/tl_k(i), and Σ_i 1/tl_k(i) is largest when the fastest pools take as many stages as their
+    GPUs allow."""
+    per_stage = c.num_gpus // c.pp
+    pools = spec_pools(spec)
+    left, speed = c.pp, 0.0
+    for k in sorted(tl, key=tl.__getitem__):
+        take = min(left, pools[k].num_gpus // per_stage)
+        speed += take / tl[k] if tl[k] > 0 else math.inf
+        left -= take
+    if left > 0:
+        return None
+    return 0.0 if math.isinf(speed) else spec.model.num_layers / speed
 
 
 def complete_model(spec: Spec, h: ChoiceHead, a: Assumptions, check: bool = False) -> ChoiceModel:
@@ -216,7 +240,11 @@ def complete_model(spec: Spec, h: ChoiceHead, a: Assumptions, check: bool = Fals
     n = spec.model.num_layers
     t_sum = sum(min(x.t0 for x in row if x) for row in coeffs) + n * min(x.tl for row in coeffs for x in row if x)
     dp_min = max(min(x.p0 + x.pl for x in row if x) for row in coeffs)
-    lb = (c.num_microbatches + h.w_max) * t_sum / c.pp + h.w_sum * t_sum + dp_min
+    t_max = t_sum / c.pp
+    if all(x.t0 >= 0 for row in coeffs for x in row if x):
+        tl = {k: min(row[k].tl for row in coeffs) for k in range(len(h.costs)) if h.legal[k]}
+        t_max = max(t_max, capacity_bound(spec, c, tl) or 0.0)
+    lb = (c.num_microbatches + h.w_max) * t_max + h.w_sum * t_sum + dp_min
     return ChoiceModel(choice=c, costs=h.costs, coeffs=coeffs, w_max=h.w_max, w_sum=h.w_sum, lower_bound_s=lb)
 
 
@@ -316,6 +344,7 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
     prm.num_workers = max(1, workers)
     prm.random_seed = seed
     prm.cp_model_presolve = PRESOLVE
+    prm.linearization_level = LINEARIZATION
     status = solver.Solve(b.model)
     return solver, status
 
