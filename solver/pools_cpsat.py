@@ -361,6 +361,10 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
     stats = PoolSearchStats()
     heads = []
     for c in pool_choices(spec, a):
+        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
+            stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
+            stats.wall_time_s = time.perf_counter() - t0
+            return PoolSearch(plans=[], stats=stats)
         stats.choices_total += 1
         h = choice_head(spec, c, a)
         if h is not None:

@@ -19,6 +19,7 @@ from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.pools import PoolPlanError, require_research_space, spec_pools
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
+from parplan.solver.deadline import TimeUp
 from parplan.solver.frontier import timing
 from parplan.solver.pools import search_pools
 from parplan.solver.pools_explain import placement_lines
@@ -64,8 +65,11 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
         search = PoolSearch(plans=plans, stats=PoolSearchStats(
             best_bound_s=plans[0].key[0] if plans else None))
     else:
-        search = optimize_pools(spec, top_k=top_k, time_limit_s=left, workers=1, seed=controls.seed,
-                                cancel=controls.cancel)
+        try:
+            search = optimize_pools(spec, top_k=top_k, time_limit_s=left, workers=1, seed=controls.seed,
+                                    cancel=controls.cancel)
+        except TimeUp:  # a loop of the space or the cost model saw the call's deadline or cancel (solver/deadline.py)
+            search = PoolSearch(plans=[], stats=PoolSearchStats(proven=False))
     st = search.stats
     value = search.plans[0].key[0] if search.plans else None
     bound = st.best_bound_s
@@ -84,7 +88,10 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
     search_s = time.perf_counter() - t0
     if result.plans:  # why each stage sits where it does; an idle pool's best use gets at most 10 s to be priced
         idle_s = min(10.0, max(0.5, controls.time_limit_s - search_s))
-        result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=idle_s)
+        try:
+            result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=idle_s)
+        except TimeUp:
+            result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=None)
     result.timing = timing(controls, t0, search_s=search_s,
                            explanation_s=time.perf_counter() - t0 - search_s if result.plans else None)
     return result

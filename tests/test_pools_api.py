@@ -152,3 +152,12 @@ def test_grpc_evaluate_a_plan_on_pools(stub, tmp_path):
     with pytest.raises(grpc.RpcError) as err:
         stub.Evaluate(pb.EvaluateRequest(spec_text=text, plan=pb.PlanSpec(tp=2, pp=2, dp=2)), timeout=60)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "plan.stage_pools" in err.value.details()
+
+
+def test_a_short_time_limit_answers_without_a_proof():
+    """Out of time: FEASIBLE with a bound, or UNKNOWN without a plan; never an error."""
+    from parplan import load_spec
+
+    got = optimize(load_spec(str(EXAMPLE)), controls=SolverControls(time_limit_s=0.05, workers=1))
+    assert got.status in ("FEASIBLE", "UNKNOWN")
+    assert (got.status == "UNKNOWN") == (not got.plans)
