@@ -429,3 +429,20 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
         best = found[0][0]
         stats.best_bound_s = min([best, *open_bounds])
     return PoolSearch(plans=[f[2] for f in found], stats=stats)
+
+
+def best_for_sequence(spec: Spec, cm: ChoiceModel, seq: tuple[int, ...], a: Assumptions,
+                      time_limit_s: float = 10.0):
+    """The best plan of ``cm``'s choice with its stages on the pools ``seq`` (one CP-SAT solve, every answer
+    re-evaluated): ``(evaluation, proven)``, or None when no split fits that sequence."""
+    if any(cm.coeffs[i][k] is None for i, k in enumerate(seq)):
+        return None
+    b = _Built(spec, cm, None)
+    for i, k in enumerate(seq):
+        b.model.Add(b.x[i][k] == 1)
+    solver, status = _solve(b, time_limit_s, 1, 1)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    plan = Plan.from_choice(cm.choice, [solver.Value(v) for v in b.layers], [solver.Value(v) for v in b.rec])
+    ev = evaluate_pools(spec, plan, list(seq), assumptions=a, costs=cm.costs)
+    return None if ev.violations else (ev, status == cp_model.OPTIMAL)

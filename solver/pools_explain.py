@@ -15,7 +15,7 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.pools import spec_pools
 from parplan.costmodel.spec import Spec
-from parplan.solver.pools_cpsat import choice_model, optimize_pools
+from parplan.solver.pools_cpsat import best_for_sequence, choice_model, optimize_pools
 
 
 def _ms(s: float) -> str:
@@ -59,6 +59,21 @@ def placement_lines(spec: Spec, evaluation: Evaluation, *, idle_time_limit_s: Op
                      f"slowest ({(max(times) / min(times) - 1) * 100:.1f} % over the fastest); stage 0 holds the "
                      f"embedding, stage {c.pp - 1} the LM head")
     usable = [cm.costs[k].usable_memory_bytes / 2**30 for k in sp]
+    flipped = tuple(reversed(sp))
+    if len(used) > 1 and flipped != tuple(sp) and idle_time_limit_s is not None:
+        other = best_for_sequence(spec, cm, flipped, a, time_limit_s=idle_time_limit_s)
+        if other is None:
+            lines.append(f"stage order: the reverse order (pools {list(flipped)}) fits no layer split with this choice")
+        else:
+            ev, proven = other
+            last = cm.costs[sp[-1]]
+            lines.append(f"stage order: the reverse order (pools {list(flipped)}, layers {ev.plan.stage_layers}) takes "
+                         f"{ev.metrics.step_time_s:.4g} s at best with this choice, "
+                         f"{(ev.metrics.step_time_s / evaluation.metrics.step_time_s - 1) * 100:+.2f} %"
+                         f"{'' if proven else ' (best found)'}: stage 0 holds "
+                         f"{evaluation.stages[0].inflight_microbatches:g} micro-batches in flight and the embedding, "
+                         f"stage {c.pp - 1} the LM head ({_ms(last.last_extra_time_s)} per micro-batch on pool "
+                         f"{sp[-1]})")
     tight = min(range(len(times)), key=lambda i: usable[i] - evaluation.stages[i].memory_gib)
     lines.append(f"memory: stage {tight} (pool {sp[tight]}) is the tightest, "
                  f"{evaluation.stages[tight].memory_gib:.1f} of {usable[tight]:.1f} GiB usable")

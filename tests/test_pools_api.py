@@ -118,6 +118,8 @@ def test_placement_explains_each_stage_and_an_idle_pool():
     text = "\n".join(mixed.placement)
     assert f"pool 1 (A100-SXM-80GB, 4 of 4 GPUs): stage {sp.index(1)} with" in text
     assert "the slower pool 1's stages get fewer layers" in text and "× pool 0's" in text
+    order = [x for x in mixed.placement if x.startswith("stage order: the reverse order (pools ")]
+    assert len(order) == 1 and float(order[0].split(" %")[0].rsplit(", ", 1)[1]) >= 0  # the answer's order is best
     idle = optimize(spec_of([H100, {**A100, "peak_bf16_tflops": 30.0}]), controls=SolverControls(deterministic=True))
     line = [x for x in idle.placement if x.startswith("pool 1 (A100-SXM-80GB) is left idle: its best use")]
     assert len(line) == 1 and "(proven)" in line[0]
