@@ -250,6 +250,7 @@ def complete_model(spec: Spec, h: ChoiceHead, a: Assumptions, check: bool = Fals
 
 def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]:
     """The choice's coefficients, or None when no pool may hold any stage of it."""
+    _uniform_model(spec)
     h = choice_head(spec, c, a)
     return None if h is None else complete_model(spec, h, a, check=True)
 

@@ -23,7 +23,7 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.frontier import timing
 from parplan.solver.pools import search_pools
 from parplan.solver.pools_explain import placement_lines
-from parplan.solver.pools_cpsat import PoolSearch, PoolSearchStats, optimize_pools
+from parplan.solver.pools_cpsat import PoolModelError, PoolSearch, PoolSearchStats, optimize_pools
 from parplan.solver.result import Explanation, PlanResult, SolveStats
 
 
@@ -92,6 +92,8 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
             result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=idle_s)
         except TimeUp:
             result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=None)
+        except PoolModelError as err:  # --method exhaustive on a model the stage -> pool model does not read
+            result.placement = [f"no placement explanation: {err}"]
     result.timing = timing(controls, t0, search_s=search_s,
                            explanation_s=time.perf_counter() - t0 - search_s if result.plans else None)
     return result
