@@ -49,6 +49,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             out[key] = True
     if data["activation_offload_layers"]:  # activation CPU offload, only where a plan offloads
         out["activation_offload_layers"] = data["activation_offload_layers"]
+    if plan.stage_pools is not None:  # cluster.pools: each stage's pool (issue 21), only on a pools spec
+        out["stage_pools"] = data["stage_pools"]
     return out
 
 
@@ -115,6 +117,8 @@ def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
         out["completed"] = list(result.completed)
     if result.memory_margin_gib is not None:
         out["memory_margin_gib"] = result.memory_margin_gib
+    if result.placement is not None:  # several cluster.pools: why each stage sits on its pool
+        out["placement"] = list(result.placement)
     out["objective"] = result.objective
     out["pareto_axis"] = result.pareto_axis
     out["explanation"] = None

@@ -51,7 +51,9 @@ def spec_summary(spec: Spec) -> str:
     preset = spec.assumptions.preset
     overrides = [k for k, v in spec.assumptions.model_dump(exclude={"preset"}).items() if v is not None]
     assumptions = preset + (f" + {len(overrides)} override{'s' if len(overrides) != 1 else ''}" if overrides else "")
-    return (f"{m.name} on {c.num_gpus} × {c.gpu} · {t.precision}\n"
+    gpus = (" + ".join(f"{p.num_gpus} × {p.gpu}" for p in c.pools) if c.pools is not None and len(c.pools) > 1
+            else f"{c.num_gpus} × {c.gpu}")
+    return (f"{m.name} on {gpus} · {t.precision}\n"
             f"seq_len {t.seq_len} · global_batch_size {t.global_batch_size} · assumptions {assumptions}")
 
 
@@ -283,6 +285,10 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
         console.print(metrics_table(best))
         console.print(breakdown_table(best))
         console.print(stage_table(best))
+        if getattr(result, "placement", None):  # several cluster.pools (solver/pools_explain.py)
+            console.print(Text("Why each stage sits on its pool", style="bold"))
+            for line in result.placement:
+                console.print(Text(f"  {line}"))
         if per_framework:
             mine = getattr(spec, "framework", None) if spec is not None else None
             name = mine if isinstance(mine, str) or mine is None else mine.name

@@ -115,7 +115,10 @@ def layout_stage_layers(layout: list[list[int]]) -> list[int]:
 
 
 def gpu_count_violation(spec: Spec, num_gpus: int) -> Optional[str]:
-    """The plan's tp·cp·pp·dp against ``cluster.num_gpus`` (None when they agree)."""
+    """The plan's tp·cp·pp·dp against ``cluster.num_gpus`` (None when they agree; on several pools a plan may
+    leave GPUs idle, each pool's share checked by ``costmodel/pools.py: capacity_violations``)."""
+    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1 and num_gpus <= spec.cluster.num_gpus:
+        return None
     if num_gpus != spec.cluster.num_gpus:
         return f"tp·cp·pp·dp = {num_gpus} must equal cluster.num_gpus = {spec.cluster.num_gpus}"
     return None
@@ -185,7 +188,8 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
                 zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
                 optimizer_offload_fraction=ps.optimizer_offload_fraction,
                 moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap,
-                activation_offload_layers=ps.activation_offload_layers)
+                activation_offload_layers=ps.activation_offload_layers,
+                stage_pools=list(ps.stage_pools) if ps.stage_pools is not None else None)
 
 
 def plan_choice(plan: Plan) -> Choice:
@@ -283,15 +287,15 @@ def evaluate(spec: Spec, plan: Plan | PlanSpec | None = None, *, assumptions: Op
              gpu: Optional[GPU] = None) -> Evaluation:
     """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``)
     under the spec's assumptions."""
-    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:  # issue 21: costmodel/pools.py prices them
-        raise PlanError(f"cluster.pools: {len(spec.cluster.pools)} pools; evaluate prices one GPU type: use "
-                        f"parplan.costmodel.pools.evaluate_pools with each stage's pool")
     if plan is None:
         plan = spec.plan
     if plan is None:
         raise PlanError(NO_PLAN)
     if isinstance(plan, PlanSpec):
         plan = resolve_plan(spec, plan)
+    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:  # issue 21: each stage on its pool
+        from parplan.costmodel.pools import evaluate_pool_plan
+        return evaluate_pool_plan(spec, plan, assumptions)
     a = assumptions or resolve_assumptions(spec.assumptions)
     gpu = gpu or resolve_gpu(spec.cluster)
     c = plan.to_choice()

@@ -44,14 +44,14 @@ class PoolPlanError(ParplanError):
     """A plan on pools that cannot be evaluated: a wrong ``stage_pools``, or a schedule this slice refuses."""
 
 
-MULTI_POOL_REFUSAL = ("cluster.pools: {n} pools; {what} plans one GPU type so far (issue 21): price a plan on pools "
-                      "with parplan.costmodel.pools.evaluate_pools, or search one with parplan.solver.pools")
+def require_research_space(spec: Spec) -> None:
+    """Plans on several pools are priced without a framework's stage rules (and exported by none yet): the spec
+    must say ``framework: any``; a :class:`PoolPlanError` naming ``framework`` otherwise."""
+    from parplan.frameworks.profiles import spec_profile
 
-
-def require_one_pool(spec: Spec, what: str) -> None:
-    """Refuse a cluster of several pools where the caller prices every GPU as pool 0's (never a silent answer)."""
-    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:
-        raise PoolPlanError(MULTI_POOL_REFUSAL.format(n=len(spec.cluster.pools), what=what))
+    if (prof := spec_profile(spec)) is not None:
+        raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools are priced in the research "
+                            f"space only (no framework's stage rules or exports yet); set framework: any")
 
 
 def spec_pools(spec: Spec) -> list[PoolSpec]:
@@ -139,13 +139,23 @@ def capacity_violations(spec: Spec, choice: Choice, stage_pools: list[int]) -> l
     return out
 
 
-def evaluate_pools(spec: Spec, plan: Plan, stage_pools: list[int], *, assumptions: Optional[Assumptions] = None,
+def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = None, *,
+                   assumptions: Optional[Assumptions] = None,
                    costs: Optional[list[ChoiceCosts]] = None) -> Evaluation:
     """The ledger of ``plan`` with stage ``i`` on pool ``stage_pools[i]`` (the module docstring).
 
     Legality is the choice's rules under pool 0's view (the pools share the model, batch and shape; TP inside
     each pool's NVLink domain is checked per pool used), the pools' capacities, and each stage's memory against
-    its own pool's usable memory. MFU counts every stage's GPUs at its pool's peak."""
+    its own pool's usable memory. MFU counts every stage's GPUs at its pool's peak. ``stage_pools`` defaults to
+    ``plan.stage_pools``; the answer's plan carries them."""
+    if stage_pools is None:
+        if plan.stage_pools is None:
+            raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each "
+                                f"of its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
+        stage_pools = list(plan.stage_pools)
+    stage_pools = list(stage_pools)
+    if plan.stage_pools != stage_pools:
+        plan = plan.model_copy(update={"stage_pools": stage_pools})
     c = plan.to_choice()
     if errors := check_stage_pools(spec, c, stage_pools):
         raise PoolPlanError("; ".join(errors))
@@ -207,3 +217,20 @@ class PoolStageTimes:
         fwd = [s.time_per_microbatch_s / 3 for s in evaluation.stages]
         return PoolStageTimes(forward_s=fwd, backward_s=[s.time_per_microbatch_s - f
                                                          for s, f in zip(evaluation.stages, fwd)])
+
+
+def evaluate_pool_plan(spec: Spec, plan: Plan, assumptions: Optional[Assumptions] = None) -> Evaluation:
+    """``evaluate`` on a spec of several pools: the plan's stage shapes checked as ``evaluate`` checks them
+    (a :class:`PoolPlanError` naming the field), then :func:`evaluate_pools` with ``plan.stage_pools``."""
+    from parplan.costmodel.legality import stage_violations
+
+    if plan.stage_pools is None:
+        raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each of "
+                            f"its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
+    require_research_space(spec)
+    c = plan.to_choice()
+    errors = check_stage_pools(spec, c, list(plan.stage_pools))
+    errors += stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)
+    if errors:
+        raise PoolPlanError("plan: " + "; ".join(errors))
+    return evaluate_pools(spec, plan, assumptions=assumptions)

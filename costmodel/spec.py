@@ -277,6 +277,8 @@ class PlanSpec(_Limited):
     activation_offload_layers: NonNegativeInt = Field(
         0, description="layers whose saved activations are offloaded to the host (Megatron-Core "
         "--cpu-offloading-num-layers; costmodel/activation_offload.py); 0: none")
+    stage_pools: Optional[list[NonNegativeInt]] = Field(
+        None, description="on cluster.pools: the pool index of each pipeline stage (issue 21, costmodel/pools.py)")
     pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
         None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
         "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (costmodel/layout.py)")
@@ -310,6 +312,7 @@ class Plan(_Strict, ParallelDims):
     moe_fp8_dispatch: bool = False  # FP8 dispatch, BF16 combine (costmodel/choice.py all_to_all_s)
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
     activation_offload_layers: NonNegativeInt = 0  # --cpu-offloading-num-layers (costmodel/activation_offload.py)
+    stage_pools: Optional[list[NonNegativeInt]] = None  # on cluster.pools: each stage's pool (costmodel/pools.py)
 
     def to_choice(self) -> Choice:
         """The plan's choice: every field a Choice has, and the chunk trims its ``pipeline_layout`` carries."""

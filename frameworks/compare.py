@@ -60,6 +60,9 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **o
     from parplan.costmodel.errors import ParplanError
     from parplan.solver.planner import optimize
 
+    pools = spec.cluster.pools
+    if pools is not None and len(pools) > 1:  # issue 21: plans on pools are priced in the research space only
+        return []
     ref = result.plans[0].metrics.step_time_s if result.plans else None
     out = []
     for name in frameworks if frameworks is not None else other_frameworks(spec):

@@ -38,6 +38,10 @@ def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
     target = ALIASES.get(target, target)
     if target not in EXPORTERS:
         raise ExportError(f"export target {target!r} is unknown; known: {', '.join(TARGETS)}")
+    pools = spec.cluster.pools
+    if plan.stage_pools is not None or (pools is not None and len(pools) > 1):  # issue 21: not exported yet
+        raise ExportError(f"plan.stage_pools: a plan on several cluster.pools is not exported to {target} yet (no "
+                          f"per-pool layout or host order); export a plan on one pool")
     check_plan_matches_spec(spec, plan)
     return EXPORTERS[target](spec, plan)
 

@@ -44,7 +44,7 @@ def job_name(plan: Plan) -> str:
     for key, default in (("zero_replicas", 1), ("optimizer_states", None), ("optimizer_offload_fraction", 0.0)):
         if data[key] == default:  # the memory-side choices name a job only where made (today's names stay)
             del data[key]
-    for key in ("moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers"):  # added later: off (0),
+    for key in ("moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools"):  # added later: off (0),
         if not data.get(key):  #                                                          they leave the name as it was
             data.pop(key, None)
     digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()

@@ -78,6 +78,8 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.Plan.DESCRIPTOR.fields_by_name["moe_fp8_dispatch"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
                              pb.Plan.DESCRIPTOR.fields_by_name["activation_offload_layers"].full_name,
+                             pb.Plan.DESCRIPTOR.fields_by_name["stage_pools"].full_name,  # empty: one pool
+                             pb.PlanResponse.DESCRIPTOR.fields_by_name["placement"].full_name,  # one pool
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
@@ -305,7 +307,7 @@ def message_to_dict(msg: Message, *, omit_unset: bool, path: str = "") -> dict[s
             item = _get_value(field, value, where)
         if omit_unset and (item is None or (isinstance(item, (list, dict)) and not item and field.is_repeated)):
             continue
-        if item is None and field.full_name in OMIT_WHEN_UNSET:
+        if (item is None or (item == [] and field.is_repeated)) and field.full_name in OMIT_WHEN_UNSET:
             continue
         out[name] = item
     return out

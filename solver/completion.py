@@ -27,7 +27,7 @@ PIN_KEYS = {
     "moe_a2a_overlap": "moe_a2a_overlap", "activation_offload_layers": "activation_offload_layers",
 }
 SPACE_PINS = ("num_microbatches",)  # pinned in the space, no search key
-PER_STAGE = ("stage_layers", "recompute_layers", "pipeline_layout")
+PER_STAGE = ("stage_layers", "recompute_layers", "pipeline_layout", "stage_pools")
 
 
 class PlanConflict(ArgumentError):

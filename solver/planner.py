@@ -14,7 +14,6 @@ from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.pools import require_one_pool
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.completion import completed_fields, explanation_names, pinned_spec
@@ -23,6 +22,7 @@ from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
 from parplan.solver.deadline import TimeUp, call_limits
 from parplan.solver.problem import Problem
+from parplan.solver.pools_planner import optimize_on_pools, several_pools
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.search import MIB_KIB, Method, SearchOutcome, Searcher
 
@@ -48,7 +48,6 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits."""
     t0 = time.perf_counter()
     controls = controls or SolverControls()
-    require_one_pool(spec, "optimize")  # issue 21: solver/pools.py searches several
     check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
                              workers=controls.workers, seed=controls.seed, deterministic=controls.deterministic,
                              memory_budget_mib=controls.memory_budget_mib)
@@ -58,7 +57,10 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
     # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
     with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
-        result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
+        if several_pools(spec):  # issue 21: each stage on one pool (solver/pools_planner.py)
+            result = optimize_on_pools(spec, method=method, top_k=top_k, pareto=pareto, controls=controls, t0=t0)
+        else:
+            result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
     if given.plan is not None:
         result.completed = completed_fields(given.plan)
         if result.explanation is not None:

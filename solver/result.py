@@ -73,3 +73,4 @@ class PlanResult(_Out):
     timing: Optional[Timing] = None  # None in deterministic mode (see Timing)
     completed: Optional[list[str]] = None  # a partial plan: the fields the planner chose (None: no plan given)
     memory_margin_gib: Optional[float] = None  # search.memory_margin_gib when set (> 0): stages get headroom_gib
+    placement: Optional[list[str]] = None  # several cluster.pools: why each stage sits on its pool (issue 21)

@@ -157,7 +157,7 @@ def test_pools_round_trip_through_the_service_proto():
     assert Spec.model_validate(convert.spec_dict_from_message(msg)) == spec
 
 
-def test_one_pool_spec_optimizes_byte_identically_and_several_pools_are_refused(tmp_path):
+def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_pools(tmp_path):
     """One pool (its overrides included) is today's spec: the same deterministic optimize output; several pools
     are refused by optimize and evaluate with a message naming cluster.pools, never priced as pool 0's GPU."""
     import subprocess
@@ -181,10 +181,16 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_are_refused(
     from parplan.solver.planner import optimize
 
     two = pooled(H100, A100)
-    with pytest.raises(PoolPlanError, match="cluster.pools: 2 pools; optimize plans one GPU type"):
-        optimize(two)
-    with pytest.raises(ValueError, match="cluster.pools: 2 pools; evaluate prices one GPU type"):
-        evaluate(two, PlanSpec(tp=2, pp=2))
+    named = two.model_copy(update={"framework": "megatron-core"})
+    with pytest.raises(PoolPlanError, match="framework: megatron-core: plans on several cluster.pools are priced"):
+        optimize(named)  # pool plans: the research space only (tests/test_pools_api.py plans them)
+    with pytest.raises(ValueError, match=r"plan.stage_pools: a plan on 2 pools names the pool of each of its 2 "):
+        evaluate(two, PlanSpec(tp=2, pp=2))  # never priced as pool 0's GPU
+    with pytest.raises(ValueError, match=r"stage_pools: 3 entries for pp = 2 stages"):
+        evaluate(two, PlanSpec(tp=2, pp=2, dp=4, stage_pools=[0, 1, 1]))
+    given = evaluate(two, PlanSpec(tp=2, pp=2, dp=4, stage_pools=[1, 0]))
+    assert given.plan.stage_pools == [1, 0]
+    assert given == evaluate_pools(two, given.plan.model_copy(update={"stage_pools": None}), [1, 0])
 
 
 def test_fp8_needs_fp8_on_every_pool():

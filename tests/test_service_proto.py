@@ -221,3 +221,33 @@ def test_framework_any_travels_as_its_own_value():
     unset = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
     assert not unset.HasField("framework")
     assert spec_from_data(convert.spec_dict_from_message(unset)).framework == "megatron-core"
+
+
+def test_stage_pools_round_trip_and_stay_out_of_one_pool_plans():
+    """``plan.stage_pools`` (issue 21): a plan on pools carries it through the message and back; a one-pool plan's
+    dict and message have none (field 200, empty when unset)."""
+    from parplan.client.contract import evaluation_to_dict
+    from parplan.costmodel.evaluate import evaluate
+
+    pools = [{"gpu": "H100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 4},
+             {"gpu": "A100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 4}]
+    spec = spec_from_data({"framework": "any", "model": {"preset": "llama3-8b"},
+                           "training": {"seq_len": 2048, "global_batch_size": 16},
+                           "cluster": {"pools": pools}})
+    ev = evaluate(spec, PlanSpec(tp=2, pp=2, dp=2, stage_layers=[20, 12], stage_pools=[0, 1]))
+    entry = evaluation_to_dict(ev)["plans"][0]
+    assert entry["plan"]["stage_pools"] == [0, 1]
+    message = pb.Evaluation.FromString(convert.fill_message(pb.Evaluation(), entry).SerializeToString())
+    assert list(message.plan.stage_pools) == [0, 1]
+    assert convert.message_to_dict(message, omit_unset=False) == entry
+    one = evaluate(spec_from_data({"framework": "any", "model": {"preset": "llama3-8b"},
+                                   "training": {"seq_len": 2048, "global_batch_size": 16},
+                                   "cluster": pools[0]}), PlanSpec(tp=2, pp=2))
+    plain = evaluation_to_dict(one)["plans"][0]
+    assert "stage_pools" not in plain["plan"]
+    message = pb.Evaluation.FromString(convert.fill_message(pb.Evaluation(), plain).SerializeToString())
+    assert "stage_pools" not in convert.message_to_dict(message, omit_unset=False)["plan"]
+    spec_msg = convert.spec_to_message({**spec.model_dump(mode="json", exclude_none=True),
+                                        "plan": {"tp": 2, "pp": 2, "stage_pools": [1, 0]}})
+    assert list(spec_msg.plan.stage_pools) == [1, 0]
+    assert convert.plan_spec_dict_from_message(spec_msg.plan)["stage_pools"] == [1, 0]

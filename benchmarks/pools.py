@@ -1,0 +1,87 @@
+"""Plans on heterogeneous pools (issue 21): the CP-SAT stage → pool model's time to a proven optimum, its answer
+against the same GPUs used one pool at a time, and (on the small specs) against the exhaustive enumeration.
+
+    python benchmarks/pools.py [--out FILE]
+
+Scenarios: the tests' 6-layer model on 4 H100 + 4 A100 (a mixed plan wins), the same with the A100s slowed to
+30 TFLOP/s (left idle), and ``examples/pools/llama3-8b-h100-a100.yaml`` (8 + 8) and
+``examples/pools/llama3-70b-h100-a100.yaml`` (32 + 32). Each is planned with ``optimize(spec)`` (deterministic,
+one worker, top 1: the pool model plus the placement explanation, which solves once more per idle pool); "alone"
+plans each pool's GPUs by themselves with the ordinary planner (``framework: any``, the whole homogeneous space:
+interleaved, DualPipe and all, which the pool model does not search). Wall and CPU seconds are printed: the
+machine's two cores are shared, so wall time includes waiting for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def scenarios():
+    from parplan import load_spec
+    from test_pools_solver import A100, H100, spec_of
+
+    yield "6-layer, 4 H100 + 4 A100", spec_of([H100, A100]), True
+    yield "6-layer, 4 H100 + 4 A100 @30 TFLOP/s", spec_of([H100, {**A100, "peak_bf16_tflops": 30.0}]), True
+    yield "llama3-8b, 8 H100 + 8 A100", load_spec(str(REPO / "examples/pools/llama3-8b-h100-a100.yaml")), False
+    yield "llama3-70b, 32 H100 + 32 A100", load_spec(str(REPO / "examples/pools/llama3-70b-h100-a100.yaml")), False
+
+
+def alone(spec, k: int):
+    from parplan.costmodel.spec import Spec
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["cluster"] = {"pools": [data["cluster"]["pools"][k]]}
+    got = optimize(Spec.model_validate(data), controls=SolverControls(deterministic=True))
+    return got.plans[0].metrics.step_time_s if got.plans else None
+
+
+def main(argv=None) -> int:
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    lines = [f"# benchmarks/pools.py on {platform.machine()}, Python {platform.python_version()}",
+             "scenario | status | wall s | CPU s | choices (solved) | step s | stage pools, layers | "
+             "pool 0 alone | pool 1 alone | vs better alone | exhaustive"]
+    walls = []
+    for name, spec, small in scenarios():
+        w0, c0 = time.perf_counter(), time.process_time()
+        got = optimize(spec, controls=SolverControls(deterministic=True))
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        walls.append(wall)
+        best = got.plans[0]
+        a0, a1 = alone(spec, 0), alone(spec, 1)
+        ref = min(x for x in (a0, a1) if x is not None)
+        exh = "-"
+        if small:
+            e = optimize(spec, method="exhaustive", controls=SolverControls(deterministic=True))
+            exh = "same" if abs(e.plans[0].metrics.step_time_s / best.metrics.step_time_s - 1) < 1e-6 else "DIFFERS"
+        fmt = lambda x: "-" if x is None else f"{x:.4g}"  # noqa: E731
+        lines.append(f"{name} | {got.status} | {wall:.2f} | {cpu:.2f} | {got.stats.choices_total} "
+                     f"({got.stats.choices_searched}) | {best.metrics.step_time_s:.4g} | {best.plan.stage_pools} "
+                     f"{best.plan.stage_layers} TP{best.plan.tp} PP{best.plan.pp} DP{best.plan.dp} "
+                     f"{best.plan.schedule} | {fmt(a0)} | {fmt(a1)} | "
+                     f"{(best.metrics.step_time_s / ref - 1) * 100:+.1f} % | {exh}")
+        for line in got.placement or []:
+            lines.append(f"    {line}")
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""``optimize`` on a cluster of several pools (issue 21): the stage → pool search as a :class:`PlanResult`.
+
+``solver/planner.py: optimize`` hands a spec with more than one ``cluster.pools`` entry here. ``method='cpsat'``
+runs the CP-SAT stage → pool model (``solver/pools_cpsat.py``: OPTIMAL with CP-SAT's proof per choice and the
+bounds of the choices skipped), ``'exhaustive'`` the exact enumeration (``solver/pools.py``). What stays
+unsupported is refused as bad input naming the field (exit 2 / INVALID_ARGUMENT): a Pareto frontier, the
+``min_memory`` and ``min_gpus`` objectives, and a framework other than ``any`` (pool plans are priced in the
+research space: no framework's stage rules or exports yet).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from ortools import __version__ as ORTOOLS_VERSION
+
+from parplan.costmodel.errors import ArgumentError
+from parplan.costmodel.pools import PoolPlanError, require_research_space, spec_pools
+from parplan.costmodel.spec import Spec
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.deadline import TimeUp
+from parplan.solver.frontier import timing
+from parplan.solver.pools import search_pools
+from parplan.solver.pools_explain import placement_lines
+from parplan.solver.pools_cpsat import PoolModelError, PoolSearch, PoolSearchStats, optimize_pools
+from parplan.solver.result import Explanation, PlanResult, SolveStats
+
+
+def several_pools(spec: Spec) -> bool:
+    return spec.cluster.pools is not None and len(spec.cluster.pools) > 1
+
+
+def canonical(spec: Spec, plans) -> list:
+    """The answers' evaluations, full recompute of zero layers read as ``none`` where ``none`` is searched (the
+    same costs; ``solver/problem.py``'s canonical form), a plan that then repeats an earlier one left out."""
+    allowed = spec.search.recompute is None or "none" in spec.search.recompute
+    out, seen = [], set()
+    for p in plans:
+        ev = p.evaluation
+        if allowed and ev.plan.recompute == "full" and not any(ev.plan.recompute_layers):
+            ev = ev.model_copy(update={"plan": ev.plan.model_copy(update={"recompute": "none"})})
+        key = ev.plan.model_dump_json()
+        if key not in seen:
+            seen.add(key)
+            out.append(ev)
+    return out
+
+
+def check_pools_request(spec: Spec, pareto: Optional[str]) -> None:
+    require_research_space(spec)
+    if pareto is not None:
+        raise ArgumentError("pareto", "is not available on several cluster.pools yet (issue 21)", pareto)
+    if spec.objective != "max_throughput":
+        raise PoolPlanError(f"objective: {spec.objective} on several cluster.pools is not planned yet; "
+                            f"use max_throughput")
+
+
+def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[str], controls: SolverControls,
+                      t0: float) -> PlanResult:
+    check_pools_request(spec, pareto)
+    left = max(0.001, controls.time_limit_s - (time.perf_counter() - t0))
+    if method == "exhaustive":
+        plans = search_pools(spec, top_k=top_k)
+        search = PoolSearch(plans=plans, stats=PoolSearchStats(
+            best_bound_s=plans[0].key[0] if plans else None))
+    else:
+        try:
+            search = optimize_pools(spec, top_k=top_k, time_limit_s=left, workers=1, seed=controls.seed,
+                                    cancel=controls.cancel)
+        except TimeUp:  # a loop of the space or the cost model saw the call's deadline or cancel (solver/deadline.py)
+            search = PoolSearch(plans=[], stats=PoolSearchStats(proven=False))
+    st = search.stats
+    value = search.plans[0].key[0] if search.plans else None
+    bound = st.best_bound_s
+    gap = max(0.0, (value - bound) / value) if value and bound is not None else None
+    stats = SolveStats(method=method, choices_total=st.choices_total, choices_searched=st.choices_solved,
+                       objective_value=value, best_bound=bound, gap=gap, workers=1, seed=controls.seed,
+                       deterministic=controls.deterministic, ortools_version=ORTOOLS_VERSION)
+    result = PlanResult(status=search.status, objective=spec.objective, plans=canonical(spec, search.plans),
+                        stats=stats)
+    if result.status == "INFEASIBLE":
+        pools = spec_pools(spec)
+        result.explanation = Explanation(
+            summary=f"no plan fits on the {len(pools)} pools: for every choice, some pipeline stage needs more "
+                    f"memory than any pool that could hold it, or the stages need more GPUs than the pools give",
+            conflicting=["memory", "cluster.pools"], rejected_choices={})
+    search_s = time.perf_counter() - t0
+    if result.plans:  # why each stage sits where it does; an idle pool's best use gets at most 10 s to be priced
+        idle_s = min(10.0, max(0.5, controls.time_limit_s - search_s))
+        try:
+            result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=idle_s)
+        except TimeUp:
+            result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=None)
+        except PoolModelError as err:  # --method exhaustive on a model the stage -> pool model does not read
+            result.placement = [f"no placement explanation: {err}"]
+    result.timing = timing(controls, t0, search_s=search_s,
+                           explanation_s=time.perf_counter() - t0 - search_s if result.plans else None)
+    return result
