@@ -18,6 +18,7 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import build_table, evaluate_assignment
+from parplan.frameworks.loader import validate_spec
 
 SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
 
@@ -147,7 +148,7 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
     for key, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
         if not ok and False not in search.get(key, [False]):
             del search[key]
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def choice_index(problem, plan) -> int:

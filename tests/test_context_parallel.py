@@ -25,7 +25,7 @@ def _spec(gpus: int = 64, seq: int = 32768, gbs: int = 64, model: dict = LLAMA70
         d["framework"] = framework
     if search is not None:
         d["search"] = search
-    return Spec.model_validate(d)
+    return validate_spec(d)
 
 
 def _costs(spec: Spec, choice: Choice):
@@ -231,13 +231,13 @@ def test_bad_cp_comm_type_is_an_error_naming_the_field():
     with pytest.raises(ValueError, match="cp_comm_types"):
         _spec(search={"cp_comm_types": []})
     with pytest.raises(ValueError, match="cp_comm_type"):
-        Spec.model_validate({**_spec().model_dump(exclude_none=True), "plan": {"cp": 2, "cp_comm_type": "ulysses"}})
+        validate_spec({**_spec().model_dump(exclude_none=True), "plan": {"cp": 2, "cp_comm_type": "ulysses"}})
 
 
 # ------------------------------------------------------------------------------ exports
 def _plan(kind: str, tp=4, cp=4, pp=1, gpus=64, framework=None):
     from parplan.costmodel.evaluate import resolve_plan
-    spec = Spec.model_validate({**_spec(gpus=gpus).model_dump(exclude_none=True),
+    spec = validate_spec({**_spec(gpus=gpus).model_dump(exclude_none=True),
                                 "plan": {"tp": tp, "cp": cp, "pp": pp, "cp_comm_type": kind, "recompute": "full"},
                                 **({"framework": framework} if framework else {})})
     return spec, resolve_plan(spec, spec.plan)
@@ -291,6 +291,7 @@ from brute_force import brute_force  # noqa: E402
 from solver_checks import CPSAT, REL_TOL, check_plan  # noqa: E402
 
 from parplan.solver.planner import optimize  # noqa: E402
+from parplan.frameworks.loader import validate_spec  # noqa: E402
 
 
 @st.composite
@@ -318,7 +319,7 @@ def cp_specs(draw) -> Spec:
     assumptions = {"preset": draw(st.sampled_from(["default", "default", "textbook"]))}
     if assumptions["preset"] == "textbook":
         assumptions["min_tokens_per_cp_rank"] = 1024
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         model=model, training=dict(seq_len=draw(st.sampled_from([8192, 16384, 65536])),
                                    global_batch_size=draw(st.sampled_from([4, 8, 16]))),
         cluster=cluster, search=search, assumptions=assumptions, framework="any"))  # the research space

@@ -20,6 +20,7 @@ from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.memory import alternate_matmul_activation_items, dense_layer_activation_items
 from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
 
 H, Q, KV, F, HEADS = 4096, 4096, 1024, 14336, 32  # Llama-3 8B
 
@@ -28,7 +29,7 @@ def _spec(num_gpus: int = 16, **model) -> Spec:
     m = dict(name="llama3-8b", num_layers=8, hidden_size=H, ffn_hidden_size=F, num_attention_heads=HEADS,
              num_kv_heads=8, vocab_size=128256, gated_mlp=True, tie_embeddings=False)
     m.update(model)
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         model=m, training=dict(seq_len=4096, global_batch_size=64, precision="bf16"),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=num_gpus, gpus_per_node=8)))
 

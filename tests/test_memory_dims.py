@@ -40,6 +40,7 @@ from parplan.frameworks.export_torchtitan import torchtitan_sections
 from parplan.frameworks.profiles import choice_rule_violations, profile, runs_on
 from parplan.solver.planner import optimize
 from parplan.solver.space import enumerate_choices
+from parplan.frameworks.loader import validate_spec
 
 from brute_force import brute_force
 from conftest import small_specs
@@ -62,7 +63,7 @@ def _spec(gpus: int = 8, assumptions: dict | None = None, search: dict | None = 
                 search=search or {})
     if framework is not None:
         data["framework"] = framework
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def _costs(spec: Spec, **choice):
@@ -340,10 +341,10 @@ def test_memory_dims_make_an_infeasible_spec_feasible():
                 cluster=dict(gpu="H100-SXM-80GB", num_gpus=4, memory_gib=18.0),
                 search=dict(tp=[1], pp=[1], zero_stages=[1], recompute=["full"]))
     data["framework"] = "any"  # the research space (omitted: megatron-core, whose offload needs optimizer_states)
-    tight = Spec.model_validate(data)
+    tight = validate_spec(data)
     assert optimize(tight, method="exhaustive").status == "INFEASIBLE"
     for extra in (dict(optimizer_offload_fractions=[0.0, 1.0]), dict(optimizer_states=["fp16/fp8/fp8"])):
-        spec = Spec.model_validate({**data, "search": {**data["search"], **extra}})
+        spec = validate_spec({**data, "search": {**data["search"], **extra}})
         res = optimize(spec, method="cpsat", controls=CPSAT)
         assert res.plans, extra
         check_plan(spec, res.plans[0])
@@ -400,7 +401,7 @@ def test_proto_round_trip_of_the_new_fields():
                              optimizer_offload_fractions=[0.0, 0.5]), framework="megatron-core")  # the proto has no 'any'
     data = json.loads(spec.model_dump_json(exclude_defaults=True))
     back = convert.spec_dict_from_message(convert.spec_to_message(data))
-    assert Spec.model_validate(back).search == spec.search
+    assert validate_spec(back).search == spec.search
     plan = _plan(spec, zero_replicas=2, optimizer_states="fp32/bf16/bf16", optimizer_offload_fraction=0.5)
     d = plan_to_dict(plan)
     assert d["zero_replicas"] == 2 and d["optimizer_offload_fraction"] == 0.5

@@ -24,6 +24,7 @@ from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.memory import dense_layer_activation_items, mlp_activation_bytes
 from parplan.costmodel.spec import ModelSpec, PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
 
 LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
                 num_kv_heads=8, vocab_size=128256)
@@ -34,7 +35,7 @@ DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size
 
 
 def _spec(model: dict, gpus: int, seq: int = 4096, gbs: int = 1024, precision: str = "bf16", **assumptions) -> Spec:
-    return Spec.model_validate(dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision=precision),
+    return validate_spec(dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision=precision),
                                     cluster=dict(gpu="H100-SXM-80GB" if precision == "bf16" else "H800", num_gpus=gpus),
                                     assumptions=assumptions))
 
@@ -288,8 +289,8 @@ def test_fp8_weight_cache_and_activations_by_hand():
     MLP input 8192, FC2 input 28,672 elements per token, of which TP shards the last three... here SP
     shards all of them) drop from 2 B to 1 B."""
     spec_bf16 = _spec(LLAMA70B, 8, seq=8192, gbs=8, fp8_weight_cache_bytes=2.0)
-    spec_fp8 = Spec.model_validate({**spec_bf16.model_dump(), "training": dict(seq_len=8192, global_batch_size=8, precision="fp8")})
-    spec_fp8_params = Spec.model_validate({**spec_fp8.model_dump(), "assumptions": {}})
+    spec_fp8 = validate_spec({**spec_bf16.model_dump(), "training": dict(seq_len=8192, global_batch_size=8, precision="fp8")})
+    spec_fp8_params = validate_spec({**spec_fp8.model_dump(), "assumptions": {}})
     c = Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, zero_stage=1, sequence_parallel=True)
     bf, f8 = _costs(spec_bf16, c), _costs(spec_fp8, c)
     assert (150_994_944 + 3 * 8192 * 28672) // 4 == 213_909_504

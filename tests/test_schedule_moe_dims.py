@@ -36,6 +36,7 @@ from parplan.frameworks.profiles import profile
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions, enumerate_choices
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import check_integer_scaling, check_plan
 from brute_force import brute_force
@@ -49,7 +50,7 @@ MOE = dict(DENSE, name="m", moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_s
 
 
 def _spec(model=DENSE, gpus=8, precision="bf16", gbs=32, **extra) -> Spec:
-    return Spec.model_validate(dict(model=model, training=dict(seq_len=2048, global_batch_size=gbs,
+    return validate_spec(dict(model=model, training=dict(seq_len=2048, global_batch_size=gbs,
                                                                precision=precision),
                                     cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus),
                                     **{"framework": "any", **extra}))  # the research space (DualPipe, ZB-H1)
@@ -311,7 +312,7 @@ def dimension_specs(draw, tiny: bool = False) -> Spec:
     assumptions = assumption_overrides(draw)
     if fp8 and draw(st.booleans()):
         assumptions["ep_dispatch_bytes"] = 1.0  # narrower than FP8's 1.03125: no dominance, both dispatches kept
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         model=model, training=dict(seq_len=draw(st.sampled_from([1024, 2048])),
                                    global_batch_size=draw(st.sampled_from([8, 16, 32])),
                                    precision="fp8" if fp8 else "bf16"),
@@ -404,7 +405,7 @@ def test_proto_carries_the_new_dimensions():
                                                                                                 exclude_none=True)
     message = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
     assert message.plan.schedule == pb.SCHEDULE_DUALPIPEV == 140
-    back = Spec.model_validate(convert.spec_dict_from_message(message))
+    back = validate_spec(convert.spec_dict_from_message(message))
     assert back.search.schedules == ["dualpipev", "1f1b"] and back.search.moe_fp8_dispatch == [False, True]
     assert back.search.moe_a2a_overlap == [True]
     assert back.plan.schedule == "dualpipev" and back.plan.moe_fp8_dispatch and not back.plan.moe_a2a_overlap

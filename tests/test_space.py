@@ -15,10 +15,11 @@ from parplan.costmodel.legality import choice_violations
 from parplan.costmodel.spec import Spec
 from parplan.solver.planner import optimize
 from parplan.solver.space import default_expert_tp, default_micro_batch_sizes, enumerate_choices
+from parplan.frameworks.loader import validate_spec
 
 
 def _space(model: dict, gpus: int, gbs: int, search: dict | None = None):
-    spec = Spec.model_validate(dict(model=model, training=dict(seq_len=4096, global_batch_size=gbs),
+    spec = validate_spec(dict(model=model, training=dict(seq_len=4096, global_batch_size=gbs),
                                     cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), search=search or {}))
     a = resolve_assumptions(spec.assumptions)
     return spec, a, enumerate_choices(spec, resolve_gpu(spec.cluster), a).choices
@@ -78,15 +79,15 @@ def test_dense_405b_optimum_is_not_dualpipe():
     """The issue's symptom: with F&B = B the planner chose DualPipe at PP 64 (51 % MFU). A dense model has no
     all-to-all for DualPipe to hide, so it may win only by its third-of-a-stage bubble edge against ZB-H1
     and its doubled weights cost memory; the optimum is not DualPipe."""
-    best = optimize(Spec.model_validate(LLAMA405B), method="exhaustive").plans[0]
+    best = optimize(validate_spec(LLAMA405B), method="exhaustive").plans[0]
     assert best.plan.schedule != "dualpipe", best.plan
 
 
 def test_llama405b_free_optimum_within_115_of_metas_plan():
     """Issue 10's acceptance: the free optimum is within 1.15 x Meta's plan (TP8 CP1 PP16, interleaved, micro-batch
     1) evaluated by the same model; Meta's 7 / 8 x 14 / 7 split needs the trimmed end chunks (test_chunk_trims)."""
-    free = optimize(Spec.model_validate(LLAMA405B), method="exhaustive").plans[0]
-    meta = optimize(Spec.model_validate({**LLAMA405B, "search": dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"],
+    free = optimize(validate_spec(LLAMA405B), method="exhaustive").plans[0]
+    meta = optimize(validate_spec({**LLAMA405B, "search": dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"],
                                                                      micro_batch_size=[1])}),
                     method="exhaustive").plans[0]
     assert meta.metrics.step_time_s / free.metrics.step_time_s <= 1.15
