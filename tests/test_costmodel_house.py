@@ -5,8 +5,8 @@
   The framework rules and the ``Profile`` type are the cost model's (costmodel/framework_rules.py); the lookup of
   profile data is the loader's (frameworks/loader.py), which binds the spec's profiles to the Spec as data
   (costmodel/framework_binding.py): a Spec validated without it is refused;
-* in ``costmodel/`` and ``frameworks/`` no function is longer than 80 lines and no module longer than 500
-  lines, data modules (profile data and citations) excepted;
+* in ``costmodel/``, ``frameworks/``, ``client/`` and ``server/`` no function is longer than 80 lines and no module
+  longer than 500 lines, data modules (profile data and citations) excepted (solver/: ``tests/test_solver_house.py``);
 * ``Plan`` and ``Choice`` share one degree vocabulary and convert both ways.
 """
 
@@ -29,6 +29,7 @@ from parplan.frameworks.profile_citations import FRAMEWORKS as FRAMEWORK_NAMES
 ROOT = Path(__file__).resolve().parents[1]
 COSTMODEL = sorted((ROOT / "costmodel").glob("*.py"))
 FRAMEWORKS = sorted((ROOT / "frameworks").glob("*.py"))
+CLIENT_AND_SERVER = sorted((ROOT / "client").rglob("*.py")) + sorted((ROOT / "server").rglob("*.py"))
 THIRD_PARTY = {"numpy", "pydantic", "yaml"}
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500
@@ -73,7 +74,7 @@ def _relative(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-@pytest.mark.parametrize("path", COSTMODEL + FRAMEWORKS, ids=_relative)
+@pytest.mark.parametrize("path", COSTMODEL + FRAMEWORKS + CLIENT_AND_SERVER, ids=_relative)
 def test_function_and_module_sizes(path):
     source = path.read_text()
     long = [f"{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
@@ -81,7 +82,13 @@ def test_function_and_module_sizes(path):
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == []
     if _relative(path) not in DATA_MODULES:
-        assert len(source.splitlines()) <= MAX_MODULE_LINES
+        assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{_relative(path)}: {len(source.splitlines())} lines"
+
+
+def test_the_size_rules_see_client_and_server():
+    """The sizes are checked in client/ (its sweep package too) and server/ (issue 18 item 2)."""
+    names = {_relative(p) for p in CLIENT_AND_SERVER}
+    assert {"client/cli.py", "server/service.py", "client/sweep/cli.py"} <= names
 
 
 def test_schedule_values_are_the_spec_strings():
