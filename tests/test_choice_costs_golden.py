@@ -27,7 +27,6 @@ import pytest
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import Choice, choice_costs
 from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Spec
 from parplan.solver.space import SpaceOptions, enumerate_choices
 from parplan.frameworks.loader import validate_spec
 

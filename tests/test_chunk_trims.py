@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
-from parplan.costmodel.spec import Spec
 from parplan.frameworks.layout import interleaved_inflight_chunks
 from parplan.solver import cpsat
 from parplan.solver.cpsat import SolverControls

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from parplan.costmodel.spec import Spec
 from parplan.solver import cpsat
 from parplan.solver.cpsat import build_model
 from parplan.solver.oracle import least_peak, peak_mib, solve_table

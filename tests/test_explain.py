@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.frameworks.loader import validate_spec

@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 
 from parplan.client.spec_io import load_spec
-from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import memory_frontier
 from parplan.solver.planner import optimize
