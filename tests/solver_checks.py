@@ -6,6 +6,7 @@ Used by the oracle, seed-table and explanation tests and the dimension tests tha
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import choice_costs, nvlink_domain_size
@@ -24,6 +25,9 @@ SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
 
 REL_TOL = 1e-3  # re-evaluated step times agree within 0.1 %
 CPSAT = SolverControls(workers=1, deterministic=True, time_limit_s=60)
+# hypothesis settings of the oracle tests: reproducible examples, no deadline (a solve takes seconds)
+ORACLE_SETTINGS = dict(deadline=None, derandomize=True, database=None,
+                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PIN_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp")
 
 
