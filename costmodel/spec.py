@@ -235,7 +235,7 @@ class SearchSpec(_Limited):
 
 
 class FrameworkSpec(_Strict):
-    """``framework: {name: ..., version: ...}``; the profiles are in parplan.frameworks (costmodel/framework_binding.py)."""
+    """``framework: {name: ..., version: ...}``; the profiles are in parplan.frameworks.profiles."""
 
     name: FrameworkName
     version: Optional[str] = Field(None, description="release, e.g. 0.13.0 or main (megatron-lm: a main-branch "
