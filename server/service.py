@@ -4,20 +4,21 @@ Each call runs inside ONE frame, :meth:`PlannerServicer._frame`, shared by the u
 
 * the request is read and checked before it queues (server/requests.py: the spec, typed or text, with the CLI's
   loader; the solver parameters with ``solver/arguments``, the ranges ``optimize()`` applies);
-* admission (:class:`~parplan.server.admission.Admission`): the call waits for one of ``max_concurrent`` solver slots, in a FIFO queue
-  of at most ``max_queue`` calls, up to its deadline; RESOURCE_EXHAUSTED only past the queue bound, so a
-  burst of callers is served instead of refused. The time waited and the queue length are in the answer
+* admission (:class:`~parplan.server.admission.Admission`): the call waits for one of ``max_concurrent`` solver
+  slots, in a FIFO queue of at most ``max_queue`` calls, up to its deadline; RESOURCE_EXHAUSTED only past the queue
+  bound, so a burst of callers is served instead of refused. The time waited and the queue length are in the answer
   (``admission``) and the solver's time limit is what is left of the deadline after the wait;
 * the solve runs with :class:`SolverControls` whose ``cancel`` event the call's end sets (client cancel,
   deadline, server shutdown);
 * every :class:`~parplan.costmodel.errors.ParplanError` (SpecError, PlanError, UnknownGPU, ArgumentError,
-  and this module's RequestError and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
+  and the RequestError of server/requests.py and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
   ``google.rpc.BadRequest`` whose field violation names the exact field (``plan.micro_batch_size``,
   ``assumptions.nope``, ``solver.workers``): :func:`status_of`. Anything else is a bug: INTERNAL, logged.
 
-A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was
-started with ``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at
-most 1 MiB; :func:`~parplan.server.requests.read_allowed_hf_config`); typed clients send ``ModelSpec.hf_config_json`` or ``preset``.
+A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was started with
+``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at most 1 MiB;
+:func:`~parplan.server.requests.read_allowed_hf_config`); typed clients send ``ModelSpec.hf_config_json`` or
+``preset``.
 """
 
 from __future__ import annotations

@@ -29,5 +29,8 @@ def costs(spec: Spec, choice: Choice):
 
 
 def dsv3(**assumptions):
-    return spec(DSV3, 2048, seq=4096, gbs=15360, precision="fp8", **assumptions), Choice(tp=1, cp=1, pp=16, dp=128, ep=64, micro_batch_size=1, num_microbatches=120,
-                        schedule="dualpipe", recompute="selective", zero_stage=1, sequence_parallel=False)
+    """DeepSeek-V3 on 2048 H800s in FP8 and its published choice: DualPipe over PP 16, EP 64, DeepSeek's selective
+    recompute."""
+    choice = Choice(tp=1, cp=1, pp=16, dp=128, ep=64, micro_batch_size=1, num_microbatches=120, schedule="dualpipe",
+                    recompute="selective", zero_stage=1, sequence_parallel=False)
+    return spec(DSV3, 2048, seq=4096, gbs=15360, precision="fp8", **assumptions), choice
