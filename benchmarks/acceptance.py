@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import compare, load_runs  # noqa: E402
-from parplan.costmodel.spec import Spec  # noqa: E402
+from parplan.frameworks.loader import validate_spec  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
 
 DSV3_ID = "deepseek-v3-production-2048xh800"
@@ -64,15 +64,15 @@ def deepseek_check() -> list[str]:
 
 
 def llama_check() -> list[str]:
-    free = optimize(Spec.model_validate(LLAMA405B), method="exhaustive")
-    meta = optimize(Spec.model_validate({**LLAMA405B, "search": META_PLAN}), method="exhaustive")
+    free = optimize(validate_spec(LLAMA405B), method="exhaustive")
+    meta = optimize(validate_spec({**LLAMA405B, "search": META_PLAN}), method="exhaustive")
     f, m = free.plans[0], meta.plans[0]
     ratio = m.metrics.step_time_s / f.metrics.step_time_s
     lines = ["Llama-3.1 405B / 16,384 H100, seq 8192, 2048 sequences:",
              f"  free optimum  {f.metrics.mfu * 100:5.2f} % MFU, step {f.metrics.step_time_s:.3f} s  {_plan(f)}",
              f"  Meta's plan   {m.metrics.mfu * 100:5.2f} % MFU, step {m.metrics.step_time_s:.3f} s  {_plan(m)}",
              f"  optimum / Meta = {ratio:.3f} (goal <= 1.15): {'MET' if ratio <= 1.15 else 'NOT MET'}"]
-    any_sched = optimize(Spec.model_validate({**LLAMA405B, "search": {k: v for k, v in META_PLAN.items() if k != "schedules"}}),
+    any_sched = optimize(validate_spec({**LLAMA405B, "search": {k: v for k, v in META_PLAN.items() if k != "schedules"}}),
                          method="exhaustive").plans[0]
     lines.append(f"  Meta's degrees, any schedule: {any_sched.metrics.mfu * 100:5.2f} % MFU  {_plan(any_sched)}; "
                  f"optimum / it = {any_sched.metrics.step_time_s / f.metrics.step_time_s:.3f}")

@@ -250,6 +250,7 @@ def main() -> None:
             PARSER_OF[setting] = ["megatron-lm" if t == "megatron-core" else t for t in PARSER_OF[setting]]
         RUNS_ON["megatron-lm"] = RUNS_ON["megatron-core"]
     from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
     from parplan.frameworks.compare import spec_for_framework
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
@@ -259,7 +260,7 @@ def main() -> None:
     failures, exports, t0 = [], 0, time.perf_counter()
     for name, raw in specs():
         for setting in SETTINGS:
-            base = raw if isinstance(raw, Spec) else Spec.model_validate(raw)
+            base = raw if isinstance(raw, Spec) else validate_spec(raw)
             spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
             result = optimize(spec, top_k=args.top, controls=controls)
             for rank, ev in enumerate(result.plans, 1):

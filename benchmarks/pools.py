@@ -35,13 +35,13 @@ def scenarios():
 
 
 def alone(spec, k: int):
-    from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
     data = spec.model_dump(mode="json", exclude_none=True)
     data["cluster"] = {"pools": [data["cluster"]["pools"][k]]}
-    got = optimize(Spec.model_validate(data), controls=SolverControls(deterministic=True))
+    got = optimize(validate_spec(data), controls=SolverControls(deterministic=True))
     return got.plans[0].metrics.step_time_s if got.plans else None
 
 

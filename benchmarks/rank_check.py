@@ -39,6 +39,7 @@ from benchmarks.runs import express, load_runs, plan_summary  # noqa: E402
 from parplan.costmodel.assumptions import AssumptionsSpec  # noqa: E402
 from parplan.costmodel.evaluate import evaluate, resolve_plan  # noqa: E402
 from parplan.costmodel.spec import FrameworkSpec, SearchSpec  # noqa: E402
+from parplan.frameworks.loader import retarget  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
 
 # Rows with a full published configuration (TP, PP, DP, CP and micro-batch size all stated), one or two
@@ -113,7 +114,7 @@ def check_row(row: dict, top_k: int) -> dict[str, Any]:
     out["same_techniques"] = _rank(same, t_pub, top_k)
     out["framework"] = ex.framework if ex.framework_version is None else f"{ex.framework} {ex.framework_version}"
     fw = ex.framework if ex.framework_version is None else FrameworkSpec(name=ex.framework, version=ex.framework_version)
-    in_fw = spec.model_copy(update={"framework": fw}) if ex.framework else spec
+    in_fw = retarget(spec, fw) if ex.framework else spec
     out["in_framework"] = _rank(in_fw, t_pub, top_k)
     best = optimize(in_fw, method="exhaustive").plans if ex.framework else []
     out["in_framework"]["best_runs_on_framework"] = bool(best) and ex.framework in best[0].runs_on

@@ -19,6 +19,7 @@ from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.evaluate import PlanError
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
+from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profiles import profile
 
 HERE = Path(__file__).resolve().parent
@@ -242,7 +243,7 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
         a["zero_stage"] = (f"2 (FSDP2 under PP: torchtitan {ex.framework_version} does not reshard after forward "
                            "with PP, parallelize_llama.py apply_fsdp; ZeRO-2-like)")
     training = TrainingSpec(seq_len=seq, global_batch_size=gbs, precision=precision)
-    ex.spec = Spec(model=model, training=training, cluster=cluster, framework="any")  # as published: no profile's rules
+    ex.spec = validate_spec({"model": model, "training": training, "cluster": cluster, "framework": "any"})  # as published: no profile's rules
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     # activation CPU offload (Megatron-Core cpu_offloading_num_layers): the row's own count, where its source has one
     offload = as_int(row_value(row, "activation_offload_layers", ex)) or 0

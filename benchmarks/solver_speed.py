@@ -84,11 +84,11 @@ def _same(a, b) -> bool:
 
 
 def run(scenarios, workers: int, with_oracle: bool = True):
-    from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
 
     rows = []
     for name, raw in scenarios:
-        spec = Spec.model_validate(raw)
+        spec = validate_spec(raw)
         res, t_cp = _solve(spec, "cpsat", 1, workers)
         res10, t_cp10 = _solve(spec, "cpsat", 10, workers)
         t_ex = t_ex10 = same = None
@@ -107,11 +107,11 @@ def run(scenarios, workers: int, with_oracle: bool = True):
 
 def frontier_seconds(workers: int) -> tuple[float, int]:
     """The 70B / 64 H100 time × memory frontier: wall seconds and points."""
-    from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
-    spec = Spec.model_validate(SCENARIOS[3][1])
+    spec = validate_spec(SCENARIOS[3][1])
     t0 = time.perf_counter()
     res = optimize(spec, method="cpsat", pareto="memory", controls=SolverControls(workers=workers, time_limit_s=120))
     return time.perf_counter() - t0, len(res.pareto)

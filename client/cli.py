@@ -19,27 +19,23 @@ from enum import Enum
 from typing import Any, Iterator, Optional
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from parplan.client.evaluation import evaluate_spec
 from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
 from parplan.client import export_cli
+from parplan.client.catalog_tables import knobs_table, print_gpu_catalog
+from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTION, HF_CONFIG_OPTION,
+                                        MEMORY_MARGIN_OPTION, OPTION_OF_ARGUMENT, OUT_OPTION, SPEC_ARGUMENT,
+                                        ExportTarget, ImportSource, Launcher, Method, OutputFormat, ParetoAxis,
+                                        ResultFormat)
 from parplan.client.spec_io import (MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, read_spec_text,
                                     spec_from_data)
-from parplan.costmodel.assumptions import PRESETS, describe_knobs
 from parplan.costmodel.errors import ArgumentError, ParplanError
-from parplan.costmodel.hardware import ALIASES, CATALOG
 from parplan.costmodel.spec import Spec, spec_warnings
 
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
-# library argument (solver.arguments) -> the option of `solver-cli optimize` that sets it
-OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
-                      "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic",
-                      "memory_budget_mib": "--memory-budget-mib"}
 
 
 class _Commands(typer.core.TyperGroup):
@@ -69,34 +65,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-
-def _choices(name: str, values) -> type[Enum]:
-    """An option's choices: a str Enum whose member names are its values (what typer shows and parses)."""
-    return Enum(name, {v: v for v in values}, type=str)
-
-
-OutputFormat = _choices("OutputFormat", ("table", "json"))
-ResultFormat = _choices("ResultFormat", ("table", "json", "yaml"))
-Method = _choices("Method", ("cpsat", "exhaustive"))
-ParetoAxis = _choices("ParetoAxis", ("memory", "gpus"))
-ExportTarget = _choices("ExportTarget", export_cli.TARGETS)
-Launcher = _choices("Launcher", export_cli.LAUNCHERS)
-ImportSource = _choices("ImportSource", ("megatron", "torchtitan", "deepspeed"))
-EXPORT_OPTION = typer.Option(None, "--export", case_sensitive=False, help="write the best plan for a framework: "
-                             "megatron (arguments), bridge (overrides), torchtitan (TOML), deepspeed (JSON)")
-EMIT_OPTION = typer.Option(None, "--emit", case_sensitive=False, help="write a job around the export (default "
-                           "--export megatron): slurm (sbatch + torchrun) or pytorchjob (Kubeflow YAML)")
-OUT_OPTION = typer.Option(None, "--out", metavar="DIR", help="write the export/job file into DIR and print the "
-                          "report; without it the file goes to stdout instead of the report")
-HF_CONFIG_OPTION = typer.Option(None, "--hf-config", metavar="CONFIG.json", help="take the model from a Hugging "
-                                "Face config.json (replaces the spec's model section)")
-
-
-SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see docs/spec.md); '-' reads stdin",
-                               show_default=False)
-FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (docs/spec.md)",
-                             case_sensitive=False)
 
 
 def _fail(message: str, code: int) -> None:
@@ -169,10 +137,6 @@ def read_spec(path: str, hf_config: Optional[str] = None) -> Spec:
     for note in notes:
         export_cli.warn(note)
     return spec
-
-
-MEMORY_MARGIN_OPTION = typer.Option(None, "--memory-margin", metavar="GIB", help="GiB per GPU kept free below "
-                                    "the usable memory (0 to 4096; overrides search.memory_margin_gib)")
 
 
 def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
@@ -272,40 +236,13 @@ def optimize(
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
-        from parplan.client.report import plan_result_to_dict, render_result
-        from parplan.solver.arguments import check_optimize_arguments
-
-        budget_kw = {} if memory_budget_mib is None else {"memory_budget_mib": memory_budget_mib}
-        check_optimize_arguments(top_k=top, method=method.value, pareto=pareto.value if pareto else None,
-                                 time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                                 **budget_kw)
-        if server is not None and budget_kw:
-            raise ArgumentError("memory_budget_mib", "is the server's own setting, not a request's (--server)",
-                                memory_budget_mib)
-        if plot and not pareto:
-            raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
-        if plot:
-            require_extra("plot", "--plot")
-        if server is not None:
-            require_extra("server", "--server")
+        axis = pareto.value if pareto else None
+        budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
+                                            memory_budget_mib, server, plot)
         spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
-        if server is not None:  # grpcio, not OR-Tools: a fast start
-            from parplan.client.grpc_client import ServiceError, remote_optimize
-
-            try:
-                result = remote_optimize(server, spec, top_k=top, pareto=pareto.value if pareto else None, **solver)
-            except ServiceError as err:
-                _fail(f"--server {server}: {err}", EXIT_INTERNAL)
-        else:
-            from parplan.solver.cpsat import SolverControls
-            from parplan.solver.planner import optimize as run_optimize
-
-            controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"}, **budget_kw)
-            with export_cli.SolveProgress(enabled=progress) as status:
-                result = run_optimize(spec, method=method.value, top_k=top, pareto=pareto.value if pareto else None,
-                                      controls=controls, on_solution=status.on_solution)
+        result, controls = _solve(spec, server, top, axis, solver, budget_kw, progress)
         others = None
         if per_framework and server is None and result.plans:
             from parplan.frameworks.compare import best_per_framework
@@ -322,21 +259,70 @@ def optimize(
             else:  # never the human report in place of the export (`--export megatron > a.sh`): stderr, exit 2
                 typer.echo("error: " + export_cli.nothing_to_export(result), err=True)
                 raise typer.Exit(EXIT_BAD_INPUT)
-        if output_format in (ResultFormat.json, ResultFormat.yaml):
-            data = plan_result_to_dict(result)
-            if others is not None:
-                from parplan.frameworks.compare import to_dict
+        _print_result(result, spec, others, output_format)
+        _warn(spec, axis)
 
-                data["per_framework"] = [to_dict(o) for o in others]
-            if output_format == ResultFormat.json:
-                typer.echo(to_json(data))
-            else:
-                import yaml
 
-                typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+def _check_optimize_options(top: int, method: str, pareto: Optional[str], time_limit: float, workers: int, seed: int,
+                            deterministic: bool, memory_budget_mib: Optional[int], server: Optional[str],
+                            plot: Optional[str]) -> dict[str, int]:
+    """``optimize``'s options range-checked as ``optimize()`` checks them, and the extras they need; returns the
+    memory budget's keyword (empty: the default)."""
+    from parplan.solver.arguments import check_optimize_arguments
+
+    budget_kw = {} if memory_budget_mib is None else {"memory_budget_mib": memory_budget_mib}
+    check_optimize_arguments(top_k=top, method=method, pareto=pareto, time_limit_s=time_limit, workers=workers,
+                             seed=seed, deterministic=deterministic, **budget_kw)
+    if server is not None and budget_kw:
+        raise ArgumentError("memory_budget_mib", "is the server's own setting, not a request's (--server)",
+                            memory_budget_mib)
+    if plot and not pareto:
+        raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
+    if plot:
+        require_extra("plot", "--plot")
+    if server is not None:
+        require_extra("server", "--server")
+    return budget_kw
+
+
+def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], solver: dict[str, Any],
+           budget_kw: dict[str, int], progress: Optional[bool]) -> tuple[Any, Any]:
+    """(the PlanResult, the SolverControls used: None on a server) of ``optimize``, in-process or on ``server``."""
+    if server is not None:  # grpcio, not OR-Tools: a fast start
+        from parplan.client.grpc_client import ServiceError, remote_optimize
+
+        try:
+            return remote_optimize(server, spec, top_k=top, pareto=pareto, **solver), None
+        except ServiceError as err:
+            _fail(f"--server {server}: {err}", EXIT_INTERNAL)
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize as run_optimize
+
+    controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"}, **budget_kw)
+    with export_cli.SolveProgress(enabled=progress) as status:
+        result = run_optimize(spec, method=solver["method"], top_k=top, pareto=pareto, controls=controls,
+                              on_solution=status.on_solution)
+    return result, controls
+
+
+def _print_result(result: Any, spec: Spec, others: Optional[list], output_format: Enum) -> None:
+    """``optimize``'s answer on stdout: JSON or YAML (docs/spec.md, with ``per_framework``) or the report."""
+    from parplan.client.report import plan_result_to_dict, render_result
+
+    if output_format in (ResultFormat.json, ResultFormat.yaml):
+        data = plan_result_to_dict(result)
+        if others is not None:
+            from parplan.frameworks.compare import to_dict
+
+            data["per_framework"] = [to_dict(o) for o in others]
+        if output_format == ResultFormat.json:
+            typer.echo(to_json(data))
         else:
-            render_result(result, _stdout_console(), spec=spec, per_framework=others)
-        _warn(spec, pareto.value if pareto else None)
+            import yaml
+
+            typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
+        render_result(result, _stdout_console(), spec=spec, per_framework=others)
 
 
 @app.command()
@@ -405,69 +391,18 @@ def presets() -> None:
             typer.echo(line)
 
 
-def _knob_value(value: Any) -> str:
-    if value is None:
-        return "None"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 @app.command()
 def knobs() -> None:
     """The cost model's assumption knobs: default value, textbook preset value, source."""
     with _errors():
-        textbook = PRESETS.get("textbook", {})
-        table = Table(title="Assumption knobs: spec `assumptions:` takes `preset: default | textbook` and any "
-                            "knob by name", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("knob · meaning and source")
-        table.add_column("default", justify="right", no_wrap=True)
-        table.add_column("textbook", justify="right", no_wrap=True)
-        for name, default, description in describe_knobs():
-            tb = _knob_value(textbook[name]) if name in textbook and textbook[name] != default else ""
-            table.add_row(Text.assemble((name, "bold"), "\n  ", (description, "dim")), _knob_value(default), tb)
-        table.caption = "textbook: blank where the preset keeps the default"
-        table.caption_justify = "left"
-        _stdout_console().print(table)
+        _stdout_console().print(knobs_table())
 
 
 @app.command()
 def gpus() -> None:
     """The hardware catalog (bandwidths per GPU and direction), with sources."""
     with _errors():
-        aliases: dict[str, list[str]] = {}
-        for alias, target in ALIASES.items():
-            aliases.setdefault(target, []).append(alias)
-        table = Table(title="GPU catalog: `cluster.gpu` (numeric fields overridable under `cluster:`)",
-                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
-        for header, justify in (("gpu", "left"), ("HBM\n(GiB)", "right"), ("BF16\nTFLOP/s", "right"),
-                                ("FP8\nTFLOP/s", "right"), ("NVLink\ndomain", "right"), ("NVLink\n(GB/s)", "right"),
-                                ("network\n(GB/s)", "right"), ("α (µs)\nnode/net", "right")):
-            table.add_column(header, justify=justify, no_wrap=True)
-        for name, g in CATALOG.items():
-            table.add_row(name, f"{g.memory_gib:g}", f"{g.peak_bf16_tflops:g}",
-                          "-" if g.peak_fp8_tflops is None else f"{g.peak_fp8_tflops:g}", str(g.nvlink_domain_size),
-                          f"{g.intra_node_bandwidth_gbps:g}", f"{g.inter_node_bandwidth_gbps:g}",
-                          f"{g.intra_node_latency_us:g}/{g.inter_node_latency_us:g}")
-        table.caption = ("TFLOP/s dense; GB/s = 1e9 B/s per GPU per direction; α: latency per message inside "
-                         "the NVLink domain / across the network")
-        table.caption_justify = "left"
-        console = _stdout_console()
-        console.print(table)
-        console.print(Text("Sources", style="bold"))
-        for name, g in CATALOG.items():
-            extra = f"nominal {g.memory_gb_nominal:g} GB"
-            if aliases.get(name):
-                extra += "; aliases " + ", ".join(aliases[name])
-            console.print(Text.assemble((name, "bold"), f" ({extra})"))
-            grid = Table.grid(padding=(0, 1))
-            grid.add_column(no_wrap=True)
-            grid.add_column()
-            for source in g.sources:
-                grid.add_row("  -", source)
-            console.print(grid)
+        print_gpu_catalog(_stdout_console())
 
 
 @app.command()

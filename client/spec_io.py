@@ -32,6 +32,7 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import MAX_NUM_GPUS, Spec
+from parplan.frameworks.loader import validate_spec
 
 MAX_SPEC_BYTES = 4 * 2**20  # spec files are a few KB; refuse to slurp /dev/zero
 MAX_INT = 2**53  # largest integer the float arithmetic of the cost model represents exactly
@@ -256,7 +257,7 @@ def spec_from_data(data: Any, name: str = "spec", *, base_dir: str = ".", notes:
     except ModelSourceError as err:
         raise SpecError(str(err), source=name) from None
     try:
-        spec = Spec.model_validate(data)
+        spec = validate_spec(data)
     except ValidationError as err:
         raise SpecError(validation_error_message(err), source=name) from None
     except RecursionError:

@@ -22,7 +22,7 @@ from parplan.costmodel.legality import choice_violations, framework_stage_violat
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 from parplan.costmodel.layout import LayoutError, resolve_layout, stage_inflight
-from parplan.frameworks.profiles import runs_on
+from parplan.costmodel.framework_binding import runs_on
 
 
 class PlanError(ParplanError):

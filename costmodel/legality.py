@@ -15,7 +15,7 @@ from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 from parplan.costmodel.moe_comm import a2a_overlap_violations, fp8_dispatch_violations
 from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
-from parplan.frameworks.profiles import spec_profile
+from parplan.costmodel.framework_binding import spec_profile
 
 
 def choice_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from parplan.costmodel.assumptions import AssumptionsSpec
 from parplan.costmodel.spec_base import (  # noqa: F401  (re-exported: the limits and section bases)
@@ -26,7 +26,7 @@ from parplan.costmodel.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.optimizer_states import OptimizerStates
 from parplan.costmodel.schedule import SEARCHED_BY_DEFAULT, Schedule
-from parplan.frameworks.profiles import apply_framework_assumptions, search_conflicts
+from parplan.costmodel.framework_binding import BoundFramework, UnboundSpec, loader_of
 
 # the spec's schedule strings: the values of costmodel/schedule.py Schedule (a Literal, so specs and plans hold
 # plain strings and the JSON schema lists them inline)
@@ -349,15 +349,23 @@ class Spec(_Strict):
     framework: Optional[Union[FrameworkName, Literal["any"], FrameworkSpec]] = Field(
         DEFAULT_FRAMEWORK, description=f"the framework that will run the job; omitted: {DEFAULT_FRAMEWORK} (its "
         "newest profile); 'any': framework-neutral (the research space: ZB-H1, DualPipe)")
+    _bound: Optional[BoundFramework] = PrivateAttr(None)  # the loader's (costmodel/framework_binding.py)
 
     @model_validator(mode="before")
     @classmethod
-    def _framework_conventions(cls, data: Any) -> Any:
+    def _framework_conventions(cls, data: Any, info: ValidationInfo) -> Any:
         """The framework (omitted or null: :data:`DEFAULT_FRAMEWORK`) and its profile's memory knobs, under the
-        user's own ``assumptions:`` (theirs win)."""
+        user's own ``assumptions:`` (theirs win), merged by the loader in the validation context."""
         if isinstance(data, dict) and data.get("framework") is None:
             data = {**data, "framework": default_framework(data.get("assumptions"))}
-        return apply_framework_assumptions(data)
+        return loader_of(info.context).apply_conventions(data)
+
+    @property
+    def bound_framework(self) -> BoundFramework:
+        """The spec's framework resolved by the loader (costmodel/framework_binding.py)."""
+        if self._bound is None:
+            raise UnboundSpec("this Spec was not validated by the loader (parplan.frameworks.loader.validate_spec)")
+        return self._bound
 
     @field_validator("target_tokens_per_s")
     @classmethod
@@ -368,14 +376,15 @@ class Spec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _check(self) -> "Spec":
+    def _check(self, info: ValidationInfo) -> "Spec":
+        self._bound = loader_of(info.context).bind(self.framework)
         for where, cl in ([(f"cluster.pools[{k}].", p) for k, p in enumerate(self.cluster.pools)]
                           if self.cluster.pools else [("cluster.", self.cluster)]):
             if self.training.precision == "fp8" and cl.peak_fp8_tflops is None \
                     and lookup_gpu(cl.gpu).peak_fp8_tflops is None:
                 raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {cl.gpu} has none "
                                  f"(set {where}peak_fp8_tflops or use bf16)")
-        conflicts = search_conflicts(self)
+        conflicts = self._bound.search_conflicts(self.search)
         if conflicts:
             raise ValueError(conflicts[0])
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:

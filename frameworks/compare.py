@@ -40,7 +40,7 @@ def other_frameworks(spec) -> list[str]:
 
 def spec_for_framework(spec, name: str):
     """``spec`` under framework ``name`` (``any``: none), its own profile's filled knobs taken back out."""
-    from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
 
     data = spec.model_dump(mode="json", exclude_none=True)
     mine = spec_profile(spec)
@@ -51,7 +51,7 @@ def spec_for_framework(spec, name: str):
                 del section[key]
     data["assumptions"] = section
     data["framework"] = name
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **optimize_args) -> list[FrameworkBest]:

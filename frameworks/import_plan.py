@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from parplan.costmodel.spec import Spec
 from parplan.frameworks.export_common import ExportError
 from parplan.frameworks.export_megatron import block_recompute_layers
+from parplan.frameworks.loader import validate_spec
 
 
 class ImportPlanError(ExportError):
@@ -60,7 +61,7 @@ def _spec_with(base: Spec, *, plan: dict[str, Any], model: Optional[dict[str, An
     if training:
         data["training"] = {**data["training"], **training}
     try:
-        return Spec.model_validate(data)
+        return validate_spec(data)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first.get("loc", ()))

@@ -7,7 +7,7 @@ A spec's ``framework:`` (``megatron-core | megatron-bridge | torchtitan | deepsp
   pipeline parallelism), recompute granularities and per-stage recompute counts, CP / EP / ETP /
   sequence-parallel rules and stage splits the framework can launch. :func:`space_limits` is what
   ``SpaceOptions.from_spec`` intersects the search with; :func:`framework_violations` is the rule
-  ``costmodel.legality`` reports and :func:`runs_on` applies to every returned plan;
+  ``costmodel.legality`` reports and ``runs_on`` applies to every returned plan;
 * a **memory convention**: values for the cost model's existing knobs (``solver-cli knobs``), applied
   under the user's explicit ``assumptions:`` (user values win; :func:`framework_assumptions`).
 
@@ -31,8 +31,8 @@ can run it, parplan cannot plan it, so no returned plan uses it.
 
 Data, loading and rules apart (as torchtitan's ``config/configs.py`` data and ``config/manager.py`` loading): the
 citation table is :mod:`~parplan.frameworks.profile_citations`, the profiles per version range
-:mod:`~parplan.frameworks.profile_data`; this module picks a profile by version, merges its memory conventions and
-lists the frameworks a plan runs on; the rules, typed on the shared degree vocabulary (a
+:mod:`~parplan.frameworks.profile_data`; this module picks a profile by version and merges its memory conventions;
+:mod:`~parplan.frameworks.loader` binds the profiles to a validated Spec (the cost model reads only that); the rules, typed on the shared degree vocabulary (a
 :class:`~parplan.costmodel.degrees.Choice` or a :class:`~parplan.costmodel.spec.Plan`), are the cost model's
 (:mod:`parplan.costmodel.framework_rules`, re-exported here).
 """
@@ -42,15 +42,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Optional
 
+from parplan.costmodel.framework_binding import runs_on  # noqa: F401  (the bound spec's, re-exported)
 from parplan.costmodel.framework_rules import (Profile, SpaceLimits, choice_rule_violations,  # noqa: F401
                                                framework_violations, memory_rule_violations, space_limits,
                                                stage_rule_violations)
-from parplan.costmodel.framework_rules import search_conflicts as search_conflicts_for
 from parplan.frameworks.profile_citations import CITATIONS, FRAMEWORKS, HISTORICAL, MEGATRON_LM_TAGS
 from parplan.frameworks.profile_data import VERSIONED, TORCHTITAN_MAIN_2412
 
-if TYPE_CHECKING:  # costmodel.spec imports this module (the Spec's framework conventions)
-    from parplan.costmodel.spec import Plan, Spec
+if TYPE_CHECKING:
+    from parplan.costmodel.spec import Spec
 
 
 class UnknownFramework(ValueError):
@@ -123,7 +123,11 @@ def profile(name: str, version: Optional[str] = None) -> Profile:
 
 def spec_profile(spec: "Spec") -> Optional[Profile]:
     """The profile a spec names, or None (framework-neutral: ``framework: any``)."""
-    fw = getattr(spec, "framework", None)
+    return framework_profile(getattr(spec, "framework", None))
+
+
+def framework_profile(fw: Any) -> Optional[Profile]:
+    """The profile of a spec's ``framework`` value (a name, ``any`` or ``{name, version}``), or None under ``any``."""
     if fw is None or fw == "any":
         return None
     if isinstance(fw, str):
@@ -186,25 +190,6 @@ def _tp_values(data: dict) -> Optional[list[int]]:
     return list(values)
 
 
-def runs_on(spec: "Spec", plan: "Plan") -> list[str]:
-    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``; a historical
-    framework (:data:`HISTORICAL`) only when the spec names it."""
-    mine = spec_profile(spec)
-    out = []
-    names = FRAMEWORKS if mine is None or mine.name in FRAMEWORKS else FRAMEWORKS + (mine.name,)
-    for name in names:
-        prof = mine if mine is not None and mine.name == name else profile(name)
-        if not framework_violations(prof, plan):
-            out.append(name)
-    return out
-
-
 def describe(prof: Profile) -> list[tuple[str, str]]:
     """(fact, citation) rows for a profile: what ``solver-cli`` or a README can print."""
     return [(key, CITATIONS[key]) for key in prof.citations]
-
-
-def search_conflicts(spec: "Spec") -> list[str]:
-    """``search:`` pins that leave nothing the spec's framework can run (a spec error, naming the field)."""
-    prof = spec_profile(spec)
-    return [] if prof is None else search_conflicts_for(spec.search, prof)

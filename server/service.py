@@ -2,35 +2,33 @@
 
 Each call runs inside ONE frame, :meth:`PlannerServicer._frame`, shared by the unary and the streaming RPCs:
 
-* the request is read and checked before it queues (the spec, typed or text, with the CLI's loader; the solver
-  parameters with ``solver/arguments``, the ranges ``optimize()`` applies);
-* admission (:class:`Admission`): the call waits for one of ``max_concurrent`` solver slots, in a FIFO queue
-  of at most ``max_queue`` calls, up to its deadline; RESOURCE_EXHAUSTED only past the queue bound, so a
-  burst of callers is served instead of refused. The time waited and the queue length are in the answer
+* the request is read and checked before it queues (server/requests.py: the spec, typed or text, with the CLI's
+  loader; the solver parameters with ``solver/arguments``, the ranges ``optimize()`` applies);
+* admission (:class:`~parplan.server.admission.Admission`): the call waits for one of ``max_concurrent`` solver
+  slots, in a FIFO queue of at most ``max_queue`` calls, up to its deadline; RESOURCE_EXHAUSTED only past the queue
+  bound, so a burst of callers is served instead of refused. The time waited and the queue length are in the answer
   (``admission``) and the solver's time limit is what is left of the deadline after the wait;
 * the solve runs with :class:`SolverControls` whose ``cancel`` event the call's end sets (client cancel,
   deadline, server shutdown);
 * every :class:`~parplan.costmodel.errors.ParplanError` (SpecError, PlanError, UnknownGPU, ArgumentError,
-  and this module's RequestError and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
+  and the RequestError of server/requests.py and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
   ``google.rpc.BadRequest`` whose field violation names the exact field (``plan.micro_batch_size``,
   ``assumptions.nope``, ``solver.workers``): :func:`status_of`. Anything else is a bug: INTERNAL, logged.
 
-A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was
-started with ``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at
-most 1 MiB; :func:`read_allowed_hf_config`); typed clients send ``ModelSpec.hf_config_json`` or ``preset``.
+A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was started with
+``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at most 1 MiB;
+:func:`~parplan.server.requests.read_allowed_hf_config`); typed clients send ``ModelSpec.hf_config_json`` or
+``preset``.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import errno
 import json
 import logging
-import os
 import queue
 import re
-import stat
 import threading
 import time
 import traceback
@@ -46,12 +44,13 @@ from grpc_status import rpc_status
 
 from parplan.client.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
 from parplan.client.evaluation import evaluate_spec
-from parplan.client.huggingface import MAX_CONFIG_BYTES, model_from_hf_config
-from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, spec_from_data
+from parplan.client.spec_io import one_line
 from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.spec import Spec
 from parplan.server import convert
-from parplan.solver.arguments import check_optimize_arguments
+from parplan.server.admission import DEFAULT_MAX_QUEUE, Abort, Admission, plain_status
+from parplan.server.requests import (MalformedRequest, RequestError, capped_by_deadline, expand_request_model,
+                                     pareto_axis, read_allowed_hf_config, read_spec, solver_parameters, top_k)
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.v1 import planner_pb2 as pb
@@ -62,32 +61,11 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlannerService"].full_name  # "pa
 # The library's input errors: everything a caller can fix derives from ParplanError (costmodel/errors.py).
 LIBRARY_ERRORS: tuple[type[Exception], ...] = (ParplanError,)
 
-DEFAULT_TIME_LIMIT_S = 60.0  # as `solver-cli optimize --time-limit`
-MIN_TIME_LIMIT_S = 0.01  # what is left of a deadline is never asked below this
-MAX_TIME_LIMIT_S = 600.0  # a server-side cap: a call cannot hold a solver slot longer
-DEADLINE_MARGIN_S = 0.25  # time kept back from the deadline to re-evaluate and send the answer
-DEFAULT_MAX_QUEUE = 64  # calls waiting for a solver slot beyond the slots
-MAX_QUEUE_WAIT_S = 600.0  # a call without a deadline waits at most this long for a slot
 # library argument (solver/arguments) -> the request field that carries it
 ARGUMENT_FIELDS = {"top_k": "top_k", "method": "solver.method", "time_limit_s": "solver.time_limit_s",
                    "workers": "solver.workers", "seed": "solver.seed", "deterministic": "solver.deterministic"}
 
 log = logging.getLogger("parplan.server")
-
-
-class RequestError(ParplanError):
-    """A request field outside the service's rules (not the spec's: those are SpecError)."""
-
-    def __init__(self, field_path: str, message: str):
-        self.field_path = field_path
-        super().__init__(f"{field_path}: {message}", field=field_path)
-
-
-class MalformedRequest:
-    """What the tolerant deserializer returns for bytes that are not the method's request message."""
-
-    def __init__(self, message_type: str, error: Exception):
-        self.message_type, self.error = message_type, error
 
 
 def _strip_spec(path: str) -> str:
@@ -126,19 +104,9 @@ def internal_error(err: BaseException) -> status_pb2.Status:
     return status_pb2.Status(code=code_pb2.INTERNAL, message=f"internal error ({type(err).__name__}): "
                                                             f"{one_line(str(err))}")
 
-
-class _Abort(Exception):
-    def __init__(self, status: status_pb2.Status):
-        self.status = status
-
-
-def _status(code: int, message: str) -> status_pb2.Status:
-    return status_pb2.Status(code=code, message=message)
-
-
 def status_of(err: BaseException, request: Any) -> status_pb2.Status:
     """The one place an exception of a call becomes its status."""
-    if isinstance(err, _Abort):
+    if isinstance(err, Abort):
         return err.status
     if isinstance(err, ParplanError):
         return invalid_argument(err, request)
@@ -147,229 +115,6 @@ def status_of(err: BaseException, request: Any) -> status_pb2.Status:
 
 def _code_name(code: int) -> str:
     return code_pb2.Code.Name(code)
-
-
-# ------------------------------------------------------------------------------------------ admission
-
-
-class Admission:
-    """``slots`` solver slots and a FIFO queue of at most ``max_queue`` waiting calls.
-
-    :meth:`acquire` takes a free slot at once, else waits in line until a slot is handed over, the call's
-    deadline passes, the call ends (cancel) or the server drains; a call that finds ``max_queue`` calls
-    already waiting is refused at once (RESOURCE_EXHAUSTED: the client's retry policy backs off)."""
-
-    def __init__(self, slots: int, max_queue: int):
-        self.slots, self.max_queue = slots, max_queue
-        self._lock = threading.Lock()
-        self._free = slots
-        self._waiting: "collections.deque[threading.Event]" = collections.deque()
-        self.active = 0  # calls holding a slot
-
-    @property
-    def queued(self) -> int:
-        return len(self._waiting)
-
-    def acquire(self, cancel: threading.Event, draining: threading.Event,
-                deadline: Optional[float]) -> tuple[float, int]:
-        """(seconds waited, calls ahead on arrival); raises :class:`_Abort` when no slot is had."""
-        t0 = time.monotonic()
-        with self._lock:
-            if draining.is_set():
-                raise _Abort(_status(code_pb2.UNAVAILABLE, "server is shutting down"))
-            if self._free > 0 and not self._waiting:
-                self._free -= 1
-                self.active += 1
-                return 0.0, 0
-            ahead = len(self._waiting)
-            if ahead >= self.max_queue:
-                raise _Abort(_status(code_pb2.RESOURCE_EXHAUSTED, (
-                    f"all {self.slots} solver slots are busy and {ahead} calls are waiting (the queue's bound); "
-                    "retry with backoff")))
-            turn = threading.Event()
-            self._waiting.append(turn)
-        limit = t0 + MAX_QUEUE_WAIT_S if deadline is None else min(deadline, t0 + MAX_QUEUE_WAIT_S)
-        while True:
-            left = limit - time.monotonic()
-            if turn.wait(max(0.0, min(0.05, left))):
-                return time.monotonic() - t0, ahead
-            reason = None
-            if draining.is_set():
-                reason = _status(code_pb2.UNAVAILABLE, "server is shutting down")
-            elif cancel.is_set():
-                reason = _status(code_pb2.CANCELLED, "the call ended while waiting for a solver slot")
-            elif time.monotonic() >= limit:
-                reason = _status(code_pb2.DEADLINE_EXCEEDED if deadline is not None and limit >= deadline else
-                                 code_pb2.RESOURCE_EXHAUSTED,
-                                 f"no solver slot within {time.monotonic() - t0:.1f} s (all {self.slots} busy)")
-            if reason is None:
-                continue
-            with self._lock:
-                if turn.is_set():  # a slot was handed over just now: pass it on
-                    self._release_locked()
-                else:
-                    self._waiting.remove(turn)
-            raise _Abort(reason)
-
-    def release(self) -> None:
-        with self._lock:
-            self._release_locked()
-
-    def _release_locked(self) -> None:
-        self.active -= 1
-        if self._waiting:
-            self._waiting.popleft().set()  # the slot goes to the first in line
-            self.active += 1
-        else:
-            self._free += 1
-
-
-# ------------------------------------------------------------------------------------- model sources
-
-
-def read_allowed_hf_config(path: object, root: Optional[Path]) -> dict:
-    """A request's ``model.hf_config``: refused unless ``root`` (``--hf-config-dir``) is set; then a relative
-    path of plain names under it, every component checked with lstat (no link followed), opened with
-    O_NOFOLLOW|O_NONBLOCK, a regular file of at most 1 MiB. Messages never quote the file's content."""
-    field = "model.hf_config"
-    if root is None:
-        raise RequestError(field, "the service reads no files named by a request; send the config's text in "
-                                  "model.hf_config_json (or use model.preset)")
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise RequestError(field, "must be a relative path under the server's --hf-config-dir")
-    parts = Path(path).parts
-    if Path(path).is_absolute() or any(p in ("..", ".") for p in parts) or not parts:
-        raise RequestError(field, "must be a relative path under the server's --hf-config-dir (no '..', not "
-                                  "absolute)")
-    current = root
-    for i, part in enumerate(parts):
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except OSError:
-            raise RequestError(field, "no such config under --hf-config-dir") from None
-        if stat.S_ISLNK(info.st_mode):
-            raise RequestError(field, "is a symbolic link (not followed)")
-        if i < len(parts) - 1 and not stat.S_ISDIR(info.st_mode):
-            raise RequestError(field, "no such config under --hf-config-dir")
-    if not stat.S_ISREG(info.st_mode):
-        raise RequestError(field, "is not a regular file")
-    if info.st_size > MAX_CONFIG_BYTES:
-        raise RequestError(field, f"larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json")
-    try:
-        fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        reason = "is a symbolic link (not followed)" if err.errno == errno.ELOOP else "cannot be read"
-        raise RequestError(field, reason) from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise RequestError(field, "is not a regular file")
-        raw = f.read(MAX_CONFIG_BYTES + 1)
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise RequestError(field, f"larger than {MAX_CONFIG_BYTES // 2**20} MiB; not a config.json")
-    return _config_json(raw, field)
-
-
-def _config_json(raw: Any, field: str) -> dict:
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
-        raise RequestError(field, f"is not JSON text{where}") from None
-    if not isinstance(data, dict):
-        raise RequestError(field, "must be a JSON object (a config.json)")
-    return data
-
-
-def expand_request_model(data: Any, hf_config_dir: Optional[Path]) -> Any:
-    """The request's model sources, resolved without touching the disk: ``hf_config_json`` (inline text) and
-    ``hf_config`` (refused, or read under ``hf_config_dir``) become plain model fields; ``preset`` is left to
-    the library's expansion."""
-    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
-        return data
-    model = dict(data["model"])
-    given = [k for k in ("hf_config", "hf_config_json", "preset") if k in model]
-    if len(given) > 1:
-        raise RequestError("model", f"give one of hf_config_json, preset (got {', '.join(given)})")
-    source = "model.hf_config_json" if "hf_config_json" in model else "model.hf_config"
-    if "hf_config_json" in model:
-        text = model.pop("hf_config_json")
-        if not isinstance(text, str) or len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-            raise RequestError("model.hf_config_json", f"must be the text of a config.json, at most "
-                                                       f"{MAX_CONFIG_BYTES // 2**20} MiB")
-        config = _config_json(text, "model.hf_config_json")
-    elif "hf_config" in model:
-        config = read_allowed_hf_config(model.pop("hf_config"), hf_config_dir)
-    else:
-        return data
-    try:
-        mapped = model_from_hf_config(config, name=model.get("name") or "hf-config")
-    except (ValueError, TypeError, KeyError) as err:
-        message = one_line(str(err))
-        raise RequestError(source, message.split(": ", 1)[-1] if ": " in message else message) from None
-    return {**data, "model": {**mapped.fields, **model}}
-
-
-# ------------------------------------------------------------------------------------------- requests
-
-
-def _spec_source(request: Any) -> str:
-    source = request.WhichOneof("spec_source")
-    if source is None:
-        raise RequestError("spec_source", "set spec (typed) or spec_text (the YAML or JSON of a spec file)")
-    return source
-
-
-def spec_data(request: Any, hf_config_dir: Optional[Path] = None) -> tuple[str, dict[str, Any]]:
-    """(the request field the spec came from, the spec as a dict with its model sources resolved)."""
-    source = _spec_source(request)
-    if source == "spec":
-        data = convert.spec_dict_from_message(request.spec)
-    else:
-        text = request.spec_text
-        if len(text.encode("utf-8")) > MAX_SPEC_BYTES:
-            raise RequestError("spec_text", f"larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")
-        if not text.strip():
-            raise SpecError("spec_text: empty spec (expected a mapping with model, training and cluster)")
-        data = parse_yaml(text, "spec_text")
-    return source, expand_request_model(data, hf_config_dir)
-
-
-def read_spec(request: Any, plan: Optional[dict[str, Any]] = None,
-              hf_config_dir: Optional[Path] = None) -> tuple[str, Spec]:
-    source, data = spec_data(request, hf_config_dir)
-    if plan is not None and isinstance(data, dict):
-        data = {**data, "plan": plan}
-    return source, spec_from_data(data, name=source)
-
-
-def solver_parameters(params: pb.SolverParameters, *, top_k: int = 1, pareto: Optional[str] = None) -> dict[str, Any]:
-    """The request's solver parameters (unset: the CLI's defaults), range-checked by ``solver/arguments``
-    exactly as ``optimize()`` checks them (ArgumentError -> INVALID_ARGUMENT naming ``solver.<field>``)."""
-    given = convert.message_to_dict(params, omit_unset=True, path="solver")
-    out = {"method": given.get("method", "cpsat"), "time_limit_s": given.get("time_limit_s", DEFAULT_TIME_LIMIT_S),
-           "workers": given.get("workers", 0), "deterministic": given.get("deterministic", False),
-           "seed": given.get("seed", 1)}
-    check_optimize_arguments(top_k=top_k, pareto=pareto, **out)
-    out["time_limit_s"] = min(float(out["time_limit_s"]), MAX_TIME_LIMIT_S)
-    return out
-
-
-def capped_by_deadline(params: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
-    """The time limit capped by what is left of the call's deadline (after any wait for a slot)."""
-    remaining = context.time_remaining()
-    if remaining is None:
-        return params
-    return {**params, "time_limit_s": min(params["time_limit_s"], max(MIN_TIME_LIMIT_S, remaining - DEADLINE_MARGIN_S))}
-
-
-def _top_k(request: Any) -> int:
-    return request.top_k if request.HasField("top_k") else 1
-
-
-def _pareto_axis(number: int, field: str) -> Optional[str]:
-    return convert.enum_to_value(pb.ParetoAxis.DESCRIPTOR, number, field)
 
 
 # -------------------------------------------------------------------------------------------- service
@@ -424,7 +169,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                 for message in messages:
                     yield message
         except GeneratorExit:  # the client went away mid-stream
-            self._finish(context, state, _status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
+            self._finish(context, state, plain_status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
             raise
         except BaseException as err:  # noqa: BLE001 - ParplanError -> INVALID_ARGUMENT, the rest INTERNAL
             status = status_of(err, request)
@@ -466,12 +211,12 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     def Plan(self, request: pb.PlanRequest, context: grpc.ServicerContext) -> pb.PlanResponse:
         def body(state: CallState, extra: dict):
             _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
-            pareto = _pareto_axis(request.pareto_axis, "pareto_axis")
-            params = solver_parameters(request.solver, top_k=_top_k(request), pareto=pareto)
+            pareto = pareto_axis(request.pareto_axis, "pareto_axis")
+            params = solver_parameters(request.solver, top_k=top_k(request), pareto=pareto)
             release = self.admit(state, context)
             try:
                 params = capped_by_deadline(params, context)
-                result = optimize(spec, method=params["method"], top_k=_top_k(request), pareto=pareto,
+                result = optimize(spec, method=params["method"], top_k=top_k(request), pareto=pareto,
                                   controls=_controls(params, state.cancel))
             finally:
                 release()
@@ -498,7 +243,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     def Pareto(self, request: pb.ParetoRequest, context: grpc.ServicerContext) -> pb.ParetoResponse:
         def body(state: CallState, extra: dict):
             _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
-            axis = _pareto_axis(request.axis, "axis")
+            axis = pareto_axis(request.axis, "axis")
             if axis is None:
                 raise RequestError("axis", "set PARETO_AXIS_MEMORY or PARETO_AXIS_GPUS")
             params = solver_parameters(request.solver, pareto=axis)
@@ -520,10 +265,10 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     def PlanStream(self, request: pb.PlanStreamRequest, context: grpc.ServicerContext) -> Iterator[pb.PlanStreamResponse]:
         def body(state: CallState, extra: dict):
             _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
-            params = solver_parameters(request.solver, top_k=_top_k(request))
+            params = solver_parameters(request.solver, top_k=top_k(request))
             release = self.admit(state, context)
             try:
-                yield from self._stream(spec, capped_by_deadline(params, context), _top_k(request), state, extra)
+                yield from self._stream(spec, capped_by_deadline(params, context), top_k(request), state, extra)
             finally:
                 release()
 

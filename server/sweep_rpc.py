@@ -54,7 +54,7 @@ def without_files(data: dict[str, Any]) -> dict[str, Any]:
     """The sweep with every model source resolved as the Plan RPC resolves a spec's (service.py
     ``expand_request_model``: inline ``hf_config_json`` and presets; no path is ever opened): an ``hf_config``
     anywhere, or a ``model`` axis value naming a config.json file, is a SweepError naming where it stands."""
-    from parplan.server.service import expand_request_model
+    from parplan.server.requests import expand_request_model
 
     def refuse_paths(node: Any, where: str) -> None:
         if isinstance(node, dict):

@@ -40,7 +40,8 @@ from parplan.costmodel.legality import (degree_violations, framework_choice_viol
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.spec import SCHEDULES, Spec
-from parplan.frameworks.profiles import space_limits, spec_profile
+from parplan.costmodel.framework_binding import spec_profile
+from parplan.costmodel.framework_rules import space_limits
 from parplan.solver.deadline import budget, check
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)

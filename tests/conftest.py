@@ -11,6 +11,7 @@ import pytest
 from hypothesis import strategies as st
 
 from parplan.costmodel.spec import ALL_SCHEDULES, CP_COMM_TYPES, Spec
+from parplan.frameworks.loader import validate_spec
 
 GPU_NAMES = ["A100-SXM-80GB", "A100-SXM-40GB", "H100-SXM-80GB", "H800", "H200-SXM-141GB", "B200", "MI300X"]
 
@@ -113,7 +114,7 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_
     if activation_offload and (v := _maybe_subset(draw, sorted({0, 1, L - 1}), 1.0)) is not None:
         search["activation_offload_layers"] = v
     fp8 = moe and cluster["gpu"] not in ("A100-SXM-80GB", "A100-SXM-40GB") and draw(st.integers(0, 2)) == 0
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         framework="any",  # the research space (issue 24.2: omitted is megatron-core)
         model=model,
         training=dict(seq_len=draw(st.sampled_from([512, 1024, 2048, 4096])),

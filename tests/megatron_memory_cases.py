@@ -28,6 +28,7 @@ from parplan.costmodel.choice import choice_costs
 from parplan.costmodel.evaluate import evaluate, plan_choice, resolve_plan
 from parplan.costmodel.hardware import GIB, resolve_gpu
 from parplan.costmodel.spec import Spec
+from parplan.frameworks.loader import validate_spec
 
 MB_PER_GIB = GIB / NUM_BYTES_IN_MEGABYTE
 
@@ -139,7 +140,7 @@ def megatron_args(case: Case) -> MegatronArgs:
 
 
 def our_spec(case: Case, **assumption_overrides) -> Spec:
-    return Spec.model_validate({
+    return validate_spec({
         "model": {
             "name": case.name,
             "num_layers": case.num_layers,

@@ -6,6 +6,7 @@ Used by the oracle, seed-table and explanation tests and the dimension tests tha
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import choice_costs, nvlink_domain_size
@@ -18,11 +19,15 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import build_table, evaluate_assignment
+from parplan.frameworks.loader import validate_spec
 
 SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
 
 REL_TOL = 1e-3  # re-evaluated step times agree within 0.1 %
 CPSAT = SolverControls(workers=1, deterministic=True, time_limit_s=60)
+# hypothesis settings of the oracle tests: reproducible examples, no deadline (a solve takes seconds)
+ORACLE_SETTINGS = dict(deadline=None, derandomize=True, database=None,
+                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PIN_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp")
 
 
@@ -147,7 +152,7 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
     for key, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
         if not ok and False not in search.get(key, [False]):
             del search[key]
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def choice_index(problem, plan) -> int:

@@ -36,6 +36,7 @@ from parplan.costmodel.spec import Plan, PlanSpec, Spec
 from parplan.frameworks.profiles import choice_rule_violations, profile
 from parplan.solver.planner import optimize
 from parplan.solver.space import enumerate_choices
+from parplan.frameworks.loader import validate_spec
 
 from brute_force import brute_force
 from conftest import small_specs
@@ -55,7 +56,7 @@ def _spec(gpus: int = 1, assumptions: dict | None = None, search: dict | None = 
         data["framework"] = framework
     if plan is not None:
         data["plan"] = plan
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def _costs(spec: Spec, **choice):
@@ -261,10 +262,10 @@ def test_offload_makes_an_otherwise_infeasible_spec_fit():
     peak = evaluate(base, PlanSpec(micro_batch_size=8)).metrics.peak_memory_gib
     data = json.loads(base.model_dump_json(exclude_none=True))
     data["cluster"]["memory_gib"] = ((peak - 0.05) + a.memory_reserve_gib) / a.memory_usable_fraction
-    tight = Spec.model_validate(data)
+    tight = validate_spec(data)
     assert optimize(tight, method="exhaustive").status == "INFEASIBLE"
     data["search"]["activation_offload_layers"] = [0, 1, 2]
-    res = optimize(Spec.model_validate(data), method="cpsat", controls=CPSAT)
+    res = optimize(validate_spec(data), method="cpsat", controls=CPSAT)
     assert res.plans and res.plans[0].plan.activation_offload_layers == 1  # the fewest layers that fit: fastest
 
 
@@ -315,7 +316,7 @@ def test_proto_round_trip():
 
     spec = _spec(search=dict(activation_offload_layers=[0, 3]), plan=dict(activation_offload_layers=2), framework="megatron-core")  # the proto has no 'any'
     data = json.loads(spec.model_dump_json(exclude_defaults=True))
-    back = Spec.model_validate(convert.spec_dict_from_message(convert.spec_to_message(data)))
+    back = validate_spec(convert.spec_dict_from_message(convert.spec_to_message(data)))
     assert back.search == spec.search and back.plan == spec.plan
     d = plan_to_dict(_plan(spec, activation_offload_layers=2))
     assert d["activation_offload_layers"] == 2

@@ -27,8 +27,8 @@ import pytest
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import Choice, choice_costs
 from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Spec
 from parplan.solver.space import SpaceOptions, enumerate_choices
+from parplan.frameworks.loader import validate_spec
 
 DATA = Path(__file__).parent / "data" / "choice_costs_golden.json.gz"
 
@@ -142,7 +142,7 @@ def _pinned(spec_input: dict) -> dict:
 
 
 def _costs(spec_input: dict, choice: Choice):
-    spec = Spec.model_validate(_pinned(spec_input))
+    spec = validate_spec(_pinned(spec_input))
     return choice_costs(spec, choice, resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions))
 
 
@@ -151,7 +151,7 @@ def _draw() -> dict:
     space holds is kept at least once where the sample allows)."""
     scenarios = []
     for i, (name, spec_input, keep) in enumerate(SCENARIOS):
-        spec = Spec.model_validate(_pinned(spec_input))
+        spec = validate_spec(_pinned(spec_input))
         gpu, a = resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions)
         choices = enumerate_choices(spec, gpu, a, replace(SpaceOptions.from_spec(spec), prune_dominated=False)).choices
         rng = random.Random(1000 + i)

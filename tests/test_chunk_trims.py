@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
-from parplan.costmodel.spec import Spec
 from parplan.frameworks.layout import interleaved_inflight_chunks
 from parplan.solver import cpsat
 from parplan.solver.cpsat import SolverControls
@@ -25,6 +24,7 @@ from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
 from parplan.solver.space import chunk_trims
 from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment
+from parplan.frameworks.loader import validate_spec
 
 from brute_force import table_brute_force
 from solver_checks import check_plan
@@ -53,15 +53,15 @@ def test_trimmed_choices_only_where_the_tables_are_exact():
                            num_kv_heads=2, vocab_size=5000),
                 training=dict(seq_len=1024, global_batch_size=8), cluster=dict(gpu="H100-SXM-80GB", num_gpus=2),
                 search=dict(pp=[2], tp=[1], cp=[1], schedules=["interleaved"], vpp=[2]))
-    trimmed = [c for c in Problem.build(Spec.model_validate(base)).choices if c.first_chunk_trim + c.last_chunk_trim]
+    trimmed = [c for c in Problem.build(validate_spec(base)).choices if c.first_chunk_trim + c.last_chunk_trim]
     assert trimmed and all(c.first_chunk_trim + c.last_chunk_trim == 1 for c in trimmed)
     moe = {**base, "model": {**base["model"], "moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512,
                                                           first_dense_layers=1)}}
-    assert Problem.build(Spec.model_validate(moe)).choices == []  # 7 layers: no whole chunks, no trims
+    assert Problem.build(validate_spec(moe)).choices == []  # 7 layers: no whole chunks, no trims
     old = {**base, "framework": {"name": "megatron-core", "version": "0.12.0"}}  # before the layout flag
-    assert Problem.build(Spec.model_validate(old)).choices == []
+    assert Problem.build(validate_spec(old)).choices == []
     new = {**base, "framework": "megatron-core"}  # --pipeline-model-parallel-layout (core_v0.13.0)
-    assert [c for c in Problem.build(Spec.model_validate(new)).choices if c.first_chunk_trim + c.last_chunk_trim]
+    assert [c for c in Problem.build(validate_spec(new)).choices if c.first_chunk_trim + c.last_chunk_trim]
 
 
 def test_trimmed_chunk_memory_by_hand():
@@ -69,7 +69,7 @@ def test_trimmed_chunk_memory_by_hand():
     chunk 0 three of them, chunk 1 two (mean 2.5 per chunk). With 3 layers as [1, 2] (first chunk trimmed) the
     activations are (3·1 + 2·2)·a = 7a; at the mean they would be 2.5·3·a = 7.5a."""
     assert interleaved_inflight_chunks(2, 2, 4, 0) == [3, 2]
-    spec = Spec.model_validate(dict(
+    spec = validate_spec(dict(
         model=dict(name="m", num_layers=5, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
                    num_kv_heads=2, vocab_size=5000),
         training=dict(seq_len=1024, global_batch_size=4), cluster=dict(gpu="H100-SXM-80GB", num_gpus=2),
@@ -91,7 +91,7 @@ def trimmed_tables(draw):
     L = draw(st.integers(pp * v - 1, 10))
     L += L % v == 0  # layers that do not fill whole chunks
     split = draw(st.sampled_from(["per_stage", "first_last"]))
-    spec = Spec.model_validate(dict(
+    spec = validate_spec(dict(
         model={**SMALL, "num_layers": L},
         training=dict(seq_len=2048, global_batch_size=pp * draw(st.sampled_from([1, 2]))),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=pp, memory_gib=draw(st.sampled_from([1.2, 1.6, 2.0, 3.0, 6.0]))),
@@ -143,8 +143,8 @@ def test_llama405b_metas_degrees_find_metas_layout():
     finds interleaves 8 chunks per stage with 126 layers as 7 / 8 × 14 / 7, stage 0's first chunk and the last
     stage's last chunk empty (the embedding and the head stand in for them), Meta's published split."""
     from benchmarks.acceptance import LLAMA405B, META_PLAN
-    best = optimize(Spec.model_validate({**LLAMA405B, "search": META_PLAN}), method="exhaustive").plans[0]
+    best = optimize(validate_spec({**LLAMA405B, "search": META_PLAN}), method="exhaustive").plans[0]
     p = best.plan
     assert (p.vpp, p.stage_layers[0], p.stage_layers[-1], sum(p.stage_layers)) == (8, 7, 7, 126)
     assert p.pipeline_layout[0][0] == 0 and p.pipeline_layout[-1][-1] == 0
-    check_plan(Spec.model_validate({**LLAMA405B, "search": META_PLAN}), best)
+    check_plan(validate_spec({**LLAMA405B, "search": META_PLAN}), best)

@@ -13,6 +13,8 @@ from parplan.costmodel.context_parallel import allgather_comm, ring_aggregate_s,
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import Spec
 
+import physics_cases as physics
+
 LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
                 num_kv_heads=8, vocab_size=128256)
 
@@ -25,7 +27,7 @@ def _spec(gpus: int = 64, seq: int = 32768, gbs: int = 64, model: dict = LLAMA70
         d["framework"] = framework
     if search is not None:
         d["search"] = search
-    return Spec.model_validate(d)
+    return validate_spec(d)
 
 
 def _costs(spec: Spec, choice: Choice):
@@ -231,13 +233,13 @@ def test_bad_cp_comm_type_is_an_error_naming_the_field():
     with pytest.raises(ValueError, match="cp_comm_types"):
         _spec(search={"cp_comm_types": []})
     with pytest.raises(ValueError, match="cp_comm_type"):
-        Spec.model_validate({**_spec().model_dump(exclude_none=True), "plan": {"cp": 2, "cp_comm_type": "ulysses"}})
+        validate_spec({**_spec().model_dump(exclude_none=True), "plan": {"cp": 2, "cp_comm_type": "ulysses"}})
 
 
 # ------------------------------------------------------------------------------ exports
 def _plan(kind: str, tp=4, cp=4, pp=1, gpus=64, framework=None):
     from parplan.costmodel.evaluate import resolve_plan
-    spec = Spec.model_validate({**_spec(gpus=gpus).model_dump(exclude_none=True),
+    spec = validate_spec({**_spec(gpus=gpus).model_dump(exclude_none=True),
                                 "plan": {"tp": tp, "cp": cp, "pp": pp, "cp_comm_type": kind, "recompute": "full"},
                                 **({"framework": framework} if framework else {})})
     return spec, resolve_plan(spec, spec.plan)
@@ -291,6 +293,7 @@ from brute_force import brute_force  # noqa: E402
 from solver_checks import CPSAT, REL_TOL, check_plan  # noqa: E402
 
 from parplan.solver.planner import optimize  # noqa: E402
+from parplan.frameworks.loader import validate_spec  # noqa: E402
 
 
 @st.composite
@@ -318,7 +321,7 @@ def cp_specs(draw) -> Spec:
     assumptions = {"preset": draw(st.sampled_from(["default", "default", "textbook"]))}
     if assumptions["preset"] == "textbook":
         assumptions["min_tokens_per_cp_rank"] = 1024
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         model=model, training=dict(seq_len=draw(st.sampled_from([8192, 16384, 65536])),
                                    global_batch_size=draw(st.sampled_from([4, 8, 16]))),
         cluster=cluster, search=search, assumptions=assumptions, framework="any"))  # the research space
@@ -367,3 +370,19 @@ def test_infeasible_cp_comm_type_pin_is_explained_and_relaxed():
     assert "search.cp_comm_types" in res.explanation.conflicting, res.explanation
     relaxed = [r for r in res.explanation.relaxations if r.requirement == "search.cp_comm_types"]
     assert relaxed and relaxed[0].plan.plan.cp_comm_type != "a2a", res.explanation.relaxations
+
+
+def test_mla_cp_exchanges_the_up_projected_keys_and_values():
+    """Ring CP moves K (128 heads x 192) and V (128 x 128) per token, 40,960 elements of 2 B: for 4096
+    tokens per CP rank 335,544,320 B per ring step, three passes (forward, and K/V plus their gradients
+    backward) of cp - 1 = 1 step each, here not overlapped; the MHA approximation (K and V 7168 wide)
+    moved 2 · 4096 · 7168 · 2 = 117,440,512 B, 0.35 x as much."""
+    spec = physics.spec(physics.DSV3, 64, seq=8192, gbs=64, include_latency=False, cp_comm_overlaps_attention=False)
+    c = Choice(tp=1, cp=2, pp=1, dp=32, ep=8, num_microbatches=1, zero_stage=1)
+    costs = physics.costs(spec, c)
+    kv = 4096 * (128 * 192 + 128 * 128) * 2
+    assert kv == 335_544_320
+    assert costs.dense.cp_s == pytest.approx(3 * kv / costs.links["cp"].bandwidth_Bps)
+    mha = physics.costs(physics.spec({**physics.DSV3, "mla": None}, 64, seq=8192, gbs=64, include_latency=False,
+                       cp_comm_overlaps_attention=False), c)
+    assert mha.dense.cp_s == pytest.approx(3 * 117_440_512 / costs.links["cp"].bandwidth_Bps)

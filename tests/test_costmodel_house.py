@@ -2,13 +2,11 @@
 ``tests/test_solver_house.py`` does for solver/:
 
 * ``costmodel/`` is the bottom floor: it imports only itself, the standard library, NumPy, pydantic and PyYAML.
-  The framework rules and the ``Profile`` type are the cost model's (costmodel/framework_rules.py); what still
-  comes from ``frameworks.profiles`` is the *lookup* of profile data (the spec's memory conventions and search
-  conflicts in ``spec.py``, the spec's profile in ``legality.py``, ``runs_on`` in ``evaluate.py``), listed in
-  :data:`PENDING_UPWARD` so the list can only shrink: handing that data to the evaluator from the loader is the
-  open part of issue 18 item 5;
-* in ``costmodel/`` and ``frameworks/`` no function is longer than 80 lines and no module longer than 500
-  lines, data modules (profile data and citations) excepted;
+  The framework rules and the ``Profile`` type are the cost model's (costmodel/framework_rules.py); the lookup of
+  profile data is the loader's (frameworks/loader.py), which binds the spec's profiles to the Spec as data
+  (costmodel/framework_binding.py): a Spec validated without it is refused;
+* in ``costmodel/``, ``frameworks/``, ``client/`` and ``server/`` no function is longer than 80 lines and no module
+  longer than 500 lines, data modules (profile data and citations) excepted (solver/: ``tests/test_solver_house.py``);
 * ``Plan`` and ``Choice`` share one degree vocabulary and convert both ways.
 """
 
@@ -19,24 +17,23 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from pydantic import ValidationError
 
 from parplan.costmodel.degrees import Choice, ParallelDims
 from parplan.costmodel.schedule import PipelineUnits, Schedule
-from parplan.costmodel.spec import ALL_SCHEDULES, SCHEDULES, Plan
+from parplan.costmodel.spec import ALL_SCHEDULES, SCHEDULES, Plan, Spec
+from parplan.frameworks.loader import retarget, validate_spec
+from parplan.frameworks.profile_citations import FRAMEWORKS as FRAMEWORK_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 COSTMODEL = sorted((ROOT / "costmodel").glob("*.py"))
 FRAMEWORKS = sorted((ROOT / "frameworks").glob("*.py"))
+CLIENT_AND_SERVER = sorted((ROOT / "client").rglob("*.py")) + sorted((ROOT / "server").rglob("*.py"))
 THIRD_PARTY = {"numpy", "pydantic", "yaml"}
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500
 DATA_MODULES = {"frameworks/profile_citations.py", "frameworks/profile_data.py"}
-# (module, imported module): the upward imports still to move to the loader (issue 18 item 5)
-PENDING_UPWARD = {
-    ("spec.py", "parplan.frameworks.profiles"),
-    ("legality.py", "parplan.frameworks.profiles"),
-    ("evaluate.py", "parplan.frameworks.profiles"),
-}
 
 
 def _imports(path: Path) -> list[str]:
@@ -57,15 +54,27 @@ def _allowed(module: str) -> bool:
 
 def test_costmodel_imports_only_itself():
     upward = {(p.name, m) for p in COSTMODEL for m in _imports(p) if not _allowed(m)}
-    assert upward == PENDING_UPWARD, "costmodel/ imports above itself (or a pending import was removed: shrink " \
-                                     "PENDING_UPWARD)"
+    assert upward == set(), "costmodel/ imports above itself"
+
+
+def test_a_spec_is_validated_by_the_loader():
+    """Without the loader in the validation context a Spec is refused (its framework unresolved), never evaluated
+    without its framework's conventions; the loader's Spec carries its profiles, and a copy keeps them."""
+    data = yaml.safe_load((ROOT / "examples" / "llama3-70b-64xh100.yaml").read_text())
+    with pytest.raises(ValidationError, match="validated by the loader"):
+        Spec.model_validate(data)
+    spec = validate_spec(data)
+    assert spec.framework == "megatron-core" and spec.bound_framework.profile.name == "megatron-core"
+    assert spec.model_copy(update={"objective": "min_memory"}).bound_framework == spec.bound_framework
+    assert retarget(spec, "any").bound_framework.profile is None
+    assert [name for name, _ in spec.bound_framework.runs_on_profiles] == list(FRAMEWORK_NAMES)
 
 
 def _relative(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
-@pytest.mark.parametrize("path", COSTMODEL + FRAMEWORKS, ids=_relative)
+@pytest.mark.parametrize("path", COSTMODEL + FRAMEWORKS + CLIENT_AND_SERVER, ids=_relative)
 def test_function_and_module_sizes(path):
     source = path.read_text()
     long = [f"{node.name}: {node.end_lineno - node.lineno + 1} lines" for node in ast.walk(ast.parse(source))
@@ -73,7 +82,13 @@ def test_function_and_module_sizes(path):
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == []
     if _relative(path) not in DATA_MODULES:
-        assert len(source.splitlines()) <= MAX_MODULE_LINES
+        assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{_relative(path)}: {len(source.splitlines())} lines"
+
+
+def test_the_size_rules_see_client_and_server():
+    """The sizes are checked in client/ (its sweep package too) and server/ (issue 18 item 2)."""
+    names = {_relative(p) for p in CLIENT_AND_SERVER}
+    assert {"client/cli.py", "server/service.py", "client/sweep/cli.py"} <= names
 
 
 def test_schedule_values_are_the_spec_strings():

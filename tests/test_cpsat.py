@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from parplan.costmodel.spec import Spec
 from parplan.solver import cpsat
 from parplan.solver.cpsat import build_model
 from parplan.solver.oracle import least_peak, peak_mib, solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.tables import Assignment, assignment_violations
+from parplan.frameworks.loader import validate_spec
 
 from brute_force import table_brute_force
 from solver_checks import CPSAT
@@ -37,7 +37,7 @@ def tiny_tables(draw):
                   pp=[pp], tp=[1], cp=[1])
     if split == "even":
         search["uneven_stages"] = False
-    spec = Spec.model_validate(dict(
+    spec = validate_spec(dict(
         framework="any", model=model, training=dict(seq_len=2048, global_batch_size=draw(st.sampled_from([4, 8]))),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=pp * draw(st.sampled_from([1, 2])),
                      memory_gib=draw(st.sampled_from([1.5, 2.0, 3.0, 4.0, 6.0]))),

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import check_plan
 
@@ -41,7 +41,7 @@ def _raw(name: str) -> dict:
 
 @lru_cache(maxsize=None)
 def _solved(name: str):
-    spec = Spec.model_validate(_raw(name))
+    spec = validate_spec(_raw(name))
     return spec, optimize(spec, method="cpsat", controls=CONTROLS)
 
 
@@ -96,7 +96,7 @@ def test_relaxations_admit_a_plan(name):
             assert requirement in relaxed, (requirement, relaxed)
     for r in e.relaxations:
         assert r.patch and r.change, r
-        patched = Spec.model_validate(apply_patch(_raw(name), r.patch))
+        patched = validate_spec(apply_patch(_raw(name), r.patch))
         if r.plan is not None:
             check_plan(patched, r.plan)
         again = optimize(patched, method="cpsat", controls=CONTROLS)

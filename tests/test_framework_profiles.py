@@ -29,6 +29,7 @@ from parplan.frameworks.profiles import (
 )
 from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import with_framework
 from conftest import small_specs
@@ -41,7 +42,7 @@ runner = CliRunner()
 def _llama(**extra) -> Spec:
     data = yaml.safe_load(LLAMA.read_text())
     data.update(extra)
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def test_every_profile_cites_its_facts():
@@ -210,7 +211,7 @@ def test_examples_optimized_for_a_framework(path, name):
     torchtitan: everything but the per-stage recompute counts, the known gap above)."""
     data = yaml.safe_load(path.read_text())
     data["framework"] = name
-    spec = Spec.model_validate(data)
+    spec = validate_spec(data)
     prof = spec_profile(spec)
     result = optimize(spec, top_k=3)
     assert result.plans, result.status
@@ -241,15 +242,15 @@ def test_megatron_bridge_recipes_keep_bf16_gradients():
     terms were merged that no longer fit; with them it fits at 67.6 GiB)."""
     path = ROOT / "examples" / "llama31-405b-1024xh100-megatron-bridge-evaluate.yaml"
     data = yaml.safe_load(path.read_text())
-    bridge = evaluate(Spec.model_validate(data))
+    bridge = evaluate(validate_spec(data))
     # 62.5 GiB before the issue-10 cost-model terms were merged, 55.7 GiB with them: the FP8 recipe's saved linear
     # inputs in FP8 (fp8_activation_bytes 1: Transformer Engine saves the FP8-cast inputs for the backward GEMMs);
     # with them in BF16 the activations are the old 34.3 GiB on stage 1 again
     assert bridge.metrics.fits and bridge.metrics.peak_memory_gib == pytest.approx(55.7, abs=0.5)
-    bf16 = evaluate(Spec.model_validate({**data, "assumptions": {"fp8_activation_bytes": 2.0}}))
+    bf16 = evaluate(validate_spec({**data, "assumptions": {"fp8_activation_bytes": 2.0}}))
     assert bf16.metrics.peak_memory_gib == pytest.approx(62.5, abs=0.5)
     data["assumptions"] = {"grad_bytes": 4.0}
-    fp32 = evaluate(Spec.model_validate(data))
+    fp32 = evaluate(validate_spec(data))
     # 2 bytes more per parameter: 16 layers of (2h² + 2h·1024 + 3h·f) parameters over TP 8 on stage 1
     h, f = 16384, 53248
     per_gpu_params = 16 * (2 * h * h + 2 * h * 1024 + 3 * h * f) / 8
@@ -278,9 +279,9 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
     """Issue 24.2: omitted, `framework` is Megatron-Core (its newest profile), so the main example's best plan runs
     on it; `framework: any` still reaches ZB-H1/DualPipe; the JSON lists the best plan on each other framework."""
     data = yaml.safe_load(LLAMA.read_text())
-    assert "framework" not in data and Spec.model_validate(data).framework == "megatron-core"
-    assert spec_profile(Spec.model_validate(data)) is profile("megatron-core")
-    assert spec_profile(Spec.model_validate({**data, "framework": "any"})) is None
+    assert "framework" not in data and validate_spec(data).framework == "megatron-core"
+    assert spec_profile(validate_spec(data)) is profile("megatron-core")
+    assert spec_profile(validate_spec({**data, "framework": "any"})) is None
     path = tmp_path / "default.yaml"
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["optimize", str(path), "-f", "json", "--deterministic"])
@@ -298,6 +299,6 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
     assert others["any"]["vs_best"] <= 0  # the research space contains Megatron-Core's
     table = runner.invoke(app, ["optimize", str(path), "--deterministic"])
     assert "Best on each other framework" in table.stdout and "any: -" in table.stdout
-    free = optimize(Spec.model_validate({**data, "framework": "any"}))
+    free = optimize(validate_spec({**data, "framework": "any"}))
     assert free.plans[0].plan.schedule in ("zb-h1", "dualpipe", "dualpipev")
     assert free.plans[0].metrics.step_time_s == pytest.approx(others["any"]["step_time_s"])

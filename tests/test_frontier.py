@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 
 from parplan.client.spec_io import load_spec
-from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import memory_frontier
 from parplan.solver.planner import optimize
 from parplan.solver.search import Searcher
 from parplan.solver.tables import MIB_KIB
 from parplan.solver.problem import Problem
+from parplan.frameworks.loader import validate_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -51,7 +51,7 @@ SMALL = [
 
 @pytest.mark.parametrize("raw", SMALL, ids=["dense-8gpu", "moe-4gpu"])
 def test_frontier_equals_a_plain_sweep_on_small_specs(raw):
-    spec = Spec.model_validate(raw)
+    spec = validate_spec(raw)
     s = Searcher(Problem.build(spec), "exhaustive", SolverControls())
     fast = memory_frontier(s)
     plain = _plain_sweep(Searcher(Problem.build(spec), "exhaustive", SolverControls()))

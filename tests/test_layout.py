@@ -25,6 +25,7 @@ from parplan.frameworks.layout import (
     to_megatron_string,
     torchtitan_split,
 )
+from parplan.frameworks.loader import validate_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BRIDGE_405B = EXAMPLES / "llama31-405b-1024xh100-megatron-bridge-evaluate.yaml"
@@ -114,7 +115,7 @@ def test_inflight_chunks_total_matches_megatron_warmup(p, v, m, data):
 
 
 def _spec(path: Path) -> Spec:
-    return Spec.model_validate(yaml.safe_load(path.read_text()))
+    return validate_spec(yaml.safe_load(path.read_text()))
 
 
 def test_equal_chunk_layout_evaluates_as_plain_interleaving():

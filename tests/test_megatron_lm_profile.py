@@ -27,6 +27,7 @@ from parplan.frameworks.profiles import (
 )
 from parplan.solver.planner import optimize
 from parplan.solver.space import SpaceOptions
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import with_framework
 from conftest import small_specs
@@ -39,7 +40,7 @@ def _llama(version=None, **extra) -> Spec:
     data = yaml.safe_load(LLAMA.read_text())
     data["framework"] = {"name": "megatron-lm", "version": version} if version else "megatron-lm"
     data.update(extra)
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def test_versions_by_date_and_tag():
@@ -114,7 +115,7 @@ def test_space_and_runs_on():
         _llama("2021-08-10", search={"zero_stages": [1]})
     plan = evaluate(_llama(), PlanSpec(tp=8, pp=2, micro_batch_size=1, zero_stage=0, sequence_parallel=False)).plan
     neutral = yaml.safe_load(LLAMA.read_text())
-    assert "megatron-lm" not in runs_on(Spec.model_validate(neutral), plan)  # historical: only when named
+    assert "megatron-lm" not in runs_on(validate_spec(neutral), plan)  # historical: only when named
     assert runs_on(_llama("2021-08-10"), plan)[-1] == "megatron-lm"
     sp = plan.model_copy(update={"sequence_parallel": True})
     assert "megatron-lm" not in runs_on(_llama("2021-08-10"), sp)
@@ -172,7 +173,7 @@ def _foundry(**extra) -> Spec:
     data = yaml.safe_load(LLAMA.read_text())
     data["framework"] = "llm-foundry"
     data.update(extra)
-    return Spec.model_validate(data)
+    return validate_spec(data)
 
 
 def test_llm_foundry_is_fsdp_only():
@@ -239,7 +240,7 @@ def test_torchtitan_main_2024_12_by_date():
         profile("torchtitan", "2024-12-01")
     with pytest.raises(UnknownFramework, match="name a release"):
         profile("torchtitan", "2025-02-06")
-    spec = Spec.model_validate({**yaml.safe_load(LLAMA.read_text()),
+    spec = validate_spec({**yaml.safe_load(LLAMA.read_text()),
                                 "framework": {"name": "torchtitan", "version": "2024-12-26"}})
     base = evaluate(spec, PlanSpec(tp=8, pp=1, micro_batch_size=1, zero_stage=3, sequence_parallel=True)).plan
     ok = lambda **kw: choice_rule_violations(prof, base.model_copy(update=kw)) == []  # noqa: E731

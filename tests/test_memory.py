@@ -12,14 +12,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import Choice, choice_costs, effective_zero_stage
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.memory import alternate_matmul_activation_items, dense_layer_activation_items
+from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items, mlp_activation_bytes,
+                                      model_state_bytes)
 from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
+
+import memory_dims_cases as memory_dims
+import physics_cases as physics
 
 H, Q, KV, F, HEADS = 4096, 4096, 1024, 14336, 32  # Llama-3 8B
 
@@ -28,7 +35,7 @@ def _spec(num_gpus: int = 16, **model) -> Spec:
     m = dict(name="llama3-8b", num_layers=8, hidden_size=H, ffn_hidden_size=F, num_attention_heads=HEADS,
              num_kv_heads=8, vocab_size=128256, gated_mlp=True, tie_embeddings=False)
     m.update(model)
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         model=m, training=dict(seq_len=4096, global_batch_size=64, precision="bf16"),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=num_gpus, gpus_per_node=8)))
 
@@ -248,3 +255,70 @@ def test_dualpipe_rank_holds_both_stages_buffers():
     for s in ev.stages:
         both = costs.pipeline_buffer_bytes(s.index) + costs.pipeline_buffer_bytes(3 - s.index)
         assert s.pipeline_buffers_gib * 2**30 == pytest.approx(both)
+
+
+def test_mla_activations_under_deepseek_selective_and_fp8_by_hand():
+    """DeepSeek-V3 MoE layer, TP 1, FP8 (linear inputs 1 B), DeepSeek's selective recompute (RMSNorm
+    outputs and MLA up-projections recomputed, experts' SwiGLU inputs cached in FP8, output recomputed).
+    Per token: two norm inputs 2 · 2 · 7168 = 28,672; latents 2 · (1536 + 576) = 4,224; Q, K, V
+    recomputed: 0; attention output 1 · 16,384; fp32 LSE 4 · 128 = 512; shared expert gate + up 2 · 2 ·
+    2048 + product 1 · 2048 = 10,240; routed: 8 x (dispatched token 7168 + gate/up in FP8 2 · 2048) =
+    90,112, x load imbalance 1.1 = 99,123.2. Total 159,155.2 B per token."""
+    items = dense_layer_activation_items(7168, 24576, 24576, 2048, True, 128, 4096, v_dim=16384, o_dim=16384,
+                                         mla_latents=(1536, 576), linear_input_bytes=1.0, recompute_norms=True,
+                                         recompute_mla_up=True)
+    attn_part = items.per_token(1, False) - mlp_activation_bytes(2048, True, 1.0)
+    assert attn_part == 28_672 + 4_224 + 16_384 + 512
+    spec, c = physics.dsv3(selective_recompute_policy="deepseek_v3")
+    costs = physics.costs(spec, c)
+    per_token = costs.moe.act_bytes / 4096
+    assert per_token == pytest.approx(28_672 + 4_224 + 16_384 + 512 + 10_240 + 1.1 * 90_112)
+    # BF16 with Megatron's default selective recompute stores Q, K, V and both norm outputs as well
+    bf16 = physics.costs(physics.spec(physics.DSV3, 2048, seq=4096, gbs=15360, precision="bf16"), replace(c, schedule="dualpipe"))
+    assert bf16.moe.act_bytes / 4096 > 2 * per_token
+
+
+def test_fp8_weight_cache_and_activations_by_hand():
+    """Llama-3 70B, TP 4, ZeRO-1: a layer's GEMM weights 150,994,944 (attention) + 3 · 8192 · 28,672
+    (MLP) = 855,638,016, 213,909,504 per GPU; Transformer Engine with BF16 primary weights keeps their FP8
+    copy and transpose beside them (fp8_weight_cache_bytes 2): 427,819,008 B more per layer; with FP8
+    primary weights (the default, 0) the FP8 copies take the BF16 copy's place. The saved linear inputs (QKV input 8192, attention output 8192,
+    MLP input 8192, FC2 input 28,672 elements per token, of which TP shards the last three... here SP
+    shards all of them) drop from 2 B to 1 B."""
+    spec_bf16 = physics.spec(physics.LLAMA70B, 8, seq=8192, gbs=8, fp8_weight_cache_bytes=2.0)
+    spec_fp8 = validate_spec({**spec_bf16.model_dump(), "training": dict(seq_len=8192, global_batch_size=8, precision="fp8")})
+    spec_fp8_params = validate_spec({**spec_fp8.model_dump(), "assumptions": {}})
+    c = Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, zero_stage=1, sequence_parallel=True)
+    bf, f8 = physics.costs(spec_bf16, c), physics.costs(spec_fp8, c)
+    assert (150_994_944 + 3 * 8192 * 28672) // 4 == 213_909_504
+    assert f8.dense.states_bytes - bf.dense.states_bytes == pytest.approx(2 * 213_909_504)
+    assert physics.costs(spec_fp8_params, c).dense.states_bytes == pytest.approx(bf.dense.states_bytes)
+    saved = (8192 + 8192) / 4 + (8192 + 28672) / 4  # QKV and MLP inputs (SP-sharded), o and FC2 inputs
+    assert (bf.dense.act_bytes - f8.dense.act_bytes) / 8192 == pytest.approx(saved)
+    assert f8.dense.time_s != bf.dense.time_s  # FP8 GEMMs; the elementwise traffic is unchanged
+    z3 = physics.costs(spec_fp8, replace(c, zero_stage=3))
+    z3_bf = physics.costs(spec_bf16, replace(c, zero_stage=3))
+    assert z3.dense.states_bytes == pytest.approx(z3_bf.dense.states_bytes)  # ZeRO-3 caches no FP8 weights
+
+
+def test_model_states_with_dtypes_and_offload_by_hand():
+    """ZeRO-1 over 8 ranks, w = 2, g = 4: o/8 + 6 bytes per parameter; fp32/bf16/bf16 (o = 6) with half the
+    optimizer states on the host: 6·0.5/8 + 6 = 6.375 bytes per parameter."""
+    assert model_state_bytes(1e9, 1, 8, 2.0, 4.0, 6.0, 0.5) == pytest.approx(6.375e9)
+    assert model_state_bytes(1e9, 1, 8, 2.0, 4.0, 12.0, 0.0) == 7.5e9  # today: 12/8 + 6
+    assert model_state_bytes(1e9, 0, 8, 2.0, 4.0, 12.0, 1.0) == 6e9  # ZeRO-0, all offloaded: w + g
+    assert model_state_bytes(1e9, 3, 8, 2.0, 4.0, 8.0, 1.0) == pytest.approx(0.75e9)  # (2 + 4 + 0)/8
+    spec = memory_dims.spec()
+    base = memory_dims.costs(spec)
+    low = memory_dims.costs(spec, optimizer_states="fp32/bf16/bf16", optimizer_offload_fraction=0.5)
+    # per layer on one GPU: P·(12/8 + 6) today, P·(6·0.5/8 + 6) with the options
+    assert base.dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 7.5)
+    assert low.dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 6.375)
+
+
+def test_hsdp_states_over_the_shard_group_by_hand():
+    """dp = 8, ZeRO-1, two replicas: the optimizer states are sharded over 4 ranks: P·(12/4 + 6) = 9 P bytes
+    (ZeRO-3: 18/4 = 4.5 P); the shard is half the group, twice the optimizer bytes of today's 12/8."""
+    spec = memory_dims.spec()
+    assert memory_dims.costs(spec, zero_replicas=2).dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 9.0)
+    assert memory_dims.costs(spec, zero_stage=3, zero_replicas=2).dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 4.5)

@@ -33,6 +33,7 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+from parplan.frameworks.loader import retarget, validate_spec
 
 from brute_force import brute_force, compositions
 from conftest import small_specs, spec_repr
@@ -126,7 +127,7 @@ def _middle_case(recompute: list[str]) -> Spec:
     from parplan.costmodel.evaluate import evaluate
     from parplan.costmodel.spec import PlanSpec
 
-    spec = Spec.model_validate(MIDDLE_CASE)
+    spec = validate_spec(MIDDLE_CASE)
     peak = lambda layers: evaluate(spec, PlanSpec(pp=4, stage_layers=layers)).metrics.peak_memory_gib  # noqa: E731
     unequal = peak([1, 1, 2, 2])
     equal = min(peak(x) for x in compositions(6, 4) if x[1] == x[2])
@@ -134,7 +135,7 @@ def _middle_case(recompute: list[str]) -> Spec:
         pytest.skip(f"the cost model no longer separates the splits ({unequal:.3f} vs {equal:.3f} GiB)")
     a = resolve_assumptions(spec.assumptions)
     memory = ((unequal + equal) / 2 + a.memory_reserve_gib) / a.memory_usable_fraction
-    return Spec.model_validate({**MIDDLE_CASE, "cluster": {**MIDDLE_CASE["cluster"], "memory_gib": memory},
+    return validate_spec({**MIDDLE_CASE, "cluster": {**MIDDLE_CASE["cluster"], "memory_gib": memory},
                                 "search": {**MIDDLE_CASE["search"], "recompute": recompute}})
 
 
@@ -149,7 +150,7 @@ def test_middle_stages_may_differ_under_memory_pressure(recompute):
     assert better is None, (res.status, [e.plan.stage_layers for e in res.plans], better.plan.stage_layers,
                             better.metrics.step_time_s)
     assert res.plans and len(set(res.plans[0].plan.stage_layers[1:-1])) > 1, res.plans[0].plan
-    first_last = Spec.model_validate({**spec.model_dump(exclude_defaults=True),
+    first_last = validate_spec({**spec.model_dump(exclude_defaults=True),
                                       "search": {**spec.search.model_dump(exclude_defaults=True),
                                                  "stage_split": "first_last"}})
     fl = optimize(first_last, method="cpsat", controls=CPSAT)
@@ -172,7 +173,7 @@ DUALPIPE_CASE = {
 def test_dualpipe_pairs_unequal_middle_stages():
     """6 layers on pp = 4 DualPipe: [1, 1, 2, 2] gives both ranks 3 layers; with equal middle stages the best
     was [1, 2, 2, 1] (ranks of 2 and 4 layers). The per-rank solver balances the ranks."""
-    spec = Spec.model_validate(DUALPIPE_CASE)
+    spec = validate_spec(DUALPIPE_CASE)
     res = optimize(spec, method="cpsat", controls=CPSAT)
     best = res.plans[0]
     check_plan(spec, best)
@@ -201,7 +202,7 @@ def test_unpinned_etp_is_searched_fully():
     pp=2 dp=4 etp=2 beat the solver's best by about 1 %. Since issue 10 prices ETP's all-gather and
     reduce-scatter of the dispatched tokens (4 per MoE layer, costmodel/choice.py), no etp outside the
     searched divisors beats the solver's best here; the brute force still tries every legal etp."""
-    spec = Spec.model_validate(ETP_CASE)
+    spec = validate_spec(ETP_CASE)
     res = optimize(spec, method="cpsat", controls=CPSAT)
     best = res.plans[0]
     check_plan(spec, best)
@@ -219,7 +220,7 @@ TINY_MODEL = {"name": "tiny", "num_layers": 3, "hidden_size": 256, "ffn_hidden_s
 def test_single_stage_keeps_1f1b(method):
     """Found by the oracle test: the ZB-H1 dominance dropped 1F1B from the whole space, but ZB-H1 needs
     pp ≥ 2, so every pp = 1 plan vanished (this spec came back INFEASIBLE with an empty conflicting set)."""
-    spec = Spec.model_validate({"framework": "any", "model": TINY_MODEL, "training": {"seq_len": 4096, "global_batch_size": 16},
+    spec = validate_spec({"framework": "any", "model": TINY_MODEL, "training": {"seq_len": 4096, "global_batch_size": 16},
                                 "cluster": {"gpu": "B200", "num_gpus": 4},
                                 "search": {"pp": [1], "micro_batch_size": [2, 4], "uneven_stages": False}})
     res = optimize(spec, method=method, controls=CPSAT)
@@ -232,7 +233,7 @@ def test_single_stage_keeps_1f1b(method):
 def test_full_without_recomputed_layers_stays_allowed(allowed):
     """Found by the oracle test: a plan that recomputes no layer was reported as recompute 'none' even when
     search.recompute excluded 'none'; it must keep an allowed granularity ('full' with zero counts)."""
-    spec = Spec.model_validate({"framework": "any", "model": TINY_MODEL, "training": {"seq_len": 1024, "global_batch_size": 8},
+    spec = validate_spec({"framework": "any", "model": TINY_MODEL, "training": {"seq_len": 1024, "global_batch_size": 8},
                                 "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 2},
                                 "search": {"recompute": allowed}})
     for method in ("cpsat", "exhaustive"):
@@ -264,7 +265,7 @@ def test_cpsat_proves_tied_rows_quickly():
     """The exhaustive search answers in 0.1 s; CP-SAT must prove the same three values optimal within a 3 s
     wall-clock limit (it returned FEASIBLE, proof missing, at linearization_level=1). Wall-clock limited here
     so the test cannot hang."""
-    spec = Spec.model_validate(SLOW_PROOF_CASE)
+    spec = validate_spec(SLOW_PROOF_CASE)
     ex = optimize(spec, method="exhaustive", top_k=3)
     cp = optimize(spec, method="cpsat", top_k=3, controls=SolverControls(workers=1, time_limit_s=3))
     assert [round(e.metrics.step_time_s, 9) for e in cp.plans] == [round(e.metrics.step_time_s, 9) for e in ex.plans]
@@ -273,20 +274,20 @@ def test_cpsat_proves_tied_rows_quickly():
 
 # ------------------------------------------------------------------------------------------ determinism
 def _load(path: Path) -> Spec:
-    return Spec.model_validate(yaml.safe_load(path.read_text()))
+    return validate_spec(yaml.safe_load(path.read_text()))
 
 
 def _llama70b() -> Spec:
     for p in (ROOT / "examples" / "llama3-70b-64xh100.yaml", ROOT.parent / "shared" / "spec" / "llama3-70b-64xh100.yaml"):
         if p.exists():  # the research space this determinism check was written for (omitted: megatron-core)
-            return _load(p).model_copy(update={"framework": "any"})
+            return retarget(_load(p), "any")
     pytest.skip("llama3-70b-64xh100.yaml not found")
 
 
 def _textbook() -> Spec:
     for p in (ROOT / "examples" / "seed-textbook-70b-8k.yaml", ROOT.parent / "shared" / "spec" / "seed-textbook-70b-8k.yaml"):
         if p.exists():  # the research space this determinism check was written for (omitted: megatron-core)
-            return _load(p).model_copy(update={"framework": "any"})
+            return retarget(_load(p), "any")
     pytest.skip("seed-textbook-70b-8k.yaml not found")
 
 

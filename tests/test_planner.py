@@ -23,6 +23,7 @@ from parplan.solver.oracle import least_peak, peak_mib, solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import HEADROOM, MIB_KIB, evaluate_assignment
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import CPSAT, check_plan, choice_index
 
@@ -43,7 +44,7 @@ def _example(**changes) -> dict:
 
 def test_top_10_is_ten_distinct_optimal_plans():
     """Was INFEASIBLE with 0 plans (a numerical failure of the one-model-over-all-choices CP-SAT encoding)."""
-    spec = Spec.model_validate(_example())
+    spec = validate_spec(_example())
     cp = optimize(spec, method="cpsat", top_k=10, controls=CPSAT)
     ex = optimize(spec, method="exhaustive", top_k=10)
     assert cp.status == ex.status == "OPTIMAL"
@@ -60,7 +61,7 @@ def test_top_10_is_ten_distinct_optimal_plans():
 
 def test_huge_batch_is_not_an_overflow():
     """global_batch_size 262144 gave MODEL_INVALID ('possible integer overflow'), reported as INFEASIBLE."""
-    spec = Spec.model_validate(_example(training__global_batch_size=262144))
+    spec = validate_spec(_example(training__global_batch_size=262144))
     cp = optimize(spec, method="cpsat", controls=CPSAT)
     ex = optimize(spec, method="exhaustive")
     assert cp.status == ex.status == "OPTIMAL"
@@ -79,7 +80,7 @@ def test_huge_batch_is_not_an_overflow():
 ], ids=["1M-gpus", "512K-gpus", "1M-layers", "impossible-pin"])
 def test_every_call_ends_within_its_time_limit(changes):
     """Each ran 12 s to over 900 s with --time-limit 1 (the explanation searched larger GPU counts unbounded)."""
-    spec = Spec.model_validate(_example(**changes))
+    spec = validate_spec(_example(**changes))
     t0 = time.perf_counter()
     res = optimize(spec, method="cpsat", controls=SolverControls(time_limit_s=1.0, workers=1))
     assert time.perf_counter() - t0 < 1.0 + 1.0
@@ -89,14 +90,14 @@ def test_every_call_ends_within_its_time_limit(changes):
 
 
 def test_impossible_pin_is_named():
-    spec = Spec.model_validate(_example(cluster__gpus_per_node=4, search__tp=[8]))
+    spec = validate_spec(_example(cluster__gpus_per_node=4, search__tp=[8]))
     res = optimize(spec, method="cpsat", controls=SolverControls(time_limit_s=30, workers=1))
     assert res.status == "INFEASIBLE"
     assert "search.tp" in res.explanation.conflicting
 
 
 def _per_stage_case(split: str) -> Spec:
-    return Spec.model_validate(_example(search__tp=[2], search__cp=[1], search__pp=[8], search__schedules=["1f1b"],
+    return validate_spec(_example(search__tp=[2], search__cp=[1], search__pp=[8], search__schedules=["1f1b"],
                                         search__stage_split=split))
 
 
@@ -120,7 +121,7 @@ def test_zero_stages_without_dp_peers_are_one_plan():
     raw = _example(cluster__num_gpus=8, training__global_batch_size=16, search__tp=[8],
                    search__zero_stages=[1, 2, 3])
     raw["model"]["num_layers"] = 8
-    spec = Spec.model_validate(raw)
+    spec = validate_spec(raw)
     res = optimize(spec, method="cpsat", top_k=5, controls=CPSAT)
     shapes = [e.plan.model_dump(exclude={"zero_stage"}) for e in res.plans if e.plan.dp == 1]
     assert len(shapes) == len({yaml.safe_dump(s) for s in shapes})
@@ -129,7 +130,7 @@ def test_zero_stages_without_dp_peers_are_one_plan():
 
 def test_equal_step_time_prefers_less_memory():
     """Among assignments of the best choice with its step time, the returned one has the least peak (MiB)."""
-    spec = Spec.model_validate(_example())
+    spec = validate_spec(_example())
     res = optimize(spec, method="cpsat", controls=CPSAT)
     problem = Problem.build(spec)
     i = choice_index(problem, res.plans[0].plan)

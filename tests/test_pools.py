@@ -18,6 +18,7 @@ from parplan.costmodel.evaluate import evaluate, resolve_plan
 from parplan.costmodel.pools import (PoolPlanError, PoolStageTimes, evaluate_pools, inter_pool_link, pool_spec,
                                      pool_usage)
 from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
 
 from pipeline_sim import simulate_1f1b
 
@@ -30,7 +31,7 @@ A100 = dict(gpu="A100-SXM-80GB", num_gpus=16, gpus_per_node=8)
 
 def pooled(*pools: dict, **cluster) -> Spec:
     # the research space: evaluate_pools prices the plan alone (no framework's rules yet; optimize refuses pools)
-    return Spec.model_validate({"framework": "any", "model": MODEL, "training": TRAINING,
+    return validate_spec({"framework": "any", "model": MODEL, "training": TRAINING,
                                 "cluster": {"pools": list(pools), **cluster}})
 
 
@@ -42,7 +43,7 @@ def test_pools_spec_derives_the_cluster_keys_and_dumps_round_trip():
     assert spec.cluster.num_gpus == 32 and spec.cluster.gpu == "H100-SXM-80GB"
     dumped = spec.model_dump(mode="json", exclude_none=True)
     assert "gpu" not in dumped["cluster"] and "num_gpus" not in dumped["cluster"]
-    assert Spec.model_validate(dumped) == spec
+    assert validate_spec(dumped) == spec
 
 
 @pytest.mark.parametrize("key, value", [("gpu", "H100-SXM-80GB"), ("num_gpus", 32), ("memory_gib", 40.0),
@@ -58,9 +59,9 @@ def test_pool_fields_are_strict():
     with pytest.raises(ValidationError, match="whole nodes"):
         pooled(H100, {**A100, "num_gpus": 12})
     with pytest.raises(ValidationError, match="pools"):
-        Spec.model_validate({"model": MODEL, "training": TRAINING, "cluster": {"pools": []}})
+        validate_spec({"model": MODEL, "training": TRAINING, "cluster": {"pools": []}})
     with pytest.raises(ValidationError, match="inter_pool_bandwidth_gbps: links pools"):
-        Spec.model_validate({"model": MODEL, "training": TRAINING,
+        validate_spec({"model": MODEL, "training": TRAINING,
                              "cluster": {**H100, "inter_pool_bandwidth_gbps": 10}})
 
 
@@ -74,7 +75,7 @@ def test_inter_pool_link_defaults_to_the_slower_network():
 
 def test_one_pool_prices_as_today():
     """All stages on pool 0 of a one-pool cluster: the same ledger as ``evaluate`` on the plain spec."""
-    plain = Spec.model_validate({"framework": "any", "model": MODEL, "training": TRAINING, "cluster": H100})
+    plain = validate_spec({"framework": "any", "model": MODEL, "training": TRAINING, "cluster": H100})
     one = pooled(H100)
     plan = resolve_plan(plain, PlanSpec(tp=2, pp=4, schedule="1f1b", micro_batch_size=1, stage_layers=[1, 2, 3, 2],
                                         recompute="full", recompute_layers=[1, 1, 0, 0]))
@@ -154,7 +155,7 @@ def test_pools_round_trip_through_the_service_proto():
 
     spec = pooled(H100, {**A100, "memory_gib": 40.0}, inter_pool_bandwidth_gbps=7)
     msg = convert.spec_to_message(spec.model_dump(mode="json", exclude_none=True))
-    assert Spec.model_validate(convert.spec_dict_from_message(msg)) == spec
+    assert validate_spec(convert.spec_dict_from_message(msg)) == spec
 
 
 def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_pools(tmp_path):
@@ -178,10 +179,11 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_p
                               "--format", "json"], capture_output=True, text=True, check=True)
         outs.append(run.stdout)
     assert outs[0] == outs[1]
+    from parplan.frameworks.loader import retarget
     from parplan.solver.planner import optimize
 
     two = pooled(H100, A100)
-    named = two.model_copy(update={"framework": "megatron-core"})
+    named = retarget(two, "megatron-core")
     with pytest.raises(PoolPlanError, match="framework: megatron-core: plans on several cluster.pools are priced"):
         optimize(named)  # pool plans: the research space only (tests/test_pools_api.py plans them)
     with pytest.raises(ValueError, match=r"plan.stage_pools: a plan on 2 pools names the pool of each of its 2 "):
@@ -195,10 +197,10 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_p
 
 def test_fp8_needs_fp8_on_every_pool():
     with pytest.raises(ValidationError, match=r"A100-SXM-80GB has none \(set cluster.pools\[1\].peak_fp8_tflops"):
-        Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
+        validate_spec({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
                              "cluster": {"pools": [H100, A100]}})
     with pytest.raises(ValidationError, match=r"set cluster.peak_fp8_tflops or use bf16"):
-        Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"}, "cluster": A100})
-    ok = Spec.model_validate({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
+        validate_spec({"model": MODEL, "training": {**TRAINING, "precision": "fp8"}, "cluster": A100})
+    ok = validate_spec({"model": MODEL, "training": {**TRAINING, "precision": "fp8"},
                               "cluster": {"pools": [H100, {**A100, "peak_fp8_tflops": 600.0}]}})
     assert ok.cluster.pools[1].peak_fp8_tflops == 600.0

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from parplan.frameworks.loader import validate_spec
 from parplan.costmodel.pools import evaluate_pools
 from parplan.solver.pools import search_pools
 from parplan.solver.pools_cpsat import PoolModelError, optimize_pools
@@ -72,7 +73,7 @@ def test_leading_dense_layers_are_refused_naming_the_field():
     dumped = spec.model_dump(mode="json", exclude_none=True)
     dumped["model"]["moe"] = {"num_experts": 8, "top_k": 2, "expert_ffn_hidden_size": 1024, "first_dense_layers": 1}
     with pytest.raises(PoolModelError, match="model.moe.first_dense_layers"):
-        optimize_pools(type(spec).model_validate(dumped))
+        optimize_pools(validate_spec(dumped))
 
 
 def test_exhaustive_method_on_leading_dense_layers_plans_and_says_why_it_has_no_explanation():
@@ -82,7 +83,7 @@ def test_exhaustive_method_on_leading_dense_layers_plans_and_says_why_it_has_no_
     dumped = spec.model_dump(mode="json", exclude_none=True)
     dumped["model"].update(num_layers=4, moe={"num_experts": 4, "top_k": 2, "expert_ffn_hidden_size": 1024,
                                               "first_dense_layers": 1})
-    got = optimize(type(spec).model_validate(dumped), method="exhaustive")
+    got = optimize(validate_spec(dumped), method="exhaustive")
     assert got.status == "OPTIMAL" and got.plans[0].plan.stage_pools is not None
     assert got.placement == [f"no placement explanation: model.moe.first_dense_layers: 1 leading dense layers on a "
                              f"pools spec are not planned yet (stage 0 would mix two layer classes)"]

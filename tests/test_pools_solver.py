@@ -15,6 +15,7 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.pools import evaluate_pools, pool_costs
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.pools import compositions, pool_choices, search_pools, stage_sequences
+from parplan.frameworks.loader import validate_spec
 
 MODEL = dict(name="small", num_layers=6, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
              num_kv_heads=4, vocab_size=32000, gated_mlp=True, tie_embeddings=False)
@@ -22,7 +23,7 @@ SEARCH = {"tp": [1, 2], "pp": [1, 2, 3], "micro_batch_size": [1], "zero_stages":
 
 
 def spec_of(pools: list[dict], num_layers: int = 6, batch: int = 16, **cluster) -> Spec:
-    return Spec.model_validate({"framework": "any", "model": {**MODEL, "num_layers": num_layers},
+    return validate_spec({"framework": "any", "model": {**MODEL, "num_layers": num_layers},
                                 "training": {"seq_len": 2048, "global_batch_size": batch, "precision": "bf16"},
                                 "cluster": {"pools": pools, **cluster}, "search": SEARCH})
 

@@ -22,6 +22,7 @@ from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
 
 GiB = 2**30
 MiB = 2**20
@@ -33,7 +34,7 @@ LLAMA3_70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden
 
 
 def textbook_spec(model: dict = LLAMA3_70B, seq: int = 8192, gbs: int = 512, gpus: int = 64) -> Spec:
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         framework="any",  # the seeds' framework-neutral space and conventions
         model=model, training=dict(seq_len=seq, global_batch_size=gbs),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus, gpus_per_node=8), assumptions=dict(preset="textbook")))

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.frameworks.loader import validate_spec
 
 SEEDS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
 
@@ -83,7 +84,7 @@ def seed_oracle() -> SimpleNamespace:
 
 # ---------------------------------------------------------------------------------------------- helpers
 def make_spec(model: dict, seq: int, gbs: int, gpus: int) -> Spec:
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         framework="any",  # the seeds' framework-neutral space and conventions
         model=model,
         training=dict(seq_len=seq, global_batch_size=gbs, precision="bf16"),

@@ -4,6 +4,7 @@ cover the library's values, and spec/result dicts survive the round trip through
 from __future__ import annotations
 
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -20,8 +21,12 @@ from parplan.costmodel.evaluate import Evaluation, Metrics, StageReport
 from parplan.costmodel.spec import (ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
                                     Spec, TrainingSpec)
 from parplan.server import convert
+from parplan.frameworks.loader import validate_spec
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.v1 import planner_pb2 as pb
+
+import memory_dims_cases as memory_dims
+import moe_schedule_cases as moe_dims
 
 REPO = Path(__file__).resolve().parents[1]
 GENERATED = REPO / "proto" / "parplan" / "v1"
@@ -251,3 +256,42 @@ def test_stage_pools_round_trip_and_stay_out_of_one_pool_plans():
                                         "plan": {"tp": 2, "pp": 2, "stage_pools": [1, 0]}})
     assert list(spec_msg.plan.stage_pools) == [1, 0]
     assert convert.plan_spec_dict_from_message(spec_msg.plan)["stage_pools"] == [1, 0]
+
+
+def test_proto_carries_the_new_dimensions():
+    """The service's messages (proto field numbers 140-141, enum value SCHEDULE_DUALPIPEV = 140) map the new
+    search keys, plan keys and schedule both ways."""
+    from parplan.server import convert
+    from parplan.v1 import planner_pb2 as pb
+    data = moe_dims.spec(moe_dims.MOE, precision="fp8", search=dict(schedules=["dualpipev", "1f1b"], moe_fp8_dispatch=[False, True],
+                                                   moe_a2a_overlap=[True]),
+                 plan=dict(pp=4, ep=2, schedule="dualpipev", moe_fp8_dispatch=True),
+                 framework="megatron-core").model_dump(mode="json",  # the proto has no 'any' (server/ owns it)
+                                                                                                exclude_none=True)
+    message = pb.Spec.FromString(convert.spec_to_message(data).SerializeToString())
+    assert message.plan.schedule == pb.SCHEDULE_DUALPIPEV == 140
+    back = validate_spec(convert.spec_dict_from_message(message))
+    assert back.search.schedules == ["dualpipev", "1f1b"] and back.search.moe_fp8_dispatch == [False, True]
+    assert back.search.moe_a2a_overlap == [True]
+    assert back.plan.schedule == "dualpipev" and back.plan.moe_fp8_dispatch and not back.plan.moe_a2a_overlap
+
+
+def test_proto_round_trip_of_the_new_fields():
+    pytest.importorskip("grpc")
+    from parplan.client.contract import plan_to_dict
+    from parplan.server import convert
+    from parplan.v1 import planner_pb2 as pb
+
+    spec = memory_dims.spec(search=dict(zero_replicas=[1, 2], optimizer_states=["fp32/bf16/bf16"],
+                             optimizer_offload_fractions=[0.0, 0.5]), framework="megatron-core")  # the proto has no 'any'
+    data = json.loads(spec.model_dump_json(exclude_defaults=True))
+    back = convert.spec_dict_from_message(convert.spec_to_message(data))
+    assert validate_spec(back).search == spec.search
+    plan = memory_dims.plan(spec, zero_replicas=2, optimizer_states="fp32/bf16/bf16", optimizer_offload_fraction=0.5)
+    d = plan_to_dict(plan)
+    assert d["zero_replicas"] == 2 and d["optimizer_offload_fraction"] == 0.5
+    msg = convert.fill_message(pb.Plan(), d)
+    assert convert.message_to_dict(msg, omit_unset=False) == d
+    today = plan_to_dict(memory_dims.plan(spec))
+    assert "zero_replicas" not in today  # the default plan's dict (and golden outputs) are unchanged
+    assert convert.message_to_dict(convert.fill_message(pb.Plan(), today), omit_unset=False) == today

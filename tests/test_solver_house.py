@@ -66,10 +66,11 @@ def test_each_choice_table_is_built_once():
     bound level and again for its plan (the cache once stored non-DualPipe tables under another key, so every
     request rebuilt them)."""
     from parplan.client.spec_io import load_spec_file
+    from parplan.frameworks.loader import retarget
     from parplan.solver.problem import Problem
 
     spec = load_spec_file(Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-64xh100.yaml")
-    problem = Problem.build(spec.model_copy(update={"framework": "any"}))  # ZB-H1 is the research space's
+    problem = Problem.build(retarget(spec, "any"))  # ZB-H1 is the research space's
     for schedule in ("zb-h1", "interleaved"):
         i = next(k for k, c in enumerate(problem.choices) if c.schedule == schedule)
         assert problem.table(i) is problem.table(i)

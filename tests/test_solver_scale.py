@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import check_plan
 
@@ -49,7 +50,7 @@ def large_specs(draw) -> tuple[Spec, int]:
         search["stage_split"] = draw(st.sampled_from(["per_stage", "first_last"]))
     if draw(st.integers(0, 3)) == 0:
         search["schedules"] = [draw(st.sampled_from(["1f1b", "interleaved", "zb-h1", "dualpipe"]))]
-    spec = Spec.model_validate(dict(model=model, training=dict(seq_len=draw(st.sampled_from([2048, 4096, 8192, 32768])),
+    spec = validate_spec(dict(model=model, training=dict(seq_len=draw(st.sampled_from([2048, 4096, 8192, 32768])),
                                                                 global_batch_size=gbs),
                                     cluster=cluster, search=search))
     return spec, draw(st.sampled_from([1, 2, 5, 10]))

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+from parplan.frameworks.loader import validate_spec
 
 from solver_checks import check_integer_scaling, check_plan
 from test_seed_table import GRID, LLAMA3_8B, LLAMA3_70B, seed_003_text, seed_model, seed_oracle, seed_row_text
@@ -38,7 +39,7 @@ SEED_SEARCH = dict(tp=[1, 2, 4, 8], cp=[1, 2, 4, 8, 16, 32], pp=[1, 2, 4, 8, 16]
 
 def seed_spec(model: dict, seq: int, gbs: int, gpus: int) -> Spec:
     """The form of shared/spec/seed-textbook-70b-8k.yaml: textbook preset, the seed's search space."""
-    return Spec.model_validate(dict(
+    return validate_spec(dict(
         framework="any",  # the seeds' framework-neutral space and conventions
         model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision="bf16"),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus, gpus_per_node=8),

@@ -3,22 +3,27 @@
 
 * micro-batch sizes: the divisors of the per-DP batch up to 16 (published runs use 3, 6, 14, 16);
 * vpp: 10, 12, 16 and 20 as well, where the layer count allows whole chunks;
-* expert-TP: every divisor of TP (was {1, TP}), priced by the ETP collectives (tests/test_physics_terms.py).
+* expert-TP: every divisor of TP (was {1, TP}), priced by the ETP collectives (tests/test_collectives.py);
+* the memory-side dimensions (HSDP replicas, optimizer dtypes, offload shares): unset options keep today's space,
+  the optimizer states' dominance reduction and the sizes (tests/memory_dims_cases.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.legality import choice_violations
-from parplan.costmodel.spec import Spec
 from parplan.solver.planner import optimize
 from parplan.solver.space import default_expert_tp, default_micro_batch_sizes, enumerate_choices
+from parplan.frameworks.loader import validate_spec
+
+import memory_dims_cases as memory_dims
 
 
 def _space(model: dict, gpus: int, gbs: int, search: dict | None = None):
-    spec = Spec.model_validate(dict(model=model, training=dict(seq_len=4096, global_batch_size=gbs),
+    spec = validate_spec(dict(model=model, training=dict(seq_len=4096, global_batch_size=gbs),
                                     cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus), search=search or {}))
     a = resolve_assumptions(spec.assumptions)
     return spec, a, enumerate_choices(spec, resolve_gpu(spec.cluster), a).choices
@@ -78,15 +83,50 @@ def test_dense_405b_optimum_is_not_dualpipe():
     """The issue's symptom: with F&B = B the planner chose DualPipe at PP 64 (51 % MFU). A dense model has no
     all-to-all for DualPipe to hide, so it may win only by its third-of-a-stage bubble edge against ZB-H1
     and its doubled weights cost memory; the optimum is not DualPipe."""
-    best = optimize(Spec.model_validate(LLAMA405B), method="exhaustive").plans[0]
+    best = optimize(validate_spec(LLAMA405B), method="exhaustive").plans[0]
     assert best.plan.schedule != "dualpipe", best.plan
 
 
 def test_llama405b_free_optimum_within_115_of_metas_plan():
     """Issue 10's acceptance: the free optimum is within 1.15 x Meta's plan (TP8 CP1 PP16, interleaved, micro-batch
     1) evaluated by the same model; Meta's 7 / 8 x 14 / 7 split needs the trimmed end chunks (test_chunk_trims)."""
-    free = optimize(Spec.model_validate(LLAMA405B), method="exhaustive").plans[0]
-    meta = optimize(Spec.model_validate({**LLAMA405B, "search": dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"],
+    free = optimize(validate_spec(LLAMA405B), method="exhaustive").plans[0]
+    meta = optimize(validate_spec({**LLAMA405B, "search": dict(tp=[8], cp=[1], pp=[16], schedules=["interleaved"],
                                                                      micro_batch_size=[1])}),
                     method="exhaustive").plans[0]
     assert meta.metrics.step_time_s / free.metrics.step_time_s <= 1.15
+
+
+def test_unset_options_keep_todays_space():
+    """Unset, and set to today's single values, the space is the same list of choices."""
+    today = memory_dims.space(memory_dims.spec())
+    assert memory_dims.space(memory_dims.spec(search=dict(zero_replicas=[1], optimizer_offload_fractions=[0.0]))) == today
+    assert all(c.zero_replicas == 1 and c.optimizer_states is None and c.optimizer_offload_fraction == 0.0
+               for c in today)
+
+
+def test_space_sizes_and_the_states_reduction():
+    """Replicas multiply the ZeRO ≥ 1 choices by the replica counts that divide DP·CP; offload shares multiply
+    every choice; of several optimizer dtypes only the fewest bytes are searched (fp16/fp8/fp8: 4 B)."""
+    today = memory_dims.space(memory_dims.spec())
+    hsdp = memory_dims.space(memory_dims.spec(search=dict(zero_replicas=[1, 2, 4])))
+    expected = sum(1 + sum(1 for r in (2, 4) if c.dense_dp % r == 0 and c.expert_dp % r == 0)
+                   if c.zero_stage >= 1 else 1 for c in today)
+    assert len(hsdp) == expected > len(today)
+    off = memory_dims.space(memory_dims.spec(search=dict(optimizer_offload_fractions=[0.0, 0.5, 1.0])))
+    shares = {f: [replace(c, optimizer_offload_fraction=0.0) for c in off if c.optimizer_offload_fraction == f]
+              for f in (0.0, 0.5, 1.0)}
+    for f, choices in shares.items():  # every share of every choice of today's space, and with no DP peers
+        assert set(today) <= set(choices)  # (dp·cp = 1) every ZeRO stage, which a framework's offload may need
+        assert all(c.dense_dp == 1 for c in set(choices) - set(today))
+    assert len(off) > 3 * len(today)
+    states = memory_dims.space(memory_dims.spec(search=dict(optimizer_states=["fp32/fp32/fp32", "fp16/fp8/fp8", "fp32/bf16/bf16"])))
+    assert len(states) == len(today) and {c.optimizer_states for c in states} == {"fp16/fp8/fp8"}
+
+
+def test_states_reduction_is_exact_for_min_memory():
+    """min_memory: the fewest optimizer bytes win, whether or not the reduction removed the others."""
+    spec = memory_dims.spec(search=dict(optimizer_states=["fp32/fp32/fp32", "fp16/fp8/fp8"], tp=[1], pp=[1]))
+    spec = spec.model_copy(update={"objective": "min_memory"})
+    best = optimize(spec, method="exhaustive").plans[0]
+    assert best.plan.optimizer_states == "fp16/fp8/fp8"

@@ -34,6 +34,7 @@ from parplan.solver.oracle import least_sum, solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
 from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment
+from parplan.frameworks.loader import validate_spec
 
 from brute_force import table_brute_force
 from pipeline_sim import simulate_1f1b
@@ -45,7 +46,7 @@ ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
 
 def _any_spec(data: dict) -> Spec:
     """A spec in the research space (``framework: any``; omitted is megatron-core, issue 24.2)."""
-    return Spec.model_validate({"framework": "any", **data})
+    return validate_spec({"framework": "any", **data})
 
 def test_weights_by_hand():
     """1F1B, p = 4: β = 3 stage times. Stage times 1, 2, 3, 4: Σ - max = 1 + 2 + 3 = 6 = -1·4 + 1·10 (Alpa §5.1

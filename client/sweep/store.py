@@ -26,9 +26,9 @@ def canonical(obj: Any) -> str:
 def point_key(spec: dict[str, Any], settings: dict[str, Any]) -> str:
     from parplan import __version__
     from parplan.costmodel.assumptions import resolve_assumptions
-    from parplan.costmodel.spec import Spec
+    from parplan.frameworks.loader import validate_spec
 
-    assumptions = resolve_assumptions(Spec.model_validate(spec).assumptions).model_dump(mode="json")
+    assumptions = resolve_assumptions(validate_spec(spec).assumptions).model_dump(mode="json")
     payload = {"spec": spec, "assumptions": assumptions, "solver": settings, "parplan": __version__}
     return hashlib.sha256(canonical(payload).encode()).hexdigest()
 

@@ -1,0 +1,36 @@
+"""The published models the cost-model physics tests work by hand (test_bubble, test_collectives, test_moe_comm,
+test_layer_costs, test_architecture, test_context_parallel, test_memory, test_evaluate): Llama-3 70B and
+DeepSeek-V3 (config.json), a spec of either on H100 (BF16) or H800 (FP8), the costs of a choice."""
+
+from __future__ import annotations
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import Choice, choice_costs
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.spec import Spec
+from parplan.frameworks.loader import validate_spec
+
+LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                num_kv_heads=8, vocab_size=128256)
+DSV3_MLA = dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128,
+            vocab_size=129280, mla=DSV3_MLA,
+            moe=dict(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, first_dense_layers=3))
+
+
+def spec(model: dict, gpus: int, seq: int = 4096, gbs: int = 1024, precision: str = "bf16", **assumptions) -> Spec:
+    return validate_spec(dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision=precision),
+                              cluster=dict(gpu="H100-SXM-80GB" if precision == "bf16" else "H800", num_gpus=gpus),
+                              assumptions=assumptions))
+
+
+def costs(spec: Spec, choice: Choice):
+    return choice_costs(spec, choice, resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions))
+
+
+def dsv3(**assumptions):
+    """DeepSeek-V3 on 2048 H800s in FP8 and its published choice: DualPipe over PP 16, EP 64, DeepSeek's selective
+    recompute."""
+    choice = Choice(tp=1, cp=1, pp=16, dp=128, ep=64, micro_batch_size=1, num_microbatches=120, schedule="dualpipe",
+                    recompute="selective", zero_stage=1, sequence_parallel=False)
+    return spec(DSV3, 2048, seq=4096, gbs=15360, precision="fp8", **assumptions), choice

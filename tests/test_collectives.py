@@ -1,0 +1,77 @@
+"""Collectives (costmodel/collectives.py and the TP/ETP terms of costmodel/layer_costs.py), numbers worked by
+hand: the EP all-to-all over concurrent NVLink / network tiers and node-limited routing (DeepSeek-V3 §3.2.2);
+sequence parallelism's TP collectives per layer (Megatron-LM megatron/core/tensor_parallel/layers.py), TP-comm
+overlap only with SP, and expert-TP collectives.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from parplan.costmodel.choice import Choice
+from parplan.costmodel.collectives import all_to_all_time_s
+
+import physics_cases as physics
+
+
+def test_all_to_all_tiers_and_node_limited_routing_by_hand():
+    """DeepSeek-V3 dispatch of one micro-batch: 4096 tokens x 7168 x 1 B (FP8) = 29,360,128 B per copy
+    set, 8 copies per token, EP 64 over 8 nodes of 8 GPUs; NVLink 160 GB/s, IB 45 GB/s, latencies 0.
+
+    Unrestricted: network copies 8 · (1 - 8/64) = 7 -> 7 · 29,360,128 / 45e9 = 4.5671 ms; NVLink copies
+    8 · 7/64 = 0.875 -> 0.1606 ms; the tiers run concurrently: 4.5671 ms.
+    Node-limited (<= 4 nodes): network copies min(4, 8, 8) · (1 - 1/8) = 3.5 -> 2.2836 ms; NVLink copies
+    8 · 7/8 = 7 (local and forwarded) -> 7 · 29,360,128 / 160e9 = 1.2845 ms; max: 2.2836 ms.
+    Latency: one per tier (concurrent sends), not 63 in sequence: + 10 µs network -> 2.2936 ms."""
+    b = 4096 * 7168 * 1
+    assert b == 29_360_128
+    free = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0)
+    assert free == pytest.approx(7 * b / 45e9) and free == pytest.approx(4.5671e-3, rel=1e-4)
+    limited = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0, max_nodes_per_token=4)
+    assert limited == pytest.approx(3.5 * b / 45e9) and limited == pytest.approx(2.2836e-3, rel=1e-4)
+    assert 7 * b / 160e9 == pytest.approx(1.2845e-3, rel=1e-4) and 7 * b / 160e9 < limited
+    assert all_to_all_time_s(b, 8, 64, 8, 160e9, 3e-6, 45e9, 10e-6, 4) == pytest.approx(limited + 10e-6)
+    # inside one node: NVLink only, (ep - 1)/ep of the copies
+    assert all_to_all_time_s(b, 8, 8, 8, 160e9, 0.0, 45e9, 0.0) == pytest.approx(8 * 7 / 8 * b / 160e9)
+
+
+def test_tp_collectives_with_and_without_sp_by_hand():
+    """Llama-3 70B, TP 4, one 8192-token micro-batch: one b·s·h activation 8192 · 8192 · 2 = 134,217,728 B;
+    a ring all-gather of it over 4 GPUs of NVLink (450 GB/s, efficiency 1, latency off) moves 3/4 of it:
+    0.75 · 134,217,728 / 450e9 = 223.70 µs. With SP: 10 collectives per layer (4 forward, 4 backward, the
+    2 re-gathers of QKV's and FC1's input for the weight gradient), half hidden with tp_comm_overlap 0.5:
+    1118.48 µs. Without SP: 4 all-reduces = 8 gathers, and no overlap credit (Megatron asserts SP for
+    --tp-comm-overlap): 1789.57 µs."""
+    knobs = dict(intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.5)
+    spec = physics.spec(physics.LLAMA70B, 8, seq=8192, gbs=8, **knobs)
+    one = 0.75 * 134_217_728 / 450e9
+    assert one == pytest.approx(223.696e-6, rel=1e-5)
+    sp = physics.costs(spec, Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, sequence_parallel=True))
+    nosp = physics.costs(spec, Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, sequence_parallel=False))
+    assert sp.dense.tp_s == pytest.approx(10 * one * 0.5)
+    assert nosp.dense.tp_s == pytest.approx(8 * one)
+    # full recompute repeats the forward's 4 collectives
+    assert sp.dense.recompute_comm[0] == pytest.approx(4 * one * 0.5)
+
+
+def test_expert_tp_collectives_by_hand():
+    """A small MoE model (h 4096, 8 experts, top-2, no shared expert), TP 2 with SP, one 4096-token
+    micro-batch, NVLink at efficiency 1 and latency off. The attention block: 5 collectives of one
+    activation (4096 · 4096 · 2 = 33,554,432 B; a 2-GPU ring moves half: 37.28 µs each) = 186.41 µs,
+    tp_comm_overlap 0. ETP = 1: nothing more (tokens are sequence-sharded, the experts see whole
+    tokens). ETP = 2: the dispatched tokens of the ETP group, 2 GPUs x 2048 tokens x top-2 x 4096 x 2 B
+    = 67,108,864 B, gathered before the experts and reduce-scattered after, forward and backward: 4 x
+    half of it / 450e9 = 298.26 µs more."""
+    model = dict(name="moe", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                 num_kv_heads=8, vocab_size=32000,
+                 moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
+    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.0)
+    act = 0.5 * 4096 * 4096 * 2 / 450e9
+    assert 5 * act == pytest.approx(186.41e-6, rel=1e-4)
+    etp1 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, ep=4, etp=1, num_microbatches=4))
+    etp2 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, ep=4, etp=2, num_microbatches=4))
+    assert etp1.moe.tp_s == pytest.approx(5 * act)
+    dispatched = 2 * 2048 * 2 * 4096 * 2
+    assert dispatched == 67_108_864
+    assert etp2.moe.tp_s - etp1.moe.tp_s == pytest.approx(4 * 0.5 * dispatched / 450e9)
+    assert 4 * 0.5 * dispatched / 450e9 == pytest.approx(298.26e-6, rel=1e-4)

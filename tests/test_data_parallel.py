@@ -1,0 +1,34 @@
+"""Data-parallel time (costmodel/data_parallel.py) with HSDP replicas, worked by hand on
+memory_dims_cases.MODEL: the shard group's collectives plus the replicas' all-reduce, inside a node and across nodes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import memory_dims_cases as memory_dims
+
+
+def test_hsdp_dp_time_inside_a_node_by_hand():
+    """8 GPUs of one node, ZeRO-1. Today: reduce-scatter 7/8·4 B and all-gather 7/8·2 B per parameter over
+    NVLink: 5.25 B / 450 GB/s. Two replicas: reduce-scatter 3/4·4 and all-gather 3/4·2 in the shard of 4, plus
+    the all-reduce of the 1/4 gradient shard over the 2 replicas, 2·(1/2)·4/4 = 1 B: 5.5 B / 450 GB/s
+    (Megatron-Core param_and_grad_buffer.py:815-830: reduce-scatter, then the inter-instance all-reduce)."""
+    spec = memory_dims.spec()
+    assert memory_dims.costs(spec).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.25 / memory_dims.NV)
+    assert memory_dims.costs(spec, zero_replicas=2).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.5 / memory_dims.NV)
+    # ZeRO-2 (pp = 1): the per-micro-batch reduce-scatter 3/4·4 plus the replicas' all-reduce 1 B, exposed
+    z2 = memory_dims.costs(spec, zero_stage=2, zero_replicas=2, num_microbatches=1)
+    assert z2.dense.zero_s == pytest.approx(memory_dims.P_LAYER * 4.0 / memory_dims.NV)
+
+
+def test_hsdp_replicas_across_nodes_by_hand():
+    """16 GPUs on 2 nodes, dp = 16, two replicas: the shard of 8 is one node (NVLink), the replicas pair GPU i
+    of node 0 with GPU i of node 1 (stride 8: the network). Per parameter: 7/8·4 + 7/8·2 B over NVLink and
+    2·(1/2)·4/8 = 0.5 B over the NIC. Today's one group of 16 spans both nodes: (15/16)·6 B over the NIC."""
+    spec = memory_dims.spec(gpus=16, gbs=16)
+    today = memory_dims.costs(spec, micro_batch_size=1)
+    hsdp = memory_dims.costs(spec, micro_batch_size=1, zero_replicas=2)
+    assert today.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (15 / 16) * 6 / memory_dims.NET)
+    assert hsdp.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (5.25 / memory_dims.NV + 0.5 / memory_dims.NET))
+    assert hsdp.links["dp_shard"].nvlink and not hsdp.links["dp_replica"].nvlink

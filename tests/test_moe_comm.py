@@ -1,0 +1,157 @@
+"""MoE communication (costmodel/moe_comm.py), term by term with numbers worked by hand:
+
+* the EP all-to-all's exposure, bounded below by the all-to-all minus the compute it hides behind;
+* FP8 dispatch (``moe_fp8_dispatch``): 1 + 4/128 bytes per dispatched element, the combine BF16
+  (deepseek-ai/DeepEP@dd758ca tests/legacy/test_internode.py:239 ``fp8_factor = (1 + 4 / 128) / 2``);
+* the EP all-to-all overlap (``moe_a2a_overlap``, Megatron-Core --overlap-moe-expert-parallel-comm): hidden
+  behind the other micro-batch's compute, one more micro-batch in flight (Megatron-LM@d98e8a64
+  pipeline_parallel/schedules.py:966-970, combined_1f1b.py), legal with pp 1 or interleaved only;
+  its Megatron export and import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import Choice, tier_links
+from parplan.costmodel.collectives import all_to_all_time_s
+from parplan.costmodel.evaluate import evaluate
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
+from parplan.costmodel.spec import PlanSpec
+from parplan.frameworks.profiles import profile
+from parplan.solver.space import SpaceOptions, enumerate_choices
+
+import moe_schedule_cases as moe_dims
+import physics_cases as physics
+
+
+def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
+    """exposed = max(a2a·(1 - overlap), a2a - window), a2a = dispatch + combine forward and backward
+    (2 x (dispatch + combine)), window = the paired layer's compute. BF16 dispatch without node limit
+    over 400G IB at 0.5 of line rate makes the all-to-all longer than the compute, so the bound binds:
+    the 90 % overlap credit alone would hide more traffic than there is compute to hide it behind."""
+    spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5)
+    costs = physics.costs(spec, c)
+    a = resolve_assumptions(spec.assumptions)
+    nv, net = tier_links(resolve_gpu(spec.cluster), a)
+    tok = 4096 * 7168
+    one = sum(all_to_all_time_s(tok * bytes_, 8, 64, 8, nv.bandwidth_Bps, nv.latency_s, net.bandwidth_Bps,
+                                net.latency_s) for bytes_ in (2.0, 2.0))
+    raw = 2 * one
+    window = costs.moe.compute_s - costs.moe.selective_s
+    assert raw > window  # the all-to-all outlasts the compute
+    assert costs.moe.ep_s == pytest.approx(max(raw * (1 - 0.9), raw - window))
+    assert costs.moe.ep_s > raw * 0.1 * 1.5
+
+
+def test_fp8_dispatch_bytes_by_hand():
+    """Textbook all-to-all (a ring, bandwidth only, no overlap): time is linear in bytes, so FP8 dispatch
+    (1 + 4/128 = 1.03125 B) with BF16 combine (2 B) against BF16 both ways (2 + 2 B): 3.03125/4 = 0.7578125 of
+    the EP time (DeepEP's test: fp8_factor = (1 + 4/128)/2 for the dispatch alone)."""
+    assert FP8_DISPATCH_BYTES_PER_ELEMENT == 1.03125
+    spec = moe_dims.spec(moe_dims.MOE, precision="fp8", assumptions=dict(hierarchical_all_to_all=False, include_latency=False,
+                                                        ep_comm_overlap=0.0))
+    c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
+    off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_fp8_dispatch=True)).moe
+    assert on.ep_s / off.ep_s == pytest.approx(3.03125 / 4)
+    assert on.act_bytes == off.act_bytes and on.states_bytes == off.states_bytes
+    assert on.compute_s == off.compute_s
+
+
+def test_fp8_dispatch_legality_and_frameworks():
+    from parplan.costmodel.legality import moe_comm_violations
+    c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4, moe_fp8_dispatch=True)
+    assert moe_comm_violations(moe_dims.spec(moe_dims.MOE, precision="fp8"), c) == []
+    assert any("precision fp8" in v for v in moe_comm_violations(moe_dims.spec(moe_dims.MOE), c))
+    assert any("ep > 1" in v for v in moe_comm_violations(moe_dims.spec(moe_dims.MOE, precision="fp8"), replace(c, ep=1)))
+    assert profile("megatron-core").fp8_dispatch  # main after core_v0.19.0: moe_dispatch_fwd_dtype mxfp8
+    assert not profile("megatron-core", "0.19.0").fp8_dispatch
+    assert not profile("torchtitan").fp8_dispatch and not profile("deepspeed").fp8_dispatch
+    with pytest.raises(ValueError, match="moe_fp8_dispatch"):
+        moe_dims.spec(moe_dims.MOE, precision="fp8", framework="torchtitan", search=dict(moe_fp8_dispatch=[True]))
+    with pytest.raises(ValueError, match="MoE model"):
+        moe_dims.spec(moe_dims.DENSE, search=dict(moe_fp8_dispatch=[True]))
+
+
+def test_fp8_dispatch_dominates_bf16_exactly():
+    """Same memory, fewer bytes: with both allowed, the space keeps BF16 dispatch only where FP8 is illegal (ep 1);
+    with the knob's dispatch already narrower (ep_dispatch_bytes 1.0 < 1.03125) both stay."""
+    spec = moe_dims.spec(moe_dims.MOE, precision="fp8", search=dict(moe_fp8_dispatch=[False, True], pp=[1]))
+    a = resolve_assumptions(spec.assumptions)
+    gpu = resolve_gpu(spec.cluster)
+    space = enumerate_choices(spec, gpu, a, SpaceOptions.from_spec(spec)).choices
+    assert space and all(c.moe_fp8_dispatch == (c.ep > 1) for c in space)
+    narrow = moe_dims.spec(moe_dims.MOE, precision="fp8", search=dict(moe_fp8_dispatch=[False, True], pp=[1]),
+                   assumptions=dict(ep_dispatch_bytes=1.0))
+    a1 = resolve_assumptions(narrow.assumptions)
+    both = enumerate_choices(narrow, gpu, a1, SpaceOptions.from_spec(narrow)).choices
+    assert {c.moe_fp8_dispatch for c in both if c.ep > 1} == {False, True}
+    default = enumerate_choices(moe_dims.spec(moe_dims.MOE, precision="fp8"), gpu, a).choices
+    assert not any(c.moe_fp8_dispatch or c.moe_a2a_overlap for c in default)  # default space unchanged
+
+
+def test_a2a_overlap_cost_by_hand():
+    """Off: exposed = 2·a2a (ep_comm_overlap 0). On: the paired micro-batch hides ep_comm_overlap_dualpipe =
+    90 %, at most the layer's compute: exposed = max(0.1·2·a2a, 2·a2a - compute)."""
+    spec = moe_dims.spec(moe_dims.MOE, gbs=32)
+    c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
+    off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
+    assert on.ep_s == pytest.approx(max(0.1 * off.ep_s, off.ep_s - off.compute_s))
+    assert on.ep_s < off.ep_s
+
+
+def test_a2a_overlap_holds_one_more_microbatch():
+    """pp 1: the combined schedule runs micro-batch i+1's forward beside i's backward: 2 in flight instead of
+    1. Interleaved (p = 2, v = 2, stage 0): Megatron's warm-up (2-0-1)·2 + (2-1)·2 = 4, +1 in flight, +1 for the
+    overlap = 6 chunk micro-batches = 3 stages' worth instead of 2.5 (schedules.py:966-970)."""
+    from parplan.costmodel.choice import inflight_microbatches
+    c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
+    assert inflight_microbatches(c, 0) == 1 and inflight_microbatches(replace(c, moe_a2a_overlap=True), 0) == 2
+    il = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, vpp=2, schedule="interleaved")
+    assert inflight_microbatches(il, 0) == 2.5
+    assert inflight_microbatches(replace(il, moe_a2a_overlap=True), 0) == 3.0
+    spec = moe_dims.spec(moe_dims.MOE)
+    plain = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8))
+    over = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
+    assert over.stages[0].activations_gib == pytest.approx(2 * plain.stages[0].activations_gib)
+    assert over.metrics.step_time_s < plain.metrics.step_time_s
+
+
+def test_a2a_overlap_legality_and_frameworks():
+    from parplan.costmodel.legality import moe_comm_violations
+    spec = moe_dims.spec(moe_dims.MOE)
+    c = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, schedule="1f1b", moe_a2a_overlap=True)
+    assert any("interleaved" in v for v in moe_comm_violations(spec, c))
+    assert moe_comm_violations(spec, replace(c, schedule="interleaved", vpp=2)) == []
+    assert moe_comm_violations(spec, replace(c, pp=1, dp=8)) == []
+    assert any("full" in v for v in moe_comm_violations(spec, replace(c, pp=1, dp=8, recompute="full")))
+    assert any("ep > 1" in v for v in moe_comm_violations(spec, replace(c, pp=1, dp=8, ep=1)))
+    mtp2 = moe_dims.spec(dict(moe_dims.MOE, num_mtp_layers=2))
+    assert any("MTP" in v for v in moe_comm_violations(mtp2, replace(c, pp=1, dp=8)))
+    assert profile("megatron-core", "0.15.0").moe_a2a_overlap and not profile("megatron-core", "0.13.0").moe_a2a_overlap
+    assert not profile("torchtitan").moe_a2a_overlap
+    ev = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
+    assert ev.runs_on == ["megatron-core"]  # the newest megatron-core; bridge/torchtitan/deepspeed lack it
+
+
+def test_megatron_export_of_a2a_overlap():
+    from parplan.frameworks.export_megatron import export as mexport
+    spec = moe_dims.spec(moe_dims.MOE, framework="megatron-core")
+    plan = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True)).plan
+    assert "--overlap-moe-expert-parallel-comm" in mexport(spec, plan).text
+    plain = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8)).plan
+    assert "--overlap-moe-expert-parallel-comm" not in mexport(spec, plain).text
+
+
+def test_megatron_a2a_overlap_round_trips():
+    from parplan.frameworks.export_megatron import export as mexport
+    from parplan.frameworks.import_plan import spec_from_megatron
+    spec = moe_dims.spec(moe_dims.MOE, framework="megatron-core")
+    ev = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
+    back = spec_from_megatron(mexport(spec, ev.plan).text, spec.model_copy(update={"plan": None}))
+    again = evaluate(back)
+    assert again.plan.moe_a2a_overlap and again.metrics.step_time_s == pytest.approx(ev.metrics.step_time_s)

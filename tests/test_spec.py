@@ -1,0 +1,22 @@
+"""The spec's validation (costmodel/spec.py): errors on the memory-side dimensions name the field.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from parplan.costmodel.spec import PlanSpec
+
+import memory_dims_cases as memory_dims
+
+
+def test_spec_errors_name_the_field():
+    with pytest.raises(ValidationError, match="(?s)optimizer_offload_fractions.*lies in \\[0, 1\\]"):
+        memory_dims.spec(search=dict(optimizer_offload_fractions=[0.5, 1.5]))
+    with pytest.raises(ValidationError, match="optimizer_states"):
+        memory_dims.spec(search=dict(optimizer_states=["fp32/fp64/fp32"]))
+    with pytest.raises(ValidationError, match="search.zero_replicas must not be an empty list"):
+        memory_dims.spec(search=dict(zero_replicas=[]))
+    with pytest.raises(ValidationError, match="optimizer_offload_fraction"):
+        PlanSpec(optimizer_offload_fraction=2.0)
