@@ -47,7 +47,7 @@ class PoolPlanError(ParplanError):
 def require_research_space(spec: Spec) -> None:
     """Plans on several pools are priced without a framework's stage rules (and exported by none yet): the spec
     must say ``framework: any``; a :class:`PoolPlanError` naming ``framework`` otherwise."""
-    from parplan.frameworks.profiles import spec_profile
+    from parplan.costmodel.framework_binding import spec_profile
 
     if (prof := spec_profile(spec)) is not None:
         raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools are priced in the research "
