@@ -112,7 +112,7 @@ class Assumptions(BaseModel):
     optimizer_offload_overlap: bool = Field(False, description="the offload copies overlap the CPU Adam step (Megatron-Core --overlap-cpu-optimizer-d2h-h2d, arguments.py:2926, default off): the step pays max(D2H + H2D, CPU) instead of their sum")
 
     # ---- pipeline
-    zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B for zero-bubble schedules (ZB paper: W ~ B/2)")
+    zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B of the linear layers' GEMMs for zero-bubble schedules (ZB paper: W ~ B/2); the attention core, elementwise work and communication have no W, so the bubble's W is this x the layers' linear-GEMM share of their time x B (costmodel/schedule.py bubble_beta)")
     uneven_stage_bubble: bool = Field(True, description="the bubble's PP-1 idle slots are the other stages' per-micro-batch times, beta·(Σ t_stage - t_max)/(PP-1) (Alpa, OSDI '22, §5.1 Eq. 2: T = Σ t_i + (B-1)·max t_j); False: every slot is the slowest stage's, beta·t_max (textbook). Equal stages: the same")
     dualpipe_chunk_overlap: float = Field(0.0, ge=0, le=1, description="share of the forward *compute* that runs hidden under the backward compute in DualPipe's paired F&B chunk: F&B = F + B - x·F in units of the stage time, which already carries only the communication the pairing leaves exposed (ep_comm_overlap_dualpipe); 0: the pairing hides communication, not compute (DeepSeek-V3 §3.2.1; the two chunks share the SMs)")
 

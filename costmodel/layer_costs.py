@@ -50,6 +50,7 @@ class LayerCost:
     dp_s: float  # exposed DP comm per step
     model_flops: float  # per micro-batch on this GPU, no recompute
     recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
+    linear_s: float = 0.0  # the linear GEMMs' part of compute_s (the only part with a weight gradient, ZB's W)
 
     @property
     def time_s(self) -> float:
@@ -314,8 +315,8 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     dense_grp = ctx.comm.dense_group
     dense_params_gpu = dense_layer_params_gpu(ctx)
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
-    dense_compute = (tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense + rates.attn_core_s
-                     + rates.traffic_s(acts.traffic_per_token))
+    dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
+    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token)
     rc_comm = ctx.recompute_comm(lc.tp_layer_fwd_s, lc.cp.fwd_s, 0.0)
     return LayerCost(
         compute_s=dense_compute + acts.selective_s,
@@ -333,6 +334,7 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         dp_s=dp.dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
+        linear_s=dense_linear,
     )
 
 
@@ -355,12 +357,12 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
                     (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
     nonexpert = rates.attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
     expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-    moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
-                                 + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
-                   + rates.attn_core_s)
-    moe_compute += rates.traffic_s(acts.moe_traffic_per_token)
+    moe_linear = tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
+                               + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
+    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
     if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
         moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)
+        moe_linear /= 1.0 - a.ep_comm_sm_fraction
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
     ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
     # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
@@ -393,4 +395,5 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
         dp_s=dp.dp_exposed(parts, moe_compute),
         model_flops=moe_model_flops,
         recompute_flops=moe_model_flops * fwd_share,
+        linear_s=moe_linear,
     )
