@@ -73,7 +73,8 @@ class Assumptions(BaseModel):
     hbm_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="HBM bandwidth per GPU in GB/s for the GEMM roofline and the elementwise traffic; None: the GPU's datasheet value (costmodel/efficiency.py)")
     attention_flops_causal_fraction: float = Field(0.5, gt=0, le=1, description="causal masking halves the score/context FLOPs (seed 003: 6*s*h per token per layer)")
     backward_to_forward_ratio: float = Field(2.0, gt=0, description="B = 2F for matmuls (seed 000 bubble example: F=1, B=2)")
-    moe_load_imbalance: float = Field(1.1, ge=1, description="busiest expert rank over the mean (seed 003 exercise: 1.1-1.3)")
+    moe_load_imbalance: float = Field(1.1, ge=1, description="busiest EP rank's routed tokens over the mean at moe_load_imbalance_reference_ep ranks (seed 003 exercise: 1.1-1.3); at other EP sizes it scales as 1 + (this - 1)·√(ln ep / ln ref), 1 at ep 1 (the expected maximum of ep Gaussian loads, costmodel/moe_dispatch.py busiest_rank_load); applied to the routed-expert GEMMs, their activations and the all-to-all's busiest receiver; textbook 1")
+    moe_load_imbalance_reference_ep: int = Field(8, ge=2, description="EP size at which moe_load_imbalance is stated (assumed: one 8-GPU node, the seed exercise's setting; not measured)")
 
     # ---- communication (alpha-beta, seed 001 §2.3)
     include_latency: bool = Field(True, description="alpha term of the alpha-beta model; textbook: bandwidth only")

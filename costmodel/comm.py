@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parplan.costmodel import moe_comm
+from parplan.costmodel import moe_comm, moe_dispatch
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
 from parplan.costmodel.context_parallel import (CpComm, a2a_group_size, allgather_comm, ring_aggregate_s,
@@ -123,18 +123,27 @@ class Comm:
         return ring_gather_time_s(group_bytes, size, L.latency_s, L.bandwidth_Bps)
 
     def all_to_all_s(self, token_bytes: float, moe: MoESpec) -> float:
-        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte."""
+        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte, by the
+        dispatcher (costmodel/moe_dispatch.py), its busiest receiver's share (``busiest_rank_load``) included."""
         c, a = self.c, self.a
         if c.ep <= 1:
             return 0.0
+        busiest = moe_dispatch.busiest_rank_load(c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
+                                                 moe.capacity_factor)
+        Le = self.links["ep"]
+        if moe.dispatcher == "allgather":  # all-gather of the group's tokens, reduce-scatter of the outputs: BF16
+            return 2 * ring_gather_time_s(moe_dispatch.allgather_bytes_per_rank(token_bytes * 2.0, c.ep), c.ep,
+                                          Le.latency_s, Le.bandwidth_Bps)
         if not a.hierarchical_all_to_all:  # textbook: a ring over the EP link, (ep-1)·alpha in sequence
-            Le = self.links["ep"]
-            return sum(ring_gather_time_s(token_bytes * moe.top_k * b, c.ep, Le.latency_s, Le.bandwidth_Bps)
+            return sum(ring_gather_time_s(token_bytes * moe.top_k * b * busiest, c.ep, Le.latency_s, Le.bandwidth_Bps)
                        for b in (self.dispatch_bytes, 2.0))
         local = ep_members_per_domain(c.etp, c.ep, self.domain, c.num_gpus)
+        domains = -(-c.ep // max(1, min(local, c.ep)))
+        remote = (moe_dispatch.expected_remote_nodes(moe.num_experts, moe.top_k, domains, moe.max_nodes_per_token)
+                  if moe.dispatcher == "flex" else None)
         nv, net = self.nvlink, self.network
-        return sum(all_to_all_time_s(token_bytes * b, moe.top_k, c.ep, local, nv.bandwidth_Bps, nv.latency_s,
-                                     net.bandwidth_Bps, net.latency_s, moe.max_nodes_per_token)
+        return sum(all_to_all_time_s(token_bytes * b * busiest, moe.top_k, c.ep, local, nv.bandwidth_Bps,
+                                     nv.latency_s, net.bandwidth_Bps, net.latency_s, remote)
                    for b in (self.dispatch_bytes, 2.0))
 
     def exposed(self, comm_s: float, overlap: float, window_s: float) -> float:

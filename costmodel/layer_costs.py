@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parplan.costmodel import moe_comm
+from parplan.costmodel import moe_comm, moe_dispatch
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Comm, cp_attention_comm
@@ -233,9 +233,9 @@ class Activations:
                 shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
                 routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
                     f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
-                routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
-                moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
-                moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * a.moe_load_imbalance
+                routed_all, busiest = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp, moe_busiest_load(ctx)
+                moe_act_per_token = attn_act_per_token + shared + routed * busiest
+                moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * busiest
             full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
 
         tokens_gpu, fwd_share = ctx.tokens_gpu, ctx.fwd_share
@@ -293,6 +293,14 @@ class LayerComm:
         cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
                                rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
         return LayerComm(tp_block_collectives, tp_one, cp)
+
+
+def moe_busiest_load(ctx: ChoiceContext) -> float:
+    """The busiest EP rank's routed tokens over the mean (costmodel/moe_dispatch.py busiest_rank_load: 1 at EP 1,
+    growing as √(ln ep), at most the capacity factor)."""
+    a, moe = ctx.a, ctx.m.moe
+    return moe_dispatch.busiest_rank_load(ctx.c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
+                                          moe.capacity_factor if moe is not None else None)
 
 
 def dense_layer_params_gpu(ctx: ChoiceContext) -> float:
@@ -358,7 +366,7 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
     nonexpert = rates.attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
     expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
     moe_linear = tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
-                               + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
+                               + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
     moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
     if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
         moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)

@@ -118,17 +118,19 @@ def test_all_to_all_tiers_and_node_limited_routing_by_hand():
 
     Unrestricted: network copies 8 · (1 - 8/64) = 7 -> 7 · 29,360,128 / 45e9 = 4.5671 ms; NVLink copies
     8 · 7/64 = 0.875 -> 0.1606 ms; the tiers run concurrently: 4.5671 ms.
-    Node-limited (<= 4 nodes): network copies min(4, 8, 8) · (1 - 1/8) = 3.5 -> 2.2836 ms; NVLink copies
-    8 · 7/8 = 7 (local and forwarded) -> 7 · 29,360,128 / 160e9 = 1.2845 ms; max: 2.2836 ms.
+    Per-node sends (DeepEP) with 3.5 remote nodes per token (the old flat min(4, 8, 8) · (1 - 1/8); the expected
+    count under node-limited routing is now moe_dispatch.expected_remote_nodes, tests/test_moe_dispatch.py):
+    network copies 3.5 -> 2.2836 ms; NVLink copies 8 · 7/8 = 7 (local and forwarded) -> 7 · 29,360,128 / 160e9 =
+    1.2845 ms; max: 2.2836 ms.
     Latency: one per tier (concurrent sends), not 63 in sequence: + 10 µs network -> 2.2936 ms."""
     b = 4096 * 7168 * 1
     assert b == 29_360_128
     free = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0)
     assert free == pytest.approx(7 * b / 45e9) and free == pytest.approx(4.5671e-3, rel=1e-4)
-    limited = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0, max_nodes_per_token=4)
+    limited = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0, remote_nodes=3.5)
     assert limited == pytest.approx(3.5 * b / 45e9) and limited == pytest.approx(2.2836e-3, rel=1e-4)
     assert 7 * b / 160e9 == pytest.approx(1.2845e-3, rel=1e-4) and 7 * b / 160e9 < limited
-    assert all_to_all_time_s(b, 8, 64, 8, 160e9, 3e-6, 45e9, 10e-6, 4) == pytest.approx(limited + 10e-6)
+    assert all_to_all_time_s(b, 8, 64, 8, 160e9, 3e-6, 45e9, 10e-6, 3.5) == pytest.approx(limited + 10e-6)
     # inside one node: NVLink only, (ep - 1)/ep of the copies
     assert all_to_all_time_s(b, 8, 8, 8, 160e9, 0.0, 45e9, 0.0) == pytest.approx(8 * 7 / 8 * b / 160e9)
 
@@ -141,14 +143,16 @@ def _dsv3(**assumptions):
 
 def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     """exposed = max(a2a·(1 - overlap), a2a - window), a2a = dispatch + combine forward and backward
-    (2 x (dispatch + combine)), window = the paired layer's compute. BF16 dispatch without node limit
+    (2 x (dispatch + combine)) to the busiest of the 64 EP ranks, window = the paired layer's compute. BF16
+    dispatch by a plain all-to-all (per remote expert)
     over 400G IB at 0.5 of line rate makes the all-to-all longer than the compute, so the bound binds:
     the 90 % overlap credit alone would hide more traffic than there is compute to hide it behind."""
     spec, c = _dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5)
     costs = _costs(spec, c)
     a = resolve_assumptions(spec.assumptions)
     nv, net = tier_links(resolve_gpu(spec.cluster), a)
-    tok = 4096 * 7168
+    busiest = 1 + 0.1 * 2 ** 0.5  # the busiest of 64 EP ranks: 1 + 0.1·√(ln 64 / ln 8) (moe_dispatch.py)
+    tok = 4096 * 7168 * busiest
     one = sum(all_to_all_time_s(tok * bytes_, 8, 64, 8, nv.bandwidth_Bps, nv.latency_s, net.bandwidth_Bps,
                                 net.latency_s) for bytes_ in (2.0, 2.0))
     raw = 2 * one
@@ -255,7 +259,8 @@ def test_mla_activations_under_deepseek_selective_and_fp8_by_hand():
     Per token: two norm inputs 2 · 2 · 7168 = 28,672; latents 2 · (1536 + 576) = 4,224; Q, K, V
     recomputed: 0; attention output 1 · 16,384; fp32 LSE 4 · 128 = 512; shared expert gate + up 2 · 2 ·
     2048 + product 1 · 2048 = 10,240; routed: 8 x (dispatched token 7168 + gate/up in FP8 2 · 2048) =
-    90,112, x load imbalance 1.1 = 99,123.2. Total 159,155.2 B per token."""
+    90,112, x the busiest of EP 64's load 1 + 0.1·√(ln 64 / ln 8) = 1.14142 (1.1 before the imbalance depended on
+    the EP size, moe_dispatch.busiest_rank_load) = 102,855.8. Total 162,887.8 B per token."""
     items = dense_layer_activation_items(7168, 24576, 24576, 2048, True, 128, 4096, v_dim=16384, o_dim=16384,
                                          mla_latents=(1536, 576), linear_input_bytes=1.0, recompute_norms=True,
                                          recompute_mla_up=True)
@@ -264,7 +269,8 @@ def test_mla_activations_under_deepseek_selective_and_fp8_by_hand():
     spec, c = _dsv3(selective_recompute_policy="deepseek_v3")
     costs = _costs(spec, c)
     per_token = costs.moe.act_bytes / 4096
-    assert per_token == pytest.approx(28_672 + 4_224 + 16_384 + 512 + 10_240 + 1.1 * 90_112)
+    assert per_token == pytest.approx(28_672 + 4_224 + 16_384 + 512 + 10_240 + (1 + 0.1 * 2 ** 0.5) * 90_112)
+    assert per_token == pytest.approx(162_887.8, abs=0.1)
     # BF16 with Megatron's default selective recompute stores Q, K, V and both norm outputs as well
     bf16 = _costs(_spec(DSV3, 2048, seq=4096, gbs=15360, precision="bf16"), replace(c, schedule="dualpipe"))
     assert bf16.moe.act_bytes / 4096 > 2 * per_token
