@@ -147,6 +147,18 @@ class GemmRates:
         ctx = self.ctx
         return linear_seconds_per_flop(ctx.a, ctx.gpu, ctx.precision, ctx.peak, gemms)
 
+    def spf_bf16(self, gemms: list[tuple[float, float, float, float]]) -> float:
+        """Seconds per FLOP of GEMMs that stay BF16 under FP8 training, the output head and the MoE router
+        (DeepSeek-V3 §3.3.1: "the embedding module, the output head, MoE gating modules, normalization operators,
+        and attention operators" keep BF16/FP32; Megatron-Core d98e8a64 megatron/core/models/gpt/gpt_model.py:272-277
+        builds the output layer as tensor_parallel.ColumnParallelLinear, not a Transformer Engine FP8 layer, unless
+        the MXFP8 output projection is on, and moe/router.py:111 runs the gating GEMM in the input or router dtype);
+        the training precision's rate under BF16."""
+        ctx = self.ctx
+        if ctx.precision == "bf16":
+            return self.spf(gemms)
+        return linear_seconds_per_flop(ctx.a, ctx.gpu, "bf16", ctx.gpu.peak_bf16_tflops * 1e12, gemms)
+
     def traffic_s(self, per_token: float) -> float:
         """Memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
         softmax): activation_traffic_passes x the layer's activation bytes (all of them in BF16, whatever is
@@ -363,9 +375,11 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
     M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
     shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
                     (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-    nonexpert = rates.attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
+    nonexpert = rates.attn_gemms + shared_gemms
+    router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
     expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-    moe_linear = tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
+    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
+                               + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
                                + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
     moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
     if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
