@@ -42,7 +42,7 @@ class Assumptions(BaseModel):
     fp8_activation_bytes: float = Field(1.0, gt=0, description="FP8 training: bytes per element of the saved inputs of linear layers (Transformer Engine saves the FP8-cast input for the weight gradient; DeepSeek-V3 §3.3.2 caches them in FP8); 2: saved in BF16")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
     recompute_workspace_layers: float = Field(1.0, ge=0, description="full recompute: while a recomputed layer runs its backward, its activations exist in full again; every stage holds this many layers' full activations of one micro-batch on top of the stored inputs (PyTorch/Megatron activation checkpointing); textbook 0")
-    selective_recompute_policy: Literal["attention", "alternate_matmuls", "deepseek_v3"] = Field("attention", description="what recompute='selective' recomputes: 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py); 'deepseek_v3' (DeepSeek-V3 §3.2.3/§3.3.2, Megatron-Core --recompute-modules layernorm mla_up_proj moe_act: RMSNorm outputs, MLA up-projections and the experts' SwiGLU output recomputed, SwiGLU inputs cached in FP8 under FP8 training)")
+    selective_recompute_policy: Literal["model", "attention", "alternate_matmuls", "deepseek_v3"] = Field("model", description="what recompute='selective' recomputes: 'model' (default): 'deepseek_v3' for a model with multi-head latent attention (what DeepSeek-V3 §3.2.3 and Megatron-Core's MLA recipes recompute: --recompute-modules mla_up_proj layernorm moe_act, NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:560-580), else 'attention'; 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py); 'deepseek_v3' (DeepSeek-V3 §3.2.3/§3.3.2, Megatron-Core --recompute-modules layernorm mla_up_proj moe_act: RMSNorm outputs, MLA up-projections and the experts' SwiGLU output recomputed, SwiGLU inputs cached in FP8 under FP8 training)")
     zero3_collectives_per_layer: float = Field(3.0, ge=0, description="ZeRO-3 collectives per layer and micro-batch, each paying a ring latency (n-1)*alpha: FSDP gathers a wrapped block once for forward and once for backward and reduce-scatters it once (3); DeepSpeed ZeRO-3 before mid-2021 issued one per parameter tensor (3 x tensors per layer; DeepSpeed issue #1069, PR #1188)")
     zero3_unsharded_layers: float = Field(2.0, ge=0, description="ZeRO-3/FSDP: layers whose weights (and, in backward, gradients) are held unsharded at once: the one computing and the one prefetched (FSDP2 forward/backward prefetch, DeepSpeed stage-3 prefetch); textbook 0")
     zero_unsharded_across_microbatches_with_pp: bool = Field(True, description="ZeRO-2/3 with pipeline parallelism: a stage keeps its weights unsharded and its gradients unreduced across micro-batches and syncs once per step (PyTorch pipelining with FSDP2, as torchtitan runs it: reshard_after_forward off, gradient sync on the last micro-batch only), so it costs ZeRO-1's memory and traffic; False: gather and reduce every micro-batch; textbook False")
@@ -177,6 +177,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 KNOBS: tuple[str, ...] = tuple(Assumptions.model_fields)
 
+
+def selective_policy(a: Assumptions, mla: bool) -> str:
+    """The selective-recompute policy in force: the knob, with 'model' resolved by the model's attention (its
+    description): 'deepseek_v3' with MLA, else 'attention'."""
+    if a.selective_recompute_policy == "model":
+        return "deepseek_v3" if mla else "attention"
+    return a.selective_recompute_policy
+
 AssumptionsSpec = create_model(  # the spec's ``assumptions:`` section: a preset plus optional overrides
     "AssumptionsSpec",
     __config__=ConfigDict(extra="forbid", strict=True, frozen=True),
@@ -203,4 +211,5 @@ def describe_knobs() -> list[tuple[str, Any, str]]:
     return [(name, f.default, f.description or "") for name, f in Assumptions.model_fields.items()]
 
 
-__all__ = ["Assumptions", "AssumptionsSpec", "PRESETS", "KNOBS", "resolve_assumptions", "describe_knobs", "ValidationError"]
+__all__ = ["Assumptions", "AssumptionsSpec", "PRESETS", "KNOBS", "resolve_assumptions", "describe_knobs", "selective_policy",
+           "ValidationError"]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from parplan.costmodel import moe_comm, moe_dispatch
 from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.assumptions import Assumptions, selective_policy
 from parplan.costmodel.comm import Comm, cp_attention_comm
 from parplan.costmodel.context_parallel import CpComm, attention_seq_len
 from parplan.costmodel.data_parallel import DataParallel
@@ -186,12 +186,13 @@ class Activations:
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
         a, c, m, arch, h, sp = ctx.a, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.sp
-        per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
+        policy = selective_policy(a, m.mla is not None)
+        per_op_sac = (c.recompute == "selective" and policy == "alternate_matmuls"
                       and a.activation_sbh_coefficient is None)
         # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
         # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
         # mla_up_proj moe_act)
-        ds_selective = (c.recompute == "selective" and a.selective_recompute_policy == "deepseek_v3"
+        ds_selective = (c.recompute == "selective" and policy == "deepseek_v3"
                         and a.activation_sbh_coefficient is None)
         fp8 = ctx.precision == "fp8"
         lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
@@ -240,14 +241,8 @@ class Activations:
             if a.activation_sbh_coefficient is not None:
                 moe_act_per_token = moe_traffic_per_token = a.activation_sbh_coefficient * h / c.tp
             else:
-                gated, f_e, f_s = m.gated_mlp, moe.expert_ffn_hidden_size, arch.shared_expert_ffn
-                shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
-                shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
-                routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
-                    f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
-                routed_all, busiest = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp, moe_busiest_load(ctx)
-                moe_act_per_token = attn_act_per_token + shared + routed * busiest
-                moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * busiest
+                stored, every = moe_mlp_activation_per_token(ctx, lb, ds_selective)
+                moe_act_per_token, moe_traffic_per_token = attn_act_per_token + stored, attn_traffic_per_token + every
             full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
 
         tokens_gpu, fwd_share = ctx.tokens_gpu, ctx.fwd_share
@@ -305,6 +300,20 @@ class LayerComm:
         cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
                                rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
         return LayerComm(tp_block_collectives, tp_one, cp)
+
+
+def moe_mlp_activation_per_token(ctx: ChoiceContext, lb: float, ds_selective: bool) -> tuple[float, float]:
+    """(stored, all) activation bytes per token of an MoE layer's shared and routed experts (memory.py
+    mlp_activation_bytes): the routed ones at the busiest EP rank's load; ``lb`` bytes per saved linear input."""
+    c, m, h, moe = ctx.c, ctx.m, ctx.h, ctx.m.moe
+    gated, f_e, f_s = m.gated_mlp, moe.expert_ffn_hidden_size, ctx.arch.shared_expert_ffn
+    shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
+    shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
+    routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
+        f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
+    routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
+    busiest = moe_busiest_load(ctx)
+    return shared + routed * busiest, shared_all + routed_all * busiest
 
 
 def moe_busiest_load(ctx: ChoiceContext) -> float:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.assumptions import resolve_assumptions, selective_policy
 from parplan.costmodel.optimizer_states import split_states
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
@@ -123,7 +123,13 @@ def block_recompute_layers(stage_layers: list[int], vpp: int, n: int,
 def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
     if plan.recompute == "selective":
         s.recompute_granularity = "selective"
-        if resolve_assumptions(spec.assumptions).selective_recompute_policy != "attention":
+        policy = selective_policy(resolve_assumptions(spec.assumptions), spec.model.mla is not None)
+        if policy == "deepseek_v3":
+            s.warnings.append("the cost model's selective recompute is DeepSeek-V3's (RMSNorm outputs, MLA "
+                              "up-projections, the experts' activation): add --recompute-modules layernorm "
+                              "mla_up_proj moe_act (Megatron-Core transformer_config.py:560-580); without it Megatron "
+                              "recomputes the core attention only (core_attn)")
+        elif policy != "attention":
             s.warnings.append("the cost model's selective recompute policy is 'alternate_matmuls' (PyTorch per-op "
                               "checkpointing); Megatron-LM's --recompute-granularity selective recomputes the core "
                               "attention (--recompute-modules core_attn) instead")

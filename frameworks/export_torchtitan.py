@@ -212,7 +212,7 @@ def _activation_checkpoint(plan: Plan, knobs: Assumptions, warnings: list[str]) 
     policy = knobs.selective_recompute_policy
     if plan.recompute == "selective":
         ac["mode"], ac["selective_ac_option"] = "selective", "op"
-        if policy != "alternate_matmuls":
+        if policy != "alternate_matmuls":  # 'model' resolves to attention or deepseek_v3, never per-op
             warnings.append("recompute 'selective' was priced as Megatron's attention-core recompute "
                             "(assumptions.selective_recompute_policy = attention); torchtitan's per-op selective "
                             "checkpointing (selective_ac_option = op) saves every other matmul instead")

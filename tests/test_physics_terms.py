@@ -271,8 +271,13 @@ def test_mla_activations_under_deepseek_selective_and_fp8_by_hand():
     per_token = costs.moe.act_bytes / 4096
     assert per_token == pytest.approx(28_672 + 4_224 + 16_384 + 512 + 10_240 + (1 + 0.1 * 2 ** 0.5) * 90_112)
     assert per_token == pytest.approx(162_887.8, abs=0.1)
-    # BF16 with Megatron's default selective recompute stores Q, K, V and both norm outputs as well
-    bf16 = _costs(_spec(DSV3, 2048, seq=4096, gbs=15360, precision="bf16"), replace(c, schedule="dualpipe"))
+    # the default policy ('model') is DeepSeek's for an MLA model (issue 19 item 7)
+    spec_default, _ = _dsv3()
+    assert _costs(spec_default, c).moe.act_bytes == costs.moe.act_bytes
+    # BF16 with Megatron-Core's core_attn selective recompute (policy 'attention') stores Q, K, V and both norm
+    # outputs as well
+    bf16 = _costs(_spec(DSV3, 2048, seq=4096, gbs=15360, precision="bf16", selective_recompute_policy="attention"),
+                  replace(c, schedule="dualpipe"))
     assert bf16.moe.act_bytes / 4096 > 2 * per_token
 
 
