@@ -79,6 +79,9 @@ class Assumptions(BaseModel):
     # ---- communication (alpha-beta, seed 001 §2.3)
     include_latency: bool = Field(True, description="alpha term of the alpha-beta model; textbook: bandwidth only")
     intra_node_bandwidth_efficiency: float = Field(_CAL["intra_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NVLink link rate; {_FIT}")
+    collective_busbw_priors: bool = Field(True, description="NVLink collectives at the measured NCCL bus bandwidth of their kind where the GPU has one (costmodel/hardware.py NVLINK_BUSBW_GBPS, each with its source: H100/H200 all-gather/reduce-scatter 360 GB/s, all-reduce 470 with NVLS; H800 160 for every kind, DeepSeek-V3 §3.2.2; A100 all-reduce 240) x nvlink_busbw_scale, instead of line rate x intra_node_bandwidth_efficiency; textbook False")
+    nvlink_busbw_scale: float = Field(1.0, gt=0, le=1.5, description="the fit's handle on the NVLink bus-bandwidth priors (collective_busbw_priors): achieved / measured; 1: the NCCL-tests figures as they are (not fitted)")
+    nvlink_sharp_all_reduce: bool = Field(True, description="all-reduces inside an NVSwitch domain use NCCL's NVLS (NVLink SHARP) algorithm where the GPU has it (Hopper and newer; NCCL_NVLS_ENABLE defaults on): the all_reduce_nvls prior")
     inter_node_bandwidth_efficiency: float = Field(_CAL["inter_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NIC line rate; {_FIT}")
     intra_node_latency_factor: float = Field(_CAL["intra_node_latency_factor"], gt=0, description=f"achieved per-step latency of NVLink collectives over the GPU catalog's alpha (seed 001: 5 us); {_FIT}")
     inter_node_latency_factor: float = Field(_CAL["inter_node_latency_factor"], gt=0, description=f"achieved per-step latency of network collectives over the GPU catalog's alpha (seed 001: 30 us); {_FIT}")
@@ -160,6 +163,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tp_comm_overlap": 0.0,
         "tp_sp_weight_grad_regather": False,
         "hierarchical_all_to_all": False,
+        "collective_busbw_priors": False,
         "fp8_activation_bytes": 2.0,
         "cp_comm_overlaps_attention": True,
         "cp_ring_model": "aggregate",

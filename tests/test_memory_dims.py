@@ -51,7 +51,8 @@ MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num
 # line rates, no latency, nothing hidden: every DP term is its bytes over its link's bandwidth
 PLAIN = dict(intra_node_bandwidth_efficiency=1.0, inter_node_bandwidth_efficiency=1.0, include_latency=False,
              dp_comm_overlap=0.0, zero_microbatch_comm_overlap=0.0, hierarchical_collectives=False)
-NV = 450e9  # H100 NVLink per direction (costmodel/hardware.py)
+NV = 360e9  # H100 NVLink reduce-scatter / all-gather bus bandwidth prior (costmodel/hardware.py NVLINK_BUSBW_GBPS)
+NV_AR = 470e9  # H100 NVLink all-reduce with NVLS (the same table); both were the 450 GB/s line rate before issue 19
 NET = 50e9  # H100 NIC per GPU per direction
 
 
@@ -111,15 +112,16 @@ def test_hsdp_states_over_the_shard_group_by_hand():
 
 def test_hsdp_dp_time_inside_a_node_by_hand():
     """8 GPUs of one node, ZeRO-1. Today: reduce-scatter 7/8·4 B and all-gather 7/8·2 B per parameter over
-    NVLink: 5.25 B / 450 GB/s. Two replicas: reduce-scatter 3/4·4 and all-gather 3/4·2 in the shard of 4, plus
-    the all-reduce of the 1/4 gradient shard over the 2 replicas, 2·(1/2)·4/4 = 1 B: 5.5 B / 450 GB/s
+    NVLink: 5.25 B / 360 GB/s (the reduce-scatter/all-gather prior). Two replicas: reduce-scatter 3/4·4 and
+    all-gather 3/4·2 in the shard of 4 (4.5 B / 360 GB/s), plus the all-reduce of the 1/4 gradient shard over the 2
+    replicas, 2·(1/2)·4/4 = 1 B / 470 GB/s (the NVLS all-reduce prior)
     (Megatron-Core param_and_grad_buffer.py:815-830: reduce-scatter, then the inter-instance all-reduce)."""
     spec = _spec()
     assert _costs(spec).dense.dp_s == pytest.approx(P_LAYER * 5.25 / NV)
-    assert _costs(spec, zero_replicas=2).dense.dp_s == pytest.approx(P_LAYER * 5.5 / NV)
+    assert _costs(spec, zero_replicas=2).dense.dp_s == pytest.approx(P_LAYER * (4.5 / NV + 1.0 / NV_AR))
     # ZeRO-2 (pp = 1): the per-micro-batch reduce-scatter 3/4·4 plus the replicas' all-reduce 1 B, exposed
     z2 = _costs(spec, zero_stage=2, zero_replicas=2, num_microbatches=1)
-    assert z2.dense.zero_s == pytest.approx(P_LAYER * 4.0 / NV)
+    assert z2.dense.zero_s == pytest.approx(P_LAYER * (3.0 / NV + 1.0 / NV_AR))
 
 
 def test_hsdp_replicas_across_nodes_by_hand():
