@@ -280,6 +280,14 @@ def model_args(spec: Spec) -> list[str]:
         if m.moe.first_dense_layers:
             k = m.moe.first_dense_layers
             _flag(out, "--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})")
+        # the dispatcher priced (costmodel/moe_dispatch.py); Megatron's own default is allgather
+        # (core_v0.15.3 arguments.py:3131-3142: --moe-token-dispatcher-type, --moe-enable-deepep for flex,
+        # --moe-expert-capacity-factor); HybridEP is --moe-flex-dispatcher-backend hybridep from core_v0.16.0 (3df20090)
+        _flag(out, "--moe-token-dispatcher-type", m.moe.dispatcher)
+        if m.moe.dispatcher == "flex":
+            _flag(out, "--moe-enable-deepep")
+        if m.moe.capacity_factor is not None:
+            _flag(out, "--moe-expert-capacity-factor", m.moe.capacity_factor)
     if m.mla is not None:  # _add_network_size_args / _add_mla_args, arguments.py:1664 and 3165-3176 at core_v0.15.3
         _flag(out, "--multi-latent-attention")
         if m.mla.q_lora_rank:  # 0: no query compression, Megatron's default None

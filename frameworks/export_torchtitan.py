@@ -177,6 +177,13 @@ def _expert_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str, o
     if spec.model.moe is not None:
         par["expert_parallel_degree"] = plan.ep
         par["expert_tensor_parallel_degree"] = plan.etp
+        moe = spec.model.moe  # torchtitan@b5bcd76 torchtitan/models/common/config_utils.py:370-377: 'standard'
+        # (PyTorch all-to-all), 'deepep', 'hybridep'; it has no all-gather dispatcher
+        if moe.dispatcher == "flex":
+            par["expert_parallel_comm_backend"] = moe.dispatcher_backend
+        elif moe.dispatcher == "allgather":
+            warnings.append("dispatcher allgather: torchtitan has no all-gather token dispatcher (config_utils.py:370-377); "
+                            "exported as the standard all-to-all")
         if plan.ep > 1 and plan.etp not in (1, plan.tp):
             warnings.append(f"etp = {plan.etp}: torchtitan supports only etp = 1 or etp = tp = {plan.tp} "
                             f"(parallel_dims.py); this file will not start")
