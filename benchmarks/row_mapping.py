@@ -167,7 +167,9 @@ def _deepseek_attention(ex: Expression, fw: str, moe: Optional[MoESpec]) -> tupl
                                f"{mla.kv_lora_rank}, head dims {mla.qk_nope_head_dim}+{mla.qk_rope_head_dim}, v "
                                f"{mla.v_head_dim})")
     if fw == "hai-llm" and moe is not None:
-        return mla, hf["num_mtp_layers"], moe.model_copy(update={"max_nodes_per_token": config["topk_group"]})
+        # DeepSeek's own cross-node all-to-all kernels (§3.2.2, released as DeepEP): one IB copy per remote node
+        return mla, hf["num_mtp_layers"], moe.model_copy(update={"max_nodes_per_token": config["topk_group"],
+                                                                 "dispatcher": "flex"})
     return mla, 0, moe
 
 

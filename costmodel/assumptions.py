@@ -42,7 +42,7 @@ class Assumptions(BaseModel):
     fp8_activation_bytes: float = Field(1.0, gt=0, description="FP8 training: bytes per element of the saved inputs of linear layers (Transformer Engine saves the FP8-cast input for the weight gradient; DeepSeek-V3 §3.3.2 caches them in FP8); 2: saved in BF16")
     logits_bytes_per_element: float = Field(4.0, ge=0, description="fp32 logits s*b*V/TP kept on the last stage (seed 003: 8K x 128K x 4 B = 4 GB); textbook: ignored (0)")
     recompute_workspace_layers: float = Field(1.0, ge=0, description="full recompute: while a recomputed layer runs its backward, its activations exist in full again; every stage holds this many layers' full activations of one micro-batch on top of the stored inputs (PyTorch/Megatron activation checkpointing); textbook 0")
-    selective_recompute_policy: Literal["attention", "alternate_matmuls", "deepseek_v3"] = Field("attention", description="what recompute='selective' recomputes: 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py); 'deepseek_v3' (DeepSeek-V3 §3.2.3/§3.3.2, Megatron-Core --recompute-modules layernorm mla_up_proj moe_act: RMSNorm outputs, MLA up-projections and the experts' SwiGLU output recomputed, SwiGLU inputs cached in FP8 under FP8 training)")
+    selective_recompute_policy: Literal["model", "attention", "alternate_matmuls", "deepseek_v3"] = Field("model", description="what recompute='selective' recomputes: 'model' (default): 'deepseek_v3' for a model with multi-head latent attention (what DeepSeek-V3 §3.2.3 and Megatron-Core's MLA recipes recompute: --recompute-modules mla_up_proj layernorm moe_act, NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py:560-580), else 'attention'; 'attention' (Megatron-LM --recompute-granularity selective: the attention core; with FlashAttention nothing is stored for it, so it costs nothing and saves nothing); 'alternate_matmuls' (PyTorch per-op selective checkpointing as torchtitan configures it: keep the attention kernel's and every other matmul's output, recompute the rest, and hold one layer's activations in full during its backward, costmodel/memory.py); 'deepseek_v3' (DeepSeek-V3 §3.2.3/§3.3.2, Megatron-Core --recompute-modules layernorm mla_up_proj moe_act: RMSNorm outputs, MLA up-projections and the experts' SwiGLU output recomputed, SwiGLU inputs cached in FP8 under FP8 training)")
     zero3_collectives_per_layer: float = Field(3.0, ge=0, description="ZeRO-3 collectives per layer and micro-batch, each paying a ring latency (n-1)*alpha: FSDP gathers a wrapped block once for forward and once for backward and reduce-scatters it once (3); DeepSpeed ZeRO-3 before mid-2021 issued one per parameter tensor (3 x tensors per layer; DeepSpeed issue #1069, PR #1188)")
     zero3_unsharded_layers: float = Field(2.0, ge=0, description="ZeRO-3/FSDP: layers whose weights (and, in backward, gradients) are held unsharded at once: the one computing and the one prefetched (FSDP2 forward/backward prefetch, DeepSpeed stage-3 prefetch); textbook 0")
     zero_unsharded_across_microbatches_with_pp: bool = Field(True, description="ZeRO-2/3 with pipeline parallelism: a stage keeps its weights unsharded and its gradients unreduced across micro-batches and syncs once per step (PyTorch pipelining with FSDP2, as torchtitan runs it: reshard_after_forward off, gradient sync on the last micro-batch only), so it costs ZeRO-1's memory and traffic; False: gather and reduce every micro-batch; textbook False")
@@ -73,11 +73,15 @@ class Assumptions(BaseModel):
     hbm_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="HBM bandwidth per GPU in GB/s for the GEMM roofline and the elementwise traffic; None: the GPU's datasheet value (costmodel/efficiency.py)")
     attention_flops_causal_fraction: float = Field(0.5, gt=0, le=1, description="causal masking halves the score/context FLOPs (seed 003: 6*s*h per token per layer)")
     backward_to_forward_ratio: float = Field(2.0, gt=0, description="B = 2F for matmuls (seed 000 bubble example: F=1, B=2)")
-    moe_load_imbalance: float = Field(1.1, ge=1, description="busiest expert rank over the mean (seed 003 exercise: 1.1-1.3)")
+    moe_load_imbalance: float = Field(1.1, ge=1, description="busiest EP rank's routed tokens over the mean at moe_load_imbalance_reference_ep ranks (seed 003 exercise: 1.1-1.3); at other EP sizes it scales as 1 + (this - 1)·√(ln ep / ln ref), 1 at ep 1 (the expected maximum of ep Gaussian loads, costmodel/moe_dispatch.py busiest_rank_load); applied to the routed-expert GEMMs, their activations and the all-to-all's busiest receiver; textbook 1")
+    moe_load_imbalance_reference_ep: int = Field(8, ge=2, description="EP size at which moe_load_imbalance is stated (assumed: one 8-GPU node, the seed exercise's setting; not measured)")
 
     # ---- communication (alpha-beta, seed 001 §2.3)
     include_latency: bool = Field(True, description="alpha term of the alpha-beta model; textbook: bandwidth only")
     intra_node_bandwidth_efficiency: float = Field(_CAL["intra_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NVLink link rate; {_FIT}")
+    collective_busbw_priors: bool = Field(True, description="NVLink collectives at the measured NCCL bus bandwidth of their kind where the GPU has one (costmodel/hardware.py NVLINK_BUSBW_GBPS, each with its source: H100/H200 all-gather/reduce-scatter 360 GB/s, all-reduce 470 with NVLS; H800 160 for every kind, DeepSeek-V3 §3.2.2; A100 all-reduce 240) x nvlink_busbw_scale, instead of line rate x intra_node_bandwidth_efficiency; textbook False")
+    nvlink_busbw_scale: float = Field(1.0, gt=0, le=1.5, description="the fit's handle on the NVLink bus-bandwidth priors (collective_busbw_priors): achieved / measured; 1: the NCCL-tests figures as they are (not fitted)")
+    nvlink_sharp_all_reduce: bool = Field(True, description="all-reduces inside an NVSwitch domain use NCCL's NVLS (NVLink SHARP) algorithm where the GPU has it (Hopper and newer; NCCL_NVLS_ENABLE defaults on): the all_reduce_nvls prior")
     inter_node_bandwidth_efficiency: float = Field(_CAL["inter_node_bandwidth_efficiency"], gt=0, le=1, description=f"achieved bus bandwidth over NIC line rate; {_FIT}")
     intra_node_latency_factor: float = Field(_CAL["intra_node_latency_factor"], gt=0, description=f"achieved per-step latency of NVLink collectives over the GPU catalog's alpha (seed 001: 5 us); {_FIT}")
     inter_node_latency_factor: float = Field(_CAL["inter_node_latency_factor"], gt=0, description=f"achieved per-step latency of network collectives over the GPU catalog's alpha (seed 001: 30 us); {_FIT}")
@@ -112,7 +116,7 @@ class Assumptions(BaseModel):
     optimizer_offload_overlap: bool = Field(False, description="the offload copies overlap the CPU Adam step (Megatron-Core --overlap-cpu-optimizer-d2h-h2d, arguments.py:2926, default off): the step pays max(D2H + H2D, CPU) instead of their sum")
 
     # ---- pipeline
-    zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B for zero-bubble schedules (ZB paper: W ~ B/2)")
+    zb_weight_grad_fraction: float = Field(0.5, ge=0, le=1, description="W / B of the linear layers' GEMMs for zero-bubble schedules (ZB paper: W ~ B/2); the attention core, elementwise work and communication have no W, so the bubble's W is this x the layers' linear-GEMM share of their time x B (costmodel/schedule.py bubble_beta)")
     uneven_stage_bubble: bool = Field(True, description="the bubble's PP-1 idle slots are the other stages' per-micro-batch times, beta·(Σ t_stage - t_max)/(PP-1) (Alpa, OSDI '22, §5.1 Eq. 2: T = Σ t_i + (B-1)·max t_j); False: every slot is the slowest stage's, beta·t_max (textbook). Equal stages: the same")
     dualpipe_chunk_overlap: float = Field(0.0, ge=0, le=1, description="share of the forward *compute* that runs hidden under the backward compute in DualPipe's paired F&B chunk: F&B = F + B - x·F in units of the stage time, which already carries only the communication the pairing leaves exposed (ep_comm_overlap_dualpipe); 0: the pairing hides communication, not compute (DeepSeek-V3 §3.2.1; the two chunks share the SMs)")
 
@@ -159,6 +163,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tp_comm_overlap": 0.0,
         "tp_sp_weight_grad_regather": False,
         "hierarchical_all_to_all": False,
+        "collective_busbw_priors": False,
         "fp8_activation_bytes": 2.0,
         "cp_comm_overlaps_attention": True,
         "cp_ring_model": "aggregate",
@@ -175,6 +180,14 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 KNOBS: tuple[str, ...] = tuple(Assumptions.model_fields)
+
+
+def selective_policy(a: Assumptions, mla: bool) -> str:
+    """The selective-recompute policy in force: the knob, with 'model' resolved by the model's attention (its
+    description): 'deepseek_v3' with MLA, else 'attention'."""
+    if a.selective_recompute_policy == "model":
+        return "deepseek_v3" if mla else "attention"
+    return a.selective_recompute_policy
 
 AssumptionsSpec = create_model(  # the spec's ``assumptions:`` section: a preset plus optional overrides
     "AssumptionsSpec",
@@ -202,4 +215,5 @@ def describe_knobs() -> list[tuple[str, Any, str]]:
     return [(name, f.default, f.description or "") for name, f in Assumptions.model_fields.items()]
 
 
-__all__ = ["Assumptions", "AssumptionsSpec", "PRESETS", "KNOBS", "resolve_assumptions", "describe_knobs", "ValidationError"]
+__all__ = ["Assumptions", "AssumptionsSpec", "PRESETS", "KNOBS", "resolve_assumptions", "describe_knobs", "selective_policy",
+           "ValidationError"]

@@ -93,6 +93,7 @@ class ChoiceCosts:
     # full recompute: a recomputed layer's activations regenerated for its backward, held once by a stage that
     # recomputes at least one layer (a stage that recomputes none checkpoints nothing and holds none)
     recompute_workspace_bytes: float = 0.0
+    weight_grad_share: float = 1.0  # share of the layers' time in linear GEMMs (weight_grad_share(); ZB's W)
 
     def stage_workspace_bytes(self, recomputed_layers: int) -> float:
         """The working set of a stage that fully recomputes ``recomputed_layers`` layers."""
@@ -136,13 +137,24 @@ class ChoiceCosts:
 
     def bubble_s(self, t_stage_s: float, a: Assumptions) -> float:
         """Bubble for the slowest stage's per-micro-batch time."""
-        return t_stage_s * bubble_factor(self.choice, a)
+        return t_stage_s * bubble_factor(self.choice, a, self.weight_grad_share)
 
 
-def bubble_factor(c: Choice, a: Assumptions) -> float:
+def bubble_factor(c: Choice, a: Assumptions, weight_grad_share: float = 1.0) -> float:
     """The schedule's bubble in units of the slowest unit's per-micro-batch time
-    (:meth:`~parplan.costmodel.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B)."""
-    return PipelineUnits.of(c).bubble_beta(a)
+    (:meth:`~parplan.costmodel.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B); with the default
+    ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds)."""
+    return PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
+
+
+def weight_grad_share(arch: Architecture, dense: LayerCost, moe: LayerCost | None) -> float:
+    """Share of a layer stack's time in linear GEMMs, whose backward alone has a weight-gradient part W
+    (ZB, arXiv 2401.10241 §2; :meth:`PipelineUnits.bubble_beta`): Σ n·linear_s / Σ n·time_s over the model's
+    dense and MoE layers (the attention core, elementwise traffic and exposed communication have no W)."""
+    n_moe, n_dense = (arch.num_moe_layers, arch.num_dense_layers) if moe is not None else (0, arch.spec.num_layers)
+    total = n_dense * dense.time_s + (n_moe * moe.time_s if moe is not None else 0.0)
+    linear = n_dense * dense.linear_s + (n_moe * moe.linear_s if moe is not None else 0.0)
+    return linear / total if total > 0 else 1.0
 
 
 def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
@@ -219,6 +231,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         peak_flops=ctx.peak,
         links=ctx.comm.links,
         recompute_workspace_bytes=recompute_workspace,
+        weight_grad_share=weight_grad_share(arch, dense, moe),
         **ends,
     )
     # ---- post-passes: conventions that move terms between the stage extras and the layers

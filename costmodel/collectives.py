@@ -30,7 +30,7 @@ def ring_gather_time_s(size_bytes: float, n: int, alpha_s: float, bandwidth_Bps:
 
 def all_to_all_time_s(token_bytes: float, copies: float, group: int, local_members: int, nvlink_Bps: float,
                       nvlink_latency_s: float, network_Bps: float, network_latency_s: float,
-                      max_nodes_per_token: int | None = None) -> float:
+                      remote_nodes: float | None = None) -> float:
     """One expert-parallel all-to-all of ``copies`` routed copies of each token (``token_bytes`` per
     token and GPU in total, i.e. tokens x bytes per token) over an EP group of ``group`` GPUs, of which
     ``local_members`` share the sender's NVLink domain; destinations uniform over the group.
@@ -39,13 +39,13 @@ def all_to_all_time_s(token_bytes: float, copies: float, group: int, local_membe
     the point-to-point sends; DeepEP likewise), so the time is the slower tier's bytes over its bandwidth
     plus one latency, not (group - 1) latencies in sequence. Copies to the sender itself move nothing.
 
-    * Unrestricted routing: a copy for a GPU in another domain crosses the network: copies x (1 -
-      local/group) per token; local copies go over NVLink: copies x (local - 1)/group.
-    * Node-limited routing (``max_nodes_per_token`` = M, DeepSeek-V3 §3.2.2): a token's experts lie on
-      at most M of the group's D = group/local domains; it crosses the network once per remote domain,
-      min(M, D, copies) x (1 - 1/D) copies on average (its own domain is among the M with probability
-      M/D), and is forwarded over NVLink inside the destination: every copy not for the receiving GPU
-      itself moves once over NVLink, copies x (local - 1)/local.
+    * Per-expert sends (``remote_nodes`` None: a plain NCCL all-to-all): a copy for a GPU in another domain
+      crosses the network: copies x (1 - local/group) per token; local copies go over NVLink: copies x
+      (local - 1)/group.
+    * Per-node sends (DeepEP/HybridEP, costmodel/moe_dispatch.py): the token crosses the network
+      ``remote_nodes`` times (the expected distinct remote nodes holding its experts) and is forwarded over
+      NVLink inside each destination: every copy not for the receiving GPU itself moves once over NVLink,
+      copies x (local - 1)/local.
     """
     if group <= 1 or copies <= 0:
         return 0.0
@@ -53,9 +53,9 @@ def all_to_all_time_s(token_bytes: float, copies: float, group: int, local_membe
     domains = math.ceil(group / local)
     if domains <= 1:
         nv_copies, net_copies = copies * (group - 1) / group, 0.0
-    elif max_nodes_per_token is not None:
+    elif remote_nodes is not None:
         nv_copies = copies * (local - 1) / local
-        net_copies = min(max_nodes_per_token, domains, copies) * (1 - 1 / domains)
+        net_copies = remote_nodes
     else:
         nv_copies = copies * (local - 1) / group
         net_copies = copies * (1 - local / group)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parplan.costmodel import moe_comm
+from parplan.costmodel import moe_comm, moe_dispatch
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
 from parplan.costmodel.context_parallel import (CpComm, a2a_group_size, allgather_comm, ring_aggregate_s,
                                                 ring_exposed_s, ulysses_all_to_all_s, ulysses_comm)
-from parplan.costmodel.hardware import GPU
+from parplan.costmodel.hardware import GPU, nvlink_busbw_gbps
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 
 if TYPE_CHECKING:  # pragma: no cover  (the costs read a choice by attribute; no import cycle with costmodel.choice)
@@ -56,6 +56,15 @@ def tier_links(gpu: GPU, a: Assumptions) -> tuple[Link, Link]:
     return nv, net
 
 
+def with_busbw(L_: Link, gpu: GPU, a: Assumptions, kind: str) -> Link:
+    """``L_`` at the measured NCCL bus bandwidth of collective ``kind`` when it is the NVLink tier and the GPU has
+    a measurement (hardware.py NVLINK_BUSBW_GBPS, assumptions.collective_busbw_priors, x nvlink_busbw_scale)."""
+    if not (L_.nvlink and a.collective_busbw_priors):
+        return L_
+    gbps = nvlink_busbw_gbps(gpu, kind, a.nvlink_sharp_all_reduce)
+    return L_ if gbps is None else Link(True, gbps * 1e9 * a.nvlink_busbw_scale, L_.latency_s)
+
+
 def link(stride: int, size: int, domain: int, gpu: GPU, a: Assumptions, num_gpus: int | None = None) -> Link:
     nv, net = tier_links(gpu, a)
     return nv if span_within_domain(stride, size, domain, num_gpus) else net
@@ -87,13 +96,14 @@ class Comm:
         def at(stride: int, size: int) -> Link:  # link(stride, size, ...) with the tiers computed once
             return nv if span_within_domain(stride, size, domain, n) else net
 
+        ring = "reduce_scatter"  # DP/ZeRO and ETP rings; TP without SP runs all-reduces
         links = {
-            "tp": at(1, c.tp),
+            "tp": with_busbw(at(1, c.tp), gpu, a, ring if c.sequence_parallel_on else "all_reduce"),
             "cp": at(c.tp, c.cp),
-            "dp_cp": at(c.tp, c.cp * c.dp),
+            "dp_cp": with_busbw(at(c.tp, c.cp * c.dp), gpu, a, ring),
             "pp": at(c.stage_ranks, c.pp),
             "ep": at(c.etp, c.ep),
-            "edp": at(c.etp * c.ep, c.expert_dp),
+            "edp": with_busbw(at(c.etp * c.ep, c.expert_dp), gpu, a, ring),
         }
 
         def collective(name: str, stride: int) -> Link:
@@ -101,10 +111,10 @@ class Comm:
 
         R = c.zero_replicas
         if R > 1:  # HSDP: shard groups of consecutive ranks, their replicas strided by a shard group's span
-            links["dp_shard"] = at(c.tp, c.dense_shard)
-            links["dp_replica"] = at(c.tp * c.dense_shard, R)
-            links["edp_shard"] = at(c.etp * c.ep, c.expert_shard)
-            links["edp_replica"] = at(c.etp * c.ep * c.expert_shard, R)
+            links["dp_shard"] = with_busbw(at(c.tp, c.dense_shard), gpu, a, ring)
+            links["dp_replica"] = with_busbw(at(c.tp * c.dense_shard, R), gpu, a, "all_reduce")
+            links["edp_shard"] = with_busbw(at(c.etp * c.ep, c.expert_shard), gpu, a, ring)
+            links["edp_replica"] = with_busbw(at(c.etp * c.ep * c.expert_shard, R), gpu, a, "all_reduce")
             dense_grp = ZeroGroup(collective("dp_shard", c.tp), c.dense_shard,
                                   collective("dp_replica", c.tp * c.dense_shard), R)
             expert_grp = ZeroGroup(collective("edp_shard", c.etp * c.ep), c.expert_shard,
@@ -112,7 +122,7 @@ class Comm:
         else:
             dense_grp = ZeroGroup(collective("dp_cp", c.tp), c.dense_dp)
             expert_grp = ZeroGroup(collective("edp", c.etp * c.ep), c.expert_dp)
-        links["etp"] = at(1, c.etp)
+        links["etp"] = with_busbw(at(1, c.etp), gpu, a, "all_gather")
         cp_a2a = a2a_group_size(c.cp_comm_type, c.cp, ep_members_per_domain(c.tp, c.cp, domain, n)) if c.cp > 1 else 1
         return Comm(c, gpu, a, domain, nv, net, links, dense_grp, expert_grp, cp_a2a,
                     moe_comm.dispatch_bytes_per_element(c.moe_fp8_dispatch, a.ep_dispatch_bytes))
@@ -123,18 +133,27 @@ class Comm:
         return ring_gather_time_s(group_bytes, size, L.latency_s, L.bandwidth_Bps)
 
     def all_to_all_s(self, token_bytes: float, moe: MoESpec) -> float:
-        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte."""
+        """One dispatch plus one combine of ``token_bytes`` per routed token copy and element byte, by the
+        dispatcher (costmodel/moe_dispatch.py), its busiest receiver's share (``busiest_rank_load``) included."""
         c, a = self.c, self.a
         if c.ep <= 1:
             return 0.0
+        busiest = moe_dispatch.busiest_rank_load(c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
+                                                 moe.capacity_factor)
+        Le = self.links["ep"]
+        if moe.dispatcher == "allgather":  # all-gather of the group's tokens, reduce-scatter of the outputs: BF16
+            return 2 * ring_gather_time_s(moe_dispatch.allgather_bytes_per_rank(token_bytes * 2.0, c.ep), c.ep,
+                                          Le.latency_s, Le.bandwidth_Bps)
         if not a.hierarchical_all_to_all:  # textbook: a ring over the EP link, (ep-1)·alpha in sequence
-            Le = self.links["ep"]
-            return sum(ring_gather_time_s(token_bytes * moe.top_k * b, c.ep, Le.latency_s, Le.bandwidth_Bps)
+            return sum(ring_gather_time_s(token_bytes * moe.top_k * b * busiest, c.ep, Le.latency_s, Le.bandwidth_Bps)
                        for b in (self.dispatch_bytes, 2.0))
         local = ep_members_per_domain(c.etp, c.ep, self.domain, c.num_gpus)
-        nv, net = self.nvlink, self.network
-        return sum(all_to_all_time_s(token_bytes * b, moe.top_k, c.ep, local, nv.bandwidth_Bps, nv.latency_s,
-                                     net.bandwidth_Bps, net.latency_s, moe.max_nodes_per_token)
+        domains = -(-c.ep // max(1, min(local, c.ep)))
+        remote = (moe_dispatch.expected_remote_nodes(moe.num_experts, moe.top_k, domains, moe.max_nodes_per_token)
+                  if moe.dispatcher == "flex" else None)
+        nv, net = with_busbw(self.nvlink, self.gpu, a, "all_to_all"), self.network
+        return sum(all_to_all_time_s(token_bytes * b * busiest, moe.top_k, c.ep, local, nv.bandwidth_Bps,
+                                     nv.latency_s, net.bandwidth_Bps, net.latency_s, remote)
                    for b in (self.dispatch_bytes, 2.0))
 
     def exposed(self, comm_s: float, overlap: float, window_s: float) -> float:

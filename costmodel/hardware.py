@@ -87,6 +87,47 @@ CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
                          sources=gpu.sources + (f"board power: {BOARD_POWER_W[name][1]}",))
            if name in BOARD_POWER_W else gpu for name, gpu in CATALOG.items()}
 
+# Achieved NCCL bus bandwidth (GB/s, nccl-tests' busbw at large messages) of one collective kind inside one 8-GPU
+# NVLink domain, with its source: the priors of the NVLink tier per collective (costmodel/comm.py nvlink_busbw_Bps;
+# assumptions.collective_busbw_priors), in place of line rate x intra_node_bandwidth_efficiency. Kinds: all_gather,
+# reduce_scatter (the ring gathers of TP/ETP and ZeRO), all_reduce (ring), all_reduce_nvls (NVLink SHARP, NVSwitch
+# generations with NCCL's NVLS algorithm), all_to_all (the EP/Ulysses exchange). Kinds without a measurement keep
+# line rate x efficiency.
+_NCCL_H100_AG_RS = ("about 360 GB/s busbw for all-gather / reduce-scatter with NCCL-tests on 8x H100 SXM (as stated in "
+                    "parplan issue 19; not re-measured here)")
+_NCCL_H100_AR = ("docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests: all_reduce_perf busbw at large sizes "
+                 "460-480 GB/s on 8x H100 SXM5 (NVLink 4, above the 450 GB/s ring bound: NVLS); midpoint 470")
+_NCCL_A100_AR = ("docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests: all_reduce_perf busbw 230-250 GB/s on "
+                 "8x A100 SXM4 (NVLink 3, no NVLS); midpoint 240")
+_DSV3_H800 = ("DeepSeek-V3 report (arXiv 2412.19437) §3.2.2: 'NVLink offers a bandwidth of 160 GB/s' on H800, "
+              "about 3.2x IB's 50 GB/s")
+NVLINK_BUSBW_GBPS: dict[str, dict[str, tuple[float, str]]] = {
+    "H100-SXM-80GB": {"all_gather": (360.0, _NCCL_H100_AG_RS), "reduce_scatter": (360.0, _NCCL_H100_AG_RS),
+                      "all_reduce": (360.0, "ring all-reduce = reduce-scatter + all-gather: " + _NCCL_H100_AG_RS),
+                      "all_reduce_nvls": (470.0, _NCCL_H100_AR)},
+    "H200-SXM-141GB": {"all_gather": (360.0, "H100's NVLink 4 and NVSwitch: " + _NCCL_H100_AG_RS),
+                       "reduce_scatter": (360.0, "H100's NVLink 4 and NVSwitch: " + _NCCL_H100_AG_RS),
+                       "all_reduce": (360.0, "H100's NVLink 4 and NVSwitch, ring: " + _NCCL_H100_AG_RS),
+                       "all_reduce_nvls": (470.0, "H100's NVLink 4 and NVSwitch: " + _NCCL_H100_AR)},
+    "H800": {kind: (160.0, _DSV3_H800) for kind in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")},
+    "A100-SXM-80GB": {"all_reduce": (240.0, _NCCL_A100_AR)},
+}
+
+
+def nvlink_busbw_gbps(gpu: GPU, kind: str, nvls: bool = True) -> Optional[float]:
+    """The measured NVLink bus bandwidth of collective ``kind`` on ``gpu`` (:data:`NVLINK_BUSBW_GBPS`), or None where
+    there is none or the spec overrides the GPU's NVLink rate (the override is the user's measurement).
+    ``all_reduce`` takes the NVLS figure when ``nvls`` and the GPU has one."""
+    table = NVLINK_BUSBW_GBPS.get(gpu.name)
+    base = CATALOG.get(gpu.name)
+    if table is None or base is None or base.intra_node_bandwidth_gbps != gpu.intra_node_bandwidth_gbps:
+        return None
+    if kind == "all_reduce" and nvls and "all_reduce_nvls" in table:
+        kind = "all_reduce_nvls"
+    entry = table.get(kind)
+    return entry[0] if entry is not None else None
+
+
 # Names used by papers and the published-runs data for the same parts.
 ALIASES: dict[str, str] = {
     "H100": "H100-SXM-80GB",

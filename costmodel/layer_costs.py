@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parplan.costmodel import moe_comm
+from parplan.costmodel import moe_comm, moe_dispatch
 from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.assumptions import Assumptions, selective_policy
 from parplan.costmodel.comm import Comm, cp_attention_comm
 from parplan.costmodel.context_parallel import CpComm, attention_seq_len
 from parplan.costmodel.data_parallel import DataParallel
@@ -50,6 +50,7 @@ class LayerCost:
     dp_s: float  # exposed DP comm per step
     model_flops: float  # per micro-batch on this GPU, no recompute
     recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
+    linear_s: float = 0.0  # the linear GEMMs' part of compute_s (the only part with a weight gradient, ZB's W)
 
     @property
     def time_s(self) -> float:
@@ -146,6 +147,18 @@ class GemmRates:
         ctx = self.ctx
         return linear_seconds_per_flop(ctx.a, ctx.gpu, ctx.precision, ctx.peak, gemms)
 
+    def spf_bf16(self, gemms: list[tuple[float, float, float, float]]) -> float:
+        """Seconds per FLOP of GEMMs that stay BF16 under FP8 training, the output head and the MoE router
+        (DeepSeek-V3 §3.3.1: "the embedding module, the output head, MoE gating modules, normalization operators,
+        and attention operators" keep BF16/FP32; Megatron-Core d98e8a64 megatron/core/models/gpt/gpt_model.py:272-277
+        builds the output layer as tensor_parallel.ColumnParallelLinear, not a Transformer Engine FP8 layer, unless
+        the MXFP8 output projection is on, and moe/router.py:111 runs the gating GEMM in the input or router dtype);
+        the training precision's rate under BF16."""
+        ctx = self.ctx
+        if ctx.precision == "bf16":
+            return self.spf(gemms)
+        return linear_seconds_per_flop(ctx.a, ctx.gpu, "bf16", ctx.gpu.peak_bf16_tflops * 1e12, gemms)
+
     def traffic_s(self, per_token: float) -> float:
         """Memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused
         softmax): activation_traffic_passes x the layer's activation bytes (all of them in BF16, whatever is
@@ -173,12 +186,13 @@ class Activations:
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
         a, c, m, arch, h, sp = ctx.a, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.sp
-        per_op_sac = (c.recompute == "selective" and a.selective_recompute_policy == "alternate_matmuls"
+        policy = selective_policy(a, m.mla is not None)
+        per_op_sac = (c.recompute == "selective" and policy == "alternate_matmuls"
                       and a.activation_sbh_coefficient is None)
         # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
         # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
         # mla_up_proj moe_act)
-        ds_selective = (c.recompute == "selective" and a.selective_recompute_policy == "deepseek_v3"
+        ds_selective = (c.recompute == "selective" and policy == "deepseek_v3"
                         and a.activation_sbh_coefficient is None)
         fp8 = ctx.precision == "fp8"
         lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
@@ -227,14 +241,8 @@ class Activations:
             if a.activation_sbh_coefficient is not None:
                 moe_act_per_token = moe_traffic_per_token = a.activation_sbh_coefficient * h / c.tp
             else:
-                gated, f_e, f_s = m.gated_mlp, moe.expert_ffn_hidden_size, arch.shared_expert_ffn
-                shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
-                shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
-                routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
-                    f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
-                routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
-                moe_act_per_token = attn_act_per_token + shared + routed * a.moe_load_imbalance
-                moe_traffic_per_token = attn_traffic_per_token + shared_all + routed_all * a.moe_load_imbalance
+                stored, every = moe_mlp_activation_per_token(ctx, lb, ds_selective)
+                moe_act_per_token, moe_traffic_per_token = attn_act_per_token + stored, attn_traffic_per_token + every
             full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
 
         tokens_gpu, fwd_share = ctx.tokens_gpu, ctx.fwd_share
@@ -294,6 +302,28 @@ class LayerComm:
         return LayerComm(tp_block_collectives, tp_one, cp)
 
 
+def moe_mlp_activation_per_token(ctx: ChoiceContext, lb: float, ds_selective: bool) -> tuple[float, float]:
+    """(stored, all) activation bytes per token of an MoE layer's shared and routed experts (memory.py
+    mlp_activation_bytes): the routed ones at the busiest EP rank's load; ``lb`` bytes per saved linear input."""
+    c, m, h, moe = ctx.c, ctx.m, ctx.h, ctx.m.moe
+    gated, f_e, f_s = m.gated_mlp, moe.expert_ffn_hidden_size, ctx.arch.shared_expert_ffn
+    shared = moe.num_shared_experts * mlp_activation_bytes(f_s, gated, lb) / c.tp
+    shared_all = moe.num_shared_experts * mlp_activation_bytes(f_s, gated) / c.tp
+    routed = moe.top_k * (lb * h * c.etp + mlp_activation_bytes(
+        f_e, gated, lb, swiglu_inputs_bytes=lb if ds_selective else 2.0, recompute_activation=ds_selective)) / c.tp
+    routed_all = moe.top_k * (2 * h * c.etp + mlp_activation_bytes(f_e, gated)) / c.tp
+    busiest = moe_busiest_load(ctx)
+    return shared + routed * busiest, shared_all + routed_all * busiest
+
+
+def moe_busiest_load(ctx: ChoiceContext) -> float:
+    """The busiest EP rank's routed tokens over the mean (costmodel/moe_dispatch.py busiest_rank_load: 1 at EP 1,
+    growing as √(ln ep), at most the capacity factor)."""
+    a, moe = ctx.a, ctx.m.moe
+    return moe_dispatch.busiest_rank_load(ctx.c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
+                                          moe.capacity_factor if moe is not None else None)
+
+
 def dense_layer_params_gpu(ctx: ChoiceContext) -> float:
     """A dense layer's parameters on one GPU (over TP)."""
     return ctx.arch.dense_layer_params / ctx.c.tp
@@ -314,8 +344,8 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     dense_grp = ctx.comm.dense_group
     dense_params_gpu = dense_layer_params_gpu(ctx)
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
-    dense_compute = (tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense + rates.attn_core_s
-                     + rates.traffic_s(acts.traffic_per_token))
+    dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
+    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token)
     rc_comm = ctx.recompute_comm(lc.tp_layer_fwd_s, lc.cp.fwd_s, 0.0)
     return LayerCost(
         compute_s=dense_compute + acts.selective_s,
@@ -333,6 +363,7 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         dp_s=dp.dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
+        linear_s=dense_linear,
     )
 
 
@@ -353,14 +384,16 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
     M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
     shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
                     (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-    nonexpert = rates.attn_gemms + shared_gemms + [(h * moe.num_experts, M, h, moe.num_experts)]
+    nonexpert = rates.attn_gemms + shared_gemms
+    router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
     expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-    moe_compute = (tokens_gpu * (arch.moe_layer_dense_linear_flops * spf(nonexpert)
-                                 + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
-                   + rates.attn_core_s)
-    moe_compute += rates.traffic_s(acts.moe_traffic_per_token)
+    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
+                               + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
+                               + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
+    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
     if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
         moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)
+        moe_linear /= 1.0 - a.ep_comm_sm_fraction
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
     ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
     # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
@@ -393,4 +426,5 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
         dp_s=dp.dp_exposed(parts, moe_compute),
         model_flops=moe_model_flops,
         recompute_flops=moe_model_flops * fwd_share,
+        linear_s=moe_linear,
     )

@@ -85,7 +85,7 @@ class Schedule(StrEnum):
         if self is Schedule.INTERLEAVED:
             return (pp - 1) * (F + B) / vpp
         if self is Schedule.ZB_H1:
-            return (pp - 1) * (F + B - 2 * W)
+            return max(0.0, (pp - 1) * (F + B - 2 * W))  # W ≤ B, but F + B - 2W < 0 once W > (F + B)/2
         if self is Schedule.DUALPIPE:
             return max(0.0, (pp / 2 - 1) * (fb + B - 3 * W))
         return dualpipev.bubble_time(pp, F, B, W, fb)
@@ -182,7 +182,7 @@ class PipelineUnits:
         rank runs each of its two stages for half the micro-batches."""
         return 1.0 / self.stages_per_unit
 
-    def bubble_beta(self, a: "Assumptions") -> float:
+    def bubble_beta(self, a: "Assumptions", weight_grad_share: float = 1.0) -> float:
         """The bubble in units of the slowest unit's per-micro-batch time, F : B = 1 : ratio.
 
         DualPipe's paired chunk F&B (DeepSeek-V3 §3.2.1, Table 2) runs one micro-batch's forward and another's
@@ -192,10 +192,17 @@ class PipelineUnits:
         pairing hides), so in units of t, F&B = F + B - x·F with x = ``dualpipe_chunk_overlap`` (default 0: no
         compute hidden by compute; the DualPipe repository, dualpipe/dualpipe.py at 030ce43, hands each pair to
         the model's own ``overlapped_forward_backward`` hook, whose reference example runs the two chunks one
-        after the other)."""
+        after the other).
+
+        W, the weight-gradient part of B, exists only for the linear layers' GEMMs (Qi et al. 2023, Zero Bubble
+        Pipeline Parallelism, arXiv 2401.10241, §2: B computes the input gradient, W the parameter gradient of each
+        linear layer; the attention core, the elementwise work and the communication have none): W =
+        ``zb_weight_grad_fraction`` x ``weight_grad_share`` x B, with ``weight_grad_share`` the share of the
+        stage time spent in linear GEMMs (ChoiceCosts.weight_grad_share; 1: the whole backward, the smallest
+        ZB/DualPipe bubble, which the solver's lower bounds use)."""
         r = a.backward_to_forward_ratio
         F, B = 1 / (1 + r), r / (1 + r)
-        W = a.zb_weight_grad_fraction * B
+        W = a.zb_weight_grad_fraction * min(1.0, max(0.0, weight_grad_share)) * B
         FandB = F + B - a.dualpipe_chunk_overlap * F
         return self.schedule.bubble_time(self.pp, F, B, W, FandB, self.vpp)
 

@@ -71,7 +71,21 @@ class MoESpec(_Limited):
     first_dense_layers: int = Field(0, ge=0, description="leading layers that are dense, not MoE")
     max_nodes_per_token: Optional[PositiveInt] = Field(
         None, description="node-limited routing: a token's experts lie on at most this many nodes, reached "
-        "once each over the network and fanned out over NVLink (DeepSeek-V3 §3.2.2: 4); None: unrestricted")
+        "once each over the network and fanned out over NVLink (DeepSeek-V3 §3.2.2: 4); None: unrestricted. It "
+        "saves network crossings only under dispatcher flex (DeepEP/HybridEP), and only where it binds (fewer than "
+        "the EP group's nodes; costmodel/moe_dispatch.py)")
+    dispatcher: Literal["alltoall", "allgather", "flex"] = Field(
+        "alltoall", description="token dispatcher (Megatron-Core --moe-token-dispatcher-type): 'alltoall' (NCCL "
+        "all-to-all: one network copy per remote expert; torchtitan expert_parallel_comm_backend 'standard', "
+        "DeepSpeed-MoE's _AllToAll), 'flex' (DeepEP/HybridEP: one network copy per remote node holding one of the "
+        "token's experts), 'allgather' (every rank gathers the EP group's tokens); costmodel/moe_dispatch.py")
+    dispatcher_backend: Literal["deepep", "hybridep"] = Field(
+        "deepep", description="backend of dispatcher 'flex' (Megatron-Core --moe-flex-dispatcher-backend; "
+        "torchtitan expert_parallel_comm_backend 'deepep' | 'hybridep'); both send a token once per remote node")
+    capacity_factor: Optional[float] = Field(
+        None, gt=0, description="expert capacity factor (Megatron-Core --moe-expert-capacity-factor, DeepSpeed-MoE "
+        "capacity_factor): tokens beyond this x the mean per expert are dropped, so the busiest EP rank receives at "
+        "most this x the mean; None: no token dropping")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoESpec":

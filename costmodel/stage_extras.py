@@ -68,7 +68,7 @@ def end_stage_costs(ctx: ChoiceContext, rates: GemmRates, dense: LayerCost, moe:
     else:
         first_params, last_params = emb_gpu, head_gpu
     head_flops = ctx.tokens_gpu * arch.head_flops
-    head_s = head_flops * rates.spf([(1.0, ctx.M, ctx.h, m.vocab_size / c.tp)])
+    head_s = head_flops * rates.spf_bf16([(1.0, ctx.M, ctx.h, m.vocab_size / c.tp)])  # BF16 under FP8 (§3.3.1)
     logit_elements = ctx.tokens_tp_group * m.vocab_size / c.tp  # per micro-batch, vocabulary-sharded by TP
     logits = logit_elements * a.logits_bytes_per_element
     mtp = mtp_costs(ctx, rates, dense, moe, head_s, last_stage_inflight)

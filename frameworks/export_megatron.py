@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.assumptions import resolve_assumptions, selective_policy
 from parplan.costmodel.optimizer_states import split_states
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
@@ -123,7 +123,13 @@ def block_recompute_layers(stage_layers: list[int], vpp: int, n: int,
 def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
     if plan.recompute == "selective":
         s.recompute_granularity = "selective"
-        if resolve_assumptions(spec.assumptions).selective_recompute_policy != "attention":
+        policy = selective_policy(resolve_assumptions(spec.assumptions), spec.model.mla is not None)
+        if policy == "deepseek_v3":
+            s.warnings.append("the cost model's selective recompute is DeepSeek-V3's (RMSNorm outputs, MLA "
+                              "up-projections, the experts' activation): add --recompute-modules layernorm "
+                              "mla_up_proj moe_act (Megatron-Core transformer_config.py:560-580); without it Megatron "
+                              "recomputes the core attention only (core_attn)")
+        elif policy != "attention":
             s.warnings.append("the cost model's selective recompute policy is 'alternate_matmuls' (PyTorch per-op "
                               "checkpointing); Megatron-LM's --recompute-granularity selective recomputes the core "
                               "attention (--recompute-modules core_attn) instead")
@@ -274,6 +280,14 @@ def model_args(spec: Spec) -> list[str]:
         if m.moe.first_dense_layers:
             k = m.moe.first_dense_layers
             _flag(out, "--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})")
+        # the dispatcher priced (costmodel/moe_dispatch.py); Megatron's own default is allgather
+        # (core_v0.15.3 arguments.py:3131-3142: --moe-token-dispatcher-type, --moe-enable-deepep for flex,
+        # --moe-expert-capacity-factor); HybridEP is --moe-flex-dispatcher-backend hybridep from core_v0.16.0 (3df20090)
+        _flag(out, "--moe-token-dispatcher-type", m.moe.dispatcher)
+        if m.moe.dispatcher == "flex":
+            _flag(out, "--moe-enable-deepep")
+        if m.moe.capacity_factor is not None:
+            _flag(out, "--moe-expert-capacity-factor", m.moe.capacity_factor)
     if m.mla is not None:  # _add_network_size_args / _add_mla_args, arguments.py:1664 and 3165-3176 at core_v0.15.3
         _flag(out, "--multi-latent-attention")
         if m.mla.q_lora_rank:  # 0: no query compression, Megatron's default None

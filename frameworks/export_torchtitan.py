@@ -177,6 +177,13 @@ def _expert_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str, o
     if spec.model.moe is not None:
         par["expert_parallel_degree"] = plan.ep
         par["expert_tensor_parallel_degree"] = plan.etp
+        moe = spec.model.moe  # torchtitan@b5bcd76 torchtitan/models/common/config_utils.py:370-377: 'standard'
+        # (PyTorch all-to-all), 'deepep', 'hybridep'; it has no all-gather dispatcher
+        if moe.dispatcher == "flex":
+            par["expert_parallel_comm_backend"] = moe.dispatcher_backend
+        elif moe.dispatcher == "allgather":
+            warnings.append("dispatcher allgather: torchtitan has no all-gather token dispatcher (config_utils.py:370-377); "
+                            "exported as the standard all-to-all")
         if plan.ep > 1 and plan.etp not in (1, plan.tp):
             warnings.append(f"etp = {plan.etp}: torchtitan supports only etp = 1 or etp = tp = {plan.tp} "
                             f"(parallel_dims.py); this file will not start")
@@ -212,7 +219,7 @@ def _activation_checkpoint(plan: Plan, knobs: Assumptions, warnings: list[str]) 
     policy = knobs.selective_recompute_policy
     if plan.recompute == "selective":
         ac["mode"], ac["selective_ac_option"] = "selective", "op"
-        if policy != "alternate_matmuls":
+        if policy != "alternate_matmuls":  # 'model' resolves to attention or deepseek_v3, never per-op
             warnings.append("recompute 'selective' was priced as Megatron's attention-core recompute "
                             "(assumptions.selective_recompute_policy = attention); torchtitan's per-op selective "
                             "checkpointing (selective_ac_option = op) saves every other matmul instead")

@@ -100,18 +100,30 @@ def _megatron_parser() -> argparse.ArgumentParser:
                  "--num-distributed-optimizer-instances", "--cpu-offloading-num-layers"):
         p.add_argument(flag, type=int)
     p.add_argument("--optimizer-offload-fraction", type=float)
+    p.add_argument("--moe-expert-capacity-factor", type=float)
     for flag in ("--moe-layer-freq", "--pipeline-model-parallel-layout", "--recompute-granularity",
                  "--recompute-method", "--data-parallel-sharding-strategy", "--fp8-format", "--main-params-dtype",
-                 "--exp-avg-dtype", "--exp-avg-sq-dtype"):
+                 "--exp-avg-dtype", "--exp-avg-sq-dtype", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend"):
         p.add_argument(flag, type=str)
     p.add_argument("--cp-comm-type", type=str, nargs="+")  # one for all layers, or one per layer
     p.add_argument("--hierarchical-context-parallel-sizes", type=int, nargs="+")
     for flag in ("--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--sequence-parallel",
                  "--use-distributed-optimizer", "--use-megatron-fsdp", "--bf16", "--use-precision-aware-optimizer",
                  "--optimizer-cpu-offload", "--overlap-cpu-optimizer-d2h-h2d",
-                 "--overlap-moe-expert-parallel-comm"):
+                 "--overlap-moe-expert-parallel-comm", "--moe-enable-deepep"):
         p.add_argument(flag, action="store_true")
     return p
+
+
+def _moe_dispatch(args: argparse.Namespace) -> dict[str, Any]:
+    """model.moe's dispatcher, backend and capacity factor from Megatron's flags (Megatron's default dispatcher,
+    allgather, when none is given; flex's backend deepep unless --moe-flex-dispatcher-backend hybridep)."""
+    out: dict[str, Any] = {"dispatcher": args.moe_token_dispatcher_type or "allgather"}
+    if args.moe_flex_dispatcher_backend in ("deepep", "hybridep"):
+        out["dispatcher_backend"] = args.moe_flex_dispatcher_backend
+    if args.moe_expert_capacity_factor is not None and args.moe_expert_capacity_factor > 0:
+        out["capacity_factor"] = args.moe_expert_capacity_factor
+    return out
 
 
 def layout_chunks(layout: str) -> list[int]:
@@ -284,6 +296,7 @@ def _megatron_model(args: argparse.Namespace, base: Spec, L: int, tp: int, plan:
         if n_shared:
             moe["shared_expert_ffn_hidden_size"] = _divide(shared_total, n_shared,
                                                            "--moe-shared-expert-intermediate-size / shared experts")
+        moe.update(_moe_dispatch(args))
         model["moe"] = moe
     return model
 

@@ -19,7 +19,7 @@ _MEGATRON_CORE = Profile(
     recompute=("none", "selective", "full"), full_recompute_counts="chunk_block",
     context_parallel=True, expert_tensor_parallel="any", sequence_parallel=True, stage_split="any",
     assumptions={"grad_bytes": 4.0, "grad_reduce_bytes": 4.0, "pipeline_runtime": "megatron",
-                 "sequence_parallel_saves_gathered_inputs": False, "selective_recompute_policy": "attention"},
+                 "sequence_parallel_saves_gathered_inputs": False, "selective_recompute_policy": "model"},
     citations=("megatron.schedules", "megatron.vp_group", "megatron.dist_opt", "megatron.fsdp", "megatron.fsdp_pp",
                "megatron.tp_overlap_sp", "megatron.recompute", "megatron.layout", "megatron.grads_fp32",
                "megatron.cp", "megatron.cp_types", "megatron.partial_dist_opt", "megatron.fsdp_hsdp",

@@ -31,7 +31,7 @@ from google.protobuf.message import Message
 from parplan.costmodel.assumptions import PRESETS
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.spec import (ALL_SCHEDULES, CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, FrameworkName,
-                                    Objective, Precision, SearchSpec)
+                                    MoESpec, Objective, Precision, SearchSpec)
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
 
@@ -52,6 +52,8 @@ ENUM_VALUES: dict[str, tuple[str, ...]] = {
     "parplan.v1.Framework": typing.get_args(FrameworkName) + ("any",),
     "parplan.v1.StageSplit": STAGE_SPLITS,
     "parplan.v1.CpCommType": CP_COMM_TYPES,
+    "parplan.v1.MoeDispatcher": typing.get_args(MoESpec.model_fields["dispatcher"].annotation),
+    "parplan.v1.MoeDispatcherBackend": typing.get_args(MoESpec.model_fields["dispatcher_backend"].annotation),
 }
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from parplan.costmodel.activation_offload import activation_offload_violations
-from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.assumptions import Assumptions, selective_policy
 from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.legality import (degree_violations, framework_choice_violations, memory_dim_violations,
@@ -243,14 +243,14 @@ class PrunedValues:
         return c.but(recompute="none") if self.without_full(c.recompute) != c.recompute else c
 
 
-def prune_dominated(opts: SpaceOptions, a: Assumptions) -> PrunedValues:
+def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> PrunedValues:
     """The pruning pass: each listed dimension less its dominated values (module docstring)."""
     prune = opts.prune_dominated
     zero, recompute = list(opts.zero_stages), list(opts.recompute)
     if prune:
         if 1 in zero and 0 in zero:
             zero.remove(0)
-        if (a.flash_attention and a.selective_recompute_policy == "attention" and "selective" in recompute
+        if (a.flash_attention and selective_policy(a, mla) == "attention" and "selective" in recompute
                 and "none" in recompute):
             recompute.remove("selective")
         if "full" in recompute and "none" in recompute and not opts.recompute_all_layers:
@@ -379,7 +379,7 @@ class _Expansion:
 
     def __init__(self, spec: Spec, a: Assumptions, opts: SpaceOptions, domain: int, tally: RejectionTally):
         self.spec, self.a, self.opts, self.domain, self.tally = spec, a, opts, domain, tally
-        self.pruned = prune_dominated(opts, a)
+        self.pruned = prune_dominated(opts, a, spec.model.mla is not None)
         moe = spec.model.moe
         # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")

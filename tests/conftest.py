@@ -53,7 +53,9 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_
                             expert_ffn_hidden_size=draw(st.sampled_from([hidden // 2, hidden, 2 * hidden])),
                             num_shared_experts=draw(st.integers(0, 1)),
                             first_dense_layers=draw(st.integers(0, min(1, L - 1))),
-                            max_nodes_per_token=draw(st.sampled_from([None, None, 1, 2])))
+                            max_nodes_per_token=draw(st.sampled_from([None, None, 1, 2])),
+                            dispatcher=draw(st.sampled_from(["alltoall", "alltoall", "flex", "allgather"])),
+                            capacity_factor=draw(st.sampled_from([None, None, None, 1.0, 1.25])))
     if draw(st.integers(0, 4)) == 0:  # multi-head latent attention (issue 10)
         model["mla"] = dict(q_lora_rank=draw(st.sampled_from([0, hidden // 4])), kv_lora_rank=hidden // 8,
                             qk_nope_head_dim=draw(st.sampled_from([16, 32])),

@@ -22,7 +22,8 @@ MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num
 # line rates, no latency, nothing hidden: every DP term is its bytes over its link's bandwidth
 PLAIN = dict(intra_node_bandwidth_efficiency=1.0, inter_node_bandwidth_efficiency=1.0, include_latency=False,
              dp_comm_overlap=0.0, zero_microbatch_comm_overlap=0.0, hierarchical_collectives=False)
-NV = 450e9  # H100 NVLink per direction (costmodel/hardware.py)
+NV = 360e9  # H100 NVLink reduce-scatter / all-gather bus bandwidth prior (costmodel/hardware.py NVLINK_BUSBW_GBPS)
+NV_AR = 470e9  # H100 NVLink all-reduce with NVLS (the same table); both were the 450 GB/s line rate before issue 19
 NET = 50e9  # H100 NIC per GPU per direction
 
 

@@ -41,7 +41,7 @@ MOE = dict(name="moe", num_layers=6, hidden_size=1024, ffn_hidden_size=2816, num
 DSV3 = dict(name="dsv3-small", num_layers=6, hidden_size=1024, ffn_hidden_size=2816, num_attention_heads=16,
             vocab_size=32000, num_mtp_layers=1,
             moe=dict(num_experts=16, top_k=4, expert_ffn_hidden_size=256, num_shared_experts=1, first_dense_layers=1,
-                     max_nodes_per_token=2),
+                     max_nodes_per_token=2, dispatcher="flex"),
             mla=dict(q_lora_rank=384, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64))
 MOE_SHARED_WIDE = dict(MOE, name="moe-shared", num_mtp_layers=2,
                        moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=512, num_shared_experts=2,

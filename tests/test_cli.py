@@ -62,8 +62,17 @@ def test_examples_match_shared_specs():
     shared = ROOT.parent / "shared" / "spec"  # the project's seed documents, beside the repository
     if not shared.is_dir():
         pytest.skip(f"needs the seed documents beside the repository ({shared}); a clone has none")
-    for name in ("deepseek-v3-2048xh800.yaml", "llama3-70b-64xh100.yaml", "seed-textbook-70b-8k.yaml"):
+    # deepseek-v3-2048xh800.yaml departs from its seed copy on purpose (issue 19 item 7): the example has MLA, MTP,
+    # node-limited routing, the flex dispatcher and FP8; the seed still approximates MLA as 128-head MHA in BF16
+    for name in ("llama3-70b-64xh100.yaml", "seed-textbook-70b-8k.yaml"):
         assert (EXAMPLES / name).read_text() == (shared / name).read_text()
+    seed = yaml.safe_load((shared / "deepseek-v3-2048xh800.yaml").read_text())
+    ours = yaml.safe_load((EXAMPLES / "deepseek-v3-2048xh800.yaml").read_text())
+    assert {k: v for k, v in ours["model"].items() if k not in ("mla", "num_mtp_layers", "moe")} == \
+        {k: v for k, v in seed["model"].items() if k not in ("num_kv_heads", "moe")}
+    assert {k: v for k, v in ours["model"]["moe"].items() if k not in ("max_nodes_per_token", "dispatcher")} == \
+        seed["model"]["moe"]
+    assert ours["cluster"] == seed["cluster"] and ours["training"] == {**seed["training"], "precision": "fp8"}
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)

@@ -20,17 +20,19 @@ def test_all_to_all_tiers_and_node_limited_routing_by_hand():
 
     Unrestricted: network copies 8 · (1 - 8/64) = 7 -> 7 · 29,360,128 / 45e9 = 4.5671 ms; NVLink copies
     8 · 7/64 = 0.875 -> 0.1606 ms; the tiers run concurrently: 4.5671 ms.
-    Node-limited (<= 4 nodes): network copies min(4, 8, 8) · (1 - 1/8) = 3.5 -> 2.2836 ms; NVLink copies
-    8 · 7/8 = 7 (local and forwarded) -> 7 · 29,360,128 / 160e9 = 1.2845 ms; max: 2.2836 ms.
+    Per-node sends (DeepEP) with 3.5 remote nodes per token (the old flat min(4, 8, 8) · (1 - 1/8); the expected
+    count under node-limited routing is now moe_dispatch.expected_remote_nodes, tests/test_moe_dispatch.py):
+    network copies 3.5 -> 2.2836 ms; NVLink copies 8 · 7/8 = 7 (local and forwarded) -> 7 · 29,360,128 / 160e9 =
+    1.2845 ms; max: 2.2836 ms.
     Latency: one per tier (concurrent sends), not 63 in sequence: + 10 µs network -> 2.2936 ms."""
     b = 4096 * 7168 * 1
     assert b == 29_360_128
     free = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0)
     assert free == pytest.approx(7 * b / 45e9) and free == pytest.approx(4.5671e-3, rel=1e-4)
-    limited = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0, max_nodes_per_token=4)
+    limited = all_to_all_time_s(b, 8, 64, 8, 160e9, 0.0, 45e9, 0.0, remote_nodes=3.5)
     assert limited == pytest.approx(3.5 * b / 45e9) and limited == pytest.approx(2.2836e-3, rel=1e-4)
     assert 7 * b / 160e9 == pytest.approx(1.2845e-3, rel=1e-4) and 7 * b / 160e9 < limited
-    assert all_to_all_time_s(b, 8, 64, 8, 160e9, 3e-6, 45e9, 10e-6, 4) == pytest.approx(limited + 10e-6)
+    assert all_to_all_time_s(b, 8, 64, 8, 160e9, 3e-6, 45e9, 10e-6, 3.5) == pytest.approx(limited + 10e-6)
     # inside one node: NVLink only, (ep - 1)/ep of the copies
     assert all_to_all_time_s(b, 8, 8, 8, 160e9, 0.0, 45e9, 0.0) == pytest.approx(8 * 7 / 8 * b / 160e9)
 
@@ -41,8 +43,10 @@ def test_tp_collectives_with_and_without_sp_by_hand():
     0.75 · 134,217,728 / 450e9 = 223.70 µs. With SP: 10 collectives per layer (4 forward, 4 backward, the
     2 re-gathers of QKV's and FC1's input for the weight gradient), half hidden with tp_comm_overlap 0.5:
     1118.48 µs. Without SP: 4 all-reduces = 8 gathers, and no overlap credit (Megatron asserts SP for
-    --tp-comm-overlap): 1789.57 µs."""
-    knobs = dict(intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.5)
+    --tp-comm-overlap): 1789.57 µs. The link is the line rate here (collective_busbw_priors off: this test counts
+    collectives; the measured per-collective bandwidths are tests/test_collective_busbw.py's)."""
+    knobs = dict(intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.5,
+                 collective_busbw_priors=False)
     spec = physics.spec(physics.LLAMA70B, 8, seq=8192, gbs=8, **knobs)
     one = 0.75 * 134_217_728 / 450e9
     assert one == pytest.approx(223.696e-6, rel=1e-5)
@@ -65,7 +69,8 @@ def test_expert_tp_collectives_by_hand():
     model = dict(name="moe", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                  num_kv_heads=8, vocab_size=32000,
                  moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336))
-    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.0)
+    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False, tp_comm_overlap=0.0,
+                 collective_busbw_priors=False)  # line rate: the collectives are counted here
     act = 0.5 * 4096 * 4096 * 2 / 450e9
     assert 5 * act == pytest.approx(186.41e-6, rel=1e-4)
     etp1 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, ep=4, etp=1, num_microbatches=4))

@@ -11,15 +11,16 @@ import memory_dims_cases as memory_dims
 
 def test_hsdp_dp_time_inside_a_node_by_hand():
     """8 GPUs of one node, ZeRO-1. Today: reduce-scatter 7/8·4 B and all-gather 7/8·2 B per parameter over
-    NVLink: 5.25 B / 450 GB/s. Two replicas: reduce-scatter 3/4·4 and all-gather 3/4·2 in the shard of 4, plus
-    the all-reduce of the 1/4 gradient shard over the 2 replicas, 2·(1/2)·4/4 = 1 B: 5.5 B / 450 GB/s
+    NVLink: 5.25 B / 360 GB/s (the reduce-scatter/all-gather prior). Two replicas: reduce-scatter 3/4·4 and
+    all-gather 3/4·2 in the shard of 4 (4.5 B / 360 GB/s), plus the all-reduce of the 1/4 gradient shard over the 2
+    replicas, 2·(1/2)·4/4 = 1 B / 470 GB/s (the NVLS all-reduce prior)
     (Megatron-Core param_and_grad_buffer.py:815-830: reduce-scatter, then the inter-instance all-reduce)."""
     spec = memory_dims.spec()
     assert memory_dims.costs(spec).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.25 / memory_dims.NV)
-    assert memory_dims.costs(spec, zero_replicas=2).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.5 / memory_dims.NV)
+    assert memory_dims.costs(spec, zero_replicas=2).dense.dp_s == pytest.approx(memory_dims.P_LAYER * (4.5 / memory_dims.NV + 1.0 / memory_dims.NV_AR))
     # ZeRO-2 (pp = 1): the per-micro-batch reduce-scatter 3/4·4 plus the replicas' all-reduce 1 B, exposed
     z2 = memory_dims.costs(spec, zero_stage=2, zero_replicas=2, num_microbatches=1)
-    assert z2.dense.zero_s == pytest.approx(memory_dims.P_LAYER * 4.0 / memory_dims.NV)
+    assert z2.dense.zero_s == pytest.approx(memory_dims.P_LAYER * (3.0 / memory_dims.NV + 1.0 / memory_dims.NV_AR))
 
 
 def test_hsdp_replicas_across_nodes_by_hand():

@@ -14,8 +14,9 @@ import pytest
 from parplan.costmodel import dualpipev
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.bubble import bubble_time
-from parplan.costmodel.choice import Choice, bubble_factor
+from parplan.costmodel.choice import Choice, bubble_factor, choice_costs
 from parplan.costmodel.evaluate import PlanError, evaluate
+from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.spec import PlanSpec
 from parplan.frameworks.export_torchtitan import export as titan_export
 from parplan.frameworks.import_plan import spec_from_torchtitan
@@ -76,10 +77,16 @@ def test_dualpipev_rank_holds_one_copy_and_both_ends():
     assert sv[1].time_per_microbatch_s == pytest.approx(so[1].time_per_microbatch_s + so[1].pp_s)
     assert sv[0].time_per_microbatch_s == pytest.approx(
         so[0].time_per_microbatch_s + so[3].time_per_microbatch_s - so[1].time_per_microbatch_s + so[1].pp_s)
-    # step = m·t_max + bubble + dp, bubble = 1 rank time at p = 4, its 3 slots the other ranks' times
-    # (costmodel/bubble.py): (Σ t - t_max)/3
+    # step = m·t_max + bubble + dp, bubble = (4-1)(F&B + B - 3W)/2 rank times with W = g·B/2, g the layers'
+    # linear-GEMM share of their time (issue 19 item 5): 1.5·(5/3 - g) (1 at g = 1), its 3 slots the other
+    # ranks' times (costmodel/bubble.py): 1.5·(5/3 - g)·(Σ t - t_max)/3
+    from parplan.costmodel.evaluate import resolve_plan
+    ps = PlanSpec(tp=1, pp=4, schedule="dualpipev", stage_layers=[2, 2, 2, 2])
+    g = choice_costs(spec, resolve_plan(spec, ps).to_choice(), resolve_gpu(spec.cluster),
+                     resolve_assumptions(spec.assumptions)).weight_grad_share
+    assert 0.3 < g < 1.0
     times = [s.time_per_microbatch_s for s in sv]
-    assert v.metrics.breakdown_s["bubble"] == pytest.approx((sum(times) - max(times)) / 3)
+    assert v.metrics.breakdown_s["bubble"] == pytest.approx(1.5 * (5 / 3 - g) * (sum(times) - max(times)) / 3)
 
 
 def test_dualpipev_legality():

@@ -53,10 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt-format", default="torch_dist")
     p.add_argument("--fp8-format", choices=["e4m3", "hybrid"])
     p.add_argument("--moe-layer-freq", default="1")
+    # core_v0.15.3 arguments.py:3131-3142
+    p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"], default="allgather")
+    p.add_argument("--moe-expert-capacity-factor", type=float)
     p.add_argument("--pipeline-model-parallel-layout")
     for name in ("group-query-attention", "swiglu", "untie-embeddings-and-output-weights", "sequence-parallel",
                  "tp-comm-overlap", "use-distributed-optimizer", "use-megatron-fsdp", "overlap-grad-reduce",
-                 "overlap-param-gather", "bf16"):
+                 "overlap-param-gather", "bf16", "moe-enable-deepep"):
         p.add_argument("--" + name, action="store_true")
     return p
 

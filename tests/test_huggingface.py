@@ -93,7 +93,9 @@ def test_deepseek_v3_maps_moe_and_reports_mla_and_mtp():
             model.vocab_size) == (61, 7168, 18432, 128, 129280)
     assert model.moe.model_dump() == dict(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1,
                                           shared_expert_ffn_hidden_size=None, first_dense_layers=3,
-                                          max_nodes_per_token=None)  # n_group/topk_group are groups, not nodes
+                                          max_nodes_per_token=None,  # n_group/topk_group are groups, not nodes
+                                          # config.json names no dispatcher or capacity: the defaults
+                                          dispatcher="alltoall", dispatcher_backend="deepep", capacity_factor=None)
     for field in ("mla", "num_mtp_layers"):
         if field in ModelSpec.model_fields:  # once costmodel/spec.py has the field, the mapping fills it
             assert getattr(model, field)

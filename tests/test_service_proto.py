@@ -179,6 +179,19 @@ def test_new_model_and_search_fields_round_trip():
     assert convert.spec_to_message(data).search.stage_split == pb.STAGE_SPLIT_FIRST_LAST
 
 
+@pytest.mark.parametrize("moe", [dict(dispatcher="flex", dispatcher_backend="hybridep", capacity_factor=1.25),
+                                 dict(dispatcher="allgather"), dict(dispatcher="alltoall", capacity_factor=1.0)])
+def test_moe_dispatcher_fields_round_trip(moe):
+    """model.moe.dispatcher / dispatcher_backend (enums MoeDispatcher, MoeDispatcherBackend) and capacity_factor."""
+    data = load_spec_file(LAYOUT_SPEC).model_dump(mode="json", exclude_none=True)
+    data["model"]["moe"].update(moe)
+    spec = spec_from_data(data)
+    assert _round_trip_spec(spec.model_dump(mode="json", exclude_none=True)) == spec
+    message = convert.spec_to_message(data).model.moe
+    assert message.dispatcher == {"alltoall": pb.MOE_DISPATCHER_ALLTOALL, "allgather": pb.MOE_DISPATCHER_ALLGATHER,
+                                  "flex": pb.MOE_DISPATCHER_FLEX}[moe["dispatcher"]]
+
+
 @pytest.mark.parametrize("message, path", [
     (pb.Spec(framework=pb.FrameworkChoice()), "spec.framework"),
     (pb.Spec(plan=pb.PlanSpec(pipeline_layout=pb.PipelineLayout())), "spec.plan.pipeline_layout"),

@@ -88,6 +88,19 @@ class CpCommType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CP_COMM_TYPE_A2A: _ClassVar[CpCommType]
     CP_COMM_TYPE_ALLGATHER: _ClassVar[CpCommType]
     CP_COMM_TYPE_A2A_P2P: _ClassVar[CpCommType]
+
+class MoeDispatcher(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MOE_DISPATCHER_UNSPECIFIED: _ClassVar[MoeDispatcher]
+    MOE_DISPATCHER_ALLTOALL: _ClassVar[MoeDispatcher]
+    MOE_DISPATCHER_ALLGATHER: _ClassVar[MoeDispatcher]
+    MOE_DISPATCHER_FLEX: _ClassVar[MoeDispatcher]
+
+class MoeDispatcherBackend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MOE_DISPATCHER_BACKEND_UNSPECIFIED: _ClassVar[MoeDispatcherBackend]
+    MOE_DISPATCHER_BACKEND_DEEPEP: _ClassVar[MoeDispatcherBackend]
+    MOE_DISPATCHER_BACKEND_HYBRIDEP: _ClassVar[MoeDispatcherBackend]
 SCHEDULE_UNSPECIFIED: Schedule
 SCHEDULE_1F1B: Schedule
 SCHEDULE_INTERLEAVED: Schedule
@@ -136,6 +149,13 @@ CP_COMM_TYPE_P2P: CpCommType
 CP_COMM_TYPE_A2A: CpCommType
 CP_COMM_TYPE_ALLGATHER: CpCommType
 CP_COMM_TYPE_A2A_P2P: CpCommType
+MOE_DISPATCHER_UNSPECIFIED: MoeDispatcher
+MOE_DISPATCHER_ALLTOALL: MoeDispatcher
+MOE_DISPATCHER_ALLGATHER: MoeDispatcher
+MOE_DISPATCHER_FLEX: MoeDispatcher
+MOE_DISPATCHER_BACKEND_UNSPECIFIED: MoeDispatcherBackend
+MOE_DISPATCHER_BACKEND_DEEPEP: MoeDispatcherBackend
+MOE_DISPATCHER_BACKEND_HYBRIDEP: MoeDispatcherBackend
 
 class Spec(_message.Message):
     __slots__ = ("model", "training", "cluster", "search", "assumptions", "objective", "target_step_time_s", "target_tokens_per_s", "plan", "framework")
@@ -178,7 +198,7 @@ class FrameworkSpec(_message.Message):
     def __init__(self, name: _Optional[_Union[Framework, str]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class MoESpec(_message.Message):
-    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers", "max_nodes_per_token")
+    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers", "max_nodes_per_token", "dispatcher", "dispatcher_backend", "capacity_factor")
     NUM_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +206,9 @@ class MoESpec(_message.Message):
     SHARED_EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
     FIRST_DENSE_LAYERS_FIELD_NUMBER: _ClassVar[int]
     MAX_NODES_PER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHER_FIELD_NUMBER: _ClassVar[int]
+    DISPATCHER_BACKEND_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FACTOR_FIELD_NUMBER: _ClassVar[int]
     num_experts: int
     top_k: int
     expert_ffn_hidden_size: int
@@ -193,7 +216,10 @@ class MoESpec(_message.Message):
     shared_expert_ffn_hidden_size: int
     first_dense_layers: int
     max_nodes_per_token: int
-    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., max_nodes_per_token: _Optional[int] = ...) -> None: ...
+    dispatcher: MoeDispatcher
+    dispatcher_backend: MoeDispatcherBackend
+    capacity_factor: float
+    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., max_nodes_per_token: _Optional[int] = ..., dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., dispatcher_backend: _Optional[_Union[MoeDispatcherBackend, str]] = ..., capacity_factor: _Optional[float] = ...) -> None: ...
 
 class MLASpec(_message.Message):
     __slots__ = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")

@@ -19,6 +19,7 @@ MODEL_ARGS=(
     --num-experts 8
     --moe-router-topk 2
     --moe-ffn-hidden-size 14336
+    --moe-token-dispatcher-type alltoall
 )
 
 MODEL_PARALLEL_ARGS=(
