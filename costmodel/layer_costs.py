@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from parplan.costmodel import moe_comm
+from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Comm, cp_attention_comm
@@ -24,6 +25,7 @@ from parplan.costmodel.data_parallel import DataParallel
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GPU
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes)
 from parplan.costmodel.spec import ModelSpec, Spec
@@ -50,6 +52,8 @@ class LayerCost:
     dp_s: float  # exposed DP comm per step
     model_flops: float  # per micro-batch on this GPU, no recompute
     recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
+    a2a_s: float = 0.0  # EP all-to-all, fwd+bwd, none hidden: a paired schedule prices its exposure per rank
+    #                     (costmodel/paired_overlap.py) and keeps ep_s 0
 
     @property
     def time_s(self) -> float:
@@ -359,13 +363,19 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
                                  + arch.moe_layer_expert_flops * a.moe_load_imbalance * spf(expert_gemms))
                    + rates.attn_core_s)
     moe_compute += rates.traffic_s(acts.moe_traffic_per_token)
-    if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
-        moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)
+    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
+    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
+        moe_compute /= 1.0 - moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
-    ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
-    # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
-    # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
-    ep_layer = comm.exposed(2 * a2a, ep_overlap, moe_compute)
+    # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
+    # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
+    # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
+    if Schedule(c.schedule).paired:
+        ep_layer = 0.0
+    elif c.moe_a2a_overlap:
+        ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
+    else:
+        ep_layer = comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
     # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
     # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
     # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
@@ -393,4 +403,5 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
         dp_s=dp.dp_exposed(parts, moe_compute),
         model_flops=moe_model_flops,
         recompute_flops=moe_model_flops * fwd_share,
+        a2a_s=2 * a2a if Schedule(c.schedule).paired else 0.0,
     )
