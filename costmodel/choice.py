@@ -107,15 +107,17 @@ class ChoiceCosts:
             return ChunkWork(dense * self.dense.compute_s, 0.0)
         return ChunkWork(dense * self.dense.compute_s + moe * self.moe.compute_s, moe * self.moe.a2a_s)
 
-    def rank_exposed_s(self, a: tuple[int, int], b: tuple[int, int]) -> float:
-        """The EP all-to-all a rank leaves exposed per micro-batch when its two stages (DualPipe) or chunks
-        (DualPipeV) hold ``a`` and ``b`` (dense, MoE) layers: what each one's compute cannot cover of the other's
-        (costmodel/paired_overlap.py); 0 for the other schedules, whose layers carry their own ``ep_s``."""
+    def rank_exposed_s(self, rank: int, a: tuple[int, int], b: tuple[int, int]) -> float:
+        """The EP all-to-all rank ``rank`` leaves exposed per micro-batch when its phase-0 and phase-1 stages
+        (DualPipe: stages min(rank, p-1-rank) and max) or chunks (DualPipeV) hold ``a`` and ``b`` (dense, MoE)
+        layers: what each pairing's compute cannot cover, the lone chunks' in full (costmodel/paired_overlap.py);
+        0 for the other schedules, whose layers carry their own ``ep_s``."""
         schedule = Schedule(self.choice.schedule)
         if not schedule.paired or self.moe is None or self.moe.a2a_s == 0.0:
             return 0.0
         pair = dualpipe_rank_exposed_s if schedule is Schedule.DUALPIPE else dualpipev_rank_exposed_s
-        return pair(self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
+        c = self.choice
+        return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:

@@ -346,22 +346,22 @@ def schedule_rows(units: PipelineUnits, stages: list[StageTotals]) -> list[Stage
 
 def paired_exposure(costs: ChoiceCosts, units: PipelineUnits, classes: list[tuple[int, int]],
                     rows: list[StageTotals]) -> list[StageTotals]:
-    """DualPipe and DualPipeV rows with the all-to-all each rank's pairing leaves exposed
-    (:meth:`ChoiceCosts.rank_exposed_s`, costmodel/paired_overlap.py): a DualPipe rank's two stages (i and
-    p-1-i), a DualPipeV rank's two chunks (:func:`dualpipev.chunk_split`, the model's leading dense layers in
+    """DualPipe and DualPipeV rows with the all-to-all each rank's step leaves exposed
+    (:meth:`ChoiceCosts.rank_exposed_s`, costmodel/paired_overlap.py): a DualPipe rank's two stages (phase 0 the
+    lower of i and p-1-i), a DualPipeV rank's two chunks (:func:`dualpipev.chunk_split`, the model's leading dense layers in
     chunk 0); other schedules' rows unchanged."""
     if not units.schedule.paired:
         return rows
     out = []
     for i, row in enumerate(rows):
         if units.schedule is Schedule.DUALPIPE:
-            a, b = classes[i], classes[units.partner(i)]
+            a, b = classes[min(i, units.partner(i))], classes[max(i, units.partner(i))]
         else:
             dense, moe = classes[i]
             first, _ = dualpipev.chunk_split(dense + moe, dense)
             a = (min(dense, first), first - min(dense, first))
             b = (dense - a[0], moe - a[1])
-        out.append(row.model_copy(update={"ep_s": row.ep_s + costs.rank_exposed_s(a, b)}))
+        out.append(row.model_copy(update={"ep_s": row.ep_s + costs.rank_exposed_s(i, a, b)}))
     return out
 
 

@@ -13,14 +13,15 @@ backward of y) costs its two computations plus what neither can cover::
     exposed(F_x, B_y) = max(0, X_x/2 - (1-f)·C_y) + max(0, X_y/2 - f·C_x)
 
 with C a chunk's forward+backward compute, f = F/(F+B) its forward share and X its forward+backward all-to-all
-(the two passes move the same bytes, X/2 each). A DualPipe rank runs each of its stages a and b for half the
-micro-batches, the pairs (F_a, B_b) and (F_b, B_a) equally often, so per micro-batch it adds
-``(exposed(F_a, B_b) + exposed(F_b, B_a)) / 2`` (:func:`dualpipe_rank_exposed_s`); a DualPipeV rank passes
-every micro-batch through both chunks and adds both pairs in full; Megatron's combined 1F1B pairs a layer with
-itself, ``exposed(F_l, B_l)`` per micro-batch (:func:`same_chunk_exposed_s`). A lopsided split (3 dense layers
-beside 27 MoE layers) leaves the MoE stage's all-to-all beside little compute. Non-overlapped chunks (warm-up,
-cool-down) expose theirs in full; that is the bubble's business and checked by the simulation in
-``tests/test_dualpipe_sim.py``.
+(the two passes move the same bytes, X/2 each). A rank's step runs a fixed number of each pairing and of lone
+(un-overlapped) forward and backward chunks, read off the step order (:func:`step_order_counts`); a lone chunk
+exposes its all-to-all in full. The rank's exposure per micro-batch is their sum over the step's micro-batches
+(:func:`rank_exposed_s`): about ``(exposed(F_a, B_b) + exposed(F_b, B_a)) / 2`` for a DualPipe rank, whose
+stages each run half the micro-batches, and both pairs in full for a DualPipeV rank, whose micro-batches pass
+both chunks, plus the fill and drain's lone chunks. Megatron's combined 1F1B pairs a layer with itself,
+``exposed(F_l, B_l)`` per micro-batch (:func:`same_chunk_exposed_s`). A lopsided split (3 dense layers beside
+27 MoE layers) leaves the MoE stage's all-to-all beside little compute. ``tests/test_dualpipe_sim.py`` checks the
+step time this gives against a discrete-event simulation of both step orders.
 """
 
 from __future__ import annotations
@@ -44,16 +45,42 @@ def pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
     return fwd_hidden + bwd_hidden
 
 
-def dualpipe_rank_exposed_s(a: ChunkWork, b: ChunkWork, fwd_share: float) -> float:
-    """A DualPipe rank's exposed all-to-all per micro-batch: each stage runs half the micro-batches, the two
-    pairings equally often (dualpipe.py:381-392)."""
-    return (pair_exposed_s(a, b, fwd_share) + pair_exposed_s(b, a, fwd_share)) / 2
+def step_order_counts(half_ranks: int, position: int, main_steps: int, unoverlapped_first: bool) -> dict[str, int]:
+    """How often a rank runs each pairing and each lone chunk in one step, from the eight steps of
+    ``DualPipe.step`` (dualpipe.py:358-417; ``half_ranks`` = p/2, ``position`` = half_rank, ``main_steps`` =
+    m/2 - p + half_rank + 1, the middle ranks' first main step not overlapped) and ``DualPipeV.step``
+    (dualpipev.py:330-395; P, rank, m - 2P + rank + 1, the last rank's): phase 0 and phase 1 are the rank's two
+    chunks. Lone chunks: Steps 1-3 and 5-7 (and the un-overlapped first main step)."""
+    n, h, mid = half_ranks, position, int(unoverlapped_first)
+    return {"FB01": main_steps - mid, "FB10": main_steps + n - h - 1,
+            "F0": 2 * (n - h - 1) + h + 1 + mid, "F1": n, "B1": 2 * (n - h - 1) + h + 1 + mid, "B0": n}
 
 
-def dualpipev_rank_exposed_s(a: ChunkWork, b: ChunkWork, fwd_share: float) -> float:
-    """A DualPipeV rank's exposed all-to-all per micro-batch: every micro-batch passes both chunks, once in each
-    pairing (dualpipev.py:352-367)."""
-    return pair_exposed_s(a, b, fwd_share) + pair_exposed_s(b, a, fwd_share)
+def rank_exposed_s(c0: ChunkWork, c1: ChunkWork, fwd_share: float, counts: dict[str, int],
+                   microbatches: int) -> float:
+    """A rank's exposed all-to-all per micro-batch (its step's total over ``microbatches``): each F&B pairing
+    leaves :func:`pair_exposed_s`, each lone forward or backward chunk its half of the chunk's all-to-all in
+    full (``counts``: :func:`step_order_counts`; phase 0 = ``c0``)."""
+    total = (counts["FB01"] * pair_exposed_s(c0, c1, fwd_share) + counts["FB10"] * pair_exposed_s(c1, c0, fwd_share)
+             + (counts["F0"] + counts["B0"]) * c0.a2a_s / 2 + (counts["F1"] + counts["B1"]) * c1.a2a_s / 2)
+    return total / microbatches
+
+
+def dualpipe_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,
+                            fwd_share: float) -> float:
+    """DualPipe rank ``rank`` of ``pp`` (phase 0: stage min(rank, pp-1-rank), dualpipe.py:355-356), ``m``
+    micro-batches, half from each end: per micro-batch of the rank's row (each stage runs half of them)."""
+    n, h = pp // 2, min(rank, pp - 1 - rank)
+    counts = step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1)
+    return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
+
+
+def dualpipev_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,
+                             fwd_share: float) -> float:
+    """DualPipeV rank ``rank`` of ``pp`` ranks (chunk 0 = stage rank, chunk 1 = stage 2pp-1-rank), every
+    micro-batch through both chunks."""
+    counts = step_order_counts(pp, rank, microbatches - 2 * pp + rank + 1, rank == pp - 1)
+    return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
 
 
 def same_chunk_exposed_s(layer: ChunkWork, fwd_share: float) -> float:
