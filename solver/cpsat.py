@@ -104,7 +104,8 @@ def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Opt
     dense_done = model.new_bool_var("dense_done")
     stage_rc = model.new_int_var(0, L, "stage_recompute")
     t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
-                      + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
+                      + int(t.t_recompute_dense) * t.k_dense
+                      + (int(t.t_pair[u].max()) if t.t_pair is not None else 0) for u in range(n)))
     if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
         t_hi = max(0, min(t_hi, (cutoff - t.S * t.base_time_sum) // max(t.M, 1)))
     dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
@@ -156,10 +157,13 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
         for u in mid[1:]:
             model.add(v.layers[u] == v.layers[mid[0]])
             model.add(v.recompute[u] == v.recompute[mid[0]])
+    pair = _paired_split(model, t, v, full)
     # per-unit time, DP time and memory
     for u in range(n):
         check_every(u)
         time_u = int(t.t_layer[u]) * v.layers[u] + int(t.t_recompute[u]) * v.recompute[u] + int(t.t_const[u])
+        if pair:
+            time_u += pair[u][0]
         mem_u = int(t.m_layer[u]) * v.layers[u] - int(t.m_saved[u]) * v.recompute[u] + int(t.m_const[u])
         if u == 0 and k:
             time_u += int(t.t_recompute_dense) * v.dense_recompute
@@ -172,10 +176,34 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
         model.add(mem_u <= v.peak)
     # Σ_u time_u: the layers sum to L and every unit has one per-layer time, so only the recompute terms vary;
     # written so, U keeps the plain max objective's structure (and its solve speed) when nothing is recomputed
-    v.time_sum = t.base_time_sum
+    v.time_sum = t.base_time_sum + sum(e for e, _ in pair)
     if full and t.S:  # without whole-layer recompute the recompute counts are 0: the sum is a constant
         v.time_sum += (int(t.t_recompute_dense) * v.dense_recompute
                        + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
+
+
+def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> list:
+    """Per unit (exposure, phase-0 layers) of a DualPipe/DualPipeV table with a paired exposure
+    (solver/paired_split.py): both read off the table at the unit's layer count (element constraints), and the
+    recompute the split must hold (tables.pair_split_violations)."""
+    if t.t_pair is None:
+        return []
+    out = []
+    for u in range(t.num_units):
+        expo = model.new_int_var(0, int(t.t_pair[u].max()), f"pair_exposure_{u}")
+        model.add_element(v.layers[u], [int(x) for x in t.t_pair[u]], expo)
+        first = model.new_int_var(0, t.num_layers, f"pair_first_{u}")
+        model.add_element(v.layers[u], [int(x) for x in t.pair_first[u]], first)
+        out.append((expo, first))
+    if not (full and t.dualpipe):
+        return out
+    if t.uniform_recompute:
+        for u, (_, first) in enumerate(out):
+            model.add(first >= v.stage_recompute)
+            model.add(v.layers[u] - first >= v.stage_recompute)
+    elif t.k_dense:  # rank 0's MoE recompute beyond stage p-1's layers needs every dense layer recomputed
+        model.add(v.recompute[0] <= v.layers[0] - out[0][1]).only_enforce_if(v.dense_done.Not())
+    return out
 
 
 def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
@@ -196,7 +224,10 @@ def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u:
         model.add(v.dense_recompute <= k * first)
         model.add(v.recompute[0] <= L * second)
         return first + second
-    if t.layers_fixed is not None:
+    if t.pair_first is not None:
+        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
+        model.add_element(v.layers[u], [int(x) for x in t.pair_first[u]], first_layers)
+    elif t.layers_fixed is not None:
         first_layers = int(t.layers_fixed[u]) // 2
     else:
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
