@@ -102,9 +102,10 @@ class ChoiceCosts:
 
     # ---- paired chunks (costmodel/paired_overlap.py)
     def chunk_work(self, dense: int, moe: int) -> ChunkWork:
-        """A stage's (or DualPipeV chunk's) layers: their compute and their all-to-all, none of it hidden."""
-        if self.moe is None or moe == 0:
-            return ChunkWork(dense * self.dense.compute_s, 0.0)
+        """A stage's (or DualPipeV chunk's) layers: their compute and their all-to-all, none of it hidden (counts:
+        ints, or arrays of candidate splits)."""
+        if self.moe is None:
+            return ChunkWork(dense * self.dense.compute_s, 0.0 * dense)
         return ChunkWork(dense * self.dense.compute_s + moe * self.moe.compute_s, moe * self.moe.a2a_s)
 
     def rank_exposed_s(self, rank: int, a: tuple[int, int], b: tuple[int, int]) -> float:

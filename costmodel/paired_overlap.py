@@ -28,11 +28,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class ChunkWork:
     """A chunk's (stage's) work per micro-batch: compute (forward + backward, seconds) and EP all-to-all
-    (forward + backward dispatch and combine, seconds, none of it hidden)."""
+    (forward + backward dispatch and combine, seconds, none of it hidden); floats, or NumPy arrays of candidate
+    splits (the solver's tables), with which every function here works element-wise."""
 
     compute_s: float
     a2a_s: float
@@ -40,9 +43,10 @@ class ChunkWork:
 
 def pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
     """The all-to-all left exposed when ``fwd``'s forward runs beside ``bwd``'s backward (module docstring)."""
-    fwd_hidden = max(0.0, fwd.a2a_s / 2 - (1 - fwd_share) * bwd.compute_s)
-    bwd_hidden = max(0.0, bwd.a2a_s / 2 - fwd_share * fwd.compute_s)
-    return fwd_hidden + bwd_hidden
+    fwd_hidden = np.maximum(0.0, fwd.a2a_s / 2 - (1 - fwd_share) * bwd.compute_s)
+    bwd_hidden = np.maximum(0.0, bwd.a2a_s / 2 - fwd_share * fwd.compute_s)
+    total = fwd_hidden + bwd_hidden
+    return float(total) if np.ndim(total) == 0 else total
 
 
 def step_order_counts(half_ranks: int, position: int, main_steps: int, unoverlapped_first: bool) -> dict[str, int]:

@@ -129,11 +129,13 @@ def _dsv3(**assumptions):
 
 
 def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
-    """exposed = max(a2a·(1 - overlap), a2a - window), a2a = dispatch + combine forward and backward
-    (2 x (dispatch + combine)), window = the paired layer's compute. BF16 dispatch without node limit
-    over 400G IB at 0.5 of line rate makes the all-to-all longer than the compute, so the bound binds:
-    the 90 % overlap credit alone would hide more traffic than there is compute to hide it behind."""
-    spec, c = _dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5)
+    """Not paired (1F1B, ``ep_comm_overlap`` 0.9 set here): exposed = max(a2a·(1 - overlap), a2a - window),
+    a2a = dispatch + combine forward and backward (2 x (dispatch + combine)), window = the layer's compute.
+    BF16 dispatch without node limit over 400G IB at 0.5 of line rate makes the all-to-all longer than the
+    compute, so the bound binds: the 90 % credit alone would hide more traffic than there is compute to hide it
+    behind. (DualPipe prices its exposure per rank: tests/test_dualpipe_split.py.)"""
+    spec, c = _dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5, ep_comm_overlap=0.9)
+    c = replace(c, schedule="1f1b")
     costs = _costs(spec, c)
     a = resolve_assumptions(spec.assumptions)
     nv, net = tier_links(resolve_gpu(spec.cluster), a)
@@ -145,18 +147,23 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     assert raw > window  # the all-to-all outlasts the compute
     assert costs.moe.ep_s == pytest.approx(max(raw * (1 - 0.9), raw - window))
     assert costs.moe.ep_s > raw * 0.1 * 1.5
+    dual = _costs(spec, replace(c, schedule="dualpipe"))
+    assert dual.moe.ep_s == 0.0 and dual.moe.a2a_s == pytest.approx(raw)
 
 
 def test_sms_reserved_for_communication_slow_moe_compute():
-    """20 of H800's 132 SMs reserved for the all-to-all (DeepSeek-V3 §3.2.2): the MoE layer's compute
-    runs 132/112 = 1.1786 x as long; dense layers are unchanged."""
+    """20 of H800's 132 SMs reserved for the all-to-all (DeepSeek-V3 §3.2.2, the default for overlapped
+    schedules): DualPipe's MoE layer computes 132/112 = 1.1786 x as long as with no reservation (fraction 0);
+    dense layers are unchanged; 1F1B, which overlaps nothing, reserves none whatever the knob says."""
     spec, c = _dsv3()
-    base = _costs(spec, c)
-    spec_sm, _ = _dsv3(ep_comm_sm_fraction=20 / 132)
-    sm = _costs(spec_sm, c)
+    sm = _costs(spec, c)
+    spec_none, _ = _dsv3(ep_comm_sm_fraction=0.0)
+    base = _costs(spec_none, c)
     ratio = (sm.moe.compute_s - sm.moe.selective_s) / (base.moe.compute_s - base.moe.selective_s)
     assert ratio == pytest.approx(132 / 112)
     assert sm.dense.compute_s == pytest.approx(base.dense.compute_s)
+    one = replace(c, schedule="1f1b")
+    assert _costs(spec, one).moe.compute_s == pytest.approx(_costs(spec_none, one).moe.compute_s)
 
 
 # ------------------------------------------------------------------------------------ TP, SP and ETP
