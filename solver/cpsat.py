@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
@@ -71,6 +72,7 @@ class StageVars:
     peak: object
     objective: object = None  # U as a linear expression
     time_sum: object = 0  # Σ_u time_u as a linear expression (the uneven-stage bubble's term)
+    split: list = field(default_factory=list)  # DualPipe with every split priced: each rank's phase-0 layers
 
     def hint(self, model: cp_model.CpModel, x: Assignment) -> None:
         for v, val in zip(self.layers, x.layers):
@@ -81,7 +83,8 @@ class StageVars:
 
     def extract(self, solver: cp_model.CpSolver) -> Assignment:
         return Assignment(tuple(solver.value(v) for v in self.layers), tuple(solver.value(v) for v in self.recompute),
-                          solver.value(self.dense_recompute))
+                          solver.value(self.dense_recompute),
+                          tuple(solver.value(v) for v in self.split) if self.split else None)
 
 
 def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
@@ -190,6 +193,9 @@ def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bo
         return []
     out = []
     for u in range(t.num_units):
+        if t.t_split is not None:
+            out.append(_every_split(model, t, v, u))
+            continue
         expo = model.new_int_var(0, int(t.t_pair[u].max()), f"pair_exposure_{u}")
         model.add_element(v.layers[u], [int(x) for x in t.t_pair[u]], expo)
         first = model.new_int_var(0, t.num_layers, f"pair_first_{u}")
@@ -204,6 +210,26 @@ def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bo
     elif t.k_dense:  # rank 0's MoE recompute beyond stage p-1's layers needs every dense layer recomputed
         model.add(v.recompute[0] <= v.layers[0] - out[0][1]).only_enforce_if(v.dense_done.Not())
     return out
+
+
+def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
+    """(exposure, phase-0 layers) of DualPipe rank ``u`` whose split is a variable: a layer on each stage, the
+    dense layers on stage 0 (``even``: half each), the exposure read off every split's table at
+    ``layers·(L+1) + first`` (solver/paired_split.py)."""
+    L = t.num_layers
+    first = model.new_int_var(0, L, f"split_first_{u}")
+    if t.layers_fixed is not None:
+        model.add(first == int(t.layers_fixed[u]) // 2)
+    else:
+        model.add(first >= max(t.k_dense if u == 0 else 0, 1))
+        model.add(v.layers[u] - first >= 1)
+    index = model.new_int_var(0, (L + 1) * (L + 1) - 1, f"split_index_{u}")
+    model.add(index == (L + 1) * v.layers[u] + first)
+    table = np.maximum(t.t_split[u], 0).reshape(-1)  # ILLEGAL entries are excluded by the bounds above
+    expo = model.new_int_var(0, int(table.max()), f"split_exposure_{u}")
+    model.add_element(index, [int(x) for x in table], expo)
+    v.split.append(first)
+    return expo, first
 
 
 def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
@@ -224,11 +250,15 @@ def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u:
         model.add(v.dense_recompute <= k * first)
         model.add(v.recompute[0] <= L * second)
         return first + second
-    if t.pair_first is not None:
+    if v.split:  # the larger stage of the rank's split recomputes first
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
-        model.add_element(v.layers[u], [int(x) for x in t.pair_first[u]], first_layers)
-    elif t.layers_fixed is not None:
-        first_layers = int(t.layers_fixed[u]) // 2
+        model.add_max_equality(first_layers, [v.split[u], v.layers[u] - v.split[u]])
+    elif t.pair_first is not None:  # the larger stage of the least-exposure split recomputes first
+        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
+        model.add_element(v.layers[u], [max(int(f), total - int(f)) for total, f in enumerate(t.pair_first[u])],
+                          first_layers)
+    elif t.layers_fixed is not None:  # the larger half (tables.rank_split)
+        first_layers = int(t.layers_fixed[u]) - int(t.layers_fixed[u]) // 2
     else:
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
         model.add(2 * first_layers >= v.layers[u])

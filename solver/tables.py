@@ -44,7 +44,8 @@ from parplan.costmodel.choice import ChoiceCosts, LayerCost
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.frameworks.layout import interleaved_inflight_chunks
 from parplan.solver.deadline import checked_range
-from parplan.solver.paired_split import pair_split, paired_exposure_table
+from parplan.solver.paired_split import (first_of, paired_exposure_table, rank_split, recomputing_stages,  # noqa: F401
+                                         split_exposure, pair_split_violations)
 from parplan.solver.space import trimmed_stage_least_layers
 
 KIB = 1024.0
@@ -138,6 +139,7 @@ class StageTable:
     # all-to-all at every layer total 0..L, and the phase-0 stage's layers that give it (DualPipe's split)
     t_pair: np.ndarray | None = None
     pair_first: np.ndarray | None = None
+    t_split: np.ndarray | None = None  # DualPipe with whole-layer recompute: every split's exposure [u, l, first]
 
     @property
     def num_units(self) -> int:
@@ -332,9 +334,11 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
             m_const_u[0] += k * (int(m_saved[0]) - s_d_u)
         t_rc, m_saved = np.zeros(n, np.int64), np.zeros(n, np.int64)
         t_rd_u = s_d_u = ws_u = 0
-    t_pair, pair_first = paired_exposure_table(costs, pipe, num_layers, k, fixed is not None, scale.time_unit_ns)
+    t_pair, pair_first, t_split = paired_exposure_table(
+        costs, pipe, num_layers, k, fixed is not None, scale.time_unit_ns,
+        every_split=c.recompute == "full" and not all_layers)
     return StageTable(
-        t_pair=t_pair, pair_first=pair_first,
+        t_pair=t_pair, pair_first=pair_first, t_split=t_split,
         choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute and not all_layers,
         dualpipe=dualpipe,
         grid=1 if dualpipe else g, k_dense=k, layers_min=lo, layers_fixed=fixed, t_layer=t_layer,
@@ -352,72 +356,18 @@ class Assignment:
     layers: tuple[int, ...]
     recompute: tuple[int, ...]  # MoE (or dense-model) layers recomputed per unit
     dense: int = 0
-
-
-def rank_split(t: StageTable, u: int, layers: int, recompute: int, dense: int) -> tuple[int, int, int, int]:
-    """(layers, recomputed) of the two stages of DualPipe rank ``u`` -- stage u first, then stage p-1-u.
-
-    The split: the least exposed all-to-all's where the table prices one (:func:`pair_split`); else the rank's
-    costs depend only on its totals except the recompute working set, held by each stage that recomputes: a
-    middle rank splits its layers evenly, and the rank of stages 0 and p-1 keeps the model's leading dense layers
-    alone on stage 0. Recompute: a middle rank recomputes on its first stage first; rank 0 recomputes its MoE
-    layers on stage p-1 first (onto stage 0 only once all its dense layers are: assignment_violations); uniform
-    recompute gives both stages the same count."""
-    k = t.k_dense
-    per_stage = (recompute + dense) // 2 if t.uniform_recompute else None
-    if t.pair_first is not None:
-        la = int(pair_split(t, u, layers))
-    elif t.layers_fixed is not None:
-        la = layers // 2
-    elif u == 0 and k:
-        la = max(k, per_stage or 0)
-    else:
-        la = (layers + 1) // 2
-    lb = layers - la
-    if per_stage is not None:
-        return la, per_stage, lb, per_stage
-    if u == 0 and k:
-        rb = min(recompute, lb)
-        return la, dense + recompute - rb, lb, rb
-    ra = min(recompute, la)
-    return la, ra, lb, recompute - ra
-
-
-def pair_split_violations(t: StageTable, x: "Assignment") -> list[str]:
-    """The recompute a least-exposure DualPipe split cannot hold: uniform recompute on a stage with fewer layers,
-    rank 0's MoE recompute spilling onto stage 0 before all its dense layers are recomputed."""
-    if t.pair_first is None or not t.dualpipe:
-        return []
-    out = []
-    for u in range(t.num_units):
-        la, ra, lb, rb = rank_split(t, u, x.layers[u], x.recompute[u], x.dense if u == 0 else 0)
-        if ra > la or rb > lb:
-            out.append(f"unit {u}: stages of {la} and {lb} layers recompute {ra} and {rb}")
-    if t.k_dense and x.dense < t.k_dense and not t.uniform_recompute:
-        lb0 = x.layers[0] - int(pair_split(t, 0, x.layers[0]))
-        if x.recompute[0] > lb0:
-            out.append("stage 0 recomputes MoE layers before all its dense layers")
-    return out
-
-
-def recomputing_stages(t: StageTable, x: Assignment) -> np.ndarray:
-    """How many stages of each unit recompute at least one layer (each holds ``m_workspace``)."""
-    out = np.zeros(t.num_units, np.int64)
-    for u in range(t.num_units):
-        r, d = x.recompute[u], (x.dense if u == 0 else 0)
-        if not t.dualpipe:
-            out[u] = 1 if r + d > 0 else 0
-        else:
-            _, ra, _, rb = rank_split(t, u, x.layers[u], r, d)
-            out[u] = (ra > 0) + (rb > 0)
-    return out
+    first: tuple[int, ...] | None = None  # DualPipe: each rank's phase-0 stage layers (None: least exposure)
 
 
 def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, memory KiB, dp time) per unit of an assignment."""
     l = np.array(x.layers, np.int64)
     r = np.array(x.recompute, np.int64)
-    time = t.t_layer * l + t.t_recompute * r + t.t_const + t.pair_time(l)
+    time = t.t_layer * l + t.t_recompute * r + t.t_const
+    if x.first is None:
+        time += t.pair_time(l)
+    else:
+        time += np.array([split_exposure(t, u, x.layers[u], x.first[u]) for u in range(t.num_units)], np.int64)
     mem = t.m_layer * l - t.m_saved * r + t.m_const + t.m_workspace * recomputing_stages(t, x)
     dp = t.dp_layer * l + t.dp_const
     time[0] += t.t_recompute_dense * x.dense

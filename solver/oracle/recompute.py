@@ -47,7 +47,7 @@ class UnitCosts:
 
         A unit's least recompute: none if it fits without; else the fewest layers whose savings cover the
         excess plus the working set of each stage that then recomputes (a DualPipe rank recomputes on its
-        first stage until that is full, then on its second: one working set, then two)."""
+        larger stage until that is full, then on the other: one working set, then two)."""
         t = self.t
         shape = layers.shape
         col = (slice(None),) + (None,) * (len(shape) - 1)
@@ -73,7 +73,8 @@ class UnitCosts:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     return np.where(saved > 0, _ceil_div(np.maximum(excess, 0), np.maximum(saved, 1)), INF)
             if t.dualpipe:
-                first_stage = np.stack([pair_split(t, u, layers[u]) for u in range(t.num_units)])
+                first = np.stack([pair_split(t, u, layers[u]) for u in range(t.num_units)])
+                first_stage = np.maximum(first, layers - first)  # the larger stage recomputes first
                 one, two = least(need + workspace), least(need + 2 * workspace)
                 moe = np.where(need <= 0, 0, np.where(one <= first_stage, one, two))
             else:
