@@ -107,11 +107,12 @@ def test_lopsided_split_costs_more_in_the_simulation_and_the_closed_form():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 19 acceptance band not met: over these draws the closed form's step (m·t_max + the DualPipe "
-    "Table 2 bubble over rank rows, Alpa's uneven weights) lies about -18 % to +17 % of the simulated step "
-    "(the draws of this test, run without the mark); with no all-to-all at all it is already -18 % to +15 % "
-    "when chunks within a rank are uneven: the bubble formula, not the exposure (which matches the simulated busy "
-    "time exactly, test_rank_busy_time_is_the_step_orders), needs a chunk-level form"))
+    "issue 19 acceptance band not met: over these draws the closed form's step (m·t_max + the DualPipe Table 2 "
+    "bubble over rank rows with Alpa's uneven weights) is 0.787-1.156 of the simulated step; with no all-to-all "
+    "at all 0.934-1.163 (python tests/test_dualpipe_sim.py). The rank busy time matches exactly "
+    "(test_rank_busy_time_is_the_step_orders): what is missing is the fill and drain on the critical path -- "
+    "the bubble of unequal chunks within a rank, and lone chunks' exposed all-to-all delaying the ranks that wait "
+    "on them -- which needs a chunk-level bubble in costmodel/schedule.py and the solver's objective"))
 @settings(max_examples=80, deadline=None)
 @given(pipelines())
 def test_closed_form_step_within_band_of_simulation(case):
@@ -121,3 +122,30 @@ def test_closed_form_step_within_band_of_simulation(case):
     closed = _closed_form_step(schedule, C, X, m, w)
     assert closed <= sim * 1.05
     assert closed >= sim * 0.98
+
+
+def _band(draws: int = 500, seed: int = 0, comm: bool = True) -> tuple[float, float]:
+    """(least, largest) closed form / simulated step over ``draws`` seeded draws from :func:`pipelines`' ranges
+    (``comm`` False: no all-to-all at all, the bubble formula alone)."""
+    import random
+    rng = random.Random(seed)
+    lo, hi = float("inf"), 0.0
+    for _ in range(draws):
+        schedule = rng.choice(["dualpipe", "dualpipev"])
+        ranks = rng.choice([2, 4, 6, 8])
+        stages = ranks if schedule == "dualpipe" else 2 * ranks
+        m = 2 * ranks * rng.randint(1, 4)
+        C = [rng.uniform(0.1, 2.0) for _ in range(stages)]
+        X = [c * rng.choice([0.0, 0.3, 0.8, 1.5, 3.0]) * comm for c in C]
+        w = rng.choice([0.0, 0.3, 0.5])
+        ratio = _closed_form_step(schedule, C, X, m, w) / _simulate(schedule, C, X, m, w).step_s
+        lo, hi = min(lo, ratio), max(hi, ratio)
+    return lo, hi
+
+
+if __name__ == "__main__":  # python tests/test_dualpipe_sim.py: the measured band of the xfail above
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    for with_comm in (True, False):
+        low, high = _band(comm=with_comm)
+        print(f"closed form / simulated step over 500 draws, all-to-all {with_comm}: {low:.3f} .. {high:.3f}")
