@@ -22,6 +22,7 @@ from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
 from parplan.solver.deadline import MIB, TimeUp, budget, check, current, rss_bytes
+from parplan.solver.paired_split import ILLEGAL
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -214,8 +215,8 @@ def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bo
 
 def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
     """(exposure, phase-0 layers) of DualPipe rank ``u`` whose split is a variable: a layer on each stage, the
-    dense layers on stage 0 (``even``: half each), the exposure read off every split's table at
-    ``layers·(L+1) + first`` (solver/paired_split.py)."""
+    dense layers on stage 0 (``even``: half each), the exposure read off every split's table as a table
+    constraint over its legal (layers, first, exposure) triples (solver/paired_split.py)."""
     L = t.num_layers
     first = model.new_int_var(0, L, f"split_first_{u}")
     if t.layers_fixed is not None:
@@ -223,11 +224,12 @@ def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
     else:
         model.add(first >= max(t.k_dense if u == 0 else 0, 1))
         model.add(v.layers[u] - first >= 1)
-    index = model.new_int_var(0, (L + 1) * (L + 1) - 1, f"split_index_{u}")
-    model.add(index == (L + 1) * v.layers[u] + first)
-    table = np.maximum(t.t_split[u], 0).reshape(-1)  # ILLEGAL entries are excluded by the bounds above
-    expo = model.new_int_var(0, int(table.max()), f"split_exposure_{u}")
-    model.add_element(index, [int(x) for x in table], expo)
+    lo = int(t.layers_min[u])
+    hi = lo + max(0, L - int(t.layers_min.sum()))
+    legal = np.argwhere(t.t_split[u, lo:hi + 1] != ILLEGAL)  # (layers - lo, first) of every split the rank can take
+    tuples = [(int(l) + lo, int(f), int(t.t_split[u, int(l) + lo, int(f)])) for l, f in legal]
+    expo = model.new_int_var(0, max(e for _, _, e in tuples), f"split_exposure_{u}")
+    model.add_allowed_assignments([v.layers[u], first, expo], tuples)
     v.split.append(first)
     return expo, first
 
