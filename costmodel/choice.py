@@ -39,6 +39,7 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.hardware import GIB, GPU
+from parplan.costmodel.paired_overlap import ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
 from parplan.costmodel.schedule import PipelineUnits, Schedule
@@ -94,10 +95,31 @@ class ChoiceCosts:
     # recomputes at least one layer (a stage that recomputes none checkpoints nothing and holds none)
     recompute_workspace_bytes: float = 0.0
     weight_grad_share: float = 1.0  # share of the layers' time in linear GEMMs (weight_grad_share(); ZB's W)
+    fwd_share: float = 1.0 / 3.0  # F / (F + B): the forward's share of a layer's compute
 
     def stage_workspace_bytes(self, recomputed_layers: int) -> float:
         """The working set of a stage that fully recomputes ``recomputed_layers`` layers."""
         return self.workspace_bytes + (self.recompute_workspace_bytes if recomputed_layers > 0 else 0.0)
+
+    # ---- paired chunks (costmodel/paired_overlap.py)
+    def chunk_work(self, dense: int, moe: int) -> ChunkWork:
+        """A stage's (or DualPipeV chunk's) layers: their compute and their all-to-all, none of it hidden (counts:
+        ints, or arrays of candidate splits)."""
+        if self.moe is None:
+            return ChunkWork(dense * self.dense.compute_s, 0.0 * dense)
+        return ChunkWork(dense * self.dense.compute_s + moe * self.moe.compute_s, moe * self.moe.a2a_s)
+
+    def rank_exposed_s(self, rank: int, a: tuple[int, int], b: tuple[int, int]) -> float:
+        """The EP all-to-all rank ``rank`` leaves exposed per micro-batch when its phase-0 and phase-1 stages
+        (DualPipe: stages min(rank, p-1-rank) and max) or chunks (DualPipeV) hold ``a`` and ``b`` (dense, MoE)
+        layers: what each pairing's compute cannot cover, the lone chunks' in full (costmodel/paired_overlap.py);
+        0 for the other schedules, whose layers carry their own ``ep_s``."""
+        schedule = Schedule(self.choice.schedule)
+        if not schedule.paired or self.moe is None or self.moe.a2a_s == 0.0:
+            return 0.0
+        pair = dualpipe_rank_exposed_s if schedule is Schedule.DUALPIPE else dualpipev_rank_exposed_s
+        c = self.choice
+        return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:
@@ -232,6 +254,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         links=ctx.comm.links,
         recompute_workspace_bytes=recompute_workspace,
         weight_grad_share=weight_grad_share(arch, dense, moe),
+        fwd_share=ctx.fwd_share,
         **ends,
     )
     # ---- post-passes: conventions that move terms between the stage extras and the layers

@@ -13,6 +13,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from parplan.costmodel import dualpipev
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
@@ -317,7 +318,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     c = costs.choice
     classes = layer_classes(spec, plan.stage_layers)
     stages = [stage_totals(costs, i, d, e, r) for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
-    ranks = schedule_rows(PipelineUnits.of(c), stages)
+    ranks = paired_exposure(costs, PipelineUnits.of(c), classes, schedule_rows(PipelineUnits.of(c), stages))
     step, breakdown = step_time(costs, a, ranks)
     stage_reports = [stage_report(plan, costs, i, r, d, e) for i, (r, (d, e)) in enumerate(zip(ranks, classes))]
     mem = [s.memory_gib for s in stage_reports]
@@ -345,6 +346,27 @@ def schedule_rows(units: PipelineUnits, stages: list[StageTotals]) -> list[Stage
         rows.append(per_mb.model_copy(update={"states_bytes": both.states_bytes, "dp_s": both.dp_s,
                                               "logits_bytes": both.logits_bytes, "buffer_bytes": both.buffer_bytes}))
     return rows
+
+
+def paired_exposure(costs: ChoiceCosts, units: PipelineUnits, classes: list[tuple[int, int]],
+                    rows: list[StageTotals]) -> list[StageTotals]:
+    """DualPipe and DualPipeV rows with the all-to-all each rank's step leaves exposed
+    (:meth:`ChoiceCosts.rank_exposed_s`, costmodel/paired_overlap.py): a DualPipe rank's two stages (phase 0 the
+    lower of i and p-1-i), a DualPipeV rank's two chunks (:func:`dualpipev.chunk_split`, the model's leading dense layers in
+    chunk 0); other schedules' rows unchanged."""
+    if not units.schedule.paired:
+        return rows
+    out = []
+    for i, row in enumerate(rows):
+        if units.schedule is Schedule.DUALPIPE:
+            a, b = classes[min(i, units.partner(i))], classes[max(i, units.partner(i))]
+        else:
+            dense, moe = classes[i]
+            first, _ = dualpipev.chunk_split(dense + moe, dense)
+            a = (min(dense, first), first - min(dense, first))
+            b = (dense - a[0], moe - a[1])
+        out.append(row.model_copy(update={"ep_s": row.ep_s + costs.rank_exposed_s(i, a, b)}))
+    return out
 
 
 def step_time(costs: ChoiceCosts, a: Assumptions, ranks: list[StageTotals]) -> tuple[float, dict[str, float]]:

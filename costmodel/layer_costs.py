@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from parplan.costmodel import moe_comm, moe_dispatch
+from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, selective_policy
 from parplan.costmodel.comm import Comm, cp_attention_comm
@@ -24,6 +25,7 @@ from parplan.costmodel.data_parallel import DataParallel
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GPU
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes)
 from parplan.costmodel.spec import ModelSpec, Spec
@@ -51,6 +53,8 @@ class LayerCost:
     model_flops: float  # per micro-batch on this GPU, no recompute
     recompute_flops: float = 0.0  # extra FLOPs when fully recomputed (the forward again)
     linear_s: float = 0.0  # the linear GEMMs' part of compute_s (the only part with a weight gradient, ZB's W)
+    a2a_s: float = 0.0  # EP all-to-all, fwd+bwd, none hidden: a paired schedule prices its exposure per rank
+    #                     (costmodel/paired_overlap.py) and keeps ep_s 0
 
     @property
     def time_s(self) -> float:
@@ -391,14 +395,21 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
                                + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
                                + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
     moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
-    if c.ep > 1 and a.ep_comm_sm_fraction > 0:  # SMs reserved for the dispatch/combine kernels compute nothing
-        moe_compute /= 1.0 - a.ep_comm_sm_fraction  # (DeepSeek-V3 §3.2.2)
-        moe_linear /= 1.0 - a.ep_comm_sm_fraction
+    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
+    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
+        reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
+        moe_compute /= 1.0 - reserved
+        moe_linear /= 1.0 - reserved
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
-    ep_overlap = moe_comm.ep_overlap_share(c.schedule, c.moe_a2a_overlap, a)
-    # dispatch + combine, forward and backward, hidden at most behind the paired micro-batch's compute
-    # of this layer (DualPipe's F&B chunk, Megatron-Core's --overlap-moe-expert-parallel-comm)
-    ep_layer = comm.exposed(2 * a2a, ep_overlap, moe_compute)
+    # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
+    # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
+    # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
+    if Schedule(c.schedule).paired:
+        ep_layer = 0.0
+    elif c.moe_a2a_overlap:
+        ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
+    else:
+        ep_layer = comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
     # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
     # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
     # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
@@ -427,4 +438,5 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
         model_flops=moe_model_flops,
         recompute_flops=moe_model_flops * fwd_share,
         linear_s=moe_linear,
+        a2a_s=2 * a2a if Schedule(c.schedule).paired else 0.0,
     )

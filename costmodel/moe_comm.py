@@ -18,8 +18,11 @@ NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/transf
 co-schedules one micro-batch's forward with another's backward, layer by layer, so that "EP A2A in forward
 step is hidden by the attention/mlp computation in the backward step, and vice versa" (same commit,
 megatron/core/pipeline_parallel/combined_1f1b.py ``combined_1f1b_schedule_for_no_pipelining``) -- the
-pairing of DualPipe's F&B chunk, so the hidden share is ``assumptions.ep_comm_overlap_dualpipe``, bounded
-by the layer's compute through ``exposed()`` (costmodel/choice.py). Off, ``assumptions.ep_comm_overlap``.
+pairing of DualPipe's F&B chunk, so what stays exposed is what the paired compute cannot cover
+(costmodel/paired_overlap.py ``same_chunk_exposed_s``). Off, ``assumptions.ep_comm_overlap``.
+The overlapped schedules (DualPipe, DualPipeV, this flag) pay for it: they reserve SMs for the dispatch/combine
+kernels (:func:`sm_fraction`; DeepSeek-V3 §3.2.2: 20 of the H800's 132 SMs), which slows the MoE layers'
+compute; the other schedules run the all-to-all between computations and reserve none.
 Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
 the 1f1b stages" (megatron/core/pipeline_parallel/schedules.py:966-970: ``num_warmup_microbatches + 1``);
 with pp 1 the combined schedule runs micro-batch i+1's forward while micro-batch i's backward is pending
@@ -43,12 +46,19 @@ def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
     return FP8_DISPATCH_BYTES_PER_ELEMENT if fp8_dispatch else knob_bytes
 
 
-def ep_overlap_share(schedule: str, a2a_overlap: bool, a) -> float:
-    """Share of the EP all-to-all hidden (before the compute bound): paired forward/backward chunks (DualPipe,
-    DualPipeV, Megatron-Core's combined 1F1B) hide ``ep_comm_overlap_dualpipe``, others ``ep_comm_overlap``."""
-    if Schedule(schedule).paired or a2a_overlap:
-        return a.ep_comm_overlap_dualpipe
-    return a.ep_comm_overlap
+DEEPSEEK_V3_COMM_SMS = 20 / 132  # DeepSeek-V3 §3.2.2: "only 20 SMs" of the H800's 132 for communication
+
+
+def overlaps_all_to_all(schedule: str, a2a_overlap: bool) -> bool:
+    """The schedule hides the EP all-to-all behind a paired chunk's compute: DualPipe, DualPipeV, or
+    Megatron-Core's combined 1F1B (``plan.moe_a2a_overlap``); only these reserve SMs for it."""
+    return Schedule(schedule).paired or a2a_overlap
+
+
+def sm_fraction(a) -> float:
+    """Share of the SMs an overlapped schedule reserves for dispatch/combine: ``ep_comm_sm_fraction``, by default
+    (None) DeepSeek-V3's 20/132 (§3.2.2; a documented assumption for every overlapped schedule)."""
+    return DEEPSEEK_V3_COMM_SMS if a.ep_comm_sm_fraction is None else a.ep_comm_sm_fraction
 
 
 def a2a_overlap_violations(c, num_mtp_layers: int, is_moe: bool) -> list[str]:

@@ -60,7 +60,7 @@ class Schedule(StrEnum):
     @property
     def paired(self) -> bool:
         """Runs one micro-batch's forward chunk with another's backward chunk (DualPipe, DualPipeV), so their
-        EP all-to-all hide behind each other (costmodel/moe_comm.py ``ep_overlap_share``)."""
+        EP all-to-all hides behind the partner chunk's compute (costmodel/paired_overlap.py)."""
         return self in (Schedule.DUALPIPE, Schedule.DUALPIPEV)
 
     @property

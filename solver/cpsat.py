@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
 from parplan.solver.deadline import MIB, TimeUp, budget, check, current, rss_bytes
+from parplan.solver.paired_split import ILLEGAL
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -71,6 +73,7 @@ class StageVars:
     peak: object
     objective: object = None  # U as a linear expression
     time_sum: object = 0  # Σ_u time_u as a linear expression (the uneven-stage bubble's term)
+    split: list = field(default_factory=list)  # DualPipe with every split priced: each rank's phase-0 layers
 
     def hint(self, model: cp_model.CpModel, x: Assignment) -> None:
         for v, val in zip(self.layers, x.layers):
@@ -81,7 +84,8 @@ class StageVars:
 
     def extract(self, solver: cp_model.CpSolver) -> Assignment:
         return Assignment(tuple(solver.value(v) for v in self.layers), tuple(solver.value(v) for v in self.recompute),
-                          solver.value(self.dense_recompute))
+                          solver.value(self.dense_recompute),
+                          tuple(solver.value(v) for v in self.split) if self.split else None)
 
 
 def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
@@ -104,7 +108,8 @@ def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Opt
     dense_done = model.new_bool_var("dense_done")
     stage_rc = model.new_int_var(0, L, "stage_recompute")
     t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
-                      + int(t.t_recompute_dense) * t.k_dense for u in range(n)))
+                      + int(t.t_recompute_dense) * t.k_dense
+                      + (int(t.t_pair[u].max()) if t.t_pair is not None else 0) for u in range(n)))
     if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
         t_hi = max(0, min(t_hi, (cutoff - t.S * t.base_time_sum) // max(t.M, 1)))
     dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
@@ -156,10 +161,13 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
         for u in mid[1:]:
             model.add(v.layers[u] == v.layers[mid[0]])
             model.add(v.recompute[u] == v.recompute[mid[0]])
+    pair = _paired_split(model, t, v, full)
     # per-unit time, DP time and memory
     for u in range(n):
         check_every(u)
         time_u = int(t.t_layer[u]) * v.layers[u] + int(t.t_recompute[u]) * v.recompute[u] + int(t.t_const[u])
+        if pair:
+            time_u += pair[u][0]
         mem_u = int(t.m_layer[u]) * v.layers[u] - int(t.m_saved[u]) * v.recompute[u] + int(t.m_const[u])
         if u == 0 and k:
             time_u += int(t.t_recompute_dense) * v.dense_recompute
@@ -172,10 +180,58 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
         model.add(mem_u <= v.peak)
     # Σ_u time_u: the layers sum to L and every unit has one per-layer time, so only the recompute terms vary;
     # written so, U keeps the plain max objective's structure (and its solve speed) when nothing is recomputed
-    v.time_sum = t.base_time_sum
+    v.time_sum = t.base_time_sum + sum(e for e, _ in pair)
     if full and t.S:  # without whole-layer recompute the recompute counts are 0: the sum is a constant
         v.time_sum += (int(t.t_recompute_dense) * v.dense_recompute
                        + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
+
+
+def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> list:
+    """Per unit (exposure, phase-0 layers) of a DualPipe/DualPipeV table with a paired exposure
+    (solver/paired_split.py): both read off the table at the unit's layer count (element constraints), and the
+    recompute the split must hold (tables.pair_split_violations)."""
+    if t.t_pair is None:
+        return []
+    out = []
+    for u in range(t.num_units):
+        if t.t_split is not None:
+            out.append(_every_split(model, t, v, u))
+            continue
+        expo = model.new_int_var(0, int(t.t_pair[u].max()), f"pair_exposure_{u}")
+        model.add_element(v.layers[u], [int(x) for x in t.t_pair[u]], expo)
+        first = model.new_int_var(0, t.num_layers, f"pair_first_{u}")
+        model.add_element(v.layers[u], [int(x) for x in t.pair_first[u]], first)
+        out.append((expo, first))
+    if not (full and t.dualpipe):
+        return out
+    if t.uniform_recompute:
+        for u, (_, first) in enumerate(out):
+            model.add(first >= v.stage_recompute)
+            model.add(v.layers[u] - first >= v.stage_recompute)
+    elif t.k_dense:  # rank 0's MoE recompute beyond stage p-1's layers needs every dense layer recomputed
+        model.add(v.recompute[0] <= v.layers[0] - out[0][1]).only_enforce_if(v.dense_done.Not())
+    return out
+
+
+def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
+    """(exposure, phase-0 layers) of DualPipe rank ``u`` whose split is a variable: a layer on each stage, the
+    dense layers on stage 0 (``even``: half each), the exposure read off every split's table as a table
+    constraint over its legal (layers, first, exposure) triples (solver/paired_split.py)."""
+    L = t.num_layers
+    first = model.new_int_var(0, L, f"split_first_{u}")
+    if t.layers_fixed is not None:
+        model.add(first == int(t.layers_fixed[u]) // 2)
+    else:
+        model.add(first >= max(t.k_dense if u == 0 else 0, 1))
+        model.add(v.layers[u] - first >= 1)
+    lo = int(t.layers_min[u])
+    hi = lo + max(0, L - int(t.layers_min.sum()))
+    legal = np.argwhere(t.t_split[u, lo:hi + 1] != ILLEGAL)  # (layers - lo, first) of every split the rank can take
+    tuples = [(int(l) + lo, int(f), int(t.t_split[u, int(l) + lo, int(f)])) for l, f in legal]
+    expo = model.new_int_var(0, max(e for _, _, e in tuples), f"split_exposure_{u}")
+    model.add_allowed_assignments([v.layers[u], first, expo], tuples)
+    v.split.append(first)
+    return expo, first
 
 
 def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
@@ -196,8 +252,15 @@ def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u:
         model.add(v.dense_recompute <= k * first)
         model.add(v.recompute[0] <= L * second)
         return first + second
-    if t.layers_fixed is not None:
-        first_layers = int(t.layers_fixed[u]) // 2
+    if v.split:  # the larger stage of the rank's split recomputes first
+        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
+        model.add_max_equality(first_layers, [v.split[u], v.layers[u] - v.split[u]])
+    elif t.pair_first is not None:  # the larger stage of the least-exposure split recomputes first
+        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
+        model.add_element(v.layers[u], [max(int(f), total - int(f)) for total, f in enumerate(t.pair_first[u])],
+                          first_layers)
+    elif t.layers_fixed is not None:  # the larger half (tables.rank_split)
+        first_layers = int(t.layers_fixed[u]) - int(t.layers_fixed[u]) // 2
     else:
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
         model.add(2 * first_layers >= v.layers[u])

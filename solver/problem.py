@@ -24,7 +24,7 @@ from parplan.solver.bounds import quick_bounds
 from parplan.solver.deadline import budget
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
-                                   rank_split)
+                                   rank_split, first_of)
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -180,7 +180,7 @@ def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
         return list(x.layers), rec
     layers, rec = [0] * p, [0] * p
     for u in range(t.num_units):
-        la, ra, lb, rb = rank_split(t, u, x.layers[u], x.recompute[u], x.dense if u == 0 else 0)
+        la, ra, lb, rb = rank_split(t, u, x.layers[u], x.recompute[u], x.dense if u == 0 else 0, first_of(x, u))
         layers[u], rec[u], layers[p - 1 - u], rec[p - 1 - u] = la, ra, lb, rb
     return layers, rec
 
@@ -190,7 +190,7 @@ def stage_counts_of_ranks(t: StageTable, x: Assignment) -> list[int]:
     p = t.choice.pp
     layers = [0] * p
     for u in range(t.num_units):
-        la, _, lb, _ = rank_split(t, u, x.layers[u], 0, 0)
+        la, _, lb, _ = rank_split(t, u, x.layers[u], 0, 0, first_of(x, u))
         layers[u], layers[p - 1 - u] = la, lb
     return layers
 
@@ -209,4 +209,5 @@ def assignment_of(t: StageTable, stage_layers: list[int], recompute_layers: list
     layers = tuple(stage_layers[u] + stage_layers[p - 1 - u] for u in range(p // 2))
     rec = [recompute_layers[u] + recompute_layers[p - 1 - u] for u in range(p // 2)]
     rec[0] -= dense
-    return Assignment(layers, tuple(rec), dense)
+    first = tuple(stage_layers[: p // 2]) if t.t_split is not None else None  # the split is the assignment's
+    return Assignment(layers, tuple(rec), dense, first)

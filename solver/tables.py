@@ -44,6 +44,8 @@ from parplan.costmodel.choice import ChoiceCosts, LayerCost
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.frameworks.layout import interleaved_inflight_chunks
 from parplan.solver.deadline import checked_range
+from parplan.solver.paired_split import (first_of, paired_exposure_table, rank_split, recomputing_stages,  # noqa: F401
+                                         split_exposure, pair_split_violations)
 from parplan.solver.space import trimmed_stage_least_layers
 
 KIB = 1024.0
@@ -133,6 +135,11 @@ class StageTable:
     scale: Scale
     lb_time: int  # a lower bound of max_u time_u (mean unit time without recompute)
     S: int = 0  # the objective's weight of Σ_u time_u (the uneven-stage bubble)
+    # DualPipe/DualPipeV on an MoE model with an all-to-all (:func:`paired_exposure_table`): each unit's exposed
+    # all-to-all at every layer total 0..L, and the phase-0 stage's layers that give it (DualPipe's split)
+    t_pair: np.ndarray | None = None
+    pair_first: np.ndarray | None = None
+    t_split: np.ndarray | None = None  # DualPipe with whole-layer recompute: every split's exposure [u, l, first]
 
     @property
     def num_units(self) -> int:
@@ -163,9 +170,17 @@ class StageTable:
 
     @property
     def base_time_sum(self) -> int:
-        """Σ_u time_u without recompute: every layer at the per-layer time, one value on every unit
-        (:func:`build_table`), plus the units' constants; recompute only adds to it."""
+        """Σ_u time_u without recompute and paired exposure: every layer at the per-layer time, one value on
+        every unit (:func:`build_table`), plus the units' constants; recompute and the exposure only add to it."""
         return int(self.t_layer[0]) * self.num_layers + int(self.t_const.sum())
+
+    def pair_time(self, layers: np.ndarray) -> np.ndarray:
+        """The units' paired exposure at ``layers`` (shape (n,) or (n, Q), one row per unit; 0 without it)."""
+        layers = np.asarray(layers, np.int64)
+        if self.t_pair is None:
+            return np.zeros(layers.shape, np.int64)
+        rows = np.arange(self.num_units).reshape((-1,) + (1,) * (layers.ndim - 1))
+        return self.t_pair[rows, np.clip(layers, 0, self.num_layers)]
 
 
 def scaled_objective(t: StageTable, t_max, t_sum, dp_max):
@@ -319,7 +334,11 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
             m_const_u[0] += k * (int(m_saved[0]) - s_d_u)
         t_rc, m_saved = np.zeros(n, np.int64), np.zeros(n, np.int64)
         t_rd_u = s_d_u = ws_u = 0
+    t_pair, pair_first, t_split = paired_exposure_table(
+        costs, pipe, num_layers, k, fixed is not None, scale.time_unit_ns,
+        every_split=c.recompute == "full" and not all_layers)
     return StageTable(
+        t_pair=t_pair, pair_first=pair_first, t_split=t_split,
         choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute and not all_layers,
         dualpipe=dualpipe,
         grid=1 if dualpipe else g, k_dense=k, layers_min=lo, layers_fixed=fixed, t_layer=t_layer,
@@ -337,45 +356,7 @@ class Assignment:
     layers: tuple[int, ...]
     recompute: tuple[int, ...]  # MoE (or dense-model) layers recomputed per unit
     dense: int = 0
-
-
-def rank_split(t: StageTable, u: int, layers: int, recompute: int, dense: int) -> tuple[int, int, int, int]:
-    """(layers, recomputed) of the two stages of DualPipe rank ``u`` -- stage u first, then stage p-1-u.
-
-    The rank's costs depend only on its totals, except the recompute working set, held by each stage that
-    recomputes: a middle rank splits its layers evenly and recomputes on its first stage first; the rank of
-    stages 0 and p-1 keeps the model's leading dense layers alone on stage 0 and its MoE layers on stage p-1
-    (MoE recomputation spills onto stage 0 only under a fixed even split); uniform recompute gives both stages
-    the same count."""
-    k = t.k_dense
-    per_stage = (recompute + dense) // 2 if t.uniform_recompute else None
-    if t.layers_fixed is not None:
-        la = layers // 2
-    elif u == 0 and k:
-        la = max(k, per_stage or 0)
-    else:
-        la = (layers + 1) // 2
-    lb = layers - la
-    if per_stage is not None:
-        return la, per_stage, lb, per_stage
-    if u == 0 and k:
-        rb = min(recompute, lb)
-        return la, dense + recompute - rb, lb, rb
-    ra = min(recompute, la)
-    return la, ra, lb, recompute - ra
-
-
-def recomputing_stages(t: StageTable, x: Assignment) -> np.ndarray:
-    """How many stages of each unit recompute at least one layer (each holds ``m_workspace``)."""
-    out = np.zeros(t.num_units, np.int64)
-    for u in range(t.num_units):
-        r, d = x.recompute[u], (x.dense if u == 0 else 0)
-        if not t.dualpipe:
-            out[u] = 1 if r + d > 0 else 0
-        else:
-            _, ra, _, rb = rank_split(t, u, x.layers[u], r, d)
-            out[u] = (ra > 0) + (rb > 0)
-    return out
+    first: tuple[int, ...] | None = None  # DualPipe: each rank's phase-0 stage layers (None: least exposure)
 
 
 def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -383,6 +364,10 @@ def unit_values(t: StageTable, x: Assignment) -> tuple[np.ndarray, np.ndarray, n
     l = np.array(x.layers, np.int64)
     r = np.array(x.recompute, np.int64)
     time = t.t_layer * l + t.t_recompute * r + t.t_const
+    if x.first is None:
+        time += t.pair_time(l)
+    else:
+        time += np.array([split_exposure(t, u, x.layers[u], x.first[u]) for u in range(t.num_units)], np.int64)
     mem = t.m_layer * l - t.m_saved * r + t.m_const + t.m_workspace * recomputing_stages(t, x)
     dp = t.dp_layer * l + t.dp_const
     time[0] += t.t_recompute_dense * x.dense
@@ -427,6 +412,7 @@ def assignment_violations(t: StageTable, x: Assignment, cap_kib: int) -> list[st
         per_stage = uniform_recompute_of(t, x)
         if per_stage is None:
             out.append("uniform_recompute: stages recompute different counts")
+    out += pair_split_violations(t, x)
     _, mem, _ = unit_values(t, x)
     if int(mem.max()) > cap_kib:
         out.append(f"peak {int(mem.max())} KiB over the cap {cap_kib} KiB")

@@ -150,10 +150,14 @@ def table_brute_force(t: StageTable, cap_kib: int) -> Optional[tuple[int, int]]:
             continue
         for recompute in itertools.product(*[range(0, layers[u] + 1) for u in range(num_units)]):
             for dense in range(0, k + 1) if k and t.choice.recompute == "full" else [0]:
-                x = Assignment(tuple(layers), tuple(recompute), dense)
-                if assignment_violations(t, x, cap_kib):
-                    continue
-                objective, peak = evaluate_assignment(t, x)
-                if best is None or (objective, peak_mib(peak)) < best:
-                    best = (objective, peak_mib(peak))
+                # a DualPipe table that prices every split: each rank's phase-0 layers too
+                firsts = itertools.product(*[range(0, layers[u] + 1) for u in range(num_units)]) \
+                    if t.t_split is not None else [None]
+                for first in firsts:
+                    x = Assignment(tuple(layers), tuple(recompute), dense, first)
+                    if assignment_violations(t, x, cap_kib):
+                        continue
+                    objective, peak = evaluate_assignment(t, x)
+                    if best is None or (objective, peak_mib(peak)) < best:
+                        best = (objective, peak_mib(peak))
     return best

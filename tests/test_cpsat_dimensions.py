@@ -87,7 +87,7 @@ def _tally(res) -> None:
     SEEN["infeasible"] = SEEN.get("infeasible", 0) + (not res.plans)
 
 
-@settings(max_examples=40, **ORACLE_SETTINGS)
+@settings(max_examples=60, **ORACLE_SETTINGS)
 @given(spec=dimension_specs())
 def test_new_dimensions_cpsat_matches_exhaustive(spec):
     ex = optimize(spec, method="exhaustive", top_k=3)

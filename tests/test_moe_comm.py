@@ -30,12 +30,14 @@ import physics_cases as physics
 
 
 def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
-    """exposed = max(a2a·(1 - overlap), a2a - window), a2a = dispatch + combine forward and backward
-    (2 x (dispatch + combine)) to the busiest of the 64 EP ranks, window = the paired layer's compute. BF16
-    dispatch by a plain all-to-all (per remote expert)
-    over 400G IB at 0.5 of line rate makes the all-to-all longer than the compute, so the bound binds:
-    the 90 % overlap credit alone would hide more traffic than there is compute to hide it behind."""
-    spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5)
+    """Not paired (1F1B, ``ep_comm_overlap`` 0.9 set here): exposed = max(a2a·(1 - overlap), a2a - window),
+    a2a = dispatch + combine forward and backward (2 x (dispatch + combine)) to the busiest of the 64 EP ranks,
+    window = the layer's compute. BF16 dispatch by a plain all-to-all (per remote expert) over 400G IB at 0.5 of
+    line rate makes the all-to-all longer than the compute, so the bound binds: the 90 % credit alone would hide
+    more traffic than there is compute to hide it behind. (DualPipe prices its exposure per rank:
+    tests/test_dualpipe_split.py.)"""
+    spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5, ep_comm_overlap=0.9)
+    c = replace(c, schedule="1f1b")
     costs = physics.costs(spec, c)
     a = resolve_assumptions(spec.assumptions)
     nv, net = tier_links(resolve_gpu(spec.cluster), a)
@@ -48,6 +50,8 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     assert raw > window  # the all-to-all outlasts the compute
     assert costs.moe.ep_s == pytest.approx(max(raw * (1 - 0.9), raw - window))
     assert costs.moe.ep_s > raw * 0.1 * 1.5
+    dual = physics.costs(spec, replace(c, schedule="dualpipe"))
+    assert dual.moe.ep_s == 0.0 and dual.moe.a2a_s == pytest.approx(raw)
 
 
 def test_fp8_dispatch_bytes_by_hand():
@@ -97,12 +101,18 @@ def test_fp8_dispatch_dominates_bf16_exactly():
 
 
 def test_a2a_overlap_cost_by_hand():
-    """Off: exposed = 2·a2a (ep_comm_overlap 0). On: the paired micro-batch hides ep_comm_overlap_dualpipe =
-    90 %, at most the layer's compute: exposed = max(0.1·2·a2a, 2·a2a - compute)."""
+    """Off: exposed = 2·a2a (ep_comm_overlap 0), MoE compute C at full speed. On (Megatron-Core's combined 1F1B,
+    costmodel/paired_overlap.py): the compute runs on 112 of 132 SMs (C' = C·132/112, DeepSeek-V3 §3.2.2) and a
+    layer's forward beside another micro-batch's backward of the same layer leaves
+    max(0, a2a - (1-f)·C') + max(0, a2a - f·C') with f = 1/3 (each pass moves one a2a)."""
     spec = moe_dims.spec(moe_dims.MOE, gbs=32)
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
     off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
-    assert on.ep_s == pytest.approx(max(0.1 * off.ep_s, off.ep_s - off.compute_s))
+    a2a = off.ep_s / 2
+    compute_on = on.compute_s
+    assert (compute_on - on.selective_s) / (off.compute_s - off.selective_s) == pytest.approx(132 / 112)
+    f = 1 / 3
+    assert on.ep_s == pytest.approx(max(0.0, a2a - (1 - f) * compute_on) + max(0.0, a2a - f * compute_on))
     assert on.ep_s < off.ep_s
 
 

@@ -115,5 +115,6 @@ def _group(units: UnitCosts, rows: list[int], layers: np.ndarray):
     shared = moe.max(axis=0)
     ok = (times < INF).all(axis=0) & (shared <= layers)
     unit_times = (t.t_layer[rows][:, None] * layers[None, :] + t.t_const[rows][:, None]
+                  + t.pair_time(np.broadcast_to(layers[None, :], (t.num_units, len(layers))))[rows]
                   + t.t_recompute[rows][:, None] * np.minimum(shared, layers)[None, :])
     return np.where(ok, unit_times.max(axis=0), INF), dp_times.max(axis=0), np.where(ok, unit_times.sum(axis=0), 0)

@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from parplan.solver.paired_split import pair_split
 from parplan.solver.tables import HEADROOM, StageTable, uniform_layers_min, uniform_parts
 
 INF = np.int64(HEADROOM)  # a unit time where nothing fits
@@ -46,12 +47,12 @@ class UnitCosts:
 
         A unit's least recompute: none if it fits without; else the fewest layers whose savings cover the
         excess plus the working set of each stage that then recomputes (a DualPipe rank recomputes on its
-        first stage until that is full, then on its second: one working set, then two)."""
+        larger stage until that is full, then on the other: one working set, then two)."""
         t = self.t
         shape = layers.shape
         col = (slice(None),) + (None,) * (len(shape) - 1)
         saved, t_recompute, workspace = t.m_saved[col], t.t_recompute[col], t.m_workspace
-        base_time = t.t_layer[col] * layers + t.t_const[col]
+        base_time = t.t_layer[col] * layers + t.t_const[col] + t.pair_time(layers)
         need = t.m_layer[col] * layers + t.m_const[col] - self.cap  # excess over the cap without recomputation
         dense = np.zeros(shape, np.int64)
         if self.fixed_recompute:
@@ -61,6 +62,10 @@ class UnitCosts:
             saving[0] += t.m_saved_dense * self.fixed_dense
             holding = t.members if (self.fixed_dense or self.fixed_moe.any()) else 0
             ok = need - saving + workspace * holding <= 0
+            if t.pair_first is not None and t.dualpipe and (self.fixed_dense or self.fixed_moe.any()):
+                per_stage = (moe[0] + dense[0]) // t.members  # uniform: both stages of every rank recompute it
+                first = np.stack([pair_split(t, u, layers[u]) for u in range(t.num_units)])
+                ok &= (first >= per_stage) & (layers - first >= per_stage)
             time_ = base_time + t_recompute * moe
             time_[0] += t.t_recompute_dense * self.fixed_dense
         else:
@@ -68,7 +73,8 @@ class UnitCosts:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     return np.where(saved > 0, _ceil_div(np.maximum(excess, 0), np.maximum(saved, 1)), INF)
             if t.dualpipe:
-                first_stage = layers // 2 if t.layers_fixed is not None else (layers + 1) // 2
+                first = np.stack([pair_split(t, u, layers[u]) for u in range(t.num_units)])
+                first_stage = np.maximum(first, layers - first)  # the larger stage recomputes first
                 one, two = least(need + workspace), least(need + 2 * workspace)
                 moe = np.where(need <= 0, 0, np.where(one <= first_stage, one, two))
             else:
@@ -88,7 +94,7 @@ class UnitCosts:
         dense_saved, dense_time = t.m_saved_dense, t.t_recompute_dense
         moe_saved, moe_time = int(t.m_saved[0]), int(t.t_recompute[0])
         workspace = t.m_workspace
-        base = t.t_layer[0] * layers0 + t.t_const[0]
+        base = t.t_layer[0] * layers0 + t.t_const[0] + t.pair_time(layers0[None])[0]
         moe_room = layers0 - k
         if t.dense_first:  # a plain stage 0: the working set once, dense layers first
             need = np.where(need0 <= 0, 0, need0 + workspace)
@@ -107,7 +113,10 @@ class UnitCosts:
             moe = np.where(need0 <= 0, 0, _least_count(np.where(rest <= 0, 0, rest + workspace), moe_saved))
             if dense:
                 moe = np.where(need0 <= 0, INF, moe)  # nothing to recompute: no dense recompute is the answer
-            ok = (moe <= moe_room) & ((dense == k) | (moe <= t.free_moe_recompute))
+            free = t.free_moe_recompute
+            if t.pair_first is not None:  # MoE recompute beyond stage p-1's layers spills onto stage 0
+                free = np.minimum(free, layers0 - pair_split(t, 0, layers0))
+            ok = (moe <= moe_room) & ((dense == k) | (moe <= free))
             time_ = np.where(ok, base + dense_time * dense + moe_time * np.minimum(moe, np.maximum(moe_room, 0)), INF)
             better = time_ < best_time
             best_time = np.where(better, time_, best_time)

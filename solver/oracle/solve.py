@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from parplan.solver.deadline import check
+from parplan.solver.oracle.fallback import per_stage_by_cpsat
 from parplan.solver.oracle.grouped import grouped
 from parplan.solver.oracle.per_stage import per_stage
 from parplan.solver.oracle.recompute import UnitCosts
@@ -26,10 +27,15 @@ class RowSolution:
 
 def best_at(solve: TableSolve, cap_kib: int) -> Optional[RowSolution]:
     """The least U under ``cap_kib`` (then the least peak at that cap's U is chosen by the caller). Uniform
-    recompute: every stage recomputes the same count r; each r is solved as a fixed-recompute table."""
+    recompute: every stage recomputes the same count r; each r is solved as a fixed-recompute table. A DualPipe
+    table with whole-layer recompute, whose ranks' splits decide how many stages hold a recompute working set
+    as well as the exposed all-to-all (solver/paired_split.py), is solved exactly by its CP-SAT model, as the
+    fallback solves tables too large to walk."""
     t = solve.t
     split_solve = per_stage if t.split == "per_stage" else grouped
-    if t.uniform_recompute and t.choice.recompute == "full" and not t.recompute_all:
+    if t.t_split is not None:  # DualPipe whose split also places recompute working sets: the table's CP-SAT model
+        got = per_stage_by_cpsat(solve, UnitCosts(t, cap_kib))
+    elif t.uniform_recompute and t.choice.recompute == "full" and not t.recompute_all:
         got = None
         most_per_stage = t.num_layers // (t.choice.pp if t.choice.pp else 1)
         for r_stage in range(0, most_per_stage + 1, t.recompute_step):

@@ -1,0 +1,93 @@
+"""Paired forward/backward chunks: the EP all-to-all each chunk leaves exposed beside its partner's compute.
+
+DualPipe's main step runs one stage's forward chunk beside the *other* stage's backward chunk of the same rank,
+both ways in turn: deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:381-392``
+(Step 4 "nF0B1F1B0": ``_forward_backward_chunk(0, 1)`` then ``_forward_backward_chunk(1, 0)``; phase 0 is
+stage r, phase 1 stage p-1-r, lines 355-356) and ``dualpipe/dualpipev.py:352-367`` (the same step with chunk 0 =
+stage r and chunk 1 = stage 2P-1-r). In the pair, the forward's dispatch/combine runs while the backward
+computes and vice versa (DeepSeek-V3 report, arXiv 2412.19437, §3.2.1, Figure 4; Megatron-Core's combined 1F1B
+of ``--overlap-moe-expert-parallel-comm`` pairs two micro-batches of the *same* layers the same way,
+NVIDIA/Megatron-LM@d98e8a64 megatron/core/pipeline_parallel/combined_1f1b.py). So one pair (forward of x,
+backward of y) costs its two computations plus what neither can cover::
+
+    exposed(F_x, B_y) = max(0, X_x/2 - (1-f)·C_y) + max(0, X_y/2 - f·C_x)
+
+with C a chunk's forward+backward compute, f = F/(F+B) its forward share and X its forward+backward all-to-all
+(the two passes move the same bytes, X/2 each). A rank's step runs a fixed number of each pairing and of lone
+(un-overlapped) forward and backward chunks, read off the step order (:func:`step_order_counts`); a lone chunk
+exposes its all-to-all in full. The rank's exposure per micro-batch is their sum over the step's micro-batches
+(:func:`rank_exposed_s`): about ``(exposed(F_a, B_b) + exposed(F_b, B_a)) / 2`` for a DualPipe rank, whose
+stages each run half the micro-batches, and both pairs in full for a DualPipeV rank, whose micro-batches pass
+both chunks, plus the fill and drain's lone chunks. Megatron's combined 1F1B pairs a layer with itself,
+``exposed(F_l, B_l)`` per micro-batch (:func:`same_chunk_exposed_s`). A lopsided split (3 dense layers beside
+27 MoE layers) leaves the MoE stage's all-to-all beside little compute. ``tests/test_dualpipe_sim.py`` checks the
+step time this gives against a discrete-event simulation of both step orders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """A chunk's (stage's) work per micro-batch: compute (forward + backward, seconds) and EP all-to-all
+    (forward + backward dispatch and combine, seconds, none of it hidden); floats, or NumPy arrays of candidate
+    splits (the solver's tables), with which every function here works element-wise."""
+
+    compute_s: float
+    a2a_s: float
+
+
+def pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
+    """The all-to-all left exposed when ``fwd``'s forward runs beside ``bwd``'s backward (module docstring)."""
+    fwd_hidden = np.maximum(0.0, fwd.a2a_s / 2 - (1 - fwd_share) * bwd.compute_s)
+    bwd_hidden = np.maximum(0.0, bwd.a2a_s / 2 - fwd_share * fwd.compute_s)
+    total = fwd_hidden + bwd_hidden
+    return float(total) if np.ndim(total) == 0 else total
+
+
+def step_order_counts(half_ranks: int, position: int, main_steps: int, unoverlapped_first: bool) -> dict[str, int]:
+    """How often a rank runs each pairing and each lone chunk in one step, from the eight steps of
+    ``DualPipe.step`` (dualpipe.py:358-417; ``half_ranks`` = p/2, ``position`` = half_rank, ``main_steps`` =
+    m/2 - p + half_rank + 1, the middle ranks' first main step not overlapped) and ``DualPipeV.step``
+    (dualpipev.py:330-395; P, rank, m - 2P + rank + 1, the last rank's): phase 0 and phase 1 are the rank's two
+    chunks. Lone chunks: Steps 1-3 and 5-7 (and the un-overlapped first main step)."""
+    n, h, mid = half_ranks, position, int(unoverlapped_first)
+    return {"FB01": main_steps - mid, "FB10": main_steps + n - h - 1,
+            "F0": 2 * (n - h - 1) + h + 1 + mid, "F1": n, "B1": 2 * (n - h - 1) + h + 1 + mid, "B0": n}
+
+
+def rank_exposed_s(c0: ChunkWork, c1: ChunkWork, fwd_share: float, counts: dict[str, int],
+                   microbatches: int) -> float:
+    """A rank's exposed all-to-all per micro-batch (its step's total over ``microbatches``): each F&B pairing
+    leaves :func:`pair_exposed_s`, each lone forward or backward chunk its half of the chunk's all-to-all in
+    full (``counts``: :func:`step_order_counts`; phase 0 = ``c0``)."""
+    total = (counts["FB01"] * pair_exposed_s(c0, c1, fwd_share) + counts["FB10"] * pair_exposed_s(c1, c0, fwd_share)
+             + (counts["F0"] + counts["B0"]) * c0.a2a_s / 2 + (counts["F1"] + counts["B1"]) * c1.a2a_s / 2)
+    return total / microbatches
+
+
+def dualpipe_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,
+                            fwd_share: float) -> float:
+    """DualPipe rank ``rank`` of ``pp`` (phase 0: stage min(rank, pp-1-rank), dualpipe.py:355-356), ``m``
+    micro-batches, half from each end: per micro-batch of the rank's row (each stage runs half of them)."""
+    n, h = pp // 2, min(rank, pp - 1 - rank)
+    counts = step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1)
+    return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
+
+
+def dualpipev_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,
+                             fwd_share: float) -> float:
+    """DualPipeV rank ``rank`` of ``pp`` ranks (chunk 0 = stage rank, chunk 1 = stage 2pp-1-rank), every
+    micro-batch through both chunks."""
+    counts = step_order_counts(pp, rank, microbatches - 2 * pp + rank + 1, rank == pp - 1)
+    return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
+
+
+def same_chunk_exposed_s(layer: ChunkWork, fwd_share: float) -> float:
+    """Megatron-Core's combined 1F1B (``plan.moe_a2a_overlap``): one micro-batch's forward of a layer beside
+    another's backward of the same layer, one pair per micro-batch; affine in a stage's layers."""
+    return pair_exposed_s(layer, layer, fwd_share)

@@ -1,0 +1,174 @@
+"""Discrete-event simulation of DualPipe's and DualPipeV's step orders, with per-chunk compute and all-to-all
+times as inputs (tests/test_dualpipe_sim.py checks costmodel/paired_overlap.py's closed form against it).
+
+The step orders are deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:358-417``
+(``DualPipe.step``, Steps 1-8, with ``half_rank`` and the middle ranks' un-overlapped first main step) and
+``dualpipe/dualpipev.py:330-395`` (``DualPipeV.step``, the same eight steps with ``rank`` and the last rank's
+un-overlapped first main step). Each rank runs its operations in that order, each as soon as its input is ready
+(the previous stage's forward, the next stage's backward, or for the model's last stage its own forward) and
+the rank is free. An operation's duration:
+
+* a forward or backward chunk alone: its compute plus its all-to-all (half the chunk's, none hidden);
+  ``enable_zb`` backwards leave the weight-gradient share ``w`` of their compute to a later ``_weight_chunk``;
+* an overlapped F&B chunk (``_forward_backward_chunk``): both computations plus what each one's compute cannot
+  cover of the other's all-to-all (``pair_exposed_s``: the forward's dispatch/combine runs during the backward's
+  compute and vice versa);
+* a weight chunk: the share ``w`` of the deferred backward's compute (FIFO, as ``WeightGradStore``).
+
+Pipeline send/receive is free. Stage s's chunk has compute ``C[s]`` (forward share ``f``) and all-to-all ``X[s]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parplan.costmodel.paired_overlap import ChunkWork, pair_exposed_s
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # "F", "B", "FB", "W"
+    phases: tuple[int, ...]  # F/B: (phase,); FB: (forward phase, backward phase)
+    zb: bool = False
+
+
+def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
+    ops: list[Op] = [Op("F", (0,))] * ((n - r - 1) * 2)  # Step 1: nF0
+    for _ in range(r + 1):  # Step 2: nF0F1
+        ops += [Op("F", (0,)), Op("F", (1,))]
+    for _ in range(n - r - 1):  # Step 3: nB1W1F1 (zero bubble)
+        ops += [Op("B", (1,), zb=True), Op("W", ()), Op("F", (1,))]
+    for i in range(main):  # Step 4: nF0B1F1B0
+        if i == 0 and unoverlapped_first:  # "We don't overlap these two chunks to further reduce bubble size."
+            ops += [Op("F", (0,)), Op("B", (1,))]
+        else:
+            ops.append(Op("FB", (0, 1)))
+        ops.append(Op("FB", (1, 0)))
+    for _ in range(n - r - 1):  # Step 5: nB1F1B0
+        ops += [Op("B", (1,)), Op("FB", (1, 0))]
+    zb = False
+    for i in range(r + 1):  # Step 6: nB1B0, the second half with zero bubble
+        if i == (r + 1) // 2 and r % 2 == 1:
+            zb = True
+        ops.append(Op("B", (1,), zb=zb))
+        if i == (r + 1) // 2 and r % 2 == 0:
+            zb = True
+        ops.append(Op("B", (0,), zb=zb))
+    for _ in range(n - r - 1):  # Step 7: nWB0
+        ops += [Op("W", ()), Op("B", (0,), zb=True)]
+    ops += [Op("W", ())] * (r + 1)  # Step 8: nW
+    return ops
+
+
+def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[list[tuple[str, int]]],
+         C: list[float], X: list[float], f: float, w: float) -> "Simulated":
+    """List-schedule every rank's ops; ``stage_of(rank, phase)`` -> (flow, stage); ``next_stage(flow, s)`` the
+    stage a forward feeds (None: the loss), ``prev_stage`` the stage a backward feeds."""
+    ranks = len(orders)
+    done: dict = {}
+    ptr, free, busy = [0] * ranks, [0.0] * ranks, [0.0] * ranks
+    counters = [dict() for _ in range(ranks)]
+    deferred: list[list[float]] = [[] for _ in range(ranks)]
+
+    def ready(kind, flow, s, j):
+        if kind == "F":
+            p = prev_stage(flow, s)
+            return 0.0 if p is None else done.get(("F", flow, p, j))
+        nxt = next_stage(flow, s)
+        return done.get(("F", flow, s, j)) if nxt is None else done.get(("B", flow, nxt, j))
+
+    def work(s):
+        return ChunkWork(C[s], X[s])
+
+    moved = True
+    while moved:
+        moved = False
+        for r in range(ranks):
+            while ptr[r] < len(orders[r]):
+                op = orders[r][ptr[r]]
+                parts = [("F", op.phases[0]), ("B", op.phases[1])] if op.kind == "FB" else (
+                    [(op.kind, op.phases[0])] if op.kind != "W" else [])
+                keys, starts = [], [free[r]]
+                for kind, phase in parts:
+                    flow, s = stage_of(r, phase)
+                    j = counters[r].get((kind, phase), 0)
+                    t = ready(kind, flow, s, j)
+                    if t is None:
+                        break
+                    starts.append(t)
+                    keys.append((kind, flow, s, j, phase))
+                else:
+                    start = max(starts)
+                    if op.kind == "W":
+                        dur = deferred[r].pop(0)
+                    elif op.kind == "FB":
+                        (_, _, sa, _, _), (_, _, sb, _, _) = keys
+                        dur = f * C[sa] + (1 - f) * C[sb] + pair_exposed_s(work(sa), work(sb), f)
+                    else:
+                        kind, _, s, _, _ = keys[0]
+                        compute = f * C[s] if kind == "F" else (1 - f) * C[s]
+                        if kind == "B" and op.zb:
+                            deferred[r].append(w * compute)
+                            compute *= 1 - w
+                        dur = compute + X[s] / 2
+                    free[r] = start + dur
+                    busy[r] += dur
+                    for kind, flow, s, j, phase in keys:
+                        done[(kind, flow, s, j)] = free[r]
+                        counters[r][(kind, phase)] = j + 1
+                    ptr[r] += 1
+                    moved = True
+                    continue
+                break
+    assert all(ptr[r] == len(orders[r]) for r in range(ranks)), "the step order deadlocked"
+    assert all(not d for d in deferred)
+    for r in range(ranks):
+        for (kind, phase), count in counters[r].items():
+            assert count == mbs[r][phase], (r, kind, phase, count)
+    return Simulated(max(free), busy)
+
+
+@dataclass(frozen=True)
+class Simulated:
+    step_s: float  # the last rank to finish
+    busy_s: list[float]  # per rank: the sum of its operations' durations
+
+
+def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float) -> Simulated:
+    """DualPipe on p = len(C) ranks, ``m`` micro-batches (half from each end); rank r runs stage r of the flow
+    entering at rank 0 and stage p-1-r of the flow entering at rank p-1; for the first half of the ranks phase 0
+    is the first flow, for the second half the other (dualpipe.py:355-356)."""
+    p = len(C)
+    half = p // 2
+    orders = []
+    for r in range(p):
+        hr = min(r, p - 1 - r)
+        orders.append(_orders(half, hr, m // 2 - p + hr + 1, unoverlapped_first=(hr == half - 1)))
+
+    def stage_of(r, phase):
+        flow = phase if r < half else 1 - phase
+        return flow, (r if flow == 0 else p - 1 - r)
+
+    def next_stage(flow, s):  # model stage s of flow 0 is on rank s, of flow 1 on rank p-1-s; stages by model index
+        return None if s == p - 1 else s + 1
+
+    def prev_stage(flow, s):
+        return None if s == 0 else s - 1
+
+    # stage_of returns the *rank* index for flow 0 and p-1-rank for flow 1: both are the model stage index
+    mbs = [{0: m // 2, 1: m // 2} for _ in range(p)]
+    return _run(orders, stage_of, next_stage, prev_stage, mbs, C, X, f, w)
+
+
+def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: float) -> Simulated:
+    """DualPipeV on P = len(C)/2 ranks, ``m`` micro-batches; rank r holds chunk 0 = stage r and chunk 1 =
+    stage 2P-1-r (dualpipev.py), every micro-batch through all 2P stages."""
+    P = len(C) // 2
+    orders = [_orders(P, r, m - 2 * P + r + 1, unoverlapped_first=(r == P - 1)) for r in range(P)]
+
+    def stage_of(r, phase):
+        return 0, (r if phase == 0 else 2 * P - 1 - r)
+
+    mbs = [{0: m, 1: m} for _ in range(P)]
+    return _run(orders, stage_of, lambda _, s: None if s == 2 * P - 1 else s + 1,
+                lambda _, s: None if s == 0 else s - 1, mbs, C, X, f, w)
