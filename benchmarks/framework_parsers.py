@@ -19,8 +19,29 @@ TransformerConfig); under ``any`` to all three. A row counts "runs_on" when the 
 parser's framework: those must all be accepted with equal values; the others are parsed too and reported.
 With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, taken from a fetched snapshot at run time,
 never copied into this repository) megatron-core's parser is replaced by Megatron-LM's ``parse_args`` +
-``validate_args``: accepted, DP, virtual stages and micro-batches per step equal to the plan. Not run (left for
-later): Megatron-Bridge's override path.
+``validate_args``: accepted, DP, virtual stages and micro-batches per step equal to the plan.
+With ``--megatron-bridge DIR`` (a Megatron-Bridge checkout at v0.6.0, the Bridge export's target, with its
+``3rdparty/Megatron-LM`` submodule; read at run time, never copied here) every plan of the megatron-core,
+megatron-bridge and ``any`` settings also goes through Bridge's own performance-script path on the perf recipe of
+its model, GPU and precision (benchmarks/bridge_perf.py: ``scripts/performance/run_script.py --dryrun`` as the
+export's header says to call it, ``-m -mr -ng -g -c -gb -mb`` and the export's override lines, i.e. ``set_cli_overrides`` (OmegaConf/Hydra) -> ``set_user_overrides`` ->
+``runtime_config_update`` -> ``ConfigContainer.validate``): accepted, and TP, PP, CP, EP/expert-TP, VPP, SP, DP,
+micro-batch size and count, layers per (rank, chunk), recompute (granularity, method, layers per stage, selective
+modules), activation offload, sequence length (model and dataset), distributed optimizer and MTP depth equal to
+the plan. Plans of models no Bridge perf recipe builds (A100 runs, Mixtral, ...) are listed as not checked, and
+three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
+at its recipe's sequence length and batch) are added for this parser only. Prepare DIR from fetched snapshots::
+
+    mkdir -p DIR/3rdparty/Megatron-LM
+    git --git-dir BRIDGE.git archive v0.6.0 src scripts | tar -x -C DIR
+    git --git-dir BRIDGE.git rev-parse v0.6.0 > DIR/COMMIT                         # 51885cf1...
+    git --git-dir BRIDGE.git ls-tree v0.6.0 3rdparty/Megatron-LM | awk '{print $3}' \
+        > DIR/3rdparty/Megatron-LM/COMMIT                                          # the submodule: cd4afffa...
+    git --git-dir MEGATRON_LM.git archive $(cat DIR/3rdparty/Megatron-LM/COMMIT) megatron \
+        | tar -x -C DIR/3rdparty/Megatron-LM
+    pip install omegaconf "hydra-core>1.3,<=1.3.2" "transformers>=5.8,<=5.12.1"  # Bridge's pins
+
+(the stubs and the offline model configs it needs are listed in benchmarks/bridge_perf.py).
 """
 
 from __future__ import annotations
@@ -28,6 +49,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,6 +65,24 @@ PARSER_OF = {"megatron-core": ["megatron-core"], "megatron-bridge": ["megatron-c
              "deepspeed": ["deepspeed"], "any": ["megatron-core", "torchtitan", "deepspeed"]}
 RUNS_ON = {"megatron-core": ("megatron-core", "megatron-bridge"), "torchtitan": ("torchtitan",),
            "deepspeed": ("deepspeed",)}
+
+
+def bridge_specs():
+    """Specs of models that Megatron-Bridge v0.6.0 has H100 perf recipes for and the main list lacks, at the
+    recipe's sequence length and global batch (perf_recipes/qwen/h100/qwen3_moe.py
+    ``qwen3_30b_a3b_pretrain_64gpu_h100_bf16_config``, perf_recipes/deepseek/h100/deepseek_v3.py
+    ``deepseek_v3_pretrain_1024gpu_h100_bf16_config``, perf_recipes/llama/h100/llama31.py
+    ``llama31_405b_pretrain_512gpu_h100_bf16_config``); run through the Bridge parser only."""
+    from parplan.client.spec_io import spec_from_data
+
+    out = []
+    for name, config, gpus, seq, batch in (("Qwen3-30B-A3B / 64 H100, 4K (Bridge recipe)", "qwen3-30b-a3b.json", 64, 4096, 4096),
+                                           ("DeepSeek-V3 / 1024 H100, 4K (Bridge recipe)", "deepseek-v3.json", 1024, 4096, 16384),
+                                           ("Llama-3.1 405B / 512 H100, 8K (Bridge recipe)", "llama-3.1-405b.json", 512, 8192, 768)):
+        data = {"model": {"hf_config": str(ROOT / "tests" / "data" / "hf" / config)},
+                "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": gpus}, "training": {"seq_len": seq, "global_batch_size": batch}}
+        out.append((name, spec_from_data(data, name)))
+    return out
 
 
 def specs():
@@ -231,7 +271,110 @@ def check_megatron_lm(spec, plan) -> list[str]:
     return out
 
 
+# Megatron-Bridge v0.6.0 perf recipes by model shape (layers, hidden, heads, KV heads, vocabulary, experts):
+# (-m family, -mr recipe); the HF configs they load are those of tests/data/hf (benchmarks/bridge_perf.py)
+BRIDGE_RECIPES = {(32, 4096, 32, 8, 128256, None): ("llama", "llama3_8b"),
+                  (80, 8192, 64, 8, 128256, None): ("llama", "llama3_70b"),
+                  (126, 16384, 128, 8, 128256, None): ("llama", "llama31_405b"),
+                  (48, 2048, 32, 4, 151936, 128): ("qwen", "qwen3_30b_a3b"),
+                  (61, 7168, 128, 128, 129280, 256): ("deepseek", "deepseek_v3")}
+BRIDGE_GPUS = {"H100-SXM-80GB": "h100", "B200": "b200", "GB200-NVL72": "gb200"}  # -g of the perf scripts
+BRIDGE_PRECISION = {"bf16": "bf16", "fp8": "fp8_cs"}  # -c
+
+
+class BridgeWorker:
+    """benchmarks/bridge_perf.py in a subprocess (its imports, import hook and environment stay there)."""
+
+    def __init__(self, bridge: Path):
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "bridge_perf.py"), "--bridge",
+                                      str(bridge)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     stderr=subprocess.DEVNULL if not os.environ.get("PARPLAN_BRIDGE_TRACEBACK") else None)
+        ready = self.proc.stdout.readline()
+        if not ready:
+            raise SystemExit("benchmarks/bridge_perf.py did not start (run it alone to see why)")
+        self.info = json.loads(ready)
+
+    def request(self, payload: dict) -> dict:
+        self.proc.stdin.write(json.dumps(payload) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+
+BRIDGE: list = []  # the worker, started by main() under --megatron-bridge
+
+
+def bridge_recipe(spec):
+    """``(family, recipe, gpu, precision)`` of the spec's Bridge perf recipe, or the reason there is none."""
+    m = spec.model
+    key = (m.num_layers, m.hidden_size, m.num_attention_heads, m.kv_heads, m.vocab_size,
+           m.moe.num_experts if m.moe is not None else None)
+    if key not in BRIDGE_RECIPES:
+        return None, "no perf recipe for this model"
+    if spec.cluster.gpu not in BRIDGE_GPUS:
+        return None, f"no perf recipes for {spec.cluster.gpu}"
+    return (*BRIDGE_RECIPES[key], BRIDGE_GPUS[spec.cluster.gpu], BRIDGE_PRECISION[spec.training.precision]), None
+
+
+def bridge_recomputed(got: dict) -> list[int]:
+    """Layers each pipeline rank recomputes in full under Bridge's final config (Megatron-Core's rule: ``uniform``
+    recomputes every layer, ``block`` the first ``recompute_num_layers`` of every model chunk)."""
+    pp, layers = got["pp"], got["layers"]
+    chunks = [[layers[v * pp + r] for v in range(len(layers) // pp)] for r in range(pp)]
+    if got["recompute_granularity"] != "full":
+        return [0] * pp
+    if got["recompute_method"] == "uniform":
+        return [sum(c) for c in chunks]
+    return [sum(min(got["recompute_num_layers"], n) for n in c) for c in chunks]
+
+
+def check_megatron_bridge(spec, plan) -> list[str]:
+    """Megatron-Bridge's perf-script path on the export (benchmarks/bridge_perf.py); ``None`` when no perf recipe
+    builds the spec's model on its GPU."""
+    from parplan.frameworks.export import export_plan
+    from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
+    from parplan.frameworks.export_megatron import megatron_settings
+
+    recipe, why = bridge_recipe(spec)
+    if recipe is None:
+        return None, why
+    family, name, gpu, precision = recipe
+    exported = export_plan(spec, plan, "bridge")
+    # the export's documented use, `$(grep -v '^#' file)`: the shell splits the lines on whitespace
+    overrides = " ".join(line for line in exported.text.splitlines() if not line.startswith("#")).split()
+    # the export's performance-recipe use line: -m -mr -ng -g -c, and -gb -mb (benchmarks/bridge_perf.py)
+    s = megatron_settings(spec, plan)
+    argv = ["-m", family, "-mr", name, "-ng", str(spec.cluster.num_gpus), "-g", gpu, "-c", precision,
+            "-gb", str(s.global_batch_size), "-mb", str(s.micro_batch_size)]
+    answer = BRIDGE[0].request({"argv": argv, "overrides": overrides})
+    if not answer["ok"]:
+        return [f"rejected ({name}): {answer['error']}"], None
+    got, m = answer["got"], spec.model
+    want = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "vpp": plan.vpp if plan.vpp > 1 else None,
+            "sequence_parallel": s.sequence_parallel, "dp": plan.dp, "micro_batch_size": plan.micro_batch_size,
+            "global_batch_size": global_batch_size(plan), "layers": model_chunk_layers(plan),
+            "recompute_granularity": s.recompute_granularity, "recompute_method": s.recompute_method,
+            "recompute_num_layers": s.recompute_num_layers, "cpu_offloading_num_layers": s.cpu_offloading_num_layers,
+            "model_seq_length": spec.training.seq_len, "dataset_seq_length": spec.training.seq_len,
+            "use_distributed_optimizer": s.distributed_optimizer or s.fsdp_sharding_strategy is not None,
+            "mtp_num_layers": m.num_mtp_layers or None, "num_layers": m.num_layers, "hidden_size": m.hidden_size}
+    if m.moe is not None:
+        want.update(ep=plan.ep, etp=plan.etp)
+    if s.recompute_granularity == "selective":
+        want["recompute_modules"] = ["core_attn"]  # what --recompute-granularity selective means in Megatron-LM
+    out = [f"{key} {got.get(key)} != {value}" for key, value in want.items() if got.get(key) != value]
+    if got["global_batch_size"] // (got["micro_batch_size"] * got["dp"]) != plan.num_microbatches:
+        out.append("micro-batches per step differ")
+    if plan.recompute == "full" and bridge_recomputed(got) != list(plan.recompute_layers):
+        warned = any(w.startswith("recompute_layers") for w in exported.warnings)
+        if not warned:
+            out.append(f"recomputed layers per stage {bridge_recomputed(got)} != {list(plan.recompute_layers)}")
+    if answer.get("stub_uses"):
+        out.append(f"stubs used on the config path: {answer['stub_uses']}")
+    return out, None
+
+
 CHECKS = {"deepspeed": check_deepspeed, "torchtitan": check_torchtitan, "megatron-core": check_megatron_core,
+          "megatron-bridge": check_megatron_bridge,
           "megatron-lm": check_megatron_lm}
 
 
@@ -243,31 +386,57 @@ def main() -> None:
                         "at core_v0.15.3 (e.g. `git --git-dir <fetched snapshot> archive core_v0.15.3 megatron | tar -x "
                         "-C DIR`): run its validate_args in place of megatron-core's parser (the snapshot's megatron "
                         "package shadows the installed one)")
+    parser.add_argument("--megatron-bridge", type=Path, metavar="DIR", help="a Megatron-Bridge v0.6.0 checkout with "
+                        "its 3rdparty/Megatron-LM submodule (module docstring): also run Bridge's perf-script override "
+                        "path on the plans of the megatron-core, megatron-bridge and any settings")
+    parser.add_argument("--only", choices=["megatron-core", "megatron-lm", "megatron-bridge", "torchtitan", "deepspeed"],
+                        help="run this parser only")
     args = parser.parse_args()
     if args.megatron_lm is not None:
         sys.path.insert(0, str(args.megatron_lm.resolve()))
         for setting in ("megatron-core", "megatron-bridge", "any"):
             PARSER_OF[setting] = ["megatron-lm" if t == "megatron-core" else t for t in PARSER_OF[setting]]
         RUNS_ON["megatron-lm"] = RUNS_ON["megatron-core"]
+    spec_list = specs()
+    if args.megatron_bridge is not None:
+        for setting in ("megatron-core", "megatron-bridge", "any"):
+            PARSER_OF[setting] = PARSER_OF[setting] + ["megatron-bridge"]
+        RUNS_ON["megatron-bridge"] = ("megatron-bridge",)
+        spec_list += [(name, spec, "megatron-bridge") for name, spec in bridge_specs()]
+    if args.only is not None:
+        for setting in SETTINGS:
+            PARSER_OF[setting] = [t for t in PARSER_OF[setting] if t == args.only]
     from parplan.costmodel.spec import Spec
     from parplan.frameworks.loader import validate_spec
     from parplan.frameworks.compare import spec_for_framework
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
+    if "megatron-bridge" in RUNS_ON:
+        BRIDGE.append(BridgeWorker(args.megatron_bridge))
     controls = SolverControls(deterministic=True, time_limit_s=60)
     tally: dict[tuple[str, bool], list[int]] = {}  # (parser, runs_on) -> [parsed, accepted with equal values]
+    unchecked: dict[str, int] = {}  # "parser: spec: why" -> plans not checked
     failures, exports, t0 = [], 0, time.perf_counter()
-    for name, raw in specs():
+    for name, raw, *only in spec_list:
         for setting in SETTINGS:
+            targets = [t for t in PARSER_OF[setting] if not only or t in only]
+            if not targets:
+                continue
             base = raw if isinstance(raw, Spec) else validate_spec(raw)
             spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
             result = optimize(spec, top_k=args.top, controls=controls)
             for rank, ev in enumerate(result.plans, 1):
                 exports += 1
-                for target in PARSER_OF[setting]:
+                for target in targets:
                     runs = any(f in ev.runs_on for f in RUNS_ON[target])
                     problems = CHECKS[target](spec, ev.plan)
+                    if isinstance(problems, tuple):  # (problems, why not checked)
+                        problems, why = problems
+                        if problems is None:
+                            key = f"{target}: {name}: {why}"
+                            unchecked[key] = unchecked.get(key, 0) + 1
+                            continue
                     row = tally.setdefault((target, runs), [0, 0])
                     row[0] += 1
                     row[1] += not problems
@@ -276,14 +445,27 @@ def main() -> None:
                                         + "; ".join(problems))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    command = "python benchmarks/framework_parsers.py" + (f" --megatron-lm {args.megatron_lm}" if args.megatron_lm else "")
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                      text=True).stdout.strip():
+        commit += " + working tree"
+    command = ("python benchmarks/framework_parsers.py" + (f" --megatron-lm {args.megatron_lm}" if args.megatron_lm else "")
+               + (f" --megatron-bridge {args.megatron_bridge}" if args.megatron_bridge else "")
+               + (f" --only {args.only}" if args.only else "")
+               + (f" --out {args.out}" if args.out != parser.get_default("out") else ""))
     lines = [f"# Command: {command}",
              f"# Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%MZ} (commit {commit or '?'}); "
              f"{time.perf_counter() - t0:.0f} s",
-             f"# {len(specs())} specs x {len(SETTINGS)} framework settings x top {args.top}: {exports} exported plans", "",
-             f"{'parser':<16}{'plan runs there':<18}{'parsed':>8}{'accepted, values equal':>26}"]
+             f"# {len(spec_list)} specs x {len(SETTINGS)} framework settings x top {args.top}: {exports} exported plans"]
+    if BRIDGE:
+        info = BRIDGE[0].info
+        lines.append(f"# Megatron-Bridge {info['version']} at {info['commit']}, Megatron-LM submodule at "
+                     f"{info['megatron_lm_commit']}; stubbed imports: {', '.join(info['stubs'])}; environment "
+                     f"overrides: {' '.join(info['environment_overrides']) or 'none'}")
+    lines += ["", f"{'parser':<16}{'plan runs there':<18}{'parsed':>8}{'accepted, values equal':>26}"]
     for (target, runs), (parsed, ok) in sorted(tally.items()):
         lines.append(f"{target:<16}{'yes' if runs else 'no':<18}{parsed:>8}{ok:>26}")
+    if unchecked:
+        lines += ["", f"not checked ({sum(unchecked.values())} plans):"] + [f"  {k}: {n}" for k, n in unchecked.items()]
     lines += ["", f"not accepted or values differing ({len(failures)}):"] + [f"  {f}" for f in failures]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

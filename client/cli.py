@@ -72,6 +72,14 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def _stdout_closed() -> None:
+    """The reader of stdout went away (``solver-cli presets | head -3``): exit quietly with 128 + SIGPIPE, as a
+    shell pipeline expects, the rest of the output sent to /dev/null so the final flush raises nothing
+    (the Python docs' recipe, library/signal.html "Note on SIGPIPE")."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise typer.Exit(141)
+
+
 @contextlib.contextmanager
 def _errors() -> Iterator[None]:
     """Bad input -> exit 2 with one line; anything unexpected -> exit 1 with one line, never a traceback."""
@@ -85,6 +93,8 @@ def _errors() -> Iterator[None]:
         _fail(str(err), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except BrokenPipeError:
+        _stdout_closed()
     except Exception as err:  # a bug: report it on one line (usage errors of the CLI framework pass through)
         if type(err).__module__.split(".")[0] in ("click", "typer"):
             raise
@@ -481,6 +491,9 @@ def main() -> None:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # raised outside a command's _errors (typer's own output)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except Exception as err:  # pragma: no cover - every command catches its own errors
         print(f"error: internal error ({type(err).__name__}): {one_line(str(err))}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)

@@ -28,6 +28,41 @@ class FrameworkBest:
     best: Optional[Any] = None  # costmodel.evaluate.Evaluation
     vs_best: Optional[float] = None  # step time / the result's best step time - 1 (negative: faster)
     reason: Optional[str] = None  # why there is no plan (INVALID: the spec error; else the explanation summary)
+    differs: tuple[str, ...] = ()  # what makes it differ from the result's best: conventions, then plan choices
+
+
+# plan fields named when a framework's best differs from the result's best, in this order (``differs``)
+_PLAN_FIELDS = (("schedule", "schedule"), ("vpp", "VPP"), ("tp", "TP"), ("cp", "CP"), ("pp", "PP"), ("dp", "DP"),
+                ("ep", "EP"), ("etp", "expert-TP"), ("zero_stage", "ZeRO stage"), ("zero_replicas", "HSDP replicas"),
+                ("activation_offload_layers", "activation offload layers"),
+                ("optimizer_offload_fraction", "optimizer offload"), ("optimizer_states", "optimizer states"),
+                ("recompute", "recompute"), ("sequence_parallel", "sequence parallel"),
+                ("micro_batch_size", "micro-batch"), ("cp_comm_type", "CP comm"))
+
+
+def _short(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def differences(spec, plan, other_spec, other_plan) -> tuple[str, ...]:
+    """What separates ``other_plan`` under ``other_spec`` from ``plan`` under ``spec``: first the cost-model
+    conventions of the two frameworks that differ (the profiles' knobs, e.g. ``grad_bytes 4 -> 2``: Megatron-Bridge's
+    bf16 gradients), then the plan's choices (``PP 2 -> 1``, ``ZeRO stage 1 -> 3``, ``activation offload layers
+    0 -> 10``), each as ``name mine -> theirs``."""
+    from parplan.costmodel.assumptions import resolve_assumptions
+
+    mine, theirs = resolve_assumptions(spec.assumptions), resolve_assumptions(other_spec.assumptions)
+    out = [f"{name} {_short(getattr(mine, name))} -> {_short(getattr(theirs, name))}"
+           for name in type(mine).model_fields if getattr(mine, name) != getattr(theirs, name)]
+    for name, label in _PLAN_FIELDS:
+        a, b = getattr(plan, name), getattr(other_plan, name)
+        if name == "vpp" and plan.pp == 1 and other_plan.pp == 1:
+            continue
+        if name == "recompute" and "full" in (a, b) and (a, list(plan.recompute_layers)) != (b, list(other_plan.recompute_layers)):
+            a, b = f"{a} {list(plan.recompute_layers)}", f"{b} {list(other_plan.recompute_layers)}"
+        if a != b:
+            out.append(f"{label} {_short(a)} -> {_short(b)}")
+    return tuple(out)
 
 
 def other_frameworks(spec) -> list[str]:
@@ -78,7 +113,8 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **o
             continue
         best = got.plans[0]
         vs = None if ref is None else best.metrics.step_time_s / ref - 1
-        out.append(FrameworkBest(name, got.status, best, vs))
+        why = () if not result.plans else differences(spec, result.plans[0].plan, other, best.plan)
+        out.append(FrameworkBest(name, got.status, best, vs, differs=why))
     return out
 
 
@@ -93,4 +129,6 @@ def to_dict(entry: FrameworkBest) -> dict[str, Any]:
                    peak_memory_gib=m.peak_memory_gib, runs_on=list(entry.best.runs_on))
     if entry.reason is not None:
         out["reason"] = entry.reason
+    if entry.differs:
+        out["differs"] = list(entry.differs)
     return out

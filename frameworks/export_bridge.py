@@ -13,6 +13,8 @@ are ``model.tensor_model_parallel_size`` ... (run_recipe.py:42-49 lists them so)
 Every recipe default the plan decides is written, so none survives: VPP (``null`` for one chunk), the
 first/last stage sizes, the layout (an explicit ``model.pipeline_model_parallel_layout`` also stops
 ``sync_model_pipeline_layout`` from rebuilding a recipe-owned layout, recipe_runner.py:373-398),
+activation CPU offload (``model.cpu_offloading=false`` when the plan offloads nothing: the GB200 Llama-3 70B perf
+recipe offloads 20 layers, found by benchmarks/framework_parsers.py --megatron-bridge),
 ``account_for_embedding/loss_in_pipeline_split`` (false: they conflict with a layout or first/last sizes,
 Megatron-Core transformer_config.py:1019-1048 at core_v0.15.3), the recompute settings, the sequence length
 (``dataset.seq_length`` owns it and the runner copies it to ``model.seq_length``, run_recipe.py:35-39; both are
@@ -118,8 +120,11 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
     if s.cpu_offloading_num_layers is not None:  # the recipes' own keys (profiles.py 'bridge.activation_offload')
         out += [("model.cpu_offloading", True), ("model.cpu_offloading_weights", False),
                 ("model.cpu_offloading_num_layers", s.cpu_offloading_num_layers)]
-    if s.overlap_moe_expert_parallel_comm:  # Megatron-Bridge CommOverlapConfig.overlap_moe_expert_parallel_comm
-        out.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
+    else:  # reset: the GB200 Llama-3 70B perf recipe offloads 20 layers (perf_recipes/llama/gb200/llama3.py at v0.6.0)
+        out.append(("model.cpu_offloading", False))
+    if s.overlap_moe_expert_parallel_comm or spec.model.moe is not None:  # CommOverlapConfig's key, reset for MoE:
+        # the MoE perf recipes turn it on, and Bridge asserts EP > 1 with it (training/comm_overlap.py:479 at v0.6.0)
+        out.append(("comm_overlap.overlap_moe_expert_parallel_comm", bool(s.overlap_moe_expert_parallel_comm)))
     if s.tp_comm_overlap:
         warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
                         "recipes (no single verified key); set it in the recipe")
@@ -133,7 +138,13 @@ def export(spec: Spec, plan: Plan) -> Export:
     overrides, warnings = bridge_overrides(spec, plan)
     head = header_lines(spec, plan, f"Megatron-Bridge {BRIDGE_VERSION} ({BRIDGE_COMMIT[:8]}) ConfigContainer overrides",
                         warnings)
+    s = megatron_settings(spec, plan)
     head += ["", "use: python scripts/training/run_recipe.py --recipe <recipe for this model> $(grep -v '^#' <this file>)",
+             f"or on a performance recipe: python scripts/performance/setup_experiment.py -m <family> -mr <recipe> "
+             f"-ng {spec.cluster.num_gpus} -g <gpu> -c <precision> -gb {s.global_batch_size} -mb {s.micro_batch_size} "
+             f"$(grep -v '^#' <this file>)",
+             "(-gb: on another GPU count than the recipe's, set_post_overrides rescales a global batch equal to the "
+             "recipe's own, scripts/performance/utils/overrides.py at v0.6.0)",
              "the recipe supplies the model shape, data, tokenizer and optimizer"]
     text = comment_block(head) + "".join(f"{key}={_value(value)}\n" for key, value in overrides)
     return Export(target="bridge", text=text, filename="bridge_overrides.txt", warnings=tuple(warnings))

@@ -23,3 +23,23 @@ def test_sweep_benchmark_quick(capsys):
     assert _load("sweep").main(["--quick", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "plans identical (1 job vs 2 jobs): True" in out and "| 512 |" in out
+
+
+def test_bridge_harness_maps_recipes_and_counts_recompute_as_megatron_does():
+    """benchmarks/framework_parsers.py --megatron-bridge needs a Bridge checkout; its own logic does not: the perf
+    recipe a spec maps to (or why none) and the layers Megatron-Core recomputes under Bridge's final config."""
+    from parplan.client.spec_io import spec_from_data
+
+    fp = _load("framework_parsers")
+    base = {"training": {"seq_len": 8192, "global_batch_size": 64}, "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8}}
+    assert fp.bridge_recipe(spec_from_data({**base, "model": {"preset": "llama3-70b"}}))[0] == (
+        "llama", "llama3_70b", "h100", "bf16")
+    assert fp.bridge_recipe(spec_from_data({**base, "model": {"preset": "megatron-gpt-1.7b"}})) == (
+        None, "no perf recipe for this model")
+    a100 = {**base, "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 8}, "model": {"preset": "llama3-8b"}}
+    assert fp.bridge_recipe(spec_from_data(a100))[1] == "no perf recipes for A100-SXM-80GB"
+    got = {"pp": 2, "layers": [3, 4, 3, 4], "recompute_granularity": "full", "recompute_method": "block",
+           "recompute_num_layers": 2}  # chunks v*pp + rank: rank 0 holds [3, 3], rank 1 [4, 4]
+    assert fp.bridge_recomputed(got) == [4, 4]
+    assert fp.bridge_recomputed({**got, "recompute_method": "uniform", "recompute_num_layers": 1}) == [6, 8]
+    assert fp.bridge_recomputed({**got, "recompute_granularity": "selective"}) == [0, 0]

@@ -334,3 +334,21 @@ def test_several_errors_stay_on_one_line(tmp_path: Path):
 def test_multiline_key_stays_on_one_line(tmp_path: Path):
     text = LLAMA.read_text() + '"bad\\nkey\\u2028here": 1\n'
     assert_bad_input(run("validate", str(write(tmp_path, text))), "unknown key")
+
+
+@pytest.mark.parametrize("command", [["presets"], ["validate", str(ROOT / "examples" / "llama3-70b-64xh100.yaml")]])
+def test_a_closed_stdout_is_a_quiet_exit(command):
+    """``solver-cli presets | head -1``: the reader closes the pipe; the CLI exits 141 (128 + SIGPIPE) without a
+    message, not "internal error (BrokenPipeError)". The pipe's read end is closed before the command starts, so
+    its first write fails (deterministic, unlike a real ``head``)."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        run = subprocess.run([sys.executable, "-m", "parplan.client.cli", *command], stdout=write,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert run.returncode == 141, run.stderr
+    assert run.stderr == ""

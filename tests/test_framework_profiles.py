@@ -297,8 +297,15 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
             assert name in e["runs_on"]
     assert others["any"]["plan"]["schedule"] in ("zb-h1", "dualpipe", "dualpipev")
     assert others["any"]["vs_best"] <= 0  # the research space contains Megatron-Core's
+    # why each differs: Bridge is faster from its bf16 gradients (a convention), then its plan's choices
+    bridge = others["megatron-bridge"]["differs"]
+    assert bridge[0] == "grad_bytes 4 -> 2" and any(d.startswith("PP 2 -> ") for d in bridge), bridge
+    assert any(d.startswith("schedule interleaved -> zb-h1") for d in others["any"]["differs"])
+    assert not any(d.startswith(("grad_bytes", "grad_reduce_bytes")) for d in others["any"]["differs"])
+    assert any(d.startswith("ZeRO stage 1 -> ") for d in others["torchtitan"]["differs"])
     table = runner.invoke(app, ["optimize", str(path), "--deterministic"])
     assert "Best on each other framework" in table.stdout and "any: -" in table.stdout
+    assert "differs in grad_bytes 4 -> 2" in " ".join(table.stdout.split())
     free = optimize(validate_spec({**data, "framework": "any"}))
     assert free.plans[0].plan.schedule in ("zb-h1", "dualpipe", "dualpipev")
     assert free.plans[0].metrics.step_time_s == pytest.approx(others["any"]["step_time_s"])

@@ -131,6 +131,31 @@ def test_presets_ship_in_the_wheel(wheel_venv):
     assert "parplan/v1/planner_pb2.pyi" in names
 
 
+def test_every_package_data_file_ships_in_the_wheel(wheel_venv):
+    """Every file of a package folder (pyproject ``package-dir``) that is not Python source or a README is data the
+    code may read: presets, the proto and its typing stubs; each must be in the wheel at its package path (a new
+    data file left out of ``package-data`` fails here, not in a user's ``FileNotFoundError``). The profile data
+    and the calibration are Python modules: checked by name."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    wheel, _ = wheel_venv
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    missing = []
+    for package in tool["packages"]:  # setuptools lists packages one by one: each folder without recursion
+        parent, _, last = package.rpartition(".")
+        folder = tool["package-dir"].get(package) or f"{tool['package-dir'][parent]}/{last}"
+        for path in (REPO / folder).iterdir():
+            if path.is_file() and path.suffix not in (".py", ".pyc", ".md") and not path.name.startswith("."):
+                if f"{package.replace('.', '/')}/{path.name}" not in names:
+                    missing.append(f"{folder}/{path.name}")
+    assert not missing, f"not in the wheel (add them to [tool.setuptools.package-data]): {sorted(set(missing))}"
+    for data in ("parplan/client/model_presets.yaml", "parplan/v1/planner.proto", "parplan/v1/planner_pb2.pyi",
+                 "parplan/costmodel/calibration.py", "parplan/frameworks/profile_data.py",
+                 "parplan/frameworks/profile_citations.py"):
+        assert data in names, data
+
+
 @pytest.mark.parametrize("args, expect", [
     (["presets"], "megatron-gpt-1.7b"),
     (["optimize", "spec.yaml", "--workers", "1", "--time-limit", "20"], "OPTIMAL"),
