@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from parplan.costmodel.runtime_memory import memory_for_usable
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.bubble import stage_bubble_weights
 from parplan.costmodel.evaluate import evaluate
@@ -144,7 +145,7 @@ def pressured(data: dict, plan: dict, share: float) -> Spec:
     a = resolve_assumptions(None)
     usable = low + (high - low) * share
     return _any_spec({**data, "cluster": {**data["cluster"],
-                                                    "memory_gib": (usable + a.memory_reserve_gib) / a.memory_usable_fraction}})
+                                                    "memory_gib": memory_for_usable(usable, a)}})
 
 
 @st.composite
@@ -256,8 +257,7 @@ def test_solver_moves_recompute_off_the_non_bottleneck_stages():
                for x in splits)  # the least peak of any split without recompute
     a = resolve_assumptions(None)
     usable = (low + need) / 2
-    spec = _any_spec({**data, "cluster": {**data["cluster"], "memory_gib": (usable + a.memory_reserve_gib)
-                                                    / a.memory_usable_fraction}})
+    spec = _any_spec({**data, "cluster": {**data["cluster"], "memory_gib": memory_for_usable(usable, a)}})
     res = optimize(spec, method="exhaustive", controls=ONE)
     other = optimize(spec, method="cpsat", controls=ONE)
     assert res.status == other.status == "OPTIMAL"
