@@ -406,6 +406,11 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         if recompute == "selective":
             set_("selective_recompute_policy", "deepseek_v3", "DeepSeek-V3 §3.2.3: RMSNorm and MLA up-projections "
                  "recomputed; §3.3.2: SwiGLU inputs cached in FP8, output recomputed")
+    if fw in ("torchtitan", "llmfoundry", "megatron-legacy") or "deepspeed" in sharding:
+        # costmodel/runtime_memory.py: Transformer Engine's userbuffers and cuBLAS workspaces are Megatron-Core's
+        set_("userbuffer_count", 0, "no Transformer Engine userbuffers (TE's TP overlap is Megatron-Core's; "
+             "torchtitan's AsyncTP symmetric-memory buffers are not modelled)")
+        set_("te_cublas_workspaces", 0, "no Transformer Engine cuBLAS workspaces (PyTorch's own are not counted)")
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
