@@ -282,7 +282,9 @@ def test_dp_time_traded_against_the_summed_times():
              "moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512, first_dense_layers=1)}
     spec = _any_spec(dict(
         model=model, training=dict(seq_len=2048, global_batch_size=6),
-        cluster=dict(gpu="H100-SXM-80GB", num_gpus=3, memory_gib=3.2102627804404813),
+        # the tensor ledger's cap of the search that found the case (1.0497 GiB): the 0.5 GiB CUDA context and 5 %
+        # fragmentation left out, and the 0.1875 GiB per stage of NCCL p2p and TE workspaces the ledger now holds
+        cluster=dict(gpu="H100-SXM-80GB", num_gpus=3, memory_gib=(3.2102627804404813 * 0.95 - 2 + 0.1875 + 0.5) / 0.95),
         search=dict(tp=[1], cp=[1], pp=[3], vpp=[2], micro_batch_size=[1], schedules=["interleaved"],
                     stage_split="per_stage", recompute=["full"], zero_stages=[1])))
     problem = Problem.build(spec)
