@@ -58,6 +58,8 @@ H100_SXM_TDP_W = 700.0  # NVIDIA H100 SXM5 datasheet: up to 700 W
 
 def row_family(row: dict) -> str:
     m = (row.get("model") or "").lower()
+    if "bloom" in m:
+        return "bloom"
     if "deepseek" in m:
         return "deepseek"
     if "llama" in m:

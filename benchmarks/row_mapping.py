@@ -14,11 +14,14 @@ from benchmarks.row_facts import (GPUS_PER_NODE, H100_SXM_TDP_W, Expression, Not
                                   framework_version, nvlink_domain, padded_vocab, profile_family, row_family,
                                   row_framework, row_pipeline_layout, row_precision, row_recompute, row_value,
                                   row_zero_stage, stage_layers_of, tp_pp_from_model_parallel)
+from benchmarks.row_rules import (FAMILY_SHAPES, family_heads, gpu_from_family, megatron_account_for_split,
+                                  require_seq_len, sharding_phrase)
 from parplan.client.huggingface import load_presets, model_from_hf_config, read_hf_config
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.evaluate import PlanError
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
+from parplan.frameworks.layout import megatron_split
 from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profiles import profile
 
@@ -43,11 +46,17 @@ def express(row: dict) -> Expression:
 def _express(row: dict, ex: Expression) -> None:
     """The row section by section (model, cluster, training, plan); each records what it assumed, in order."""
     get = lambda key: row_value(row, key, ex)  # noqa: E731  (a field, or the row's mapping_facts entry)
+    require_seq_len(row)
     if get("num_layers") is None or get("hidden_size") is None:
         raise NotExpressible("architecture not published (no layer count / hidden size)")
     if row.get("num_gpus") is None:
         raise NotExpressible("GPU count not published")
-    catalog, stated_gb = catalog_gpu(row)
+    try:
+        catalog, stated_gb = catalog_gpu(row)
+    except NotExpressible:
+        catalog, stated_gb = gpu_from_family(row.get("gpu") or "", ex.assumed), None
+        if catalog is None:
+            raise
     gpn = as_int(row.get("gpus_per_node"))
     if gpn is None:
         gpn = GPUS_PER_NODE.get(catalog, 8)
@@ -75,7 +84,9 @@ FAMILY_PRESETS: dict[tuple[str, Optional[str]], str] = {
     ("nemotron", None): "nemotron4-340b", ("mpt", None): "mpt-7b", ("gpt", "megatron-legacy"): "megatron-gpt-1.7b",
     ("gpt", "nemo"): "nemo-gpt3-5b", ("gpt", None): "mcore-gpt-1.7b",
 }
-FAMILY_FACTS_WITHOUT_PRESET: dict[str, dict[str, bool]] = {"gpt-oss": {"gated_mlp": True, "tie_embeddings": False}}
+FAMILY_FACTS_WITHOUT_PRESET: dict[str, dict[str, bool]] = {
+    "gpt-oss": {"gated_mlp": True, "tie_embeddings": False},
+    **{fam: {k: shape[k] for k in ("gated_mlp", "tie_embeddings")} for fam, shape in FAMILY_SHAPES.items()}}
 # DeepSeek-V3's published config.json (the source of the deepseek-v3 preset, whose model section approximates MLA)
 DEEPSEEK_V3_CONFIG = HERE.parent / "tests" / "data" / "hf" / "deepseek-v3.json"
 
@@ -99,6 +110,8 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
     get = lambda key: row_value(row, key, ex)  # noqa: E731
     L, h = as_int(get("num_layers")), as_int(get("hidden_size"))
     heads = as_int(get("num_attention_heads"))
+    if heads is None:
+        heads = family_heads(fam, fw, h, a)
     if heads is None:
         raise NotExpressible("attention heads not published")
     kv = as_int(get("num_kv_heads"))
@@ -132,6 +145,10 @@ def _ffn_hidden_size(row: dict, ex: Expression, fam: str, h: int) -> int:
     if fam in ("gpt", "mpt"):
         ffn = 4 * h
         ex.assumed["ffn_hidden_size"] = f"{ffn} (4h, the Megatron/GPT default; not stated)"
+    elif fam in FAMILY_SHAPES:
+        shape = FAMILY_SHAPES[fam]
+        ffn = shape["ffn_multiple"] * h
+        ex.assumed["ffn_hidden_size"] = f"{ffn} ({shape['ffn_multiple']}h MLP, {shape['why']}; not stated)"
     elif row.get("num_experts") and not as_int(row.get("moe_dense_layers")):
         ffn = as_int(row["expert_ffn_hidden_size"])
         ex.assumed["ffn_hidden_size"] = (f"{ffn} (every layer is MoE: no dense FFN; the field is unused, set to the "
@@ -151,6 +168,9 @@ def _vocab_size(row: dict, ex: Expression, fam: str, fw: str, tp: int) -> int:
     elif fam == "gpt":
         vocab = padded_vocab(50257, tp)
         ex.assumed["vocab_size"] = f"{vocab} (GPT-2 BPE 50257 padded to 128·TP; not stated)"
+    elif fam in FAMILY_SHAPES and "vocab_size" in FAMILY_SHAPES[fam]:
+        vocab = FAMILY_SHAPES[fam]["vocab_size"]
+        ex.assumed["vocab_size"] = f"{vocab} ({FAMILY_SHAPES[fam]['why']}; not stated)"
     else:
         raise NotExpressible("vocab_size not published")
     return vocab
@@ -217,7 +237,7 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     a, fw = ex.assumed, row_framework(row)
     get = lambda key: row_value(row, key, ex)  # noqa: E731
     L, gpus = model.num_layers, cluster.num_gpus
-    seq = as_int(row["seq_len"])
+    seq = require_seq_len(row)
     gbs = as_int(get("global_batch_size"))
     mbs = as_int(get("micro_batch_size"))
     cp = as_int(row.get("cp")) or 1
@@ -226,6 +246,10 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     vpp = as_int(get("vpp")) or 1
     dp = as_int(row.get("dp"))
     layout = row_pipeline_layout(row, L, pp, vpp, a)
+    if layout is None and row.get("first_stage_layers") is None and row.get("last_stage_layers") is None:
+        flags = megatron_account_for_split(L, pp, vpp, fw, a)
+        if flags is not None:
+            layout = megatron_split(L, pp, vpp, account_for_embedding=flags[0], account_for_loss=flags[1]).decoder
     if layout is not None:
         vpp = len(layout[0])
     if gbs is None:
@@ -235,7 +259,13 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     mbs = _micro_batch_size(mbs, fw, pp, gbs, dp, a)
     stage_layers = _row_stage_layers(row, L, pp, vpp, layout, a)
     recompute = row_recompute(row, a)
-    zero = row_zero_stage(row, fw, a)
+    phrase = sharding_phrase(row.get("zero_or_sharding") or "", dp * cp, gpus, tp, pp)
+    replicas = 1
+    if phrase is not None:
+        zero, replicas, why = phrase
+        a["zero_stage"] = f"{zero} ({why})"
+    else:
+        zero = row_zero_stage(row, fw, a)
     sp = _sequence_parallel(row, fw, tp, a)
     ex.framework = profile_family(row)
     ex.framework_version = framework_version(row, ex)
@@ -250,7 +280,7 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     # activation CPU offload (Megatron-Core cpu_offloading_num_layers): the row's own count, where its source has one
     offload = as_int(row_value(row, "activation_offload_layers", ex)) or 0
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
-                       schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero,
+                       schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero, zero_replicas=replicas,
                        sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
 
 
@@ -379,6 +409,11 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         if recompute == "selective":
             set_("selective_recompute_policy", "deepseek_v3", "DeepSeek-V3 §3.2.3: RMSNorm and MLA up-projections "
                  "recomputed; §3.3.2: SwiGLU inputs cached in FP8, output recomputed")
+    if fw in ("torchtitan", "llmfoundry", "megatron-legacy") or "deepspeed" in sharding:
+        # costmodel/runtime_memory.py: Transformer Engine's userbuffers and cuBLAS workspaces are Megatron-Core's
+        set_("userbuffer_count", 0, "no Transformer Engine userbuffers (TE's TP overlap is Megatron-Core's; "
+             "torchtitan's AsyncTP symmetric-memory buffers are not modelled)")
+        set_("te_cublas_workspaces", 0, "no Transformer Engine cuBLAS workspaces (PyTorch's own are not counted)")
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":

@@ -160,11 +160,38 @@ def stage_table(evaluation: Evaluation) -> Table:
         total_text = Text(_num(s.memory_gib, 1), style="bold red" if over else "")
         table.add_row(str(s.index), str(s.layers), str(s.recomputed_layers), _num(s.inflight_microbatches, 2),
                       time_text, _num(s.model_states_gib, 1), _num(s.activations_gib, 1), _num(s.logits_gib, 1),
-                      _num(s.workspace_gib + s.pipeline_buffers_gib, 1), total_text)
-    table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers; usable "
+                      _num(s.workspace_gib + s.pipeline_buffers_gib + s.runtime_buffers_gib, 1), total_text)
+    table.caption = (f"bold time: slowest stage (sets the pace); work: working set + pipeline buffers + NCCL/TE "
+                     f"buffers; usable "
                      f"memory {_num(m.usable_memory_gib, 2)} GiB per GPU (after any search.memory_margin_gib); "
                      f"{_headroom(evaluation)}")
     table.caption_justify = "left"
+    return table
+
+
+# the terms outside the tensor ledger (costmodel/runtime_memory.py): what each is and where it is counted
+OUTSIDE_LEDGER_NOTES = {
+    "cuda_context": "CUDA context + kernel images; left out of usable memory",
+    "allocator_fragmentation": "caching allocator; left out of usable memory",
+    "nccl_buffers": "per communicator; in each stage's total",
+    "userbuffers": "TE TP-overlap buffers; in each stage's total",
+    "te_workspaces": "TE cuBLAS workspaces; in each stage's total",
+}
+
+
+def outside_ledger_table(evaluation: Evaluation) -> Optional[Table]:
+    """The memory outside the tensor ledger, line by line (None when the answer carries none)."""
+    lines = evaluation.metrics.memory_outside_ledger_gib
+    if not lines:
+        return None
+    table = Table(title="Memory outside the tensor ledger (per GPU)", title_justify="left", box=box.SIMPLE_HEAD,
+                  show_header=False, pad_edge=False)
+    table.add_column("term", style="bold")
+    table.add_column("GiB", justify="right")
+    table.add_column("where")
+    for key, gib in lines.items():
+        table.add_row(key.replace("_", " "), _num(gib, 2), OUTSIDE_LEDGER_NOTES.get(key, ""),
+                      style="dim" if gib == 0 else "")
     return table
 
 
@@ -181,6 +208,9 @@ def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optiona
     console.print(metrics_table(evaluation))
     console.print(breakdown_table(evaluation))
     console.print(stage_table(evaluation))
+    outside = outside_ledger_table(evaluation)
+    if outside is not None:
+        console.print(outside)
     if evaluation.violations:
         console.print(Text(f"Violations ({len(evaluation.violations)})", style="bold red"))
         for v in evaluation.violations:

@@ -49,9 +49,19 @@ class Assumptions(BaseModel):
     sequence_parallel_saves_gathered_inputs: bool = Field(False, description="sequence parallelism as PyTorch DTensor runs it (torchtitan: SequenceParallel norms, PrepareModuleInput Shard(1) -> Replicate): the column-parallel matmuls (QKV, MLP up/gate) save their all-gathered input, 2·h bytes per token each at full sequence length instead of 1/TP of it; False: Megatron-LM re-gathers it in the backward pass (Korthikanti 2022 §4.2.2). Memory only; per-op selective checkpointing recomputes the all-gathers, so only the recomputed layer's working set holds them")
     pipeline_runtime: Literal["megatron", "torch"] = Field("megatron", description="whose pipeline runtime holds the stage-boundary buffers: 'megatron' (receives into fresh tensors and frees sent outputs, --deallocate-pipeline-outputs: nothing beyond the layers' activations); 'torch' (torch.distributed.pipelining as torchtitan runs it: receive buffers for every micro-batch's activation and gradient preallocated per model chunk, each in-flight micro-batch's output kept for its backward, and the last stage keeps every micro-batch's bf16 output until the next step)")
     spread_embedding_evenly: bool = Field(False, description="textbook: weights spread evenly over stages instead of embedding on the first and LM head on the last stage")
-    memory_usable_fraction: float = Field(0.95, gt=0, le=1, description="share of HBM usable by tensors (fragmentation); textbook 0.9")
-    memory_reserve_gib: float = Field(2.0, ge=0, description="CUDA context, NCCL and workspace buffers per GPU")
     memory_from_nominal_gb: bool = Field(False, description="textbook: read '80 GB' as 80e9 bytes")
+
+    # ---- memory outside the ledger (costmodel/runtime_memory.py, which cites each term's source)
+    cuda_context_gib: float = Field(0.5, ge=0, description="CUDA context and the loaded kernel images of PyTorch, cuBLAS, cuDNN, NCCL and Transformer Engine, per GPU, taken from the usable memory: about 500-600 MiB on H100 with CUDA 12 (pytorch/pytorch PR #86509: a bare torch context 667 MB eager, 287 MB with CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2; a training job's libraries load on top); textbook 0")
+    allocator_fragmentation: float = Field(0.05, ge=0, lt=1, description="share of the GPU's memory the PyTorch caching allocator holds in segments the ledger's tensors cannot use, without expandable_segments (the cost model's long-standing 5 %); taken from the usable memory; textbook 0.1 (seed 003: 0.9 usable)")
+    expandable_segments: bool = Field(False, description="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch CUDA semantics docs: segments grow in place, less fragmentation): allocator_fragmentation_expandable applies instead of allocator_fragmentation")
+    allocator_fragmentation_expandable: float = Field(0.02, ge=0, lt=1, description="fragmentation share with expandable_segments (an assumption, not a measurement: PyTorch documents the reduction, not its size)")
+    nccl_buffsize_mib: float = Field(4.0, ge=0, description="NCCL_BUFFSIZE: one send or receive buffer per channel and connection (NCCL environment variables docs: default 4 MiB); a stage-ledger line per communicator the plan creates (costmodel/runtime_memory.py communicators); textbook 0")
+    nccl_channels: int = Field(16, ge=0, description="channels of a ring communicator (TP, DP, CP all-gather, expert-DP), each with a send and a receive buffer of nccl_buffsize_mib; NCCL picks the count from the topology (NCCL_MIN_NCHANNELS/NCCL_MAX_NCHANNELS); 16: DGX H100's 8 NICs x NCCL_NCHANNELS_PER_NET_PEER 2 (an assumption; NVLink-only rings may use up to 32)")
+    nccl_p2p_channels_per_peer: int = Field(2, ge=0, description="channels per peer of an all-to-all (EP) or point-to-point (PP, CP ring) communicator, each with a send and a receive buffer (NCCL_NCHANNELS_PER_NET_PEER, default 2, NCCL environment variables docs)")
+    nccl_nvls_mib: float = Field(0.0, ge=0, description="NVLink SHARP (NVLS) buffers of a TP communicator where NVLS is used (NCCL_NVLS_ENABLE); 0: not counted (many Megatron recipes run with NCCL_NVLS_ENABLE=0)")
+    userbuffer_count: int = Field(10, ge=0, description="Transformer Engine userbuffers for TP communication overlap (TP > 1, sequence parallel, tp_comm_overlap > 0): one buffer of (seq/cp · micro-batch) x hidden per overlapped GEMM, TE initialize_ub's 4 ring-exchange + 2 pipelined + 4 bulk methods, BF16 (the 6 all-gather ones FP8 under FP8 training), Megatron-LM d98e8a64 megatron/training/initialize.py:194-250; textbook 0")
+    te_cublas_workspaces: int = Field(5, ge=0, description="Transformer Engine cuBLAS workspaces (32 MiB each on Hopper and newer, 4 MiB on Ampere: get_cublas_workspace_size_bytes): the main stream's and 4 grouped-GEMM streams'; 3 more with userbuffers (_NUM_MAX_UB_STREAMS); textbook 0")
 
     # ---- compute (efficiency model: costmodel/efficiency.py; fitted values: costmodel/calibration.py)
     matmul_efficiency: float = Field(_CEIL["matmul"], gt=0, le=1, description="ceiling on the share of the dense BF16 peak any linear layer reaches (the solver's time bounds use it); default: the largest fitted per-generation value, so it never binds; textbook: 0.6 flat (seed 003: EFF = 0.6)")
@@ -134,8 +144,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "zero3_unsharded_layers": 0.0,
         "zero_unsharded_across_microbatches_with_pp": False,
         "spread_embedding_evenly": True,
-        "memory_usable_fraction": 0.9,
-        "memory_reserve_gib": 0.0,
+        "cuda_context_gib": 0.0,
+        "allocator_fragmentation": 0.1,
+        "nccl_buffsize_mib": 0.0,
+        "userbuffer_count": 0,
+        "te_cublas_workspaces": 0,
         "memory_from_nominal_gb": True,
         "matmul_efficiency": 0.6,
         "matmul_efficiency_ampere": None,

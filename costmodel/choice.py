@@ -42,6 +42,7 @@ from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.paired_overlap import ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
+from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec import Spec
 from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, stage_workspace
@@ -49,7 +50,7 @@ from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, s
 # the names other modules import from here (Link, ZeroGroup, LayerCost, tier_links, link and cp_attention_comm live
 # in comm.py and layer_costs.py, where the pieces of choice_costs read them)
 __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
-           "cp_attention_comm", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
+           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
            "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
@@ -96,6 +97,12 @@ class ChoiceCosts:
     recompute_workspace_bytes: float = 0.0
     weight_grad_share: float = 1.0  # share of the layers' time in linear GEMMs (weight_grad_share(); ZB's W)
     fwd_share: float = 1.0 / 3.0  # F / (F + B): the forward's share of a layer's compute
+    # memory outside the tensor ledger that the plan creates, every stage once (costmodel/runtime_memory.py): NCCL's
+    # buffers, Transformer Engine's userbuffers and cuBLAS workspaces
+    runtime_bytes: float = 0.0
+    nccl_bytes: float = 0.0
+    userbuffer_bytes: float = 0.0
+    te_workspace_bytes: float = 0.0
 
     def stage_workspace_bytes(self, recomputed_layers: int) -> float:
         """The working set of a stage that fully recomputes ``recomputed_layers`` layers."""
@@ -208,12 +215,19 @@ def effective_zero_stage(zero_stage: int, pp: int, a: Assumptions) -> int:
     return zero_stage
 
 
-def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
+def device_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
+    """The GPU's memory in bytes (textbook: the nominal GB as 1e9 bytes)."""
     if a.memory_from_nominal_gb and spec.cluster.memory_gib is None:
-        total = gpu.memory_gb_nominal * 1e9
-    else:
-        total = gpu.memory_gib * GIB
-    return total * a.memory_usable_fraction - a.memory_reserve_gib * GIB - spec.search.memory_margin_gib * GIB
+        return gpu.memory_gb_nominal * 1e9
+    return gpu.memory_gib * GIB
+
+
+def usable_memory_bytes(spec: Spec, gpu: GPU, a: Assumptions) -> float:
+    """The GPU's memory less the plan-independent terms outside the ledger (CUDA context, the allocator's
+    fragmentation: costmodel/runtime_memory.py) and the user's margin; the plan's own terms (NCCL, TE) are stage
+    ledger lines."""
+    total = device_memory_bytes(spec, gpu, a)
+    return total - device_reserve(total, a).total - spec.search.memory_margin_gib * GIB
 
 
 def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
@@ -255,6 +269,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
         recompute_workspace_bytes=recompute_workspace,
         weight_grad_share=weight_grad_share(arch, dense, moe),
         fwd_share=ctx.fwd_share,
+        **_runtime_fields(spec, c, gpu, a),
         **ends,
     )
     # ---- post-passes: conventions that move terms between the stage extras and the layers
@@ -263,6 +278,12 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     if c.activation_offload_layers:
         costs = apply_activation_offload(costs, spec, gpu, a)
     return costs
+
+
+def _runtime_fields(spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> dict[str, float]:
+    rt = runtime_memory(c, spec.training.seq_len, spec.model.hidden_size, spec.training.precision, gpu, a)
+    return {"runtime_bytes": rt.total, "nccl_bytes": rt.nccl_bytes, "userbuffer_bytes": rt.userbuffer_bytes,
+            "te_workspace_bytes": rt.te_workspace_bytes}
 
 
 def last_stage_inflight(c: Choice) -> float:

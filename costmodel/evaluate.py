@@ -20,6 +20,7 @@ from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_cost
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
+from parplan.costmodel.runtime_memory import outside_ledger_gib
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 from parplan.costmodel.layout import LayoutError, resolve_layout, stage_inflight
@@ -55,6 +56,7 @@ class StageReport(_Out):
     logits_gib: float
     workspace_gib: float
     pipeline_buffers_gib: float
+    runtime_buffers_gib: float = 0.0  # NCCL buffers, TE userbuffers and cuBLAS workspaces (costmodel/runtime_memory.py)
     memory_gib: float
 
 
@@ -69,6 +71,9 @@ class Metrics(_Out):
     model_tflops_per_gpu: float
     usable_memory_gib: float
     fits: bool
+    # every term outside the tensor ledger, GiB per GPU: cuda_context and allocator_fragmentation (left out of
+    # usable_memory_gib), nccl_buffers, userbuffers and te_workspaces (each stage's runtime_buffers_gib)
+    memory_outside_ledger_gib: dict[str, float] = {}
 
 
 class Evaluation(_Out):
@@ -226,6 +231,7 @@ class StageTotals(BaseModel):
     logits_bytes: float = 0.0
     workspace_bytes: float = 0.0  # once per stage (a DualPipe rank: the mean of its two stages')
     buffer_bytes: float = 0.0  # the pipeline runtime's boundary buffers (a DualPipe rank: both stages')
+    runtime_bytes: float = 0.0  # NCCL / TE buffers, once per stage (a DualPipe rank: the mean of its two stages')
     model_flops: float = 0.0
     recompute_flops: float = 0.0
 
@@ -243,7 +249,7 @@ class StageTotals(BaseModel):
 def stage_totals(costs: ChoiceCosts, index: int, dense: int, moe: int, recomputed: int) -> StageTotals:
     c = costs.choice
     t = StageTotals(pp_s=costs.p2p_s, dp_s=costs.dp_const_s, workspace_bytes=costs.stage_workspace_bytes(recomputed),
-                    buffer_bytes=costs.pipeline_buffer_bytes(index))
+                    buffer_bytes=costs.pipeline_buffer_bytes(index), runtime_bytes=costs.runtime_bytes)
     for lc, n, r in ((costs.dense, dense, min(recomputed, dense)), (costs.moe, moe, max(0, recomputed - dense))):
         if n == 0 or lc is None:
             continue
@@ -406,7 +412,7 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
         weighted = stage_inflight(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)
         activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
         inflight = activations / r.act_bytes if r.act_bytes else weighted
-    total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes
+    total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes + r.runtime_bytes
     return StageReport(
         index=i, layers=plan.stage_layers[i], dense_layers=dense, moe_layers=moe,
         recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,
@@ -414,7 +420,7 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
         cp_s=r.cp_s, ep_s=r.ep_s, pp_s=r.pp_s, zero_s=r.zero_s, dp_s=r.dp_s,
         model_states_gib=r.states_bytes / GIB, activations_gib=activations / GIB,
         logits_gib=r.logits_bytes / GIB, workspace_gib=r.workspace_bytes / GIB,
-        pipeline_buffers_gib=r.buffer_bytes / GIB, memory_gib=total / GIB)
+        pipeline_buffers_gib=r.buffer_bytes / GIB, runtime_buffers_gib=r.runtime_bytes / GIB, memory_gib=total / GIB)
 
 
 def step_metrics(spec: Spec, costs: ChoiceCosts, a: Assumptions, stages: list[StageTotals], step: float,
@@ -440,4 +446,5 @@ def step_metrics(spec: Spec, costs: ChoiceCosts, a: Assumptions, stages: list[St
         model_tflops_per_gpu=model_flops / step / gpus / 1e12,
         usable_memory_gib=usable_gib,
         fits=all(g <= usable_gib for g in mem),
+        memory_outside_ledger_gib=outside_ledger_gib(spec, costs, a),
     )

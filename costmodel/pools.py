@@ -32,6 +32,7 @@ from parplan.costmodel.evaluate import (Evaluation, Metrics, StageTotals, layer_
                                         step_time)
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations
+from parplan.costmodel.runtime_memory import outside_ledger_gib
 from parplan.costmodel.choice import nvlink_domain_size
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec import ClusterSpec, Plan, PoolSpec, Spec
@@ -200,7 +201,9 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         peak_memory_gib=max(mem), stage_memory_gib=mem, breakdown_s=breakdown,
         hfu=(model_flops + recompute_flops) / (step * peak_sum),
         model_tflops_per_gpu=model_flops / step / c.num_gpus / 1e12,
-        usable_memory_gib=min(usable), fits=all(g <= u for g, u in zip(mem, usable)))
+        usable_memory_gib=min(usable), fits=all(g <= u for g, u in zip(mem, usable)),
+        # the terms outside the ledger of the pool with the least usable memory (costmodel/runtime_memory.py)
+        memory_outside_ledger_gib=outside_ledger_gib(spec, costs[stage_pools[usable.index(min(usable))]], a))
     return Evaluation(plan=plan, metrics=metrics, stages=reports, violations=violations, runs_on=[])
 
 

@@ -62,7 +62,7 @@ _TORCHTITAN = Profile(
     context_parallel=True, expert_tensor_parallel="one", sequence_parallel=True, stage_split="any",
     assumptions={"grad_bytes": 4.0, "grad_reduce_bytes": 4.0, "pipeline_runtime": "torch",
                  "sequence_parallel_saves_gathered_inputs": True, "selective_recompute_policy": "alternate_matmuls",
-                 "tp_comm_overlap": 0.0},
+                 "tp_comm_overlap": 0.0, "userbuffer_count": 0, "te_cublas_workspaces": 0},  # no Transformer Engine
     citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.dualpipev", "titan.no_fp8_dispatch",
                "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
@@ -101,7 +101,7 @@ _DEEPSPEED = Profile(
     recompute=("none", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
-                 "sequence_parallel_saves_gathered_inputs": False},
+                 "sequence_parallel_saves_gathered_inputs": False, "userbuffer_count": 0, "te_cublas_workspaces": 0},
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
                "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
                "deepspeed.offload", "deepspeed.bf16_states", "deepspeed.no_activation_offload"),

@@ -77,6 +77,12 @@ def pinned_spec(spec: Spec) -> Spec:
                                    f"search.{key} {current}", value)
             continue
         current = getattr(spec.search, key)
+        if f == "sequence_parallel" and value is False and current is not None and False not in current \
+                and getattr(plan, "tp", None) in (None, 1) and (spec.search.tp is None or 1 in spec.search.tp):
+            # SP is off at TP 1 whatever search.sequence_parallel says (solver/space.py sequence_parallel_values):
+            # a TP-1 plan reports it off, and pinning that keeps the TP-1 plans
+            update.setdefault("tp", [1])
+            continue
         if current is not None and value not in current:
             raise PlanConflict(f"plan.{f}", f"{value!r} is not among search.{key} {list(current)}: the plan "
                                "and the search contradict each other", value)

@@ -20,6 +20,7 @@ import numpy as np
 
 from parplan.costmodel.evaluate import evaluate
 from parplan.costmodel.hardware import GIB
+from parplan.costmodel.runtime_memory import memory_for_usable
 from parplan.costmodel.spec import CP_COMM_TYPES, SearchSpec, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
@@ -217,8 +218,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         if r == "memory":
             if min_mem_plan is not None and min_needed is not None:
                 a = problem.assumptions
-                need_gib = math.ceil((min_needed + a.memory_reserve_gib + spec.search.memory_margin_gib)
-                                     / a.memory_usable_fraction * 10) / 10
+                need_gib = math.ceil(memory_for_usable(min_needed + spec.search.memory_margin_gib, a) * 10) / 10
                 relaxations.append(Relaxation(
                     requirement="memory",
                     change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "

@@ -232,7 +232,8 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
         buffers = np.zeros(p)
     t_0 = np.full(p, costs.p2p_s)
     states_0 = buffers.copy()
-    act_0 = np.full(p, costs.workspace_bytes)  # once per stage (a DualPipe rank: the mean of its two stages')
+    # once per stage (a DualPipe rank: the mean of its two stages'), with the plan's NCCL / TE buffers
+    act_0 = np.full(p, costs.workspace_bytes + costs.runtime_bytes)
     dp_0 = np.full(p, costs.dp_const_s)
     t_0[0] += costs.first_extra_time_s
     states_0[0] += costs.first_extra_bytes

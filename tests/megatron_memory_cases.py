@@ -227,7 +227,7 @@ def compare(case: Case, **assumption_overrides) -> Row:
         our_states_gib=s0.model_states_gib,
         our_act_gib=s0.activations_gib,
         our_logits_gib=s0.logits_gib,
-        our_total_gib=s0.memory_gib,
+        our_total_gib=s0.memory_gib - s0.runtime_buffers_gib,  # the tensor ledger: Megatron counts no NCCL/TE buffers
         meg_layer_bytes=meg_layer,
         our_layer_bytes=(costs.moe or costs.dense).act_bytes if case.num_experts else costs.dense.act_bytes,
     )

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from parplan.costmodel.runtime_memory import memory_for_usable
 from parplan.costmodel.activation_offload import exposed_transfer_s, offloaded_shares
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.choice import Choice, choice_costs, nvlink_domain_size
@@ -261,7 +262,7 @@ def test_offload_makes_an_otherwise_infeasible_spec_fit():
     a = resolve_assumptions(base.assumptions)
     peak = evaluate(base, PlanSpec(micro_batch_size=8)).metrics.peak_memory_gib
     data = json.loads(base.model_dump_json(exclude_none=True))
-    data["cluster"]["memory_gib"] = ((peak - 0.05) + a.memory_reserve_gib) / a.memory_usable_fraction
+    data["cluster"]["memory_gib"] = memory_for_usable(peak - 0.05, a)
     tight = validate_spec(data)
     assert optimize(tight, method="exhaustive").status == "INFEASIBLE"
     data["search"]["activation_offload_layers"] = [0, 1, 2]

@@ -245,10 +245,13 @@ def test_megatron_bridge_recipes_keep_bf16_gradients():
     bridge = evaluate(validate_spec(data))
     # 62.5 GiB before the issue-10 cost-model terms were merged, 55.7 GiB with them: the FP8 recipe's saved linear
     # inputs in FP8 (fp8_activation_bytes 1: Transformer Engine saves the FP8-cast inputs for the backward GEMMs);
-    # with them in BF16 the activations are the old 34.3 GiB on stage 1 again
-    assert bridge.metrics.fits and bridge.metrics.peak_memory_gib == pytest.approx(55.7, abs=0.5)
+    # with them in BF16 the activations are the old 34.3 GiB on stage 1 again. Issue 20 item 2 adds 1.42 GiB per
+    # stage of memory outside the tensor ledger (costmodel/runtime_memory.py: NCCL 0.30, TE userbuffers 0.875 at
+    # TP 8 / CP 2 / 8K, cuBLAS workspaces 0.25): 55.7 -> 57.1 and 62.5 -> 63.9
+    assert bridge.metrics.fits and bridge.metrics.peak_memory_gib == pytest.approx(57.1, abs=0.5)
+    assert bridge.stages[0].runtime_buffers_gib == pytest.approx(1.42, abs=0.01)
     bf16 = evaluate(validate_spec({**data, "assumptions": {"fp8_activation_bytes": 2.0}}))
-    assert bf16.metrics.peak_memory_gib == pytest.approx(62.5, abs=0.5)
+    assert bf16.metrics.peak_memory_gib == pytest.approx(63.9, abs=0.5)
     data["assumptions"] = {"grad_bytes": 4.0}
     fp32 = evaluate(validate_spec(data))
     # 2 bytes more per parameter: 16 layers of (2h² + 2h·1024 + 3h·f) parameters over TP 8 on stage 1

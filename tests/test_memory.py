@@ -100,7 +100,7 @@ def test_full_recompute_workspace_is_one_full_layer_once_per_stage():
     layer_full = _costs(spec, c).dense.act_bytes
     for s in ev.stages:
         assert s.workspace_gib * 2**30 == pytest.approx(layer_full)
-        parts = s.model_states_gib + s.activations_gib + s.logits_gib + s.workspace_gib
+        parts = s.model_states_gib + s.activations_gib + s.logits_gib + s.workspace_gib + s.runtime_buffers_gib
         assert s.memory_gib == pytest.approx(parts)
     off = evaluate(spec.model_copy(update={"assumptions": {"recompute_workspace_layers": 0.0}}), plan)
     for s, t in zip(ev.stages, off.stages):

@@ -29,6 +29,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from parplan.costmodel.runtime_memory import memory_for_usable
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
@@ -134,7 +135,7 @@ def _middle_case(recompute: list[str]) -> Spec:
     if not unequal < equal:
         pytest.skip(f"the cost model no longer separates the splits ({unequal:.3f} vs {equal:.3f} GiB)")
     a = resolve_assumptions(spec.assumptions)
-    memory = ((unequal + equal) / 2 + a.memory_reserve_gib) / a.memory_usable_fraction
+    memory = memory_for_usable((unequal + equal) / 2, a)
     return validate_spec({**MIDDLE_CASE, "cluster": {**MIDDLE_CASE["cluster"], "memory_gib": memory},
                                 "search": {**MIDDLE_CASE["search"], "recompute": recompute}})
 
