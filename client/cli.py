@@ -29,8 +29,7 @@ from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTIO
                                         MEMORY_MARGIN_OPTION, OPTION_OF_ARGUMENT, OUT_OPTION, SPEC_ARGUMENT,
                                         ExportTarget, ImportSource, Launcher, Method, OutputFormat, ParetoAxis,
                                         ResultFormat)
-from parplan.client.spec_io import (MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, read_spec_text,
-                                    spec_from_data)
+from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, read_spec_text, spec_from_data
 from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.spec import Spec, spec_warnings
 
@@ -73,11 +72,10 @@ def _fail(message: str, code: int) -> None:
 
 
 def _stdout_closed() -> None:
-    """The reader of stdout went away (``solver-cli presets | head -3``): exit quietly with 128 + SIGPIPE, as a
-    shell pipeline expects, the rest of the output sent to /dev/null so the final flush raises nothing
-    (the Python docs' recipe, library/signal.html "Note on SIGPIPE")."""
+    """Stdout's reader went away (``solver-cli presets | head -3``): exit 141 (128 + SIGPIPE) quietly, the rest
+    to /dev/null so the final flush raises nothing (Python docs, library/signal.html "Note on SIGPIPE")."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    raise typer.Exit(141)
+    sys.exit(141)
 
 
 @contextlib.contextmanager
@@ -492,8 +490,7 @@ def main() -> None:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:  # raised outside a command's _errors (typer's own output)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+        _stdout_closed()
     except Exception as err:  # pragma: no cover - every command catches its own errors
         print(f"error: internal error ({type(err).__name__}): {one_line(str(err))}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)
