@@ -19,7 +19,8 @@ LLM pre-training benchmarks (``llama31_8b``, ``llama31_405b``) it reads
   global batch (of several, the one in a folder named after the system) (ambiguous or absent: the row is listed as not read, with the candidates). ``source`` lines are
   followed; the fields used are ``TENSOR_MODEL_PARALLEL``, ``PIPELINE_MODEL_PARALLEL``, ``INTERLEAVED_PIPELINE``,
   ``CONTEXT_PARALLEL``, ``MICRO_BATCH_SIZE``, ``SEQ_PARALLEL``, ``FP8`` / ``FP4``, ``ASYM_PP_EMBED`` /
-  ``ASYM_PP_LOSS`` (the embedding / loss counted as a pipeline layer) and ``USE_DIST_OPTIMIZER``; the config's
+  ``ASYM_PP_LOSS`` (the embedding / loss counted as a pipeline layer), ``FP8_DPA`` (FP8 dot-product attention: the row's
+  ``fp8_attention``) and ``USE_DIST_OPTIMIZER``; the config's
   data-parallel size x ``MINIBS`` must equal the logged global batch (else the row is not read, naming the field).
 
 Every row carries ``source_id: mlperf-training-v5.1`` (ids start with ``mlperf51-``) and cites the submitter,
@@ -377,6 +378,8 @@ def read_folder(tree, folder: Folder) -> dict[str, Any]:
         "tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": None,
         "vpp": vpp if (vpp or 1) > 1 else None,
         "precision": precision,
+        # Transformer Engine FP8 dot-product attention (FP8_DPA, config_common_fp8attn.sh): the attention core in FP8
+        "fp8_attention": bool(fp8 and not fp4 and _flag(env, "FP8_DPA")),
         "step_time_s": round(step, 6),
         "tokens_per_sec_per_gpu": round(gbs * seq / (step * gpus), 2),
         "recompute": "none",
@@ -386,7 +389,7 @@ def read_folder(tree, folder: Folder) -> dict[str, Any]:
         "last_stage_layers": last,
         "notes": (f"measured: median train_step_time {step:.4f} s over {len(steps)} logged steps of {len(logs)} runs "
                   f"(min {min(steps):.4f}, max {max(steps):.4f}); config {cname}; GPU {gpu_why}; "
-                  f"TP_COMM_OVERLAP={env.get('TP_COMM_OVERLAP', 'unset')}; recompute none: the config sets no recompute "
+                  f"TP_COMM_OVERLAP={env.get('TP_COMM_OVERLAP', 'unset')}; FP8_RECIPE={env.get('FP8_RECIPE', 'unset')}; FP8_DPA={env.get('FP8_DPA', 'unset')}; recompute none: the config sets no recompute "
                   "(NeMo's default is off)"),
     }
     reasons = []

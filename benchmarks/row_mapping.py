@@ -348,6 +348,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
             set_("pp_comm_overlap", 0.0, "Megatron-LM 2021/2022: blocking pipeline p2p")
         if zero == 0 and "ddp-impl torch" not in sharding:
             set_("dp_comm_overlap", 0.0, "Megatron-LM 2021/2022 local DDP: gradients all-reduced after the backward pass")
+    if row.get("fp8_attention") and row_precision(row, {}) == "fp8":
+        set_("fp8_attention", True, "FP8_DPA=True in the row's launch config: Transformer Engine FP8 dot-product "
+                                    "attention (cuDNN FP8 fused attention)")
     if "mixed_precision pure" in (row.get("precision") or "").lower():
         set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:
