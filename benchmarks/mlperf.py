@@ -380,6 +380,8 @@ def read_folder(tree, folder: Folder) -> dict[str, Any]:
         "precision": precision,
         # Transformer Engine FP8 dot-product attention (FP8_DPA, config_common_fp8attn.sh): the attention core in FP8
         "fp8_attention": bool(fp8 and not fp4 and _flag(env, "FP8_DPA")),
+        # Megatron-Core fp8_param_gather (FP8_PARAM_GATHER): the distributed optimizer all-gathers FP8 weights
+        "fp8_param_gather": bool(fp8 and not fp4 and _flag(env, "FP8_PARAM_GATHER")),
         "step_time_s": round(step, 6),
         "tokens_per_sec_per_gpu": round(gbs * seq / (step * gpus), 2),
         "recompute": "none",
