@@ -156,9 +156,7 @@ def our_spec(case: Case, **assumption_overrides) -> Spec:
         "training": {"seq_len": case.seq_length,
                      "global_batch_size": case.dp * case.micro_batch_size * case.num_microbatches},
         "cluster": {"gpu": "H100", "num_gpus": case.tp * case.pp * case.dp},
-        # Megatron's formula counts the fp32 logits alone (4 B per element): compared like for like; the ledger's
-        # default 6 adds the cross-entropy's bf16/fp32 pair at the loss (costmodel/assumptions.py), which it omits
-        "assumptions": {"preset": "default", "logits_bytes_per_element": 4.0, **assumption_overrides},
+        "assumptions": {"preset": "default", **assumption_overrides},
         "plan": {
             "tp": case.tp, "pp": case.pp, "dp": case.dp, "cp": 1,
             "micro_batch_size": case.micro_batch_size, "num_microbatches": case.num_microbatches,
