@@ -44,6 +44,7 @@ from benchmarks.fit import (  # noqa: E402
     error_stats,
     fit,
     predict,
+    fit_rows,
     prepare_cases,
 )
 from benchmarks.runs import METRIC_LABEL, default_data_path, load_runs  # noqa: E402
@@ -280,7 +281,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"wrote {PNG_OUT.relative_to(ROOT)} from {JSON_OUT.relative_to(ROOT)}")
         return 0
 
-    cases, skipped = prepare_cases(load_runs(args.data or default_data_path()))
+    cases, skipped = prepare_cases(fit_rows(args.data))
     records = evaluate_cases(cases)
     loso_values = None
     if args.no_loso:
@@ -290,7 +291,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         loso, loso_values = lo["errors"], lo["values"]
     summary = summarize(records, loso)
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-    cmd = "python benchmarks/fidelity.py" + (" --no-loso" if args.no_loso else "")
+    cmd = "python benchmarks/fidelity.py" + (" --no-loso" if args.no_loso else "") + (
+        f" --starts {args.starts}" if args.starts != STARTS and not args.no_loso else "")
     header = [f"# Command: {cmd}", f"# Date: {date} (commit {_git_commit()} + working tree)", "",
               f"Cost model vs published runs: {len(cases)} rows expressed, {len(skipped)} not "
               f"({', '.join(i for i, _ in skipped)}; reasons in benchmarks/results/published_runs.txt)", ""]

@@ -89,6 +89,12 @@ PARAMS: tuple[Param, ...] = (
     # cp_comm_overlap is no longer fitted: the CP ring's exposure is priced block by block
     # (costmodel/context_parallel.py ring_exposed_s; the last fit put the share at 0.9997 of its bound)
     Param("activation_traffic_passes", 0.0, 20.0, 2.0, why="passes over the activation bytes at HBM bandwidth (elementwise work)"),
+    Param("fp8_attention_speedup", 1.0, 2.0, 1.6, why="FP8 over BF16 attention-core speed (TE fp8_dpa; FA3 paper: 1.6x on H100)"),
+    # Blackwell: each rate as a ratio to the Hopper value (RATIOS), with a prior from kernel measurements, so that
+    # with the Blackwell rows held out the prior carries the generation step, not a copy of Hopper
+    Param("blackwell_matmul_ratio", 0.6, 1.4, 1.0, why="matmul_efficiency_blackwell / matmul_efficiency_hopper"),
+    Param("blackwell_fp8_matmul_ratio", 0.6, 1.4, 1.0, why="fp8_matmul_efficiency_blackwell / fp8_matmul_efficiency_hopper"),
+    Param("blackwell_attention_ratio", 0.4, 1.4, 0.75, why="attention_efficiency_blackwell / attention_efficiency_hopper"),
 )
 
 # Weak priors from kernel benchmarks, for the knobs that few sources identify: each adds one residual
@@ -105,15 +111,31 @@ PRIORS: dict[str, tuple[float, float, str]] = {
                                             "NVLink step, 6.9-14 us per step for rings of 8-2 GPUs: 8 +- 3 us of 5 us"),
     "attention_seq_penalty": (512.0, 512.0, "FlashAttention-3 paper Fig. 5 (causal, head dim 128): about half "
                                             "the long-sequence throughput at 512 tokens, s0 ~ 500"),
+    "fp8_attention_speedup": (1.6, 0.2, "FlashAttention-3 paper (Shah et al. 2024, Fig. 7/§4.1): FP8 forward close to "
+                                        "1.2 PFLOP/s vs 740 TFLOP/s BF16 on H100 (1.6x); the FP8 peak is 2x"),
+    "blackwell_matmul_ratio": (1.0, 0.1, "NVIDIA datasheets: B200 doubles H100's dense BF16/FP8 peaks (2.25/4.5 vs 0.99/1.98 PF) "
+                                         "and HBM bandwidth (8 vs 3.35 TB/s): large cuBLAS GEMMs reach a similar share "
+                                         "of the peak; the roofline term (ridge 281 vs 295 FLOP/B) carries the shape"),
+    "blackwell_fp8_matmul_ratio": (1.0, 0.1, "as blackwell_matmul_ratio, FP8 (tensorwise-scaled) GEMMs"),
+    "blackwell_attention_ratio": (0.75, 0.15, "FlashAttention-4 paper (arXiv 2603.05451): cuDNN 9.13 BF16 attention on B200 "
+                                              "at ~1240 TFLOP/s (FA4 1613 = 1.3x cuDNN), 55 % of 2.25 PF, against "
+                                              "FA3/cuDNN ~740 TFLOP/s = 75 % on H100 (FA3 paper): 0.55/0.75 = 0.73"),
 }
 PRIOR_POINTS = 2.0
 
-# Generations without an expressible row take the Hopper value (see assumptions.py / benchmarks/README.md).
-COPIED = {
-    "matmul_efficiency_blackwell": "matmul_efficiency_hopper",
-    "fp8_matmul_efficiency_blackwell": "fp8_matmul_efficiency_hopper",
-    "attention_efficiency_blackwell": "attention_efficiency_hopper",
+# Blackwell knobs = the Hopper knob x a fitted ratio (PARAMS, with PRIORS): knob -> (Hopper knob, ratio parameter).
+RATIOS = {
+    "matmul_efficiency_blackwell": ("matmul_efficiency_hopper", "blackwell_matmul_ratio"),
+    "fp8_matmul_efficiency_blackwell": ("fp8_matmul_efficiency_hopper", "blackwell_fp8_matmul_ratio"),
+    "attention_efficiency_blackwell": ("attention_efficiency_hopper", "blackwell_attention_ratio"),
 }
+RATIO_PARAMS = {ratio for _, ratio in RATIOS.values()}
+
+
+def derived_values(values: dict[str, float]) -> dict[str, float]:
+    """The Blackwell knobs of fitted ``values``: Hopper value x ratio, capped at 1."""
+    return {dst: min(1.0, values[src] * values[ratio]) for dst, (src, ratio) in RATIOS.items()
+            if src in values and ratio in values}
 # While fitting, the ceiling knobs must not bind.
 UNCAPPED = {"matmul_efficiency": 1.0, "fp8_matmul_efficiency": 1.0, "attention_efficiency": 1.0}
 
@@ -137,7 +159,20 @@ SOURCES = (  # (id prefix, label): one group per publication, for leave-one-sour
     ("nemo-longseq", "NeMo long-seq"),
     ("torchtitan", "torchtitan 2024-12"),
     ("llmfoundry", "LLM Foundry"),
+    ("mlperf51", "MLPerf Training v5.1"),
 )
+
+# measured rows read beside published-runs.yaml (benchmarks/mlperf.py); rows with ``not_expressible`` are left out
+EXTRA_DATA = (ROOT / "benchmarks" / "data" / "mlperf-v5.1.yaml",)
+
+
+def fit_rows(data: Optional[Path] = None, extra: Sequence[Path] = EXTRA_DATA) -> list[dict]:
+    """The rows the fit and the fidelity report use: published-runs.yaml and the extra measured files."""
+    rows = list(load_runs(data or default_data_path()))
+    for path in extra:
+        if Path(path).exists():
+            rows += [r for r in load_runs(path) if not r.get("not_expressible")]
+    return rows
 
 
 def source_of(row_id: str) -> str:
@@ -210,10 +245,8 @@ def assumptions_with(values: dict[str, float], base: Optional[Assumptions] = Non
     """The default assumptions with ``values`` (and the copied generations) put in, ceilings lifted."""
     base = base or resolve_assumptions(None)
     upd = dict(UNCAPPED)
-    upd.update(values)
-    for dst, src in COPIED.items():
-        if src in values:
-            upd[dst] = values[src]
+    upd.update({k: v for k, v in values.items() if k not in RATIO_PARAMS})
+    upd.update(derived_values(values))
     return base.model_copy(update=upd)
 
 
@@ -301,6 +334,20 @@ def error_stats(errors: Sequence[float]) -> dict[str, float]:
             "max": float(e.max()) if len(e) else float("nan")}
 
 
+def generation_lines(cases: Sequence[Case], a: Assumptions, label: str = "in-sample") -> list[str]:
+    """Median |throughput error| (%, predicted vs measured step time) per GPU generation, and of the MLPerf rows."""
+    out = []
+    groups: dict[str, list[float]] = {}
+    for c in cases:
+        err = 100.0 * abs(c.published_step_time_s / predict(c, a).step_time_s - 1.0)
+        groups.setdefault(c.generation, []).append(err)
+        if c.source == "MLPerf Training v5.1":
+            groups.setdefault(f"MLPerf {c.generation}", []).append(err)
+    for g in sorted(groups):
+        out.append(f"  {label} median |throughput error| {g:18s} {percentile(groups[g], 50):5.1f} %  ({len(groups[g])} rows)")
+    return out
+
+
 # --------------------------------------------------------------------------------------------- output
 def _git_commit() -> str:
     try:
@@ -312,22 +359,28 @@ def _git_commit() -> str:
 
 def write_calibration(result: FitResult, params: Sequence[Param] = PARAMS, path: Path = CALIBRATION_PY,
                       command: str = "python benchmarks/fit.py") -> None:
-    fitted = {p.name: round(result.values[p.name], 4) for p in params}
-    fixed = {dst: fitted[src] for dst, src in COPIED.items()}
+    fitted = {p.name: round(result.values[p.name], 4) for p in params if p.name not in RATIO_PARAMS}
+    ratios = {p.name: round(result.values[p.name], 4) for p in params if p.name in RATIO_PARAMS}
+    fixed = {k: round(v, 4) for k, v in derived_values({**fitted, **ratios}).items()}
     lines = [
         '"""Fitted default values of the cost model\'s efficiency and overlap knobs.',
         "",
-        f"GENERATED by ``{command}`` from benchmarks/data/published-runs.yaml ({len(result.train_ids)} rows);",
-        "do not edit by hand (rerun the fit). ``FITTED`` holds the fitted values, ``FIXED`` the values of",
-        "generations without an expressible row (copied from Hopper), ``BOUNDS`` the interval each fitted",
-        "value was confined to. Sources and meaning of every knob: costmodel/assumptions.py.",
+        f"GENERATED by ``{command}`` from benchmarks/data/published-runs.yaml and mlperf-v5.1.yaml",
+        f"({len(result.train_ids)} rows); do not edit by hand (rerun the fit). ``FITTED`` holds the fitted values,",
+        "``RATIOS`` the fitted Blackwell/Hopper ratios (priors in benchmarks/fit.py PRIORS), ``FIXED`` the Blackwell",
+        "knobs they give (Hopper value x ratio), ``BOUNDS`` the interval each fitted value was confined to.",
+        "Sources and meaning of every knob: costmodel/assumptions.py.",
         '"""',
         "",
         "FITTED: dict[str, float] = {",
         *[f'    "{k}": {v!r},' for k, v in fitted.items()],
         "}",
         "",
-        "FIXED: dict[str, float] = {  # no expressible Blackwell row: the Hopper value",
+        "RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors",
+        *[f'    "{k}": {v!r},' for k, v in ratios.items()],
+        "}",
+        "",
+        "FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio",
         *[f'    "{k}": {v!r},' for k, v in fixed.items()],
         "}",
         "",
@@ -344,32 +397,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--dry-run", action="store_true", help="fit and report, but do not rewrite costmodel/calibration.py")
     ap.add_argument("--verbose", "-v", action="store_true")
+    ap.add_argument("--starts", type=int, default=STARTS, help="starting points (1: the quick form, the documented start only)")
+    ap.add_argument("--no-extra", action="store_true", help="published-runs.yaml only (no MLPerf rows)")
     args = ap.parse_args(argv)
 
-    rows = load_runs(args.data or default_data_path())
+    rows = fit_rows(args.data, () if args.no_extra else EXTRA_DATA)
     cases, skipped = prepare_cases(rows)
-    result = fit(cases, verbose=2 if args.verbose else 0)
+    result = fit(cases, starts=args.starts, verbose=2 if args.verbose else 0)
     a = assumptions_with(result.values)
     err = residuals(cases, a)
     st = error_stats(err)
     date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-    cmd = "python benchmarks/fit.py" + (" --dry-run" if args.dry_run else "")
+    cmd = "python benchmarks/fit.py" + (" --dry-run" if args.dry_run else "") + (
+        f" --starts {args.starts}" if args.starts != STARTS else "") + (" --no-extra" if args.no_extra else "")
     out = [f"# Command: {cmd}", f"# Date: {date} (commit {_git_commit()} + working tree)", "",
-           f"Fitted on {len(cases)} rows ({len(skipped)} not expressible); {LOSS} loss, scale {HUBER_SCALE_POINTS:g} points, {STARTS} starts;"
+           f"Fitted on {len(cases)} rows ({len(skipped)} not expressible); {LOSS} loss, scale {HUBER_SCALE_POINTS:g} points, {args.starts} starts;"
            f" {result.nfev} residual evaluations (finite-difference Jacobians not counted).", "",
            f"{'knob':34s} {'value':>9s}  {'bounds':>16s}  meaning"]
     for p in PARAMS:
         v = result.values[p.name]
         flag = "  (at bound)" if p.name in result.at_bound else ""
         out.append(f"{p.name:34s} {v:9.4f}  [{p.lo:g}, {p.hi:g}]".ljust(64) + f"  {p.why}{flag}")
-    for dst, src in COPIED.items():
-        out.append(f"{dst:34s} {result.values[src]:9.4f}  copied from {src}")
+    for dst, v in derived_values(result.values).items():
+        src, ratio = RATIOS[dst]
+        out.append(f"{dst:34s} {v:9.4f}  {src} x {ratio}")
     out += ["", f"in-sample |MFU error|: median {st['median']:.2f} points, p90 {st['p90']:.2f}, mean {st['mean']:.2f}, "
                 f"max {st['max']:.2f} ({st['n']} rows)"]
+    out += generation_lines(cases, a)
     text = "\n".join(out) + "\n"
     print(text)
     if not args.dry_run:
-        write_calibration(result)
+        write_calibration(result, command=cmd)
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "fit.txt").write_text(text)
         print(f"wrote {CALIBRATION_PY.relative_to(ROOT)} and {(RESULTS / 'fit.txt').relative_to(ROOT)}")

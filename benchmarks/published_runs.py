@@ -193,7 +193,7 @@ def render_extra(path: Path, results: list[dict[str, Any]], out: TextIO) -> dict
     from benchmarks.runs import _percentile
     w = lambda s="": print(s, file=out)  # noqa: E731
     w()
-    w(f"Extra rows ({path}; never read by the fit)")
+    w(f"Extra rows ({path}; benchmarks/fit.py fits on data/mlperf-v5.1.yaml as its own source)")
     done = [r for r in results if r["expressed"]]
     render_table(done, out)
     summary = summarize(results)

@@ -381,6 +381,16 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
             set_("pp_comm_overlap", 0.0, "Megatron-LM 2021/2022: blocking pipeline p2p")
         if zero == 0 and "ddp-impl torch" not in sharding:
             set_("dp_comm_overlap", 0.0, "Megatron-LM 2021/2022 local DDP: gradients all-reduced after the backward pass")
+    if row.get("source_id") == "mlperf-training-v5.1":
+        set_("grad_reduce_bytes", 2.0, "MLPerf v5.1 NeMo implementations (<submitter>/benchmarks/llama31_*/"
+                                       "implementations/nemo/pretrain.py): DDP config grad_reduce_in_fp32=False, "
+                                       "gradients reduced in bf16")
+    if row.get("fp8_param_gather") and row_precision(row, {}) == "fp8" and zero in (1, 2):
+        set_("param_gather_bytes", 1.0, "FP8_PARAM_GATHER=True in the row's launch config: the distributed "
+                                        "optimizer all-gathers FP8 weights (Megatron-Core fp8_param_gather)")
+    if row.get("fp8_attention") and row_precision(row, {}) == "fp8":
+        set_("fp8_attention", True, "FP8_DPA=True in the row's launch config: Transformer Engine FP8 dot-product "
+                                    "attention (cuDNN FP8 fused attention)")
     if "mixed_precision pure" in (row.get("precision") or "").lower():
         set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:

@@ -131,6 +131,8 @@ class GemmRates:
         # CP comm type: the sequence one attention kernel call sees (context_parallel.py)
         attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a))
         attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else ctx.rate  # BF16 FlashAttention
+        if attn_eff is not None and a.fp8_attention and ctx.precision == "fp8":
+            attn_rate *= a.fp8_attention_speedup  # FP8 dot-product attention (TE fp8_dpa, cuDNN FP8 fused attention)
         f_mlp = m.ffn_hidden_size
         up = 2 if m.gated_mlp else 1
         attn_gemms = arch.attention_gemms(M, c.tp)

@@ -35,7 +35,7 @@ RECORD = ROOT / "benchmarks" / "results" / "fidelity.json"
 
 @pytest.fixture(scope="module")
 def cases():
-    cs, skipped = fit.prepare_cases(runs.load_runs())
+    cs, skipped = fit.prepare_cases(fit.fit_rows())  # published-runs.yaml and the MLPerf v5.1 rows
     return cs
 
 
@@ -103,12 +103,19 @@ def test_fitted_values_are_physically_sane():
         if "efficiency" in name or "overlap" in name:
             assert 0.0 <= value <= 1.0, name
         assert value >= 0, name
-    for name, value in calibration.FIXED.items():
-        assert value == calibration.FITTED[name.replace("blackwell", "hopper")], name
+    for name, value in calibration.FIXED.items():  # Blackwell: the Hopper value x its fitted ratio
+        hopper, ratio = fit.RATIOS[name]
+        assert value == pytest.approx(min(1.0, calibration.FITTED[hopper] * calibration.RATIOS[ratio]), abs=1e-4), name
+    for name, value in calibration.RATIOS.items():
+        lo, hi = calibration.BOUNDS[name]
+        assert lo <= value <= hi, name
 
 
 def test_fit_parameters_and_calibration_agree():
-    assert {p.name for p in fit.PARAMS} == set(calibration.FITTED)
+    assert {p.name for p in fit.PARAMS} == set(calibration.FITTED) | set(calibration.RATIOS)
+    assert set(calibration.RATIOS) == fit.RATIO_PARAMS and set(calibration.FIXED) == set(fit.RATIOS)
+    for name in fit.RATIO_PARAMS:  # every Blackwell ratio carries a prior, so a held-out Blackwell source keeps a value
+        assert name in fit.PRIORS, name
     for p in fit.PARAMS:
         assert calibration.BOUNDS[p.name] == (p.lo, p.hi)
         if "efficiency" in p.name or "overlap" in p.name:

