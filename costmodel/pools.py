@@ -19,7 +19,7 @@ as :func:`parplan.costmodel.evaluate.evaluate` (``tests/test_pools.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from parplan.costmodel.architecture import Architecture
@@ -89,10 +89,15 @@ def inter_pool_link(spec: Spec) -> Link:
 
 
 def pool_costs(spec: Spec, choice: Choice, a: Assumptions, arch: Optional[Architecture] = None) -> list[ChoiceCosts]:
-    """``choice_costs`` of ``choice`` once per pool, each with its pool's GPU and cluster keys."""
+    """``choice_costs`` of ``choice`` once per pool, each with its pool's GPU and cluster keys, and one
+    weight-gradient share for all (the least over the pools): a pipeline across pools runs one schedule, so its
+    ZB/DualPipe bubble (``PipelineUnits.bubble_beta``, W = the share of B in linear GEMMs) takes one value,
+    the largest bubble of the pools' (the stage -> pool model in ``solver/pools_cpsat.py`` relies on one)."""
     arch = arch or Architecture(spec.model)
-    return [choice_costs(pool_spec(spec, k, choice.num_gpus), choice, gpu, a, arch)
-            for k, gpu in enumerate(pool_gpus(spec))]
+    costs = [choice_costs(pool_spec(spec, k, choice.num_gpus), choice, gpu, a, arch)
+             for k, gpu in enumerate(pool_gpus(spec))]
+    share = min(c.weight_grad_share for c in costs)
+    return [c if c.weight_grad_share == share else replace(c, weight_grad_share=share) for c in costs]
 
 
 def boundary_p2p_s(costs: ChoiceCosts, link: Link, a: Assumptions) -> float:

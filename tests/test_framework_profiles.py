@@ -302,8 +302,11 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
     assert others["any"]["vs_best"] <= 0  # the research space contains Megatron-Core's
     # why each differs: Bridge is faster from its bf16 gradients (a convention), then its plan's choices
     bridge = others["megatron-bridge"]["differs"]
-    assert bridge[0] == "grad_bytes 4 -> 2" and any(d.startswith("PP 2 -> ") for d in bridge), bridge
-    assert any(d.startswith("schedule interleaved -> zb-h1") for d in others["any"]["differs"])
+    mine, theirs = best["plan"], others["megatron-bridge"]["plan"]
+    assert theirs["pp"] != mine["pp"]  # the main example: Bridge's best drops PP
+    assert bridge[0] == "grad_bytes 4 -> 2" and f"PP {mine['pp']} -> {theirs['pp']}" in bridge, bridge
+    free_schedule = others["any"]["plan"]["schedule"]
+    assert any(d.startswith(f"schedule {mine['schedule']} -> {free_schedule}") for d in others["any"]["differs"])
     assert not any(d.startswith(("grad_bytes", "grad_reduce_bytes")) for d in others["any"]["differs"])
     assert any(d.startswith("ZeRO stage 1 -> ") for d in others["torchtitan"]["differs"])
     table = runner.invoke(app, ["optimize", str(path), "--deterministic"])
