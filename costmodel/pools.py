@@ -90,13 +90,15 @@ def inter_pool_link(spec: Spec) -> Link:
 
 def pool_costs(spec: Spec, choice: Choice, a: Assumptions, arch: Optional[Architecture] = None) -> list[ChoiceCosts]:
     """``choice_costs`` of ``choice`` once per pool, each with its pool's GPU and cluster keys, and one
-    weight-gradient share for all (the least over the pools): a pipeline across pools runs one schedule, so its
-    ZB/DualPipe bubble (``PipelineUnits.bubble_beta``, W = the share of B in linear GEMMs) takes one value,
-    the largest bubble of the pools' (the stage -> pool model in ``solver/pools_cpsat.py`` relies on one)."""
+    weight-gradient share for all, the fastest pool's (the least layer time): a pipeline across pools runs one
+    schedule, so its ZB/DualPipe bubble (``PipelineUnits.bubble_beta``, W = the share of B in linear GEMMs) takes one
+    value (the stage -> pool model in ``solver/pools_cpsat.py`` relies on one), and a plan on the fastest pool
+    alone is priced as that pool's own spec prices it."""
     arch = arch or Architecture(spec.model)
     costs = [choice_costs(pool_spec(spec, k, choice.num_gpus), choice, gpu, a, arch)
              for k, gpu in enumerate(pool_gpus(spec))]
-    share = min(c.weight_grad_share for c in costs)
+    fastest = min(costs, key=lambda c: c.dense.time_s)
+    share = fastest.weight_grad_share
     return [c if c.weight_grad_share == share else replace(c, weight_grad_share=share) for c in costs]
 
 
