@@ -235,6 +235,11 @@ class StageTotals(BaseModel):
     model_flops: float = 0.0
     recompute_flops: float = 0.0
 
+    def memory_bytes(self, activations_bytes: float) -> float:
+        """The stage's memory with ``activations_bytes`` of in-flight activations: every other ledger line once."""
+        return (self.states_bytes + activations_bytes + self.logits_bytes + self.workspace_bytes + self.buffer_bytes
+                + self.runtime_bytes)
+
     @property
     def time_s(self) -> float:
         return self.compute_s + self.recompute_s + self.tp_s + self.cp_s + self.ep_s + self.pp_s + self.zero_s
@@ -412,7 +417,7 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
         weighted = stage_inflight(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)
         activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
         inflight = activations / r.act_bytes if r.act_bytes else weighted
-    total = r.states_bytes + activations + r.logits_bytes + r.workspace_bytes + r.buffer_bytes + r.runtime_bytes
+    total = r.memory_bytes(activations)
     return StageReport(
         index=i, layers=plan.stage_layers[i], dense_layers=dense, moe_layers=moe,
         recomputed_layers=plan.recompute_layers[i], inflight_microbatches=inflight,

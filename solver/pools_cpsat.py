@@ -125,8 +125,7 @@ def _point(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, n: int, r: int) ->
     at the check point of :func:`stage_coeffs`."""
     d, e = _classes(spec, n)
     t = stage_totals(costs, i, d, e, r)
-    mem = (t.states_bytes + costs.inflight(i) * t.act_bytes + t.logits_bytes + t.workspace_bytes + t.buffer_bytes
-           + t.runtime_bytes)
+    mem = t.memory_bytes(costs.inflight(i) * t.act_bytes)
     return t.time_s, mem, t.dp_s
 
 
