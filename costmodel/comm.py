@@ -138,8 +138,7 @@ class Comm:
         c, a = self.c, self.a
         if c.ep <= 1:
             return 0.0
-        busiest = moe_dispatch.busiest_rank_load(c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
-                                                 moe.capacity_factor)
+        busiest = moe_dispatch.busiest_load(c.ep, a, moe)
         Le = self.links["ep"]
         if moe.dispatcher == "allgather":  # all-gather of the group's tokens, reduce-scatter of the outputs: BF16
             return 2 * ring_gather_time_s(moe_dispatch.allgather_bytes_per_rank(token_bytes * 2.0, c.ep), c.ep,

@@ -325,9 +325,7 @@ def moe_mlp_activation_per_token(ctx: ChoiceContext, lb: float, ds_selective: bo
 def moe_busiest_load(ctx: ChoiceContext) -> float:
     """The busiest EP rank's routed tokens over the mean (costmodel/moe_dispatch.py busiest_rank_load: 1 at EP 1,
     growing as √(ln ep), at most the capacity factor)."""
-    a, moe = ctx.a, ctx.m.moe
-    return moe_dispatch.busiest_rank_load(ctx.c.ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
-                                          moe.capacity_factor if moe is not None else None)
+    return moe_dispatch.busiest_load(ctx.c.ep, ctx.a, ctx.m.moe)
 
 
 def dense_layer_params_gpu(ctx: ChoiceContext) -> float:

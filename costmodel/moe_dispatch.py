@@ -42,6 +42,11 @@ the mean per expert, so the busiest load is at most C.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from parplan.costmodel.assumptions import Assumptions
+    from parplan.costmodel.spec import MoESpec
 
 DISPATCHERS = ("alltoall", "allgather", "flex")
 FLEX_BACKENDS = ("deepep", "hybridep")
@@ -92,3 +97,10 @@ def busiest_rank_load(ep: int, load_imbalance: float, reference_ep: int, capacit
     ref = max(2, reference_ep)
     load = 1.0 + (load_imbalance - 1.0) * math.sqrt(math.log(ep) / math.log(ref))
     return min(load, capacity_factor) if capacity_factor is not None else load
+
+
+def busiest_load(ep: int, a: "Assumptions", moe: "MoESpec | None") -> float:
+    """:func:`busiest_rank_load` with the knobs of ``a`` and ``moe``'s capacity factor (the expert GEMMs, their
+    activations and the all-to-all's busiest receiver all read this one)."""
+    return busiest_rank_load(ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
+                             moe.capacity_factor if moe is not None else None)
