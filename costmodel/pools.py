@@ -28,6 +28,7 @@ from parplan.costmodel.choice import ChoiceCosts, choice_costs
 from parplan.costmodel.comm import Link
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.errors import ParplanError
+from parplan.costmodel.framework_binding import spec_profile
 from parplan.costmodel.evaluate import (Evaluation, Metrics, StageTotals, layer_classes, stage_report, stage_totals,
                                         step_time)
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
@@ -48,8 +49,6 @@ class PoolPlanError(ParplanError):
 def require_research_space(spec: Spec) -> None:
     """Plans on several pools are priced without a framework's stage rules (and exported by none yet): the spec
     must say ``framework: any``; a :class:`PoolPlanError` naming ``framework`` otherwise."""
-    from parplan.costmodel.framework_binding import spec_profile
-
     if (prof := spec_profile(spec)) is not None:
         raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools are priced in the research "
                             f"space only (no framework's stage rules or exports yet); set framework: any")
