@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""The free optima of the README's two MoE examples, as `solver-cli optimize` prints them (about 3 minutes).
+
+    python benchmarks/moe_optima.py
+
+* ``examples/mixtral-8x7b-64xh100.yaml``: Mixtral 8x7B on 64 H100, 4K sequences (the default framework,
+  Megatron-Core, with the best plan on each other framework and on ``any``).
+* ``examples/deepseek-v3-2048xh800.yaml``: DeepSeek-V3 (MLA, MTP, FP8, the flex dispatcher, node-limited routing)
+  on 2,048 H800, the same; then the research space (``framework: any``) on its own with its breakdown and top 3.
+
+Deterministic mode (one worker, fixed seed), 100 s per solve. Writes ``benchmarks/results/moe_optima.txt``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "parplan.client.cli"]
+
+
+def run(args: list[str]) -> str:
+    t0 = time.perf_counter()
+    out = subprocess.run(CLI + args, cwd=ROOT, capture_output=True, text=True, check=False,
+                         env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
+    took = time.perf_counter() - t0
+    return f"$ solver-cli {' '.join(args)}   # {took:.0f} s, exit {out.returncode}\n{out.stdout}{out.stderr}"
+
+
+def main() -> int:
+    parts = [run(["optimize", "examples/mixtral-8x7b-64xh100.yaml", "--deterministic", "--time-limit", "100"]),
+             run(["optimize", "examples/deepseek-v3-2048xh800.yaml", "--deterministic", "--time-limit", "100"])]
+    data = yaml.safe_load((ROOT / "examples" / "deepseek-v3-2048xh800.yaml").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deepseek-v3-2048xh800-any.yaml"
+        path.write_text(yaml.safe_dump({**data, "framework": "any"}, sort_keys=False))
+        text = run(["optimize", str(path), "--deterministic", "--time-limit", "100", "--no-per-framework", "--top", "3"])
+        parts.append(text.replace(str(path), "examples/deepseek-v3-2048xh800.yaml + framework: any"))
+    text = "# python benchmarks/moe_optima.py\n\n" + "\n\n".join(parts)
+    print(text)
+    out = ROOT / "benchmarks" / "results" / "moe_optima.txt"
+    out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
