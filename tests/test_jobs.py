@@ -1,7 +1,8 @@
 """The job files of frameworks/jobs.py on several cluster.pools (issue 21): the Slurm heterogeneous job starts each
 host at the node rank that puts every pipeline stage on its pool. The script runs under bash with ``scontrol``,
 ``srun`` and ``torchrun`` stubbed (srun runs the step once per host, in reverse order, with ``SLURMD_NODENAME``
-set; torchrun records its arguments), so the node ranks are the script's own, not a re-statement of them."""
+set; torchrun records its arguments), so the node ranks are the script's own, not a re-statement of them; the
+JobSet that ``--emit pytorchjob`` writes on pools runs each pod's command the same way."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from parplan.client.evaluation import evaluate_spec
 from parplan.costmodel.spec import PlanSpec
 from parplan.frameworks.export import export_plan
-from parplan.frameworks.export_common import ExportError
 from parplan.frameworks.jobs import emit_job
 from parplan.frameworks.loader import validate_spec
 
@@ -94,7 +95,39 @@ def test_slurm_hetjob_starts_each_stage_on_its_pool(tmp_path):
     assert world == plan.num_gpus == 12
 
 
-def test_pytorchjob_on_pools_is_refused_naming_stage_pools():
+def test_pytorchjob_on_pools_is_a_jobset_with_one_indexed_job_per_block(tmp_path):
     spec, plan = pools_plan()
-    with pytest.raises(ExportError, match=r"^plan\.stage_pools: a Kubeflow PyTorchJob"):
-        emit_job(spec, plan, export_plan(spec, plan, "megatron"), "pytorchjob")
+    job = emit_job(spec, plan, export_plan(spec, plan, "megatron"), "pytorchjob")
+    doc = yaml.safe_load(job.text)
+    assert doc["kind"] == "JobSet" and doc["spec"]["network"]["enableDNSHostnames"] is True
+    blocks = doc["spec"]["replicatedJobs"]
+    selectors = [b["template"]["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] for b in blocks]
+    assert selectors == ["REPLACE-ME-H100-SXM-80GB", "REPLACE-ME-A100-SXM-80GB", "REPLACE-ME-H100-SXM-80GB"]
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "torchrun").write_text(STUBS["torchrun"])
+    (stub / "torchrun").chmod(0o755)
+    log = tmp_path / "torchrun.log"
+    started = []  # (replicated Job, pod index, torchrun argv): each pod's command run under bash
+    for b in blocks:
+        tmpl = b["template"]["spec"]
+        container = tmpl["template"]["spec"]["containers"][0]
+        assert "$(" not in container["command"][2]  # the kubelet would expand $(...)
+        for index in range(tmpl["completions"]):
+            log.write_text("")
+            env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index),
+                   "PARPLAN_TEST_LOG": str(log), "SLURMD_NODENAME": "pod"}
+            done = subprocess.run(container["command"] + container["args"], env=env, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            started.append((b["name"], index, log.read_text().split()[1:]))
+    ranks = sorted((int(arg(argv, "--node-rank")), name, int(arg(argv, "--nproc-per-node")))
+                   for name, _, argv in started)
+    assert [r for r, _, _ in ranks] == list(range(4))
+    first = 0
+    for _, name, n in ranks:  # node ranks in order cover stage s's ranks [4s, 4s+4) on its pool's replicated Job
+        stage = first // 4
+        assert selectors[int(name[1:])].endswith("H100-SXM-80GB" if plan.stage_pools[stage] == 0 else "A100-SXM-80GB")
+        first += n
+    assert first == plan.num_gpus
+    assert all(arg(argv, "--master-addr") == f"{doc['metadata']['name']}-b0-0-0.{doc['metadata']['name']}"
+               for _, _, argv in started)

@@ -79,7 +79,6 @@ def test_cli_optimize_and_evaluate_a_pools_spec(tmp_path):
     (["--pareto", "memory"], {}, "error: --pareto: is not available on several cluster.pools"),
     (["--export", "torchtitan"], {}, "error: plan.stage_pools: torchtitan cannot be given a per-stage placement"),
     (["--export", "deepspeed"], {}, "error: plan.stage_pools: deepspeed cannot be given a per-stage placement"),
-    (["--emit", "pytorchjob"], {}, "error: plan.stage_pools: a Kubeflow PyTorchJob"),
     ([], {"framework": "megatron-core"}, "error: framework: megatron-core: plans on several cluster.pools"),
     ([], {"objective": "min_memory"}, "error: objective: min_memory on several cluster.pools"),
     ([], {"plan": {"stage_pools": [0, 1]}}, "error: plan.stage_pools"),
