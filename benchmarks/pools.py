@@ -76,6 +76,11 @@ def main(argv=None) -> int:
                      f"{(best.metrics.step_time_s / ref - 1) * 100:+.1f} % | {exh}")
         for line in got.placement or []:
             lines.append(f"    {line}")
+    ordered = sorted(walls)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    lines.append(f"two-pool optimize wall s over {len(walls)} scenarios: median {median:.2f}, max {max(walls):.2f} "
+                 f"(issue 21 goal: median <= 2 s)")
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     if args.out:

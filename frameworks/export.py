@@ -12,6 +12,9 @@ Targets (one module each; their docstrings cite the source of every flag family)
 * ``torchtitan`` -- torchtitan v0.2.2 job TOML (frameworks/export_torchtitan.py)
 * ``deepspeed``  -- DeepSpeed 0.19.6 config JSON (frameworks/export_deepspeed.py)
 
+A plan on several ``cluster.pools`` (``plan.stage_pools``) is exported to Megatron-LM and Megatron-Bridge with
+its host order (frameworks/pool_placement.py); the other targets refuse it naming ``plan.stage_pools``.
+
 The parsers that read these files back into a plan live in frameworks/import_plan.py.
 """
 
@@ -21,7 +24,9 @@ from typing import Callable
 
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks import export_bridge, export_deepspeed, export_megatron, export_torchtitan
-from parplan.frameworks.export_common import Export, ExportError, check_plan_matches_spec
+from parplan.frameworks.export_common import (Export, ExportError, check_plan_matches_spec,
+                                              check_pool_plan_matches_spec)
+from parplan.frameworks.pool_placement import refuse_unplaced_target, several_pools
 
 EXPORTERS: dict[str, Callable[[Spec, Plan], Export]] = {
     "megatron": export_megatron.export,
@@ -38,10 +43,12 @@ def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
     target = ALIASES.get(target, target)
     if target not in EXPORTERS:
         raise ExportError(f"export target {target!r} is unknown; known: {', '.join(TARGETS)}")
-    pools = spec.cluster.pools
-    if plan.stage_pools is not None or (pools is not None and len(pools) > 1):  # issue 21: not exported yet
-        raise ExportError(f"plan.stage_pools: a plan on several cluster.pools is not exported to {target} yet (no "
-                          f"per-pool layout or host order); export a plan on one pool")
+    if several_pools(spec):  # issue 21: each stage on its pool (frameworks/pool_placement.py)
+        refuse_unplaced_target(target)
+        check_pool_plan_matches_spec(spec, plan)
+        return EXPORTERS[target](spec, plan)
+    if plan.stage_pools is not None and len(set(plan.stage_pools)) > 1:
+        raise ExportError("plan.stage_pools: names several pools but the spec has one cluster.gpu")
     check_plan_matches_spec(spec, plan)
     return EXPORTERS[target](spec, plan)
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, header_lines, model_feature_warnings
 from parplan.frameworks.export_megatron import megatron_settings
+from parplan.frameworks.pool_placement import host_order_lines
 
 BRIDGE_VERSION = "v0.6.0"
 BRIDGE_COMMIT = "51885cf132b2814188b6855c25a8588254274c2a"
@@ -141,11 +142,13 @@ def export(spec: Spec, plan: Plan) -> Export:
     s = megatron_settings(spec, plan)
     head += ["", "use: python scripts/training/run_recipe.py --recipe <recipe for this model> $(grep -v '^#' <this file>)",
              f"or on a performance recipe: python scripts/performance/setup_experiment.py -m <family> -mr <recipe> "
-             f"-ng {spec.cluster.num_gpus} -g <gpu> -c <precision> -gb {s.global_batch_size} -mb {s.micro_batch_size} "
+             f"-ng {plan.num_gpus} -g <gpu> -c <precision> -gb {s.global_batch_size} -mb {s.micro_batch_size} "
              f"$(grep -v '^#' <this file>)",
              "(-gb: on another GPU count than the recipe's, set_post_overrides rescales a global batch equal to the "
              "recipe's own, scripts/performance/utils/overrides.py at v0.6.0)",
              "the recipe supplies the model shape, data, tokenizer and optimizer"]
+    if plan.stage_pools is not None:  # several cluster.pools: Bridge initializes Megatron-Core's rank order (v0.6.0
+        head += [""] + host_order_lines(spec, plan)  # training/initialize.py:820), so the same host order places them
     text = comment_block(head) + "".join(f"{key}={_value(value)}\n" for key, value in overrides)
     return Export(target="bridge", text=text, filename="bridge_overrides.txt", warnings=tuple(warnings))
 

@@ -40,6 +40,7 @@ from parplan.costmodel.assumptions import resolve_assumptions, selective_policy
 from parplan.costmodel.optimizer_states import split_states
 from parplan.costmodel.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
+from parplan.frameworks.pool_placement import host_order_array, host_order_lines, rank_blocks
 
 MEGATRON_VERSION = "core_v0.15.3"
 
@@ -96,6 +97,9 @@ def layout_string(plan: Plan, mtp_layers: int = 0) -> str:
 
 def _pipeline_split(plan: Plan, s: MegatronSettings, mtp_layers: int = 0) -> None:
     layers = plan.stage_layers
+    if plan.stage_pools is not None and len(set(layers)) > 1:  # on pools: every stage's own count, stated (issue 21)
+        s.layout = layout_string(plan, mtp_layers)
+        return
     if plan.pipeline_layout is not None and any(len(set(ch)) > 1 for ch in plan.pipeline_layout):
         s.layout = layout_string(plan, mtp_layers)  # chunks that differ within a stage: only the layout says so
         return
@@ -417,7 +421,12 @@ def render(spec: Spec, plan: Plan) -> tuple[str, list[str]]:
         "RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.",
     ])
     text += 'MEGATRON_ARGS=( ' + " ".join(f'"${{{name}[@]}}"' for name, _ in groups) + " )\n"
-    text += comment_block([f"torchrun --nproc-per-node {spec.cluster.gpus_per_node} ... pretrain_gpt.py "
+    if plan.stage_pools is not None:  # several cluster.pools: which nodes hold which stage (frameworks/pool_placement.py)
+        text += "\n" + comment_block(host_order_lines(spec, plan)) + host_order_array(spec, plan)
+        nproc = "/".join(str(n) for n in sorted({b.per_node for b in rank_blocks(spec, plan)}))
+    else:
+        nproc = str(spec.cluster.gpus_per_node)
+    text += comment_block([f"torchrun --nproc-per-node {nproc} ... pretrain_gpt.py "
                            '"${MEGATRON_ARGS[@]}"   (solver-cli optimize ... --emit slurm writes the job)'])
     return text, warnings
 

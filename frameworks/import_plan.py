@@ -8,7 +8,8 @@ file does not state come from ``base``. ``solver-cli import`` prints that spec, 
 
 The reading rules mirror the frameworks' own (sources as cited in the exporter modules):
 
-* Megatron-LM: ``dp = world / (tp·pp·cp)``; virtual stages from whichever of
+* Megatron-LM: ``dp = world / (tp·pp·cp)`` (on several ``cluster.pools`` the world and each stage's pool from
+  the ``PARPLAN_HOST_ORDER`` array, frameworks/pool_placement.py); virtual stages from whichever of
   ``--num-layers-per-virtual-pipeline-stage`` / ``--num-virtual-stages-per-pipeline-rank`` /
   ``--pipeline-model-parallel-layout`` is given; ``--recompute-method block --recompute-num-layers n``
   recomputes ``vpp·min(n, chunk)`` layers per stage, ``uniform`` every layer; sequence parallelism is
@@ -37,6 +38,8 @@ from parplan.costmodel.spec import Spec
 from parplan.frameworks.export_common import ExportError
 from parplan.frameworks.export_megatron import block_recompute_layers
 from parplan.frameworks.loader import validate_spec
+from parplan.frameworks.pool_placement import (HOST_ORDER_ARRAY, read_host_order, several_pools,
+                                               stage_pools_from_host_order)
 
 
 class ImportPlanError(ExportError):
@@ -79,7 +82,7 @@ def megatron_tokens(text: str) -> list[str]:
     tokens: list[str] = []
     for match in _ARRAY.finditer(text):
         body = match.group(2)
-        if "${" in body:
+        if "${" in body or match.group(1) == HOST_ORDER_ARRAY:  # concatenations; the pools' host order
             continue
         tokens += shlex.split(body, comments=True)
     if not tokens:  # a bare command line
@@ -171,13 +174,18 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     L = args.num_layers or base.model.num_layers
     tp, pp, cp = (args.tensor_model_parallel_size or 1, args.pipeline_model_parallel_size or 1,
                   args.context_parallel_size or 1)
-    dp = _divide(base.cluster.num_gpus, tp * pp * cp, "cluster.num_gpus / (tp·pp·cp)")
+    order = _host_order(text, base)
+    world = base.cluster.num_gpus if order is None else sum(nodes * per_node for _, nodes, per_node in order)
+    dp = _divide(world, tp * pp * cp, "cluster.num_gpus / (tp·pp·cp)" if order is None else
+                 f"{HOST_ORDER_ARRAY} ranks / (tp·pp·cp)")
     mbs = args.micro_batch_size or 1
     gbs = args.global_batch_size or mbs * dp
     m = _divide(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
     stage_layers, vpp, layout = _megatron_stages(args, L, pp)
     plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
                             "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
+    if order is not None:  # several cluster.pools: the pool of each stage from the host order
+        plan["stage_pools"] = stage_pools_from_host_order(order, tp * cp * dp, pp)
     if layout is not None and any(len(set(stage)) > 1 for stage in layout):
         plan["pipeline_layout"] = layout  # chunks that differ within a stage (e.g. an 'E' or 'L' chunk alone)
     if args.sequence_parallel or tp > 1:
@@ -202,6 +210,18 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     elif args.bf16:
         training["precision"] = "bf16"
     return _spec_with(base, plan=plan, model=model, training=training)
+
+
+def _host_order(text: str, base: Spec) -> Optional[list[tuple[int, int, int]]]:
+    """The ``PARPLAN_HOST_ORDER`` blocks when ``base`` has several pools (required there), else None."""
+    if not several_pools(base):
+        return None
+    order = read_host_order(text)
+    if order is None:
+        raise ImportPlanError(f"plan.stage_pools: a spec on {len(base.cluster.pools)} cluster.pools needs the host "
+                              f"order ({HOST_ORDER_ARRAY}=( pool<k>:<nodes>x<gpus> ... ) in rank order) to read "
+                              f"which pool runs each stage")
+    return order
 
 
 def _megatron_stages(args: argparse.Namespace, L: int, pp: int) -> tuple[list[int], int, Optional[list[list[int]]]]:

@@ -285,3 +285,23 @@ def test_tp_with_ep_gets_sequence_parallelism():
     export = export_plan(spec, plan.model_copy(update={"sequence_parallel": False}), "megatron")
     assert "--sequence-parallel" in megatron_tokens(export.text)
     assert any("--sequence-parallel when TP and EP" in w for w in export.warnings)
+
+
+def test_pool_plans_pass_megatron_validation():
+    """Plans on several cluster.pools (issue 21): the world is the plan's GPUs (the host order's), the layout string
+    gives each stage its own layers and passes the layout rules."""
+    from pathlib import Path
+
+    from parplan.client.spec_io import load_spec_file
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    spec = load_spec_file(Path(__file__).parents[1] / "examples" / "pools" / "llama3-8b-h100-a100.yaml")
+    result = optimize(spec, top_k=3, controls=SolverControls(deterministic=True))
+    assert result.plans and any(len(set(e.plan.stage_pools)) > 1 for e in result.plans)
+    for evaluation in result.plans:
+        plan = evaluation.plan
+        export = export_plan(spec, plan, "megatron")
+        argv = megatron_tokens(export.text)
+        assert argv == megatron_argv(spec, plan) and "PARPLAN_HOST_ORDER" not in " ".join(argv)
+        assert megatron_violations(argv, plan.num_gpus, _env(export.text)) == [], plan

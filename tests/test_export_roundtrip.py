@@ -7,6 +7,7 @@ is the one the framework would run instead (checked for the DeepSpeed uneven-sta
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,9 +15,13 @@ from typer.testing import CliRunner
 from export_cases import CASES_DIR, load_case
 from parplan.client.cli import app
 from parplan.client.evaluation import evaluate_spec
+from parplan.client.spec_io import load_spec_file
 from parplan.costmodel.spec import PlanSpec
 from parplan.frameworks.export import export_plan
 from parplan.frameworks.import_plan import ImportPlanError, spec_from_export
+from parplan.frameworks.loader import validate_spec
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.planner import optimize
 
 # (case, plan changes, target): each expressible exactly by its target
 EXACT = [
@@ -102,3 +107,73 @@ def test_cli_export_import_evaluate_round_trip(tmp_path):
     after = json.loads(runner.invoke(app, ["evaluate", str(reread), "--format", "json"]).stdout)
     assert after["plans"][0]["plan"] == before["plans"][0]["plan"]
     assert after["plans"][0]["metrics"] == before["plans"][0]["metrics"]
+
+
+# ------------------------------------------------------------------------ several cluster.pools (issue 21)
+
+POOLS_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pools" / "llama3-8b-h100-a100.yaml"
+SMALL = dict(name="small", num_layers=6, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
+             num_kv_heads=4, vocab_size=32000, gated_mlp=True, tie_embeddings=False)
+
+
+def _small_pools_spec(pools: list[dict]):
+    return validate_spec({"framework": "any", "model": SMALL, "cluster": {"pools": pools},
+                          "training": {"seq_len": 2048, "global_batch_size": 16, "precision": "bf16"}})
+
+
+def _pools_round_trip(spec, plan, target="megatron"):
+    """Export, re-import (layout + PARPLAN_HOST_ORDER), evaluate: the same stage_layers, stage_pools, step time."""
+    export = export_plan(spec, plan, target)
+    reread = spec_from_export(export.text, "megatron", spec)
+    original, again = evaluate_spec(spec, plan), evaluate_spec(reread)
+    return export, original, again
+
+
+def test_the_solvers_best_pool_plans_round_trip_through_megatron():
+    data = load_spec_file(str(POOLS_EXAMPLE)).model_dump(mode="json", exclude_none=True)
+    data["search"]["schedules"] = ["1f1b"]  # ZB-H1 has no upstream Megatron-LM schedule (a warning; below)
+    spec = validate_spec(data)
+    got = optimize(spec, top_k=3, controls=SolverControls(deterministic=True))
+    assert got.plans and any(len(set(e.plan.stage_pools)) > 1 for e in got.plans)
+    for e in got.plans:
+        export, original, again = _pools_round_trip(spec, e.plan)
+        assert export.warnings == () and "--pipeline-model-parallel-layout" in export.text
+        assert again.plan == original.plan == e.plan  # stage_layers, stage_pools and every other field
+        assert again.metrics == original.metrics and again.metrics.step_time_s == e.metrics.step_time_s
+
+
+@pytest.mark.parametrize("pools, plan", [
+    # pool 0 used twice around pool 1: three host-order blocks
+    ([dict(gpu="H100-SXM-80GB", num_gpus=8, gpus_per_node=4), dict(gpu="A100-SXM-80GB", num_gpus=4, gpus_per_node=4)],
+     dict(tp=2, pp=3, dp=2, num_microbatches=8, stage_layers=[3, 1, 2], recompute_layers=[0, 0, 0],
+          stage_pools=[0, 1, 0])),
+    # half of each pool idle: the world is the host order's 8 GPUs, not the cluster's 16
+    ([dict(gpu="H100-SXM-80GB", num_gpus=8, gpus_per_node=8), dict(gpu="A100-SXM-80GB", num_gpus=8, gpus_per_node=8)],
+     dict(tp=2, pp=2, dp=2, num_microbatches=8, stage_layers=[4, 2], recompute="full", recompute_layers=[4, 2],
+          stage_pools=[0, 1])),
+])
+def test_hand_placed_pool_plans_round_trip_with_their_host_order(pools, plan):
+    spec = _small_pools_spec(pools)
+    fixed = evaluate_spec(spec, PlanSpec(micro_batch_size=1, **plan)).plan
+    export, original, again = _pools_round_trip(spec, fixed)
+    assert export.warnings == ()
+    assert again.plan == original.plan and again.plan.stage_pools == plan["stage_pools"]
+    assert again.metrics == original.metrics
+
+
+def test_a_zb_h1_pool_plan_reads_back_as_the_1f1b_megatron_runs():
+    spec = load_spec_file(str(POOLS_EXAMPLE))
+    best = optimize(spec, controls=SolverControls(deterministic=True)).plans[0].plan
+    assert best.schedule == "zb-h1"
+    export, _, again = _pools_round_trip(spec, best)
+    assert any("schedule 'zb-h1'" in w for w in export.warnings)
+    assert again.plan == evaluate_spec(spec, PlanSpec(**{**best.model_dump(), "schedule": "1f1b"})).plan
+
+
+def test_a_pool_export_without_its_host_order_names_stage_pools():
+    spec = load_spec_file(str(POOLS_EXAMPLE))
+    best = optimize(spec, controls=SolverControls(deterministic=True)).plans[0].plan
+    text = export_plan(spec, best, "megatron").text
+    cut = "\n".join(line for line in text.splitlines() if not line.startswith("PARPLAN_HOST_ORDER"))
+    with pytest.raises(ImportPlanError, match=r"^plan\.stage_pools: a spec on 2 cluster\.pools needs the host order"):
+        spec_from_export(cut, "megatron", spec)

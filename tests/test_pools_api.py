@@ -1,6 +1,6 @@
 """Plans on several pools through every door (issue 21): ``optimize``/``evaluate`` in Python, ``solver-cli optimize``
 and ``evaluate`` (exit 0 with ``stage_pools``; exit 2 with one line naming the field for what stays unsupported:
-a frontier, a framework's space, exports), and the gRPC ``Plan``/``Evaluate`` calls (INVALID_ARGUMENT likewise)."""
+a frontier, a framework's space, exports other than Megatron's), and the gRPC ``Plan``/``Evaluate`` calls (INVALID_ARGUMENT likewise)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def test_cli_optimize_and_evaluate_a_pools_spec(tmp_path):
 
 @pytest.mark.parametrize("args, extra, words", [
     (["--pareto", "memory"], {}, "error: --pareto: is not available on several cluster.pools"),
-    (["--export", "megatron"], {}, "error: plan.stage_pools: a plan on several cluster.pools is not exported"),
-    (["--emit", "slurm"], {}, "error: plan.stage_pools"),
+    (["--export", "torchtitan"], {}, "error: plan.stage_pools: torchtitan cannot be given a per-stage placement"),
+    (["--export", "deepspeed"], {}, "error: plan.stage_pools: deepspeed cannot be given a per-stage placement"),
     ([], {"framework": "megatron-core"}, "error: framework: megatron-core: plans on several cluster.pools"),
     ([], {"objective": "min_memory"}, "error: objective: min_memory on several cluster.pools"),
     ([], {"plan": {"stage_pools": [0, 1]}}, "error: plan.stage_pools"),
@@ -88,6 +88,20 @@ def test_cli_refuses_what_pools_do_not_support_with_exit_2(tmp_path, args, extra
     assert run.exit_code == 2, run.output
     lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and lines[0].startswith(words), run.stderr
+
+
+def test_cli_exports_a_pools_plan_to_megatron_and_imports_it_back(tmp_path):
+    spec_file = small_spec_file(tmp_path)
+    run = runner.invoke(app, ["optimize", str(spec_file), "--deterministic", "--export", "megatron"])
+    assert run.exit_code == 0, run.output
+    assert "PARPLAN_HOST_ORDER=( pool" in run.stdout and "--pipeline-model-parallel-layout" in run.stdout
+    args = tmp_path / "megatron_args.sh"
+    args.write_text(run.stdout)
+    imported = runner.invoke(app, ["import", str(args), "--from", "megatron", "--spec", str(spec_file)])
+    assert imported.exit_code == 0, imported.output
+    assert set(yaml.safe_load(imported.stdout)["plan"]["stage_pools"]) == {0, 1}
+    job = runner.invoke(app, ["optimize", str(spec_file), "--deterministic", "--emit", "slurm"])
+    assert job.exit_code == 0 and job.stdout.count("#SBATCH hetjob") >= 1, job.output
 
 
 def test_cli_evaluate_without_stage_pools_names_the_field(tmp_path):

@@ -1,21 +1,29 @@
 """The exhaustive search of plans on heterogeneous pools (``solver/pools.py``, issue 21) against a brute force
 over every recompute vector through the evaluator (``costmodel/pools.py``), on random small two- and three-pool
 specs (pool sizes, speeds and memories drawn), top-K up to 5; and the two shapes of answer the issue asks for: a
-mixed plan that beats either pool alone, and a slow pool best left idle."""
+mixed plan that beats either pool alone, and a slow pool best left idle; the README's mixed plans against the
+discrete-event 1F1B simulation (tests/pipeline_sim.py)."""
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from parplan.client.evaluation import evaluate_spec
+from parplan.client.spec_io import load_spec_file
 from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.pools import evaluate_pools, pool_costs
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.pools import PoolStageTimes, evaluate_pools, pool_costs
+from parplan.costmodel.spec import Plan, PlanSpec, Spec
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.planner import optimize
 from parplan.solver.pools import compositions, pool_choices, search_pools, stage_sequences
 from parplan.frameworks.loader import validate_spec
+
+from pipeline_sim import simulate_1f1b
 
 MODEL = dict(name="small", num_layers=6, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=16,
              num_kv_heads=4, vocab_size=32000, gated_mlp=True, tie_embeddings=False)
@@ -114,3 +122,20 @@ def test_a_slow_pool_is_best_left_idle():
 def test_nothing_fits_is_an_empty_answer():
     tiny = [{**H100, "memory_gib": 0.5}, {**A100, "memory_gib": 0.5}]
     assert search_pools(spec_of(tiny)) == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "pools"
+
+
+@pytest.mark.parametrize("which", ["6-layer", "llama3-8b-h100-a100.yaml", "llama3-70b-h100-a100.yaml"])
+def test_the_readme_mixed_plans_agree_with_a_simulated_1f1b(which):
+    """The README's worked examples (benchmarks/pools.py): the best mixed plan, timed under 1F1B (the schedule the
+    discrete-event simulation runs; the plans themselves are ZB-H1), against tests/pipeline_sim.py over the
+    evaluator's per-stage times plus the exposed DP: within 5 %."""
+    spec = spec_of([H100, A100]) if which == "6-layer" else load_spec_file(str(EXAMPLES / which))
+    best = optimize(spec, controls=SolverControls(deterministic=True)).plans[0].plan
+    assert len(set(best.stage_pools)) == 2  # a mixed plan: both pools used
+    ev = evaluate_spec(spec, PlanSpec(**{**best.model_dump(), "schedule": "1f1b"}))
+    times = PoolStageTimes.of(ev)
+    simulated = simulate_1f1b(times.forward_s, times.backward_s, best.num_microbatches) + max(s.dp_s for s in ev.stages)
+    assert ev.metrics.step_time_s == pytest.approx(simulated, rel=0.05)
