@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from parplan.costmodel.context_parallel import CpComm
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerCost, dense_layer_params_gpu,
                                            moe_params_gpu)
-from parplan.costmodel.schedule import PipelineUnits
+from parplan.costmodel.schedule import PipelineUnits, Schedule
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,11 @@ def pipeline_boundary(ctx: ChoiceContext) -> tuple[float, float]:
     p2p_bytes = tokens_tp_group * h * 2 / c.tp  # seed 003: act_bytes / tp each way
     p2p = 0.0
     if c.pp > 1:
-        chunks = PipelineUnits.of(c).chunks_per_stage  # model chunks per rank, each sends both ways
-        p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - a.pp_comm_overlap)
+        units = PipelineUnits.of(c)
+        chunks = units.chunks_per_stage  # model chunks per rank, each sends both ways
+        # DualPipe sends beside the partner chunk's compute (DeepSeek-V3 §3.2.1); other schedules: the fitted share
+        hidden = a.dualpipe_pp_comm_overlap if units.schedule is Schedule.DUALPIPE else a.pp_comm_overlap
+        p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - hidden)
     torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
     stage_io = tokens_tp_group * h * 2 / (c.tp if ctx.sp else 1)  # the boundary tensor (sequence-sharded under SP)
     return p2p, stage_io if torch_pipelining else 0.0
