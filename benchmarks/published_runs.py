@@ -87,6 +87,7 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
         if r.get("missing_fact"):
             for line in textwrap.wrap("missing: " + r["missing_fact"], 106):
                 w(f"      {line}")
+    render_completed(results, out)
     if summary["legality_violations"]:
         w()
         w("Legality rules the published plan breaks in the model:")
@@ -100,6 +101,38 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
             w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x)")
 
     render_summary(summary, out)
+
+
+def _runs(values: list) -> str:
+    """A list with its runs of equal items written ``item×count`` (a 16 x 8 chunk layout in one line)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        item = _runs(values[i]) if isinstance(values[i], list) else str(values[i])
+        parts.append(item if j - i == 1 else f"{item}×{j - i}")
+        i = j
+    return "[" + ", ".join(parts) + "]"
+
+
+def render_completed(results: list[dict[str, Any]], out: TextIO) -> None:
+    """The rows judged at the planner's completion (benchmarks/row_completion.py): every field it chose, or why
+    a row that does not fit was not completed."""
+    done = [r for r in results if r.get("expressed") and r.get("completion_note") is not None]
+    if not done:
+        return
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    w()
+    w(f"Completed by the planner ({len(done)}: the as-mapped plan did not fit; the fields the source does not state, "
+      "searched with the stated ones pinned):")
+    for r in done:
+        fit = f"fits, {r['predicted_peak_memory_gib']:.1f}" if r["fits"] else f"does not fit, {r['predicted_peak_memory_gib']:.1f}"
+        w(f"  {r['id']}: {r['completion_note']}; {fit} of {r['usable_memory_gib']:.1f} GiB usable; "
+          f"unstated: {', '.join(r['unstated']) or 'none'}")
+        for k, v in (r.get("completed") or {}).items():
+            w(f"      {k} = {_runs(v) if isinstance(v, list) else v}")
 
 
 def render_table(done: list[dict[str, Any]], out: TextIO) -> None:
@@ -152,12 +185,13 @@ def render_summary(summary: dict[str, Any], out: TextIO) -> None:
     w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
 
 
-def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
+def render_heldout(summary: dict[str, Any], out: TextIO, rows: Optional[list[dict[str, Any]]] = None) -> None:
     """The held-out rows' figures, apart from the fitted rows' (their table: --data benchmarks/data/heldout-runs.yaml)."""
     w = lambda s="": print(s, file=out)  # noqa: E731
     w()
     w("Held-out rows (benchmarks/data/heldout-runs.yaml; sources the fit never read)")
-    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")
+    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']} "
+      f"({100.0 * summary['expressed'] / max(summary['rows'], 1):.1f} % coverage)")
     w(f"  median |error|:              {summary['median_abs_error_pct']:.1f} %  "
       f"(signed median {summary['median_signed_error_pct']:+.1f} %)")
     w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
@@ -168,6 +202,7 @@ def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
         w(f"  not fitting: {r['id']} ({r['predicted_peak_memory_gib']:.0f} > {r['usable_memory_gib']:.0f} GiB){note[:120]}")
     for r in summary["not_expressed"]:
         w(f"  not expressed: {r['id']}: {r['reason'][:100]}")
+    render_completed(rows or [], out)
 
 
 def compare_extra(rows: list[dict], preset: str = "default") -> list[dict[str, Any]]:
@@ -243,7 +278,7 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     if not args.no_heldout and args.data is None and HELDOUT_DATA.exists():
         held = compare_all(load_runs(HELDOUT_DATA), args.preset)
         heldout = {"summary": summarize(held), "rows": held}
-        render_heldout(heldout["summary"], out)
+        render_heldout(heldout["summary"], out, held)
     extras = {}
     for path in args.extra:
         res = compare_extra(load_runs(path), args.preset)

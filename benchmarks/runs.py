@@ -31,6 +31,7 @@ from typing import Any, Optional
 import yaml
 
 from benchmarks.row_facts import Expression, NotExpressible, framework_version, profile_family  # noqa: F401
+from benchmarks.row_completion import complete, completed_values
 from benchmarks.row_mapping import express, row_to_spec, unexpressible_reason  # noqa: F401
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import AssumptionsSpec
@@ -166,13 +167,17 @@ def plan_summary(plan) -> str:
     return " ".join(parts)
 
 
-def compare(row: dict, preset: str = "default") -> dict[str, Any]:
+def compare(row: dict, preset: str = "default", complete_unfit: bool = True) -> dict[str, Any]:
     """Predicted vs published for one row (a JSON-ready dict).
 
     ``expressed`` False: ``reason`` says why. Otherwise ``metric`` is the primary quantity,
     ``ratio`` = predicted / published, ``error_pct`` = (ratio - 1)·100 and, for MFU/HFU,
     ``error_points`` = predicted - published in percentage points. ``predictions`` holds every
     quantity the row publishes, side by side; memory is reported but never blocks the comparison.
+
+    A row whose as-mapped plan does not fit is compared at the planner's best completion of the plan fields its
+    source does not state (``complete_unfit``; :mod:`benchmarks.row_completion`): ``completed`` holds what it chose,
+    ``completion_note`` the planner's status or why no completion was made.
     """
     ex = express(row)
     out: dict[str, Any] = {"id": ex.row_id, "model": row.get("model"), "num_gpus": row.get("num_gpus"),
@@ -186,6 +191,12 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
     except PlanError as e:
         out.update(expressed=False, reason=f"plan rejected by the evaluator: {e}")
         return out
+    completion = None
+    if not ev.metrics.fits and complete_unfit and ex.unstated:
+        # a run that ran fits: judged at the planner's best completion of what its source does not state
+        completion = complete(spec, ex.plan, ex.unstated)
+        if completion.evaluation is not None:
+            ev = completion.evaluation
     m = ev.metrics
     peak_tflops = nominal_peak_tflops(spec)
     n = spec.cluster.num_gpus
@@ -227,6 +238,10 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
         fits=m.fits,
         published_peak_memory_gib=row.get("peak_memory_gib"),
         memory_miss_note=row.get("memory_miss_note"),  # the row's own note: what the model lacks to fit it
+        unstated=list(ex.unstated),
+        completed=completed_values(completion) if completion is not None else None,
+        completion_note=(None if completion is None else completion.reason
+                         or f"planner {completion.status}, deterministic"),
         violations=list(ev.violations),
         legality_violations=[v for v in ev.violations if v not in memory_violations],
     )
@@ -245,8 +260,8 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
     return out
 
 
-def compare_all(rows: list[dict], preset: str = "default") -> list[dict[str, Any]]:
-    return [compare(r, preset) for r in rows]
+def compare_all(rows: list[dict], preset: str = "default", complete_unfit: bool = True) -> list[dict[str, Any]]:
+    return [compare(r, preset, complete_unfit) for r in rows]
 
 
 def _percentile(values: list[float], q: float) -> float:
