@@ -53,7 +53,7 @@ class Expression:
 
 
 # GPUs per node when the row does not say: 8 (DGX/HGX), except a GB200 NVL72 compute tray's 4 GPUs
-GPUS_PER_NODE = {"GB200-NVL72": 4}
+GPUS_PER_NODE = {"GB200-NVL72": 4, "GB300-NVL72": 4}
 
 
 H100_SXM_TDP_W = 700.0  # NVIDIA H100 SXM5 datasheet: up to 700 W
