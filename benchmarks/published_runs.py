@@ -96,9 +96,14 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
 
     if summary["memory_published"]:
         w()
-        w("Peak memory where published (GiB, predicted / published):")
+        w("Peak memory where published (GiB, predicted / published; 'reserved': the caching allocator's reserved peak, "
+          "the ledger's tensors plus its fragmentation, benchmarks/runs.py predicted_reserved_gib):")
         for r in summary["memory_published"]:
-            w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x)")
+            w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x; "
+              f"{r['kind']}; ledger peak {r['ledger_peak']:.1f})")
+        mem = summary["memory_published"]
+        w(f"  median |error| {summary['memory_published_median_abs_error_pct']:.1f} %; "
+          f"{summary['memory_published_within_10pct']} of {len(mem)} within 10 %")
 
     render_summary(summary, out)
 
