@@ -68,7 +68,9 @@ def complete(spec: Spec, plan: PlanSpec, unstated: list[str], time_limit_s: floa
     asked = spec.model_copy(update={"plan": partial, "search": spec.search.model_copy(update=search)})
     result = optimize(asked, time_limit_s=time_limit_s, deterministic=True)
     chosen = list(result.completed or [])
-    fields = [f for f in SHOWN if f in chosen and (f in unstated or f in _PER_STAGE or f == "num_microbatches")]
+    # what the planner chose: the unstated fields, the micro-batch count that follows, and the per-stage recompute
+    # counts (no source states them; a partial plan cannot pin them)
+    fields = [f for f in SHOWN if f in chosen and (f in unstated or f in ("recompute_layers", "num_microbatches"))]
     if not result.plans:
         return Completion(fields=fields, status=result.status, reason=f"no completion fits ({result.status})")
     return Completion(fields=fields, evaluation=result.plans[0], status=result.status)

@@ -188,7 +188,7 @@ def predicted_reserved_gib(ev) -> float:
     return tensors + ev.metrics.memory_outside_ledger_gib.get("allocator_fragmentation", 0.0)
 
 
-def compare(row: dict, preset: str = "default", complete_unfit: bool = True) -> dict[str, Any]:
+def compare(row: dict, preset: str = "default", complete_unfit: bool | str = True) -> dict[str, Any]:
     """Predicted vs published for one row (a JSON-ready dict).
 
     ``expressed`` False: ``reason`` says why. Otherwise ``metric`` is the primary quantity,
@@ -197,7 +197,8 @@ def compare(row: dict, preset: str = "default", complete_unfit: bool = True) -> 
     quantity the row publishes, side by side; memory is reported but never blocks the comparison.
 
     A row whose as-mapped plan does not fit is compared at the planner's best completion of the plan fields its
-    source does not state (``complete_unfit``; :mod:`benchmarks.row_completion`): ``completed`` holds what it chose,
+    source does not state (``complete_unfit``; ``"all"``: every row with unstated fields, whether or not its mapped
+    defaults fit; :mod:`benchmarks.row_completion`): ``completed`` holds what it chose,
     ``completion_note`` the planner's status or why no completion was made.
     """
     ex = express(row)
@@ -213,7 +214,7 @@ def compare(row: dict, preset: str = "default", complete_unfit: bool = True) -> 
         out.update(expressed=False, reason=f"plan rejected by the evaluator: {e}")
         return out
     completion = None
-    if not ev.metrics.fits and complete_unfit and ex.unstated:
+    if ex.unstated and (complete_unfit == "all" or (complete_unfit and not ev.metrics.fits)):
         # a run that ran fits: judged at the planner's best completion of what its source does not state
         completion = complete(spec, ex.plan, ex.unstated)
         if completion.evaluation is not None:
@@ -285,7 +286,7 @@ def compare(row: dict, preset: str = "default", complete_unfit: bool = True) -> 
     return out
 
 
-def compare_all(rows: list[dict], preset: str = "default", complete_unfit: bool = True) -> list[dict[str, Any]]:
+def compare_all(rows: list[dict], preset: str = "default", complete_unfit: bool | str = True) -> list[dict[str, Any]]:
     return [compare(r, preset, complete_unfit) for r in rows]
 
 

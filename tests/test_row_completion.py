@@ -62,7 +62,7 @@ def test_a_run_that_ran_fits_at_its_completion_with_the_stated_fields_pinned(row
     for f in partial_plan(ex.plan, ex.unstated).model_fields_set:
         assert getattr(plan, f) == getattr(ex.plan, f), f  # a stated field is never completed
     chosen = completed_values(c)
-    assert set(chosen) <= set(ex.unstated) | {"num_microbatches"}
+    assert set(chosen) <= set(ex.unstated) | {"num_microbatches", "recompute_layers"}
     assert chosen["recompute"] == plan.recompute and "recompute" in c.fields
 
 
@@ -96,7 +96,7 @@ def test_no_heldout_run_that_ran_is_predicted_not_to_fit(heldout_results):
     assert [r["id"] for r in done if not r["fits"]] == []
     for r in done:
         if r["completed"]:  # every completed field printed is one the source leaves unstated
-            assert set(r["completed"]) <= set(r["unstated"]) | {"num_microbatches"}, r["id"]
+            assert set(r["completed"]) <= set(r["unstated"]) | {"num_microbatches", "recompute_layers"}, r["id"]
 
 
 def test_without_completion_the_llama3_rows_do_not_fit(heldout_results):
@@ -105,3 +105,16 @@ def test_without_completion_the_llama3_rows_do_not_fit(heldout_results):
     assert all(not r["fits"] and r["completed"] is None for r in plain)
     done = {r["id"]: r for r in heldout_results}
     assert all(done[r["id"]]["fits"] and done[r["id"]]["completed"] for r in plain)
+
+
+def test_complete_all_judges_a_fitting_row_at_its_completion_too():
+    # Megatron-Bridge 26.04.01, Llama 3 8B with Megatron-FSDP on 8 H100: fits as mapped; its table states neither
+    # the recompute nor the vpp, so "all" completes them and "unfit" (the default) leaves the mapped defaults
+    row = _held("bridge2511-h100-llama3-8b-8gpu-fp8cs-fsdp")
+    default = runs.compare(row)
+    assert default["fits"] and default["completed"] is None
+    everything = runs.compare(row, complete_unfit="all")
+    assert everything["fits"] and everything["completed"] is not None
+    assert set(everything["completed"]) <= set(everything["unstated"]) | {"num_microbatches", "recompute_layers"}
+    assert "stage_layers" not in everything["completed"]  # pp 1: no split to complete
+    assert everything["step_time_s"] <= default["step_time_s"] * (1 + 1e-9)  # the best completion is no slower
