@@ -264,6 +264,8 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="assumptions preset")
     p.add_argument("--verbose", "-v", action="store_true", help="also list every value chosen for a null field")
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out rows' summary")
+    p.add_argument("--no-complete", action="store_true",
+                   help="judge every row at its mapped defaults only (no planner completion)")
     p.add_argument("--complete-all", action="store_true",
                    help="judge every row with unstated plan fields at the planner's best completion of them, not only "
                         "rows whose mapped defaults do not fit (benchmarks/row_completion.py)")
@@ -273,7 +275,7 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
 
     data = args.data or default_data_path()
     rows = load_runs(data)
-    policy = "all" if args.complete_all else True
+    policy = "all" if args.complete_all else (False if args.no_complete else True)
     results = compare_all(rows, args.preset, policy)
     summary = summarize(results)
     try:
