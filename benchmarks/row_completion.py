@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from parplan.client.api import optimize
+from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.evaluate import Evaluation
 from parplan.costmodel.spec import PlanSpec, Spec
 
@@ -66,7 +67,10 @@ def complete(spec: Spec, plan: PlanSpec, unstated: list[str], time_limit_s: floa
         search["schedules"] = ["1f1b", "interleaved"]
     partial = partial_plan(plan, unstated)
     asked = spec.model_copy(update={"plan": partial, "search": spec.search.model_copy(update=search)})
-    result = optimize(asked, time_limit_s=time_limit_s, deterministic=True)
+    try:
+        result = optimize(asked, time_limit_s=time_limit_s, deterministic=True)
+    except ParplanError as e:  # a pin the planner refuses (solver/completion.py PlanConflict): no completion
+        return Completion(reason=f"not completed: {e}")
     chosen = list(result.completed or [])
     # what the planner chose: the unstated fields, the micro-batch count that follows, and the per-stage recompute
     # counts (no source states them; a partial plan cannot pin them)

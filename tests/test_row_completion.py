@@ -118,3 +118,11 @@ def test_complete_all_judges_a_fitting_row_at_its_completion_too():
     assert set(everything["completed"]) <= set(everything["unstated"]) | {"num_microbatches", "recompute_layers"}
     assert "stage_layers" not in everything["completed"]  # pp 1: no split to complete
     assert everything["step_time_s"] <= default["step_time_s"] * (1 + 1e-9)  # the best completion is no slower
+
+
+def test_a_pin_the_planner_refuses_is_no_completion_with_its_reason():
+    ex = runs.express(_held("llama3-paper-405b-8192gpu"))
+    spec = _spec(ex)
+    narrowed = spec.model_copy(update={"search": spec.search.model_copy(update={"micro_batch_size": [2]})})
+    c = complete(narrowed, ex.plan, ex.unstated)  # the row states micro-batch 1; the search allows only 2
+    assert c.evaluation is None and "not completed" in c.reason and "micro_batch_size" in c.reason
