@@ -87,6 +87,7 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
         if r.get("missing_fact"):
             for line in textwrap.wrap("missing: " + r["missing_fact"], 106):
                 w(f"      {line}")
+    render_completed(results, out)
     if summary["legality_violations"]:
         w()
         w("Legality rules the published plan breaks in the model:")
@@ -95,11 +96,48 @@ def render(results: list[dict[str, Any]], summary: dict[str, Any], out: TextIO, 
 
     if summary["memory_published"]:
         w()
-        w("Peak memory where published (GiB, predicted / published):")
+        w("Peak memory where published (GiB, predicted / published; 'reserved': the caching allocator's reserved peak, "
+          "the ledger's tensors plus its fragmentation, benchmarks/runs.py predicted_reserved_gib):")
         for r in summary["memory_published"]:
-            w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x)")
+            w(f"  {r['id']}: {r['predicted']:.1f} / {r['published']:.1f} ({r['predicted'] / r['published']:.2f}x; "
+              f"{r['kind']}; ledger peak {r['ledger_peak']:.1f})")
+        mem = summary["memory_published"]
+        w(f"  median |error| {summary['memory_published_median_abs_error_pct']:.1f} %; "
+          f"{summary['memory_published_within_10pct']} of {len(mem)} within 10 %")
 
     render_summary(summary, out)
+
+
+def _runs(values: list) -> str:
+    """A list with its runs of equal items written ``item×count`` (a 16 x 8 chunk layout in one line)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        item = _runs(values[i]) if isinstance(values[i], list) else str(values[i])
+        parts.append(item if j - i == 1 else f"{item}×{j - i}")
+        i = j
+    return "[" + ", ".join(parts) + "]"
+
+
+def render_completed(results: list[dict[str, Any]], out: TextIO) -> None:
+    """The rows judged at the planner's completion (benchmarks/row_completion.py): every field it chose, or why
+    a row that does not fit was not completed."""
+    done = [r for r in results if r.get("expressed") and r.get("completion_note") is not None]
+    if not done:
+        return
+    w = lambda s="": print(s, file=out)  # noqa: E731
+    w()
+    w(f"Completed by the planner ({len(done)} rows; the fields the source does not state, searched with the stated "
+      "ones pinned; without --complete-all only rows whose mapped defaults do not fit):")
+    for r in done:
+        fit = f"fits, {r['predicted_peak_memory_gib']:.1f}" if r["fits"] else f"does not fit, {r['predicted_peak_memory_gib']:.1f}"
+        w(f"  {r['id']}: {r['completion_note']}; {fit} of {r['usable_memory_gib']:.1f} GiB usable; "
+          f"unstated: {', '.join(r['unstated']) or 'none'}")
+        for k, v in (r.get("completed") or {}).items():
+            w(f"      {k} = {_runs(v) if isinstance(v, list) else v}")
 
 
 def render_table(done: list[dict[str, Any]], out: TextIO) -> None:
@@ -152,12 +190,13 @@ def render_summary(summary: dict[str, Any], out: TextIO) -> None:
     w(f"  rows predicted not to fit:   {len(summary['do_not_fit'])}")
 
 
-def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
+def render_heldout(summary: dict[str, Any], out: TextIO, rows: Optional[list[dict[str, Any]]] = None) -> None:
     """The held-out rows' figures, apart from the fitted rows' (their table: --data benchmarks/data/heldout-runs.yaml)."""
     w = lambda s="": print(s, file=out)  # noqa: E731
     w()
     w("Held-out rows (benchmarks/data/heldout-runs.yaml; sources the fit never read)")
-    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']}")
+    w(f"  rows expressed:              {summary['expressed']} / {summary['rows']} "
+      f"({100.0 * summary['expressed'] / max(summary['rows'], 1):.1f} % coverage)")
     w(f"  median |error|:              {summary['median_abs_error_pct']:.1f} %  "
       f"(signed median {summary['median_signed_error_pct']:+.1f} %)")
     w(f"  90th percentile |error|:     {summary['p90_abs_error_pct']:.1f} %")
@@ -168,6 +207,7 @@ def render_heldout(summary: dict[str, Any], out: TextIO) -> None:
         w(f"  not fitting: {r['id']} ({r['predicted_peak_memory_gib']:.0f} > {r['usable_memory_gib']:.0f} GiB){note[:120]}")
     for r in summary["not_expressed"]:
         w(f"  not expressed: {r['id']}: {r['reason'][:100]}")
+    render_completed(rows or [], out)
 
 
 def compare_extra(rows: list[dict], preset: str = "default") -> list[dict[str, Any]]:
@@ -224,13 +264,19 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p.add_argument("--preset", default="default", choices=sorted(PRESETS), help="assumptions preset")
     p.add_argument("--verbose", "-v", action="store_true", help="also list every value chosen for a null field")
     p.add_argument("--no-heldout", action="store_true", help="skip the held-out rows' summary")
+    p.add_argument("--no-complete", action="store_true",
+                   help="judge every row at its mapped defaults only (no planner completion)")
+    p.add_argument("--complete-all", action="store_true",
+                   help="judge every row with unstated plan fields at the planner's best completion of them, not only "
+                        "rows whose mapped defaults do not fit (benchmarks/row_completion.py)")
     p.add_argument("--extra", type=Path, action="append", default=[],
                    help="another data file reported apart (e.g. benchmarks/data/mlperf-v5.1.yaml); repeatable")
     args = p.parse_args(argv)
 
     data = args.data or default_data_path()
     rows = load_runs(data)
-    results = compare_all(rows, args.preset)
+    policy = "all" if args.complete_all else (False if args.no_complete else True)
+    results = compare_all(rows, args.preset, policy)
     summary = summarize(results)
     try:
         shown = Path(data).resolve().relative_to(ROOT)
@@ -241,9 +287,9 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     render(results, summary, out, verbose=args.verbose)
     heldout = None
     if not args.no_heldout and args.data is None and HELDOUT_DATA.exists():
-        held = compare_all(load_runs(HELDOUT_DATA), args.preset)
+        held = compare_all(load_runs(HELDOUT_DATA), args.preset, policy)
         heldout = {"summary": summarize(held), "rows": held}
-        render_heldout(heldout["summary"], out)
+        render_heldout(heldout["summary"], out, held)
     extras = {}
     for path in args.extra:
         res = compare_extra(load_runs(path), args.preset)

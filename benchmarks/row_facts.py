@@ -36,6 +36,9 @@ class Expression:
     # assumption knobs set for this row: techniques its framework did not use (e.g. no TP comm overlap in
     # Megatron-LM 2021); the fitted knobs describe the technique when it is used
     overrides: dict[str, Any] = field(default_factory=dict)
+    # plan fields the row's source does not state (their value above is a default): what the planner may complete
+    # (benchmarks/row_completion.py); the stage split is among them when the row states none it can be pinned by
+    unstated: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -50,7 +53,7 @@ class Expression:
 
 
 # GPUs per node when the row does not say: 8 (DGX/HGX), except a GB200 NVL72 compute tray's 4 GPUs
-GPUS_PER_NODE = {"GB200-NVL72": 4}
+GPUS_PER_NODE = {"GB200-NVL72": 4, "GB300-NVL72": 4}
 
 
 H100_SXM_TDP_W = 700.0  # NVIDIA H100 SXM5 datasheet: up to 700 W

@@ -285,6 +285,30 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero, zero_replicas=replicas,
                        sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
+    ex.unstated = unstated_plan_fields(row, tp, pp, schedule, layout is not None or stage_layers is not None)
+
+
+def unstated_plan_fields(row: dict, tp: int, pp: int, schedule: str, split_given: bool) -> list[str]:
+    """The plan fields the row's source leaves unstated (a field absent from the row; a ``mapping_facts`` entry is
+    the mapping's reasoning, not the source's word): micro-batch size, virtual stages with the schedule (pp > 1,
+    not DualPipe), recompute and its per-stage counts, ZeRO stage, SP (tp > 1), and the stage split when the row
+    gives none or gives one that rests on an unstated vpp. Fields that do nothing in the row's plan (vpp at pp 1,
+    SP at tp 1) are not listed. Degrees stay as published (dp is arithmetic on stated counts)."""
+    out = []
+    if row.get("micro_batch_size") is None:
+        out.append("micro_batch_size")
+    vpp_unstated = row.get("vpp") is None and pp > 1 and schedule not in ("dualpipe", "dualpipev")
+    if vpp_unstated:
+        out += ["vpp", "schedule"]
+    if row.get("recompute") is None:
+        out += ["recompute", "recompute_layers"]
+    if row.get("zero_or_sharding") is None:
+        out.append("zero_stage")
+    if row.get("sequence_parallel") is None and tp > 1:
+        out.append("sequence_parallel")
+    if pp > 1 and (not split_given or vpp_unstated):
+        out += ["stage_layers", "pipeline_layout"]
+    return out
 
 
 def _schedule(row: dict, fw: str, vpp: int, a: dict[str, str]) -> tuple[str, int]:

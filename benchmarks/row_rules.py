@@ -32,7 +32,7 @@ GPU_FAMILIES: dict[str, tuple[str, str]] = {
     "blackwell": ("B200", "the Blackwell data-centre training GPU in HGX/DGX nodes is the B200"),
     "cdna3": ("MI300X", "AMD's CDNA 3 training accelerator is the MI300X"),
 }
-_NOT_A_FAMILY = ("ultra",)  # Blackwell Ultra (B300/GB300) is another part, not in the catalog
+_NOT_A_FAMILY = ("ultra",)  # Blackwell Ultra (B300/GB300) is another part (GB300 by its name; B300 not in the catalog)
 
 
 def gpu_from_family(name: str, assumed: dict[str, str]) -> Optional[str]:

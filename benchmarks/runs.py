@@ -31,6 +31,7 @@ from typing import Any, Optional
 import yaml
 
 from benchmarks.row_facts import Expression, NotExpressible, framework_version, profile_family  # noqa: F401
+from benchmarks.row_completion import complete, completed_values
 from benchmarks.row_mapping import express, row_to_spec, unexpressible_reason  # noqa: F401
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import AssumptionsSpec
@@ -166,13 +167,39 @@ def plan_summary(plan) -> str:
     return " ".join(parts)
 
 
-def compare(row: dict, preset: str = "default") -> dict[str, Any]:
+# What a source's published peak memory measures, by the row's framework profile: torchtitan logs
+# ``device_mem_stats.max_reserved_gib`` (torchtitan train.py, the "memory:" log line; its DeviceMemoryMonitor reads
+# torch.cuda.memory_stats()["reserved_bytes.all.peak"]), the caching allocator's reserved peak, not the tensors
+# allocated. Sources not listed publish what the ledger counts.
+PUBLISHED_PEAK_KIND: dict[str, str] = {"torchtitan": "reserved"}
+
+
+def published_peak_kind(row: dict) -> str:
+    """'reserved' (the caching allocator's segments) or 'allocated' (the tensors): what the row's peak measures."""
+    return PUBLISHED_PEAK_KIND.get(profile_family(row) or "", "allocated")
+
+
+def predicted_reserved_gib(ev) -> float:
+    """The caching allocator's reserved peak the ledger implies: the heaviest stage's tensors (its memory less the
+    NCCL / TE buffers, which their libraries allocate outside PyTorch's allocator) plus the allocator's
+    fragmentation, the segments reserved that the tensors cannot use (``allocator_fragmentation`` of the GPU's
+    memory, taken near the limit: costmodel/runtime_memory.py)."""
+    tensors = max(s.memory_gib - s.runtime_buffers_gib for s in ev.stages)
+    return tensors + ev.metrics.memory_outside_ledger_gib.get("allocator_fragmentation", 0.0)
+
+
+def compare(row: dict, preset: str = "default", complete_unfit: bool | str = True) -> dict[str, Any]:
     """Predicted vs published for one row (a JSON-ready dict).
 
     ``expressed`` False: ``reason`` says why. Otherwise ``metric`` is the primary quantity,
     ``ratio`` = predicted / published, ``error_pct`` = (ratio - 1)·100 and, for MFU/HFU,
     ``error_points`` = predicted - published in percentage points. ``predictions`` holds every
     quantity the row publishes, side by side; memory is reported but never blocks the comparison.
+
+    A row whose as-mapped plan does not fit is compared at the planner's best completion of the plan fields its
+    source does not state (``complete_unfit``; ``"all"``: every row with unstated fields, whether or not its mapped
+    defaults fit; :mod:`benchmarks.row_completion`): ``completed`` holds what it chose,
+    ``completion_note`` the planner's status or why no completion was made.
     """
     ex = express(row)
     out: dict[str, Any] = {"id": ex.row_id, "model": row.get("model"), "num_gpus": row.get("num_gpus"),
@@ -186,6 +213,12 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
     except PlanError as e:
         out.update(expressed=False, reason=f"plan rejected by the evaluator: {e}")
         return out
+    completion = None
+    if ex.unstated and (complete_unfit == "all" or (complete_unfit and not ev.metrics.fits)):
+        # a run that ran fits: judged at the planner's best completion of what its source does not state
+        completion = complete(spec, ex.plan, ex.unstated)
+        if completion.evaluation is not None:
+            ev = completion.evaluation
     m = ev.metrics
     peak_tflops = nominal_peak_tflops(spec)
     n = spec.cluster.num_gpus
@@ -226,7 +259,15 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
         usable_memory_gib=m.usable_memory_gib,
         fits=m.fits,
         published_peak_memory_gib=row.get("peak_memory_gib"),
+        published_peak_kind=published_peak_kind(row),
+        # the prediction of what the row's peak measures (the ledger's peak, or the allocator's reserved peak)
+        predicted_published_peak_gib=(predicted_reserved_gib(ev) if published_peak_kind(row) == "reserved"
+                                      else m.peak_memory_gib),
         memory_miss_note=row.get("memory_miss_note"),  # the row's own note: what the model lacks to fit it
+        unstated=list(ex.unstated),
+        completed=completed_values(completion) if completion is not None else None,
+        completion_note=(None if completion is None else completion.reason
+                         or f"planner {completion.status}, deterministic"),
         violations=list(ev.violations),
         legality_violations=[v for v in ev.violations if v not in memory_violations],
     )
@@ -245,8 +286,8 @@ def compare(row: dict, preset: str = "default") -> dict[str, Any]:
     return out
 
 
-def compare_all(rows: list[dict], preset: str = "default") -> list[dict[str, Any]]:
-    return [compare(r, preset) for r in rows]
+def compare_all(rows: list[dict], preset: str = "default", complete_unfit: bool | str = True) -> list[dict[str, Any]]:
+    return [compare(r, preset, complete_unfit) for r in rows]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -289,6 +330,11 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "legality_violations": [{"id": r["id"], "violations": r["legality_violations"]}
                                 for r in done if r["legality_violations"]],
         "memory_published": [{"id": r["id"], "published": r["published_peak_memory_gib"],
-                              "predicted": r["predicted_peak_memory_gib"]} for r in mem],
+                              "predicted": r["predicted_published_peak_gib"], "kind": r["published_peak_kind"],
+                              "ledger_peak": r["predicted_peak_memory_gib"]} for r in mem],
+        "memory_published_median_abs_error_pct": _percentile(
+            [abs(r["predicted_published_peak_gib"] / r["published_peak_memory_gib"] - 1) * 100 for r in mem], 50),
+        "memory_published_within_10pct": sum(
+            1 for r in mem if abs(r["predicted_published_peak_gib"] / r["published_peak_memory_gib"] - 1) <= 0.10),
         "by_metric": {k: sum(1 for r in done if r["metric"] == k) for k in METRICS},
     }

@@ -47,6 +47,7 @@ HBM_BANDWIDTH_GBPS: dict[str, float] = {
     "H200-SXM-141GB": 4800.0,  # NVIDIA H200 datasheet: 4.8 TB/s HBM3e
     "B200": 8000.0,  # NVIDIA DGX B200 datasheet: 64 TB/s for 8 GPUs
     "GB200-NVL72": 8000.0,  # NVIDIA GB200 NVL72 datasheet: 576 TB/s for 72 GPUs
+    "GB300-NVL72": 8000.0,  # verda.com/blog/gb300-nvl72-architecture: 8 TB/s per GPU, 576 TB/s for 72 GPUs
     "MI300X": 5300.0,  # AMD Instinct MI300X datasheet: 5.3 TB/s HBM3
 }
 _GENERATION_BANDWIDTH = {"ampere": 2039.0, "hopper": 3350.0, "blackwell": 8000.0, "cdna3": 5300.0}

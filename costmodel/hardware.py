@@ -66,6 +66,13 @@ CATALOG: dict[str, GPU] = {
         GPU("GB200-NVL72", 184.0, 186, 2500.0, 5000.0, 72, 900.0, 50.0, generation="blackwell",
             sources=("NVIDIA GB200 NVL72 datasheet: 360 PFLOPS BF16 / 720 PFLOPS FP8 (sparse) for 72 GPUs, "
                      "13.4 TB HBM3e; one 72-GPU NVLink domain at 1.8 TB/s per GPU bidirectional",)),
+        # Blackwell Ultra: the GB200's dense BF16 / FP8 rates, NVLink 5 domain and 8 TB/s HBM, with 288 GB HBM3e;
+        # usable memory taken as 288e9 B = 268.2 GiB, the lower bound of the nominal figure (no driver reading found)
+        GPU("GB300-NVL72", 268.2, 288, 2500.0, 5000.0, 72, 900.0, 50.0, generation="blackwell",
+            sources=("verda.com/blog/gb300-nvl72-architecture (per-GPU table, without sparsity): GB300 FP8 5 PFLOPS, "
+                     "FP16/BF16 2.5 PFLOPS, 8 TB/s; rack: FP8 360 PFLOPS, BF16 180 PFLOPS dense, 576 TB/s for 72 GPUs",
+                     "glennklockwood.com/garden/processors/B300: 288 GB HBM3e (8 stacks, 12-high), 8 TB/s, NVLink 5 "
+                     "2x 900 GB/s, 1400 W; GB300 NVL72: one 72-GPU NVLink domain as GB200 NVL72")),
         GPU("MI300X", 192.0, 192, 1307.4, 2614.9, 8, 448.0, 50.0, generation="cdna3",
             sources=("AMD Instinct MI300X datasheet: 1307.4 TFLOPS BF16 dense, 2614.9 FP8 dense, 192 GB HBM3",
                      "Infinity Fabric: 7 links x 64 GB/s per direction = 448 GB/s; 400 Gb/s NIC per GPU")),
@@ -81,6 +88,7 @@ BOARD_POWER_W: dict[str, tuple[float, str]] = {
     "H200-SXM-141GB": (700.0, "NVIDIA H200 Tensor Core GPU datasheet: max TDP up to 700 W (SXM, configurable)"),
     "B200": (1000.0, "NVIDIA HGX B200 datasheet: max TDP up to 1,000 W per GPU (configurable)"),
     "GB200-NVL72": (1200.0, "NVIDIA GB200 NVL72 datasheet: Blackwell GPU in GB200 configurable up to 1,200 W"),
+    "GB300-NVL72": (1400.0, "verda.com/blog/gb300-nvl72-architecture: GB300 max TDP 1.4 kW (GB200 1.2 kW)"),
     "MI300X": (750.0, "AMD Instinct MI300X datasheet: peak total board power 750 W (OAM)"),
 }
 CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
@@ -139,6 +147,7 @@ ALIASES: dict[str, str] = {
     "A100-40GB": "A100-SXM-40GB",
     "H200": "H200-SXM-141GB",
     "GB200": "GB200-NVL72",
+    "GB300": "GB300-NVL72",
 }
 
 OVERRIDABLE_FIELDS = (

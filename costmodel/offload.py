@@ -35,6 +35,8 @@ HOST_BANDWIDTH_GBPS: dict[str, tuple[float, str]] = {
     "B200": (64.0, "NVIDIA DGX B200: GPUs attach to the hosts over PCIe Gen5 x16 -> 64 GB/s per direction"),
     "GB200-NVL72": (450.0, "NVIDIA GB200 NVL72 datasheet: NVLink-C2C 900 GB/s bidirectional Grace-Blackwell "
                     "link -> 450 per direction"),
+    "GB300-NVL72": (450.0, "GB300 NVL72: the GB200's Grace CPU and NVLink-C2C (900 GB/s bidirectional) -> 450 per "
+                    "direction (verda.com/blog/gb300-nvl72-architecture: Grace CPU unified memory, 36 Grace CPUs)"),
     "MI300X": (64.0, "AMD Instinct MI300X datasheet: PCIe Gen5 x16 128 GB/s -> 64 per direction"),
 }
 DEFAULT_HOST_BANDWIDTH_GBPS = 32.0  # a GPU missing above: PCIe Gen4 x16

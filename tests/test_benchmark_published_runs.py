@@ -156,3 +156,33 @@ def test_readme_states_the_current_median_error(summary):
     assert stated == pytest.approx(summary["median_abs_error_pct"], abs=1.0), (
         f"README says {stated} %, the model now gives {summary['median_abs_error_pct']:.1f} %: rerun "
         "python benchmarks/published_runs.py and update benchmarks/README.md and benchmarks/results/")
+
+
+def test_torchtitan_publishes_the_allocators_reserved_peak_others_the_ledger(rows):
+    # torchtitan's "memory:" log line is device_mem_stats.max_reserved_gib (torchtitan train.py; its
+    # DeviceMemoryMonitor reads torch.cuda.memory_stats()["reserved_bytes.all.peak"])
+    by_id = {r["id"]: r for r in rows}
+    assert runs.published_peak_kind(by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"]) == "reserved"
+    assert runs.published_peak_kind(by_id["korthikanti2022-175b-sp-selective"]) == "allocated"
+
+
+def test_reserved_peak_is_the_tensors_plus_the_allocators_fragmentation(results):
+    # worked by hand for torchtitan's Llama 3 8B on 8 H100 96 GB (Table 1, row 0): one stage of 74.06 GiB, of which
+    # NCCL's buffers are 0.125 GiB (FSDP's ring communicator: 2 x 4 MiB x 16 channels, allocated by NCCL, not by
+    # PyTorch); fragmentation 5 % of the 95.58 GiB part = 4.779 GiB; reserved = 74.06 - 0.125 + 4.779 = 78.72
+    r = _by_id(results)["torchtitan-202412-t1-llama3-8b-8gpu-0"]
+    assert r["published_peak_kind"] == "reserved"
+    tensors = r["predicted_peak_memory_gib"] - 0.125
+    assert r["predicted_published_peak_gib"] == pytest.approx(tensors + 0.05 * 95.58, abs=1e-3)
+    # a row whose source publishes no peak, or publishes what the ledger counts, is compared on the ledger's peak
+    other = _by_id(results)["korthikanti2022-175b-sp-selective"]
+    assert other["predicted_published_peak_gib"] == other["predicted_peak_memory_gib"]
+
+
+def test_torchtitan_peaks_within_bounds(summary):
+    # issue 20's target is every peak within 10 % and a median within 5 %; today the median is met and 16 of 18
+    # are within 10 % (the 405B 1F1B row and the CP 8 row are 16-18 % low: not explained, see benchmarks/README.md)
+    mem = summary["memory_published"]
+    assert len(mem) == 18
+    assert summary["memory_published_median_abs_error_pct"] <= 5.0
+    assert summary["memory_published_within_10pct"] >= 16

@@ -114,8 +114,21 @@ def test_nvl72_jobs_that_do_not_fill_racks():
 
 
 def test_unknown_gpu_row_names_near_parts():
-    ex = runs.express(_row(gpu="GB300 (NVL72)"))
-    assert not ex.ok and "near: GB200" in ex.reason
+    ex = runs.express(_row(gpu="B300 (HGX)"))  # Blackwell Ultra's HGX part: not in the catalog
+    assert not ex.ok and "near: " in ex.reason and "B200" in ex.reason
+
+
+def test_gb300_is_a_catalog_part_with_the_gb200_rates_and_its_own_memory():
+    # verda.com/blog/gb300-nvl72-architecture (per-GPU, without sparsity): FP8 5 PF, BF16 2.5 PF, 8 TB/s, as GB200
+    # NVL72's 720 / 360 PF sparse for 72 GPUs; 288 GB HBM3e (12-high stacks) against the GB200's 186 GB
+    gb300, gb200 = lookup_gpu("GB300 (NVL72)"), lookup_gpu("GB200")
+    assert gb300.name == "GB300-NVL72" and gb300.generation == gb200.generation == "blackwell"
+    assert (gb300.peak_bf16_tflops, gb300.peak_fp8_tflops) == (2500.0, 5000.0)
+    assert gb300.nvlink_domain_size == 72 and gb300.memory_gb_nominal == 288
+    assert gb300.memory_gib == pytest.approx(288e9 / 2**30, abs=0.05)  # the nominal bytes: a lower bound
+    assert gb300.board_power_w == 1400.0
+    ex = runs.express(_row(gpu="GB300 (NVL72)", num_gpus=256, gpus_per_node=None, global_batch_size=512))
+    assert ex.ok and ex.spec.cluster.gpu == "GB300-NVL72" and ex.spec.cluster.gpus_per_node == 4
 
 
 def test_heldout_rows_are_apart_and_mostly_expressed():

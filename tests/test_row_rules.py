@@ -30,7 +30,7 @@ def test_gpu_named_by_its_family_maps_to_the_catalog_part_and_says_so():
     assert ex.spec.cluster.gpu == "A100-SXM-80GB"
     assert "family only" in ex.assumed["gpu"] and "Ampere" in ex.assumed["gpu"]
     # a part the catalog lacks stays unexpressible with the near names (Blackwell Ultra is not Blackwell's B200)
-    row["gpu"] = "NVIDIA Blackwell Ultra GPU (GB300)"
+    row["gpu"] = "NVIDIA Blackwell Ultra GPU (B300)"
     assert not runs.express(row).ok
 
 
@@ -38,7 +38,7 @@ def test_megatron_split_flags_inferred_where_layers_miss_the_chunks_by_two():
     # Megatron-Bridge performance summary, NeMo 26.06 (NVIDIA-NeMo/Megatron-Bridge@067f987d
     # docs/performance-summary-archive.md:100): Llama 3.1 405B, 126 layers, TP 4, PP 8, VPP 4; the table does not
     # state the split. The row as published (without the recipe's split words) gets the split the recipe's
-    # account_for_embedding/loss_in_pipeline_split flags build (GB300 is not in the catalog: the GB200 part)
+    # account_for_embedding/loss_in_pipeline_split flags build (here on the GB200 part)
     stated = _held("bridge2606-gb300-llama31-405b-256gpu-fp8")
     stated["gpu"] = "GB200 (NVL72)"
     published = {k: v for k, v in stated.items() if k not in ("first_stage_layers", "last_stage_layers")}
