@@ -173,3 +173,22 @@ def test_megatron_core_rejects_a_broken_split():
                           pipeline_dtype=__import__("torch").bfloat16,
                           num_layers_in_first_pipeline_stage=s.first_stage_layers + 1,
                           num_layers_in_last_pipeline_stage=s.last_stage_layers)
+
+
+def test_megatron_core_builds_each_stage_of_a_pool_plan():
+    """A plan over two GPU pools (examples/pools/llama3-8b-h100-a100.yaml, solved): megatron-core's own
+    ``TransformerConfig`` accepts the export's settings (its ``pipeline_model_parallel_layout``, one entry per stage)
+    and ``get_num_layers_to_build`` gives every pipeline rank the layers of its stage on its pool."""
+    _need("megatron.core")
+    from parplan.client.spec_io import load_spec_file
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+
+    root = Path(__file__).resolve().parents[1]
+    spec = load_spec_file(root / "examples" / "pools" / "llama3-8b-h100-a100.yaml")
+    plan = optimize(spec, controls=SolverControls(workers=1, deterministic=True)).plans[0].plan
+    assert plan.stage_pools is not None and len(set(plan.stage_pools)) > 1
+    config, s = _transformer_config(spec, plan)
+    assert s.layout is not None or len(set(plan.stage_layers)) == 1
+    assert megatron_core_layers_per_chunk(config, plan) == model_chunk_layers(plan)
