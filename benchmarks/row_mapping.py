@@ -18,8 +18,10 @@ from benchmarks.row_rules import (FAMILY_SHAPES, family_heads, gpu_from_family, 
                                   require_seq_len, sharding_phrase)
 from parplan.client.huggingface import load_presets, model_from_hf_config, read_hf_config
 from parplan.costmodel.architecture import Architecture
+from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.evaluate import PlanError
 from parplan.costmodel.hardware import lookup_gpu
+from parplan.costmodel.moe_dispatch import imbalance_knob_for, random_routing_busiest_load
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 from parplan.frameworks.layout import megatron_split
 from parplan.frameworks.loader import validate_spec
@@ -282,10 +284,27 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     # activation CPU offload (Megatron-Core cpu_offloading_num_layers): the row's own count, where its source has one
     offload = as_int(row_value(row, "activation_offload_layers", ex)) or 0
+    # the EP all-to-all overlapped with another micro-batch where the source's recipe turns it on (Megatron-Core
+    # --overlap-moe-expert-parallel-comm, Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm)
+    a2a_overlap = bool(row.get("moe_a2a_overlap"))
+    if model.moe is not None and row.get("moe_router_force_load_balancing"):
+        _random_routing(ex, model.moe, mbs * seq // cp // tp, ep)
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero, zero_replicas=replicas,
-                       sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
+                       sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload,
+                       moe_a2a_overlap=a2a_overlap)
     ex.unstated = unstated_plan_fields(row, tp, pp, schedule, layout is not None or stage_layers is not None)
+
+
+def _random_routing(ex: Expression, moe: MoESpec, tokens_per_rank: int, ep: int) -> None:
+    """A recipe with ``moe_router_force_load_balancing`` routes uniformly at random (costmodel/moe_dispatch.py
+    random_routing_busiest_load): the busiest EP rank's excess is the binomial spread of its copies, set as the
+    ``moe_load_imbalance`` knob that gives it at the row's EP size."""
+    ref = resolve_assumptions(None).moe_load_imbalance_reference_ep
+    busiest = random_routing_busiest_load(tokens_per_rank * moe.top_k, ep)
+    ex.override("moe_load_imbalance", imbalance_knob_for(busiest, ep, ref),
+                f"moe_router_force_load_balancing: uniformly random routing, busiest of {ep} EP ranks "
+                f"{busiest:.4f} x the mean of {tokens_per_rank * moe.top_k} copies", shown=f"{imbalance_knob_for(busiest, ep, ref):.4f}")
 
 
 def unstated_plan_fields(row: dict, tp: int, pp: int, schedule: str, split_given: bool) -> list[str]:

@@ -24,6 +24,19 @@ blocks of that length) and s0 (``attention_seq_penalty``) the length at which ha
 FlashAttention's throughput grows with sequence length (Dao 2023, FlashAttention-2 Fig. 4-6; Shah et
 al. 2024, FlashAttention-3 Fig. 5) because short sequences leave SMs idle and pay fixed per-block costs.
 
+**Head dimension** (``head_dim_factor``): per score element the attention core does 2·(d_qk + d_v) matmul FLOPs
+(QKᵀ and PV, forward) and a fixed amount of non-matmul work (the online softmax's exponential, max and rescale,
+which run on the SFUs/CUDA cores at a small fraction of the tensor-core rate: Shah et al. 2024, FlashAttention-3,
+arXiv:2407.08608 §3.2: the H100's 989 TFLOPS of BF16 matmul against 3.9 TFLOPS of exponentials). With
+d = (d_qk + d_v)/2 the time per score element is ∝ d + d0, so the efficiency is ∝ d/(d + d0) and narrow heads
+run slower. d0 = 64 (``ATTENTION_HEAD_DIM_D0``) is what FlashAttention-3's own measurements give (its Figure 5,
+H100 SXM5 BF16 forward, no causal mask, sequence 4k: 476 TFLOPS/s at head dim 64, 638 at 128, 736 at 256;
+(128 + d0)/(2(64 + d0)) = 0.75 = 476/638 at d0 = 64, which then predicts 1.2 x 638 = 766 at 256 against the
+measured 736). The factor is normalised to 1 at head dim 128, the head of nearly every fitted row, so the fitted
+``attention_efficiency`` stays the 128-wide value; it is capped at 1 (wider heads, e.g. MLA's (192 + 128)/2, are
+not credited): the solver's lower bounds (solver/bounds.py) take ``attention_efficiency`` as the fastest attention
+rate.
+
 Every value above is a per-choice constant, so the model stays stage-affine. The fitted defaults live in
 :mod:`parplan.costmodel.calibration` (written by ``python benchmarks/fit.py``); the knobs are in
 :mod:`parplan.costmodel.assumptions`. Under the ``textbook`` preset κ = s0 = 0 and every efficiency is
@@ -110,9 +123,23 @@ def linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_f
     return base * sum(w * shape_factor(a, gpu, m, k, n) for w, m, k, n in gemms) / total
 
 
-def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float) -> Optional[float]:
-    """Share of the BF16 peak that the attention core reaches for ``s_rank`` tokens per CP rank, or None
-    (``attention_efficiency`` None: the attention core runs at the linear layers' rate, textbook)."""
+ATTENTION_HEAD_DIM_D0 = 64.0  # head dim at which half the tensor-core rate goes to softmax work (FA3 Fig. 5; docstring)
+ATTENTION_REFERENCE_HEAD_DIM = 128.0  # the fitted attention_efficiency's head dim (the calibration rows' heads)
+
+
+def head_dim_factor(head_dim: float) -> float:
+    """Attention-core efficiency at mean head dim ``head_dim`` ((d_qk + d_v)/2) relative to head dim 128:
+    ``[d/(d + d0)] / [128/(128 + d0)]`` with d0 = :data:`ATTENTION_HEAD_DIM_D0` (module docstring): 0.75 at 64, 0.9
+    at 96, at most 1 (128 and wider)."""
+    d, d0, ref = max(head_dim, 1.0), ATTENTION_HEAD_DIM_D0, ATTENTION_REFERENCE_HEAD_DIM
+    return min(1.0, (d / (d + d0)) / (ref / (ref + d0)))
+
+
+def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float,
+                         head_dim: float = ATTENTION_REFERENCE_HEAD_DIM) -> Optional[float]:
+    """Share of the BF16 peak that the attention core reaches for ``s_rank`` tokens per CP rank and mean head dim
+    ``head_dim`` (:func:`head_dim_factor`), or None (``attention_efficiency`` None: the attention core runs at the
+    linear layers' rate, textbook)."""
     if a.attention_efficiency is None:
         return None
     gen = _by_generation(a, "attention_efficiency", gpu)
@@ -121,7 +148,7 @@ def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float) -> Optiona
     e = a.attention_efficiency if gen is None else min(a.attention_efficiency, gen)
     if a.attention_seq_penalty > 0:
         e = e / (1.0 + a.attention_seq_penalty / max(s_rank, 1.0))
-    return e
+    return e * head_dim_factor(head_dim)
 
 
 __all__ = [
@@ -133,4 +160,6 @@ __all__ = [
     "shape_factor",
     "linear_seconds_per_flop",
     "attention_efficiency",
+    "head_dim_factor",
+    "ATTENTION_HEAD_DIM_D0",
 ]

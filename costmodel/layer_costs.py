@@ -129,7 +129,9 @@ class GemmRates:
     def of(ctx: ChoiceContext) -> "GemmRates":
         a, gpu, c, m, arch, h, M = ctx.a, ctx.gpu, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.M
         # CP comm type: the sequence one attention kernel call sees (context_parallel.py)
-        attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a))
+        # the attention core's mean head dim (d_qk + d_v)/2: the QKᵀ and PV widths per head (MLA: 192 and 128)
+        head_dim = (arch.q_dim + arch.o_dim) / (2 * m.num_attention_heads)
+        attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a), head_dim)
         attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else ctx.rate  # BF16 FlashAttention
         if attn_eff is not None and a.fp8_attention and ctx.precision == "fp8":
             attn_rate *= a.fp8_attention_speedup  # FP8 dot-product attention (TE fp8_dpa, cuDNN FP8 fused attention)

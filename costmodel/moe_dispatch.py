@@ -104,3 +104,29 @@ def busiest_load(ep: int, a: "Assumptions", moe: "MoESpec | None") -> float:
     activations and the all-to-all's busiest receiver all read this one)."""
     return busiest_rank_load(ep, a.moe_load_imbalance, a.moe_load_imbalance_reference_ep,
                              moe.capacity_factor if moe is not None else None)
+
+
+def random_routing_busiest_load(copies_per_rank: float, ep: int) -> float:
+    """The busiest EP rank's routed copies over the mean when routing is uniformly random: Megatron-Core's
+    ``--moe-router-force-load-balancing`` replaces the router's logits by standard-normal ones
+    (megatron/core/transformer/moe/moe_utils.py ``apply_random_logits``: ``RandomSTE`` returns
+    ``logits.clone().normal_()``; router.py applies it when ``moe_router_force_load_balancing``), the setting of
+    every Megatron-Bridge MoE performance recipe. Each of the group's N = G·n copies then lands on a given rank with
+    probability 1/G: a Binomial(N, 1/G) count of mean n and standard deviation √(n(1 - 1/G)), and the maximum of G
+    such counts is about n + √(n(1 - 1/G))·√(2 ln G) (the same extreme-value bound as :func:`busiest_rank_load`), so
+
+        busiest / mean = 1 + √(2 ln G · (1 - 1/G) / n),
+
+    1 at G = 1. ``copies_per_rank`` n: the routed token copies an EP rank receives on average per micro-batch
+    (its own tokens x top_k). A token's k experts are distinct, which only lowers the variance: an upper bound."""
+    if ep <= 1 or copies_per_rank <= 0:
+        return 1.0
+    return 1.0 + math.sqrt(2.0 * math.log(ep) * (1.0 - 1.0 / ep) / copies_per_rank)
+
+
+def imbalance_knob_for(busiest: float, ep: int, reference_ep: int) -> float:
+    """The ``moe_load_imbalance`` knob (stated at ``reference_ep`` ranks) whose :func:`busiest_rank_load` at ``ep``
+    ranks is ``busiest``: the inverse of its √(ln ep / ln ref) scaling (1 at ep 1)."""
+    if ep <= 1:
+        return 1.0
+    return 1.0 + (busiest - 1.0) / math.sqrt(math.log(ep) / math.log(max(2, reference_ep)))

@@ -113,6 +113,27 @@ def test_mapping_details(rows):
     assert ex.spec.cluster.nvlink_domain_size == 64  # 256 GPUs: four NVLink domains of 64
 
 
+def test_moe_recipe_facts_are_mapped():
+    """The Megatron-Bridge recipe's MoE settings stated in the held-out rows: the EP all-to-all overlap
+    (overlap_moe_expert_parallel_comm) becomes plan.moe_a2a_overlap, the dispatcher the MoE spec's, and
+    moe_router_force_load_balancing (uniformly random routing) the moe_load_imbalance knob whose busiest rank at the
+    row's EP size is the binomial spread (costmodel/moe_dispatch.py random_routing_busiest_load)."""
+    from parplan.costmodel.moe_dispatch import busiest_rank_load, random_routing_busiest_load
+
+    by_id = {r["id"]: r for r in runs.load_runs(runs.HELDOUT_DATA)}
+    ex = runs.express(by_id["bridge260401-h100-qwen3-235b-a22b-256gpu-fp8"])
+    assert ex.plan.moe_a2a_overlap and ex.spec.model.moe.dispatcher == "alltoall"
+    ex = runs.express(by_id["bridge260401-h100-qwen3-30b-a3b-16gpu-fp8"])
+    assert not ex.plan.moe_a2a_overlap
+    assert (ex.spec.model.moe.dispatcher, ex.spec.model.moe.dispatcher_backend) == ("flex", "hybridep")
+    # mbs 1 x 4,096 tokens x top-8 copies per rank, EP 16
+    assert busiest_rank_load(16, ex.overrides["moe_load_imbalance"], 8) == pytest.approx(
+        random_routing_busiest_load(4096 * 8, 16))
+    assert "moe_router_force_load_balancing" in ex.assumed["moe_load_imbalance"]
+    row = dict(by_id["bridge260401-h100-qwen3-30b-a3b-16gpu-fp8"], moe_router_force_load_balancing=False)
+    assert "moe_load_imbalance" not in runs.express(row).overrides
+
+
 def test_metric_choice(results):
     by_id = _by_id(results)
     assert by_id["korthikanti2022-175b-sp-selective"]["metric"] == "mfu"  # has MFU and HFU: MFU first

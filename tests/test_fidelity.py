@@ -292,3 +292,17 @@ def test_bootstrap_interval_properties():
     assert fidelity.bootstrap_interval([2.0] * 9, 50) == (2.0, 2.0)  # no spread, no interval
     glo, ghi = fidelity.bootstrap_interval(errors, 90, by_group=sources)
     assert glo <= ghi and min(map(abs, errors)) <= glo and ghi <= max(map(abs, errors))
+
+
+def test_head_dim_factor_by_hand():
+    """Attention-core efficiency by head dim, ∝ d/(d + 64) (FlashAttention-3 Fig. 5; costmodel/efficiency.py),
+    relative to 128: d = 64: (64/128)/(128/192) = 0.5/0.6667 = 0.75; d = 96: (96/160)/0.6667 = 0.9; 128: 1; wider
+    heads are not credited (256: 1.2 uncapped, 1 here)."""
+    assert efficiency.head_dim_factor(64) == pytest.approx(0.75)
+    assert efficiency.head_dim_factor(96) == pytest.approx(0.9)
+    assert efficiency.head_dim_factor(128) == pytest.approx(1.0)
+    assert efficiency.head_dim_factor(256) == 1.0
+    a, h100 = resolve_assumptions(None), lookup_gpu("H100-SXM-80GB")
+    assert efficiency.attention_efficiency(a, h100, 4096, 64) == pytest.approx(
+        0.75 * efficiency.attention_efficiency(a, h100, 4096))
+    assert efficiency.attention_efficiency(resolve_assumptions({"preset": "textbook"}), h100, 4096, 64) is None

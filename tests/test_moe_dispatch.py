@@ -12,7 +12,7 @@ from parplan.costmodel.choice import Choice, choice_costs
 from parplan.costmodel.comm import Comm
 from parplan.costmodel.hardware import resolve_gpu
 from parplan.costmodel.moe_dispatch import (busiest_rank_load, expected_nodes, expected_remote_nodes,
-                                            node_hit_probability)
+                                            imbalance_knob_for, node_hit_probability, random_routing_busiest_load)
 from parplan.frameworks.loader import validate_spec
 
 DSV3_MLA = dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
@@ -132,3 +132,23 @@ def test_allgather_dispatcher_by_hand():
     group_bytes = 32 * 4096 * 7168 * 2
     t = comm.all_to_all_s(4096 * 7168, validate_spec(_spec(_dsv3(dispatcher="allgather"))).model.moe)
     assert t == pytest.approx(2 * (31 * L.latency_s + 31 / 32 * group_bytes / L.bandwidth_Bps))
+
+
+def test_random_routing_busiest_load_by_hand():
+    """Megatron-Core --moe-router-force-load-balancing (uniformly random routing): Qwen3-30B-A3B's 4,096 tokens x
+    top-8 = 32,768 copies per EP rank over 16 ranks: 2·ln 16 = 5.5452, x 15/16 = 5.1986, / 32,768 = 1.5865e-4,
+    √ = 0.012596, so the busiest rank holds 1.012596 x the mean; at 1 rank, 1."""
+    assert random_routing_busiest_load(32768, 16) == pytest.approx(1.012596, abs=1e-6)
+    assert random_routing_busiest_load(32768, 1) == 1.0
+    # fewer copies per rank: a larger spread (√(1/n)); more ranks: a larger maximum (√(ln G))
+    assert random_routing_busiest_load(8192, 16) - 1 == pytest.approx(2 * 0.012596, abs=1e-5)
+    assert random_routing_busiest_load(32768, 64) > random_routing_busiest_load(32768, 16)
+
+
+def test_imbalance_knob_for_inverts_the_ep_scaling():
+    """The knob stated at 8 ranks whose busiest_rank_load at 16 ranks is 1.012596: √(ln 16 / ln 8) = √(4/3) =
+    1.154701, 0.012596 / 1.154701 = 0.010908, knob 1.010908; busiest_rank_load gives the load back."""
+    knob = imbalance_knob_for(1.012596, 16, 8)
+    assert knob == pytest.approx(1.010908, abs=1e-6)
+    assert busiest_rank_load(16, knob, 8) == pytest.approx(1.012596, abs=1e-9)
+    assert imbalance_knob_for(1.3, 1, 8) == 1.0
