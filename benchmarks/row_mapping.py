@@ -282,9 +282,13 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     _techniques(row, fw, tp, pp, zero, recompute, Architecture(model), ex)
     # activation CPU offload (Megatron-Core cpu_offloading_num_layers): the row's own count, where its source has one
     offload = as_int(row_value(row, "activation_offload_layers", ex)) or 0
+    cp_comm = {"cp_comm_type": "allgather"} if cp > 1 and fw == "torchtitan" else {}
+    if cp_comm:
+        a["cp_comm_type"] = ("allgather (torchtitan@9dec370 torchtitan/config_manager.py:364-367: "
+                             "context_parallel_rotate_method defaults to 'allgather', torch's _AllGatherRotater)")
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero, zero_replicas=replicas,
-                       sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload)
+                       sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload, **cp_comm)
     ex.unstated = unstated_plan_fields(row, tp, pp, schedule, layout is not None or stage_layers is not None)
 
 
@@ -454,7 +458,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
-        _torchtitan_techniques(tp, pp, recompute, notes, ex)
+        _torchtitan_techniques(tp, pp, recompute, notes, ex, cp=as_int(row.get("cp")) or 1)
 
 
 def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
@@ -476,7 +480,7 @@ def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
     set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
 
 
-def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression) -> None:
+def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression, cp: int = 1) -> None:
     """torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
     cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
     loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
@@ -488,7 +492,10 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
     Its TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered input
     (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose stages
     preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``); it overlaps
-    TP communication only with AsyncTP (named in the row's notes)."""
+    TP communication only with AsyncTP (named in the row's notes). Its context parallelism (``cp``) is torch's
+    (``torch.distributed.tensor.experimental.context_parallel``), which wraps the SDPA op: torchtitan repeats the
+    KV heads before SDPA, so K,V are exchanged and gathered at the query head count (``cp_kv_heads_repeated``),
+    all-gathered by default (plan ``cp_comm_type`` allgather, set where the plan is built)."""
     set_ = ex.override
     if tp > 1:
         set_("logits_bytes_per_element", 16.0, "torchtitan TP: loss_parallel's backward holds the fp32 "
@@ -502,6 +509,9 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
         set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
     if pp > 1:
         set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
+    if cp > 1:
+        set_("cp_kv_heads_repeated", True, "torchtitan@9dec370 torchtitan/models/llama/model.py:201-202 repeat_kv "
+             "before SDPA: CP gathers K,V at the query head count")
     if ex.spec is not None and ex.spec.training.precision == "fp8":
         set_("fp8_weight_cache_bytes", 0.0, "torchao Float8Linear casts weights per use, caches none")
         set_("fp8_activation_bytes", 2.0, "torchao float8_linear.py matmul_with_hp_or_float8_args saves "

@@ -92,6 +92,10 @@ def test_mapping_details(rows):
     assert ex.plan.zero_stage == 3 and ex.plan.cp == 2 and ex.plan.recompute == "full"
     assert ex.spec.training.precision == "fp8" and "precision" in ex.assumed
     assert ex.spec.model.gated_mlp and ex.spec.model.num_kv_heads == 8
+    # torchtitan@9dec370 CP: the rotate method's default 'allgather', K,V repeated to the query heads before SDPA
+    assert ex.plan.cp_comm_type == "allgather" and ex.overrides["cp_kv_heads_repeated"] is True
+    ex = runs.express(by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"])  # no CP: neither is set
+    assert ex.plan.cp_comm_type == "p2p" and "cp_kv_heads_repeated" not in ex.overrides
     # torchtitan PP: micro-batches default to the pipeline-parallel degree (32 per DP rank / 8 = 4)
     ex = runs.express(by_id["torchtitan-202412-t5-llama31-405b-512gpu-13"])
     assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 4)
