@@ -396,6 +396,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
       the overlap.
     * torchtitan overlaps TP communication only with AsyncTP (named in the row's notes).
     * LLM Foundry's FSDP ``mixed_precision PURE`` reduces gradients in bf16 (2 bytes, not fp32).
+    * PyTorch FSDP's ZeRO-3 (torchtitan, LLM Foundry) keeps only the fp32 shard: ``zero3_resident_weight_bytes`` 0.
     * DeepSpeed ZeRO-3 as of early 2021: :func:`_deepspeed_zero3_2021`.
     * torchtitan's loss, checkpointing, sequence parallelism and pipelining: :func:`_torchtitan_techniques`.
     """
@@ -426,6 +427,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:
         _deepspeed_zero3_2021(arch, ex)
+    if fw in ("torchtitan", "llmfoundry") and zero == 3:
+        set_("zero3_resident_weight_bytes", 0.0, "PyTorch FSDP (torchtitan FSDP2, LLM Foundry FSDP1) shards fp32 "
+             "parameters, the optimizer's master weights, and casts to bf16 per all-gather: no resident bf16 shard")
     modules = re.search(r"--recompute-modules\s+([a-z_ ]+)", (row.get("recompute") or "").lower())
     if recompute == "selective" and modules and fw in ("nemo", "mcore", "bridge"):
         # Megatron-Core --recompute-modules: parplan's deepseek_v3 policy is exactly layernorm + moe_act

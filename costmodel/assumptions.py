@@ -30,6 +30,7 @@ class Assumptions(BaseModel):
 
     # ---- memory ledger (bytes per parameter: seed 000 §1, Megatron theoretical_memory_usage.py)
     weight_bytes: float = Field(2.0, ge=0, description="bf16 working copy of the weights")
+    zero3_resident_weight_bytes: Optional[float] = Field(None, ge=0, description="bytes per weight of the shard a ZeRO-3 rank keeps between uses, besides the optimizer's fp32 master; None: weight_bytes (DeepSpeed ZeRO-3 keeps a bf16 partition beside the fp32 one); 0 for PyTorch FSDP with fp32 sharded parameters and a bf16 param_dtype: the fp32 shard is the master weight and the bf16 shard is cast just before each all-gather and freed after it (FSDP1: FlatParamHandle.post_unshard -> _free_low_precision_sharded_param, torch/distributed/fsdp/_flat_param.py; FSDP2: FSDPParam.all_gather_inputs returns sharded_param_data.to(param_dtype), torch/distributed/fsdp/_fully_shard/_fsdp_param.py); the gathered bf16 layers are the ZeRO-3 workspace")
     grad_bytes: float = Field(4.0, ge=0, description="gradient buffer; Megatron accumulates main_grad in fp32 (4); seed 000 counts bf16 (2)")
     optimizer_bytes: float = Field(12.0, ge=0, description="fp32 master weights + Adam m and v (4+4+4), seed 000")
     activation_sbh_coefficient: Optional[float] = Field(

@@ -96,6 +96,11 @@ def test_mapping_details(rows):
     assert ex.plan.cp_comm_type == "allgather" and ex.overrides["cp_kv_heads_repeated"] is True
     ex = runs.express(by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"])  # no CP: neither is set
     assert ex.plan.cp_comm_type == "p2p" and "cp_kv_heads_repeated" not in ex.overrides
+    # PyTorch FSDP's ZeRO-3 (torchtitan, LLM Foundry) keeps only the fp32 shard; torchtitan's ZeRO-2-like PP rows
+    # keep the unsharded bf16 weights and get no such override
+    assert ex.overrides["zero3_resident_weight_bytes"] == 0.0
+    assert runs.express(by_id["llmfoundry-mpt-30b-a100_80gb-8gpu-seq2048"]).overrides["zero3_resident_weight_bytes"] == 0.0
+    assert "zero3_resident_weight_bytes" not in runs.express(by_id["torchtitan-202412-t6-llama31-405b-512gpu-14"]).overrides
     # torchtitan PP: micro-batches default to the pipeline-parallel degree (32 per DP rank / 8 = 4)
     ex = runs.express(by_id["torchtitan-202412-t5-llama31-405b-512gpu-13"])
     assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 4)
