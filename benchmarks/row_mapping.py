@@ -289,10 +289,14 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     a2a_overlap = bool(row.get("moe_a2a_overlap"))
     if model.moe is not None and row.get("moe_router_force_load_balancing"):
         _random_routing(ex, model.moe, mbs * seq // cp // tp, ep)
+    cp_comm = {"cp_comm_type": "allgather"} if cp > 1 and fw == "torchtitan" else {}
+    if cp_comm:
+        a["cp_comm_type"] = ("allgather (torchtitan@9dec370 torchtitan/config_manager.py:364-367: "
+                             "context_parallel_rotate_method defaults to 'allgather', torch's _AllGatherRotater)")
     ex.plan = PlanSpec(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs, vpp=vpp,
                        schedule=schedule, stage_layers=stage_layers, recompute=recompute, zero_stage=zero, zero_replicas=replicas,
                        sequence_parallel=bool(sp), pipeline_layout=layout, activation_offload_layers=offload,
-                       moe_a2a_overlap=a2a_overlap)
+                       moe_a2a_overlap=a2a_overlap, **cp_comm)
     ex.unstated = unstated_plan_fields(row, tp, pp, schedule, layout is not None or stage_layers is not None)
 
 
@@ -411,6 +415,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
       the overlap.
     * torchtitan overlaps TP communication only with AsyncTP (named in the row's notes).
     * LLM Foundry's FSDP ``mixed_precision PURE`` reduces gradients in bf16 (2 bytes, not fp32).
+    * PyTorch FSDP's ZeRO-3 (torchtitan, LLM Foundry) keeps only the fp32 shard: ``zero3_resident_weight_bytes`` 0.
     * DeepSpeed ZeRO-3 as of early 2021: :func:`_deepspeed_zero3_2021`.
     * torchtitan's loss, checkpointing, sequence parallelism and pipelining: :func:`_torchtitan_techniques`.
     """
@@ -441,6 +446,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
         set_("grad_reduce_bytes", 2.0, "FSDP mixed_precision PURE: gradients reduced in bf16")
     if "zero-3 (deepspeed)" in sharding:
         _deepspeed_zero3_2021(arch, ex)
+    if fw in ("torchtitan", "llmfoundry") and zero == 3:
+        set_("zero3_resident_weight_bytes", 0.0, "PyTorch FSDP (torchtitan FSDP2, LLM Foundry FSDP1) shards fp32 "
+             "parameters, the optimizer's master weights, and casts to bf16 per all-gather: no resident bf16 shard")
     modules = re.search(r"--recompute-modules\s+([a-z_ ]+)", (row.get("recompute") or "").lower())
     if recompute == "selective" and modules and fw in ("nemo", "mcore", "bridge"):
         # Megatron-Core --recompute-modules: parplan's deepseek_v3 policy is exactly layernorm + moe_act
@@ -473,7 +481,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
-        _torchtitan_techniques(tp, pp, recompute, notes, ex)
+        _torchtitan_techniques(tp, pp, recompute, notes, ex, cp=as_int(row.get("cp")) or 1)
 
 
 def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
@@ -495,7 +503,7 @@ def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
     set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
 
 
-def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression) -> None:
+def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression, cp: int = 1) -> None:
     """torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
     cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
     loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
@@ -507,7 +515,10 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
     Its TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered input
     (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose stages
     preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``); it overlaps
-    TP communication only with AsyncTP (named in the row's notes)."""
+    TP communication only with AsyncTP (named in the row's notes). Its context parallelism (``cp``) is torch's
+    (``torch.distributed.tensor.experimental.context_parallel``), which wraps the SDPA op: torchtitan repeats the
+    KV heads before SDPA, so K,V are exchanged and gathered at the query head count (``cp_kv_heads_repeated``),
+    all-gathered by default (plan ``cp_comm_type`` allgather, set where the plan is built)."""
     set_ = ex.override
     if tp > 1:
         set_("logits_bytes_per_element", 16.0, "torchtitan TP: loss_parallel's backward holds the fp32 "
@@ -521,6 +532,9 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
         set_("selective_recompute_policy", "alternate_matmuls", "torchtitan per-op SAC")
     if pp > 1:
         set_("pipeline_runtime", "torch", "torchtitan: torch.distributed.pipelining")
+    if cp > 1:
+        set_("cp_kv_heads_repeated", True, "torchtitan@9dec370 torchtitan/models/llama/model.py:201-202 repeat_kv "
+             "before SDPA: CP gathers K,V at the query head count")
     if ex.spec is not None and ex.spec.training.precision == "fp8":
         set_("fp8_weight_cache_bytes", 0.0, "torchao Float8Linear casts weights per use, caches none")
         set_("fp8_activation_bytes", 2.0, "torchao float8_linear.py matmul_with_hp_or_float8_args saves "

@@ -30,6 +30,7 @@ class Assumptions(BaseModel):
 
     # ---- memory ledger (bytes per parameter: seed 000 §1, Megatron theoretical_memory_usage.py)
     weight_bytes: float = Field(2.0, ge=0, description="bf16 working copy of the weights")
+    zero3_resident_weight_bytes: Optional[float] = Field(None, ge=0, description="bytes per weight of the shard a ZeRO-3 rank keeps between uses, besides the optimizer's fp32 master; None: weight_bytes (DeepSpeed ZeRO-3 keeps a bf16 partition beside the fp32 one); 0 for PyTorch FSDP with fp32 sharded parameters and a bf16 param_dtype: the fp32 shard is the master weight and the bf16 shard is cast just before each all-gather and freed after it (FSDP1: FlatParamHandle.post_unshard -> _free_low_precision_sharded_param, torch/distributed/fsdp/_flat_param.py; FSDP2: FSDPParam.all_gather_inputs returns sharded_param_data.to(param_dtype), torch/distributed/fsdp/_fully_shard/_fsdp_param.py); the gathered bf16 layers are the ZeRO-3 workspace")
     grad_bytes: float = Field(4.0, ge=0, description="gradient buffer; Megatron accumulates main_grad in fp32 (4); seed 000 counts bf16 (2)")
     optimizer_bytes: float = Field(12.0, ge=0, description="fp32 master weights + Adam m and v (4+4+4), seed 000")
     activation_sbh_coefficient: Optional[float] = Field(
@@ -116,6 +117,7 @@ class Assumptions(BaseModel):
     param_gather_bytes: Optional[float] = Field(None, gt=0, description="bytes per weight element in the distributed optimizer's parameter all-gather; None: weight_bytes; 1 with FP8 primary weights (Megatron-Core --fp8-param-gather, NeMo fp8_param_gather: the MLPerf v5.1 NeMo configs' FP8_PARAM_GATHER=True)")
     grad_reduce_bytes: float = Field(4.0, gt=0, description="bytes per gradient element in the DP reduce-scatter/all-reduce; Megatron reduces fp32 main grads under bf16; seed 003: 2")
     cp_kv_sharded_by_tp: bool = Field(True, description="each TP rank exchanges only its own KV heads in the CP ring; seed 003 sends the whole K,V row per GPU")
+    cp_kv_heads_repeated: bool = Field(False, description="the model repeats its KV heads up to the query head count before attention, so context parallelism exchanges and gathers K,V at num_attention_heads, not num_kv_heads (torchtitan before ff0829c1, 2026-01-27 'GQA without kv repeats': repeat_kv ahead of SDPA, torchtitan@9dec370 torchtitan/models/llama/model.py:201-202; torch's context parallel wraps the SDPA op and gathers what it receives); Megatron/TE and seed 003 exchange the KV heads: False")
     recompute_repeats_comm: bool = Field(True, description="full recompute repeats the forward TP/CP comm; textbook: not counted")
     tp_requires_nvlink: bool = Field(True, description="TP groups must sit inside one NVLink domain (seed 003: tp <= NODE)")
 

@@ -157,7 +157,7 @@ class DataParallel:
         the offloaded share of the optimizer states on the host (costmodel/offload.py)."""
         a = self.a
         return model_state_bytes(params_gpu, self.zero, grp.shards, a.weight_bytes, a.grad_bytes, self.opt_bytes,
-                                 self.offload_fraction)
+                                 self.offload_fraction, a.zero3_resident_weight_bytes)
 
     def fp8_weight_cache(self, matmul_params_gpu: float) -> float:
         """FP8 training keeps each GEMM weight's FP8 copy and its transpose across micro-batches

@@ -304,7 +304,8 @@ class LayerComm:
         tp_block_collectives = 5 if (sp and a.tp_sp_weight_grad_regather) else 4
         tp_overlap = a.tp_comm_overlap if sp else 0.0
         tp_one = comm.ring_gather_s("tp", c.tp, act_group_bytes) * (1 - tp_overlap)
-        kv_bytes = ctx.tokens_tp_group * (arch.k_dim + arch.v_dim) * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
+        kv_dims = arch.q_dim + arch.o_dim if a.cp_kv_heads_repeated else arch.k_dim + arch.v_dim  # repeat_kv: query heads
+        kv_bytes = ctx.tokens_tp_group * kv_dims * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
         cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
                                rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
         return LayerComm(tp_block_collectives, tp_one, cp)

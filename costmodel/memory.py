@@ -14,14 +14,20 @@ from dataclasses import dataclass
 
 
 def model_state_bytes(params: float, zero_stage: int, shards: int, weight_bytes: float = 2.0,
-                      grad_bytes: float = 2.0, optimizer_bytes: float = 12.0, offload_fraction: float = 0.0) -> float:
+                      grad_bytes: float = 2.0, optimizer_bytes: float = 12.0, offload_fraction: float = 0.0,
+                      zero3_weight_bytes: float | None = None) -> float:
     """Per-GPU bytes of weights + gradients + optimizer states for ``params`` parameters.
 
     Seed 000: DDP 16P; ZeRO-1 P(12/N + 4); ZeRO-2 P(14/N + 2); ZeRO-3 16P/N. ``shards`` N is the group the
     states are sharded over (HSDP: one shard group, not its replicas); ``offload_fraction`` f of the
     optimizer states lives in host memory (optimizer CPU offload, costmodel/offload.py): o becomes o·(1-f).
+    ``zero3_weight_bytes``: under ZeRO-3 the resident shard's bytes per weight instead of ``weight_bytes``
+    (PyTorch FSDP keeps only the fp32 shard, which the optimizer's master term already counts: 0;
+    Assumptions.zero3_resident_weight_bytes cites it).
     """
     w, g = weight_bytes, grad_bytes
+    if zero_stage == 3 and zero3_weight_bytes is not None:
+        w = zero3_weight_bytes
     o = optimizer_bytes if not offload_fraction else optimizer_bytes * (1.0 - offload_fraction)
     n = shards
     if zero_stage == 0:

@@ -160,6 +160,7 @@ CITATIONS: dict[str, str] = {
                           "pipeline_parallel_schedule (torch.distributed.pipelining's get_schedule_class: 1F1B, "
                           "Interleaved1F1B, GPipe, LoopedBFS, InterleavedZeroBubble), 359 context_parallel_degree, 389 "
                           "mixed_precision_reduce (float32)",
+    "titan.repeat_kv_2412": f"{TITAN_2412} torchtitan/models/llama/model.py:201-202: keys = repeat_kv(xk, n_rep), values = repeat_kv(xv, n_rep) before F.scaled_dot_product_attention (209), so torch's context parallel (torch/distributed/tensor/experimental/_attention.py, which wraps the SDPA op) all-gathers K,V at the query head count; removed by pytorch/torchtitan@ff0829c1 (2026-01-27, 'GQA without kv repeats', enable_gqa), after v0.2.1",
     "titan.runtime": "benchmarks/runs.py _techniques (torch.distributed.pipelining buffers, DTensor SP saved "
                      "inputs, loss_parallel 16 B/logit with TP, 12 B without): facts established and cited there",
     "megatron_lm.1f1b": f"{_MLM['readme_2021_01']} megatron/training.py:497-521 forward_backward_no_pipelining and "

@@ -91,8 +91,10 @@ TORCHTITAN_MAIN_2412 = replace(
     _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
     schedules=("1f1b", "interleaved"),  # torch.distributed.pipelining had no ScheduleDualPipeV then
     expert_tensor_parallel="one", ddp_one_dimensional=True,
+    assumptions={**_TORCHTITAN_022.assumptions, "cp_kv_heads_repeated": True},
     citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
-               "titan.ddp_2412", "titan.ac_2412", "titan.options_2412"),
+               "titan.ddp_2412", "titan.ac_2412", "titan.options_2412",
+               "titan.repeat_kv_2412"),
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",

@@ -168,9 +168,9 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
         o = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
         f = c.optimizer_offload_fraction
         states = (model_state_bytes(other_total / c.tp / c.pp, zero, g_dense, a.weight_bytes,
-                                    a.grad_bytes, o, f)
+                                    a.grad_bytes, o, f, a.zero3_resident_weight_bytes)
                   + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,
-                                      a.weight_bytes, a.grad_bytes, o, f))
+                                      a.weight_bytes, a.grad_bytes, o, f, a.zero3_resident_weight_bytes))
         states *= schedule_units(c.schedule, c.pp).stages_per_unit  # a DualPipe rank holds two stages
         mem[i] = np.floor(states * (1 - 1e-9) / KIB)
     return step_lb_s, mem

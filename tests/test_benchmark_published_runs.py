@@ -92,6 +92,15 @@ def test_mapping_details(rows):
     assert ex.plan.zero_stage == 3 and ex.plan.cp == 2 and ex.plan.recompute == "full"
     assert ex.spec.training.precision == "fp8" and "precision" in ex.assumed
     assert ex.spec.model.gated_mlp and ex.spec.model.num_kv_heads == 8
+    # torchtitan@9dec370 CP: the rotate method's default 'allgather', K,V repeated to the query heads before SDPA
+    assert ex.plan.cp_comm_type == "allgather" and ex.overrides["cp_kv_heads_repeated"] is True
+    ex = runs.express(by_id["torchtitan-202412-t1-llama3-8b-8gpu-0"])  # no CP: neither is set
+    assert ex.plan.cp_comm_type == "p2p" and "cp_kv_heads_repeated" not in ex.overrides
+    # PyTorch FSDP's ZeRO-3 (torchtitan, LLM Foundry) keeps only the fp32 shard; torchtitan's ZeRO-2-like PP rows
+    # keep the unsharded bf16 weights and get no such override
+    assert ex.overrides["zero3_resident_weight_bytes"] == 0.0
+    assert runs.express(by_id["llmfoundry-mpt-30b-a100_80gb-8gpu-seq2048"]).overrides["zero3_resident_weight_bytes"] == 0.0
+    assert "zero3_resident_weight_bytes" not in runs.express(by_id["torchtitan-202412-t6-llama31-405b-512gpu-14"]).overrides
     # torchtitan PP: micro-batches default to the pipeline-parallel degree (32 per DP rank / 8 = 4)
     ex = runs.express(by_id["torchtitan-202412-t5-llama31-405b-512gpu-13"])
     assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 4)
@@ -202,7 +211,7 @@ def test_reserved_peak_is_the_tensors_plus_the_allocators_fragmentation(results)
 
 def test_torchtitan_peaks_within_bounds(summary):
     # issue 20's target is every peak within 10 % and a median within 5 %; today the median is met and 16 of 18
-    # are within 10 % (the 405B 1F1B row and the CP 8 row are 16-18 % low: not explained, see benchmarks/README.md)
+    # are within 10 % (the 405B 1F1B row and the CP 8 row are 16 % and 13 % low: not explained, see benchmarks/README.md)
     mem = summary["memory_published"]
     assert len(mem) == 18
     assert summary["memory_published_median_abs_error_pct"] <= 5.0

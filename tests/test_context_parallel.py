@@ -121,6 +121,21 @@ def test_allgather_in_choice_costs_holds_the_gathered_kv():
     assert ag.dense.cp_s == pytest.approx(3 * (3 * L.latency_s + 3 * kv / L.bandwidth_Bps))
 
 
+def test_repeated_kv_heads_are_gathered_at_the_query_head_count():
+    """torchtitan@9dec370 repeats the KV heads before SDPA (torchtitan/models/llama/model.py:201-202) and torch's
+    context parallel wraps the SDPA op, so it gathers what SDPA receives. Llama 3 70B, TP 8, CP 4, mb 1 at
+    seq 32768: a rank's 8192 tokens of K and V at 64 heads x 128 / TP 8 = 1024 wide each, 8192 · 2048 · 2 B
+    = 32 MiB (the 8 KV heads give 1 of them per TP rank, 4 MiB); all-gathered and held with dK,dV: 2 · 4 · 32 MiB
+    = 256 MiB of working set instead of 32 MiB, and the three exposed gathers move 8x the bytes."""
+    base = Choice(tp=8, cp=4, pp=1, dp=2, num_microbatches=32, cp_comm_type="allgather")
+    plain, repeated = _costs(_spec(), base), _costs(_spec(cp_kv_heads_repeated=True), base)
+    kv_repeated = 8192 * (64 * 128 + 64 * 128) * 2 / 8
+    assert kv_repeated == 32 * 2**20
+    assert repeated.workspace_bytes - plain.workspace_bytes == pytest.approx(2 * 4 * (kv_repeated - 4 * 2**20))
+    L = repeated.links["cp"]
+    assert repeated.dense.cp_s == pytest.approx(3 * (3 * L.latency_s + 3 * kv_repeated / L.bandwidth_Bps))
+
+
 def test_hierarchical_a2a_p2p_by_hand():
     """tp 4 x cp 8 on 8-GPU nodes: 2 CP members per node. a2a over those 2 (NVLink), then a ring of 4 across
     the nodes with the same K,V block bytes (heads/(tp·2) of seq/4 tokens = the p2p block): exposed = the

@@ -329,3 +329,19 @@ def test_hsdp_states_over_the_shard_group_by_hand():
     spec = memory_dims.spec()
     assert memory_dims.costs(spec, zero_replicas=2).dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 9.0)
     assert memory_dims.costs(spec, zero_stage=3, zero_replicas=2).dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 4.5)
+
+
+def test_fsdp_keeps_no_resident_bf16_shard_under_zero3_by_hand():
+    """PyTorch FSDP shards the fp32 parameters (the optimizer's master) and casts to bf16 per all-gather
+    (zero3_resident_weight_bytes 0): ZeRO-3 over 8 ranks holds (0 + 4 + 12)/8 = 2 bytes per parameter instead of
+    (2 + 4 + 12)/8 = 2.25; ZeRO-1/2 keep the full bf16 copy (2 + 4 + 12/8 = 7.5 with or without the knob).
+    MPT-30B on 8 A100s (LLM Foundry FULL_SHARD): 29.98e9 · 2/8 B = 6.98 GiB less than the DeepSpeed layout."""
+    assert model_state_bytes(1e9, 3, 8, 2.0, 4.0, 12.0, 0.0, 0.0) == 2e9
+    assert model_state_bytes(1e9, 3, 8, 2.0, 4.0, 12.0, 0.0, None) == 2.25e9
+    assert model_state_bytes(1e9, 1, 8, 2.0, 4.0, 12.0, 0.0, 0.0) == 7.5e9
+    assert (model_state_bytes(29.98e9, 3, 8, 2.0, 4.0, 12.0) - model_state_bytes(29.98e9, 3, 8, 2.0, 4.0, 12.0, 0.0, 0.0)) \
+        / 2**30 == pytest.approx(6.98, abs=0.01)
+    spec = memory_dims.spec(assumptions={"zero3_resident_weight_bytes": 0.0})
+    assert memory_dims.costs(spec, zero_stage=3).dense.states_bytes == pytest.approx(memory_dims.P_LAYER * 2.0)
+    assert memory_dims.costs(memory_dims.spec(), zero_stage=3).dense.states_bytes == pytest.approx(
+        memory_dims.P_LAYER * 2.25)
