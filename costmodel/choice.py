@@ -56,8 +56,10 @@ __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_fa
 def inflight_microbatches(c: Choice, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
     p, m, v = c.pp, c.num_microbatches, c.vpp
-    extra = 1 if c.moe_a2a_overlap else 0  # one more forward before the combined 1F1B steps (moe_comm.py)
     schedule = Schedule(c.schedule)
+    # interleaved: one more chunk forward before the combined 1F1B steps (moe_comm.py); pp 1 pairs layer by layer and
+    # holds one more layer, not one more micro-batch (stage_extras.stage_workspace)
+    extra = 1 if c.moe_a2a_overlap and schedule is Schedule.INTERLEAVED else 0
     if schedule.one_stage_per_rank:
         return float(min(p - stage + extra, m))
     if schedule is Schedule.INTERLEAVED:

@@ -25,8 +25,11 @@ kernels (:func:`sm_fraction`; DeepSeek-V3 §3.2.2: 20 of the H800's 132 SMs), wh
 compute; the other schedules run the all-to-all between computations and reserve none.
 Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
 the 1f1b stages" (megatron/core/pipeline_parallel/schedules.py:966-970: ``num_warmup_microbatches + 1``);
-with pp 1 the combined schedule runs micro-batch i+1's forward while micro-batch i's backward is pending
-(combined_1f1b.py, phases 1..n-1): two micro-batches held instead of one.
+with pp 1 the combined schedule runs micro-batch i+1's forward beside micro-batch i's backward (combined_1f1b.py,
+phases 1..n-1) layer by layer, layer j's forward beside layer L-1-j's backward
+(megatron/core/models/common/model_chunk_schedule_plan.py@core_v0.15.3, the ``overlapped_layers`` loop): as the
+backward frees micro-batch i's layers from the top the forward fills micro-batch i+1's from the bottom, so a stage
+holds one micro-batch and one layer (the layer: stage_extras.stage_workspace), not two micro-batches.
 Requirements (transformer_config.py:3002-3046): ``pipeline_model_parallel_size > 1`` needs
 ``virtual_pipeline_model_parallel_size`` (parplan: pp 1 or schedule interleaved), expert parallelism > 1,
 no full recomputation, at most one MTP layer, PyTorch >= 2.6. Introduced for pp 1 in ae1c8829 (2025-08-01,

@@ -125,6 +125,12 @@ def stage_workspace(ctx: ChoiceContext, acts: Activations, cp: CpComm) -> tuple[
     elif acts.per_op_sac:  # every layer checkpoints per op: the regenerated layer is always there
         workspace += a.recompute_workspace_layers * acts.full_layer_bytes
     workspace += cp.workspace_bytes  # CP all-gather: the gathered K,V (and dK,dV) of the layer in flight
+    if c.moe_a2a_overlap:
+        # Megatron-Core's combined 1F1B runs the next micro-batch's layer i forward beside the previous one's layer
+        # L-1-i backward (megatron/core/models/common/model_chunk_schedule_plan.py@core_v0.15.3, the
+        # overlapped_layers loop): at most one layer's stored activations more than the in-flight count
+        per_token = acts.moe_per_token if ctx.m.moe is not None else acts.dense_per_token
+        workspace += ctx.tokens_tp_group * (per_token + acts.stored_gathered)
     if ctx.zero == 3:
         dense_params_gpu = dense_layer_params_gpu(ctx)
         if ctx.m.moe is None:

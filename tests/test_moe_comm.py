@@ -116,20 +116,27 @@ def test_a2a_overlap_cost_by_hand():
     assert on.ep_s < off.ep_s
 
 
-def test_a2a_overlap_holds_one_more_microbatch():
-    """pp 1: the combined schedule runs micro-batch i+1's forward beside i's backward: 2 in flight instead of
-    1. Interleaved (p = 2, v = 2, stage 0): Megatron's warm-up (2-0-1)·2 + (2-1)·2 = 4, +1 in flight, +1 for the
-    overlap = 6 chunk micro-batches = 3 stages' worth instead of 2.5 (schedules.py:966-970)."""
+def test_a2a_overlap_holds_one_more_layer_or_chunk():
+    """pp 1: the combined schedule runs micro-batch i+1's layer j forward beside i's layer L-1-j backward
+    (model_chunk_schedule_plan.py's overlapped_layers loop): one micro-batch in flight and one MoE layer's stored
+    activations more in the working set. Interleaved (p = 2, v = 2, stage 0): Megatron's warm-up
+    (2-0-1)·2 + (2-1)·2 = 4, +1 in flight, +1 for the overlap = 6 chunk micro-batches = 3 stages' worth instead of
+    2.5 (schedules.py:966-970)."""
     from parplan.costmodel.choice import inflight_microbatches
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
-    assert inflight_microbatches(c, 0) == 1 and inflight_microbatches(replace(c, moe_a2a_overlap=True), 0) == 2
+    assert inflight_microbatches(c, 0) == 1 and inflight_microbatches(replace(c, moe_a2a_overlap=True), 0) == 1
     il = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, vpp=2, schedule="interleaved")
     assert inflight_microbatches(il, 0) == 2.5
     assert inflight_microbatches(replace(il, moe_a2a_overlap=True), 0) == 3.0
     spec = moe_dims.spec(moe_dims.MOE)
     plain = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8))
     over = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
-    assert over.stages[0].activations_gib == pytest.approx(2 * plain.stages[0].activations_gib)
+    assert over.stages[0].activations_gib == pytest.approx(plain.stages[0].activations_gib)
+    from parplan.costmodel.choice import choice_costs
+    from parplan.costmodel.evaluate import resolve_plan
+    moe_layer = choice_costs(spec, resolve_plan(spec, PlanSpec(tp=1, pp=1, ep=8)).to_choice(), resolve_gpu(spec.cluster),
+                             resolve_assumptions(spec.assumptions)).moe
+    assert (over.stages[0].workspace_gib - plain.stages[0].workspace_gib) * 2**30 == pytest.approx(moe_layer.act_bytes)
     assert over.metrics.step_time_s < plain.metrics.step_time_s
 
 
