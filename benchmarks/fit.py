@@ -117,9 +117,12 @@ PRIORS: dict[str, tuple[float, float, str]] = {
                                          "and HBM bandwidth (8 vs 3.35 TB/s): large cuBLAS GEMMs reach a similar share "
                                          "of the peak; the roofline term (ridge 281 vs 295 FLOP/B) carries the shape"),
     "blackwell_fp8_matmul_ratio": (1.0, 0.1, "as blackwell_matmul_ratio, FP8 (tensorwise-scaled) GEMMs"),
-    "blackwell_attention_ratio": (0.75, 0.15, "FlashAttention-4 paper (arXiv 2603.05451): cuDNN 9.13 BF16 attention on B200 "
-                                              "at ~1240 TFLOP/s (FA4 1613 = 1.3x cuDNN), 55 % of 2.25 PF, against "
-                                              "FA3/cuDNN ~740 TFLOP/s = 75 % on H100 (FA3 paper): 0.55/0.75 = 0.73"),
+    "blackwell_attention_ratio": (0.92, 0.10, "cuDNN fused attention (the kernel Transformer Engine runs on both generations) "
+                                              "against itself, BF16, head dim 128: B200 cuDNN 9.13 forward >= 1240 TFLOP/s = "
+                                              "0.55 of 2.25 PF (FlashAttention-4 paper, arXiv 2603.05451: FA4 reaches 1613, up "
+                                              "to 1.3x cuDNN), H100 cuDNN 600 TFLOP/s = 0.61 of 0.99 PF (FlashAttention-3 "
+                                              "paper, arXiv 2407.08608, Fig. 5, non-causal, 8k): >= 0.91. (FA3's own 740 "
+                                              "TFLOP/s on H100 is not the kernel the Hopper rows ran.)"),
 }
 PRIOR_POINTS = 2.0
 
