@@ -116,7 +116,13 @@ PRIORS: dict[str, tuple[float, float, str]] = {
     "blackwell_matmul_ratio": (1.0, 0.1, "NVIDIA datasheets: B200 doubles H100's dense BF16/FP8 peaks (2.25/4.5 vs 0.99/1.98 PF) "
                                          "and HBM bandwidth (8 vs 3.35 TB/s): large cuBLAS GEMMs reach a similar share "
                                          "of the peak; the roofline term (ridge 281 vs 295 FLOP/B) carries the shape"),
-    "blackwell_fp8_matmul_ratio": (1.0, 0.1, "as blackwell_matmul_ratio, FP8 (tensorwise-scaled) GEMMs"),
+    "blackwell_fp8_matmul_ratio": (1.10, 0.07, "Hopper's FP8 tensor cores accumulate in FP22 (DeepSeek-V3 report §3.3.2; "
+                                               "SageAttention2 paper), so Transformer Engine runs the dgrad and wgrad FP8 "
+                                               "GEMMs (2/3 of the FLOPs) with split accumulation (_2X_ACC_DGRAD/_2X_ACC_WGRAD "
+                                               "= True, transformer_engine/pytorch/module/base.py), measured 1.1-1.2x slower "
+                                               "than fast accumulation on H100 (pytorch/ao#2377); Blackwell's tcgen05 MMA "
+                                               "accumulates in FP32 in tensor memory (CUTLASS's 2xAcc promotion is an SM90 "
+                                               "mainloop only): 1/3 + 2/3 x (1.1 to 1.2) = 1.07-1.13 over the Hopper share"),
     "blackwell_attention_ratio": (0.92, 0.10, "cuDNN fused attention (the kernel Transformer Engine runs on both generations) "
                                               "against itself, BF16, head dim 128: B200 cuDNN 9.13 forward >= 1240 TFLOP/s = "
                                               "0.55 of 2.25 PF (FlashAttention-4 paper, arXiv 2603.05451: FA4 reaches 1613, up "
