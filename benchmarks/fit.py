@@ -137,7 +137,7 @@ PRIORS: dict[str, tuple[float, float, str]] = {
 }
 # Not a prior (it would move the fit away from the data): the same cuDNN B200 file measures FP8 attention at only
 # 1.22x BF16 forward+backward at 8k (5.846 vs 7.115 ms; 1.24x at 16k), against the 1.6 above (FA3's H100 forward);
-# with 1.22 the MLPerf B200 rows that set FP8_DPA are predicted 0.82-0.83x when MLPerf is held out: the fitted 1.7
+# at 1.22 the MLPerf B200 rows that set FP8_DPA come out slower still when MLPerf is held out, so the fitted 1.7
 # carries something else of those rows (issue 25 notes).
 PRIOR_POINTS = 2.0
 
