@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8323,
-    "matmul_efficiency_hopper": 0.7835,
-    "fp8_matmul_efficiency_hopper": 0.6799,
-    "attention_efficiency_ampere": 0.5987,
-    "attention_efficiency_hopper": 0.2808,
-    "attention_efficiency_flash2": 0.2012,
-    "matmul_shape_penalty": 1.2896,
-    "attention_seq_penalty": 1714.3015,
-    "intra_node_bandwidth_efficiency": 0.713,
-    "inter_node_bandwidth_efficiency": 0.8752,
-    "hierarchical_collective_efficiency": 0.6681,
-    "intra_node_latency_factor": 1.7904,
-    "inter_node_latency_factor": 0.4768,
-    "tp_comm_overlap": 0.9753,
-    "dp_comm_overlap": 0.4758,
-    "zero_microbatch_comm_overlap": 0.2851,
-    "pp_comm_overlap": 0.0235,
-    "activation_traffic_passes": 6.4483,
-    "fp8_attention_speedup": 1.6998,
+    "matmul_efficiency_ampere": 0.8348,
+    "matmul_efficiency_hopper": 0.7901,
+    "fp8_matmul_efficiency_hopper": 0.6844,
+    "attention_efficiency_ampere": 0.5957,
+    "attention_efficiency_hopper": 0.2811,
+    "attention_efficiency_flash2": 0.2018,
+    "matmul_shape_penalty": 1.3746,
+    "attention_seq_penalty": 1775.3193,
+    "intra_node_bandwidth_efficiency": 0.7751,
+    "inter_node_bandwidth_efficiency": 0.8748,
+    "hierarchical_collective_efficiency": 0.6966,
+    "intra_node_latency_factor": 1.7999,
+    "inter_node_latency_factor": 0.482,
+    "tp_comm_overlap": 0.9833,
+    "dp_comm_overlap": 0.4679,
+    "zero_microbatch_comm_overlap": 0.2535,
+    "pp_comm_overlap": 0.0094,
+    "activation_traffic_passes": 6.2319,
+    "fp8_attention_speedup": 1.6933,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0181,
-    "blackwell_fp8_matmul_ratio": 1.136,
-    "blackwell_attention_ratio": 0.9384,
+    "blackwell_matmul_ratio": 1.0173,
+    "blackwell_fp8_matmul_ratio": 1.1324,
+    "blackwell_attention_ratio": 0.9334,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7977,
-    "fp8_matmul_efficiency_blackwell": 0.7724,
-    "attention_efficiency_blackwell": 0.2635,
+    "matmul_efficiency_blackwell": 0.8038,
+    "fp8_matmul_efficiency_blackwell": 0.775,
+    "attention_efficiency_blackwell": 0.2624,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {
