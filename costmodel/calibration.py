@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8347,
-    "matmul_efficiency_hopper": 0.7876,
-    "fp8_matmul_efficiency_hopper": 0.6832,
-    "attention_efficiency_ampere": 0.5974,
-    "attention_efficiency_hopper": 0.2818,
-    "attention_efficiency_flash2": 0.2013,
-    "matmul_shape_penalty": 1.3402,
-    "attention_seq_penalty": 1750.4018,
-    "intra_node_bandwidth_efficiency": 0.7263,
-    "inter_node_bandwidth_efficiency": 0.8753,
-    "hierarchical_collective_efficiency": 0.6654,
-    "intra_node_latency_factor": 1.7849,
-    "inter_node_latency_factor": 0.4764,
-    "tp_comm_overlap": 0.9751,
-    "dp_comm_overlap": 0.4974,
-    "zero_microbatch_comm_overlap": 0.2782,
-    "pp_comm_overlap": 0.0236,
-    "activation_traffic_passes": 6.333,
-    "fp8_attention_speedup": 1.7148,
+    "matmul_efficiency_ampere": 0.8348,
+    "matmul_efficiency_hopper": 0.7901,
+    "fp8_matmul_efficiency_hopper": 0.6844,
+    "attention_efficiency_ampere": 0.5957,
+    "attention_efficiency_hopper": 0.2811,
+    "attention_efficiency_flash2": 0.2018,
+    "matmul_shape_penalty": 1.3746,
+    "attention_seq_penalty": 1775.3193,
+    "intra_node_bandwidth_efficiency": 0.7751,
+    "inter_node_bandwidth_efficiency": 0.8748,
+    "hierarchical_collective_efficiency": 0.6966,
+    "intra_node_latency_factor": 1.7999,
+    "inter_node_latency_factor": 0.482,
+    "tp_comm_overlap": 0.9833,
+    "dp_comm_overlap": 0.4679,
+    "zero_microbatch_comm_overlap": 0.2535,
+    "pp_comm_overlap": 0.0094,
+    "activation_traffic_passes": 6.2319,
+    "fp8_attention_speedup": 1.6933,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0223,
-    "blackwell_fp8_matmul_ratio": 1.1468,
-    "blackwell_attention_ratio": 0.8963,
+    "blackwell_matmul_ratio": 1.0173,
+    "blackwell_fp8_matmul_ratio": 1.1324,
+    "blackwell_attention_ratio": 0.9334,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.8052,
-    "fp8_matmul_efficiency_blackwell": 0.7835,
-    "attention_efficiency_blackwell": 0.2526,
+    "matmul_efficiency_blackwell": 0.8038,
+    "fp8_matmul_efficiency_blackwell": 0.775,
+    "attention_efficiency_blackwell": 0.2624,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

@@ -109,6 +109,9 @@ class Comm:
         def collective(name: str, stride: int) -> Link:
             return hierarchical_collective_link(links[name], stride, domain, nv.bandwidth_Bps, a)
 
+        # TP across NVLink domains (tp > domain): the same NCCL ring argument as DP/ZeRO, each domain's k = domain
+        # consecutive members share its NICs (hierarchical_collective_link); on NVLink the link is unchanged
+        links["tp"] = collective("tp", 1)
         R = c.zero_replicas
         if R > 1:  # HSDP: shard groups of consecutive ranks, their replicas strided by a shard group's span
             links["dp_shard"] = with_busbw(at(c.tp, c.dense_shard), gpu, a, ring)
@@ -172,7 +175,10 @@ def hierarchical_collective_link(L_: Link, stride: int, domain: int, nv_bw: floa
     domain: the ring crosses the network once per domain and the k members share the domain's NICs, so
     each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth
     ideally, 1 + (k-1)·hierarchical_collective_efficiency as achieved, at most NVLink's
-    (hierarchical_collectives; textbook: every GPU's bytes over its own NIC)
+    (hierarchical_collectives; textbook: every GPU's bytes over its own NIC). The TP group's rings across
+    domains (tp > domain, stride 1: k = domain members per domain) are the same NCCL rings (NCCL builds one
+    ring per channel through a node's GPUs over NVLink, each channel leaving the node through its own NIC:
+    NCCL src/graph/rings.cc, search.cc), so they get the same speed-up.
     """
     if L_.nvlink or not a.hierarchical_collectives:
         return L_

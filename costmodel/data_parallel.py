@@ -61,6 +61,14 @@ class DataParallel:
         R = grp.replicas
         return 2 * (R - 1) / R * self.a.grad_reduce_bytes / grp.shards / grp.replica_link.bandwidth_Bps
 
+    @property
+    def overlap(self) -> float:
+        """The share of the once-per-step DP traffic hidden: ``dp_comm_overlap``, or 0 below the framework's
+        ``dp_overlap_min_zero_stage`` (DeepSpeed's ZeRO-0/1 reduce after the backward: no gradient hooks,
+        microsoft/DeepSpeed#1246; its pipeline engine reduces after the flush, deepspeed/runtime/pipe/schedule.py
+        TrainSchedule's ReduceGrads)."""
+        return self.a.dp_comm_overlap if self.zero >= self.a.dp_overlap_min_zero_stage else 0.0
+
     def dp_comm_per_param(self, grp: ZeroGroup) -> tuple[float, float]:
         """Seconds per step per parameter on this GPU of the once-per-step DP traffic, before overlap:
         (gradient part, weight part).
@@ -94,11 +102,11 @@ class DataParallel:
     def dp_exposed(self, parts: list[tuple[float, ZeroGroup]], layer_compute_s: float) -> float:
         """Exposed per-step DP time of the (params, group) parts of one layer, with the optimizer offload's
         host round trip (never hidden by compute: it runs between the last backward and the next forward)."""
-        a, fwd_share, exposed = self.a, self.fwd_share, self.comm.exposed
+        fwd_share, exposed = self.fwd_share, self.comm.exposed
         grad_s = sum(p_ * self.dp_comm_per_param(g_)[0] for p_, g_ in parts)
         weight_s = sum(p_ * self.dp_comm_per_param(g_)[1] for p_, g_ in parts)
-        out = (exposed(grad_s, a.dp_comm_overlap, layer_compute_s * (1.0 - fwd_share))
-               + exposed(weight_s, a.dp_comm_overlap, layer_compute_s * fwd_share))
+        out = (exposed(grad_s, self.overlap, layer_compute_s * (1.0 - fwd_share))
+               + exposed(weight_s, self.overlap, layer_compute_s * fwd_share))
         if self.offload_per_param_s:
             out += sum(p_ * self.offload_per_param(g_) for p_, g_ in parts)
         return out
@@ -106,16 +114,15 @@ class DataParallel:
     def dp_per_param_s(self, grp: ZeroGroup) -> float:
         """Exposed per-step DP seconds per parameter at the fixed overlap share, the offload included (the
         textbook spread of the embedding and head over the layers, which hides behind no one layer)."""
-        return sum(self.dp_comm_per_param(grp)) * (1 - self.a.dp_comm_overlap) + self.offload_per_param(grp)
+        return sum(self.dp_comm_per_param(grp)) * (1 - self.overlap) + self.offload_per_param(grp)
 
     def dp_latency(self, grp: ZeroGroup) -> float:
         """Per step: the ring latency 2(n-1)·alpha of the DP collectives, HSDP's replica all-reduce
         2(R-1)·alpha, each hidden by the DP overlap share."""
-        a = self.a
         n, link_ = grp.shards, grp.link
-        out = 2 * (n - 1) * link_.latency_s * (1 - a.dp_comm_overlap) if n > 1 else 0.0
+        out = 2 * (n - 1) * link_.latency_s * (1 - self.overlap) if n > 1 else 0.0
         if grp.replicas > 1:
-            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s * (1 - a.dp_comm_overlap)
+            out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s * (1 - self.overlap)
         return out
 
     def zero_comm_per_param(self, grp: ZeroGroup) -> float:

@@ -103,7 +103,8 @@ _DEEPSPEED = Profile(
     recompute=("none", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
-                 "sequence_parallel_saves_gathered_inputs": False, "userbuffer_count": 0, "te_cublas_workspaces": 0},
+                 "sequence_parallel_saves_gathered_inputs": False, "userbuffer_count": 0, "te_cublas_workspaces": 0,
+                 "dp_overlap_min_zero_stage": 2},  # ZeRO-0/1 reduce after the backward (assumptions.py)
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
                "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
                "deepspeed.offload", "deepspeed.bf16_states", "deepspeed.no_activation_offload"),

@@ -33,3 +33,23 @@ def test_hsdp_replicas_across_nodes_by_hand():
     assert today.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (15 / 16) * 6 / memory_dims.NET)
     assert hsdp.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (5.25 / memory_dims.NV + 0.5 / memory_dims.NET))
     assert hsdp.links["dp_shard"].nvlink and not hsdp.links["dp_replica"].nvlink
+
+
+def test_deepspeed_zero_0_1_hide_no_dp_traffic_by_hand():
+    """DeepSpeed's ZeRO-0/1 reduce gradients after the backward (no gradient hooks: overlap_comm is ignored,
+    microsoft/DeepSpeed#1246; its pipeline engine reduces after the flush), so its profile's
+    dp_overlap_min_zero_stage 2 hides nothing below ZeRO-2. 8 H100s, dp_comm_overlap 0.5, the fixed share only:
+    ZeRO-1 under DeepSpeed (BF16 gradient reduce, grad_reduce_bytes 2): reduce-scatter 7/8·2 + all-gather 7/8·2 =
+    3.5 B / 360 GB/s per parameter, all of it exposed; the framework-neutral spec (FP32 reduce, 7/8·4 + 7/8·2 =
+    5.25 B) hides half. ZeRO-2 under DeepSpeed hides half of its once-per-step all-gather, 7/8·2 = 1.75 B."""
+    knobs = dict(dp_comm_overlap=0.5, overlap_limited_by_compute=False)
+    ds = memory_dims.spec(assumptions=knobs, framework="deepspeed")
+    neutral = memory_dims.spec(assumptions=knobs)
+    assert memory_dims.costs(ds, zero_stage=1).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 3.5 / memory_dims.NV)
+    assert memory_dims.costs(neutral, zero_stage=1).dense.dp_s == pytest.approx(
+        memory_dims.P_LAYER * 5.25 / memory_dims.NV * 0.5)
+    assert memory_dims.costs(ds, zero_stage=2).dense.dp_s == pytest.approx(
+        memory_dims.P_LAYER * 1.75 / memory_dims.NV * 0.5)
+    # the user's own value wins over the profile's convention
+    own = memory_dims.spec(assumptions={**knobs, "dp_overlap_min_zero_stage": 0}, framework="deepspeed")
+    assert memory_dims.costs(own, zero_stage=1).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 3.5 / memory_dims.NV * 0.5)
