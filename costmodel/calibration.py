@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8348,
-    "matmul_efficiency_hopper": 0.7901,
-    "fp8_matmul_efficiency_hopper": 0.6844,
-    "attention_efficiency_ampere": 0.5957,
-    "attention_efficiency_hopper": 0.2811,
-    "attention_efficiency_flash2": 0.2018,
-    "matmul_shape_penalty": 1.3746,
-    "attention_seq_penalty": 1775.3193,
-    "intra_node_bandwidth_efficiency": 0.7751,
-    "inter_node_bandwidth_efficiency": 0.8748,
-    "hierarchical_collective_efficiency": 0.6966,
-    "intra_node_latency_factor": 1.7999,
-    "inter_node_latency_factor": 0.482,
-    "tp_comm_overlap": 0.9833,
-    "dp_comm_overlap": 0.4679,
-    "zero_microbatch_comm_overlap": 0.2535,
-    "pp_comm_overlap": 0.0094,
-    "activation_traffic_passes": 6.2319,
-    "fp8_attention_speedup": 1.6933,
+    "matmul_efficiency_ampere": 0.8361,
+    "matmul_efficiency_hopper": 0.7895,
+    "fp8_matmul_efficiency_hopper": 0.6848,
+    "attention_efficiency_ampere": 0.598,
+    "attention_efficiency_hopper": 0.2816,
+    "attention_efficiency_flash2": 0.2085,
+    "matmul_shape_penalty": 1.3753,
+    "attention_seq_penalty": 1815.6996,
+    "intra_node_bandwidth_efficiency": 0.7768,
+    "inter_node_bandwidth_efficiency": 0.8755,
+    "hierarchical_collective_efficiency": 0.7044,
+    "intra_node_latency_factor": 1.8027,
+    "inter_node_latency_factor": 0.4844,
+    "tp_comm_overlap": 0.986,
+    "dp_comm_overlap": 0.4709,
+    "zero_microbatch_comm_overlap": 0.2445,
+    "pp_comm_overlap": 0.02,
+    "activation_traffic_passes": 6.3094,
+    "fp8_attention_speedup": 1.6968,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0173,
-    "blackwell_fp8_matmul_ratio": 1.1324,
-    "blackwell_attention_ratio": 0.9334,
+    "blackwell_matmul_ratio": 1.0176,
+    "blackwell_fp8_matmul_ratio": 1.1334,
+    "blackwell_attention_ratio": 0.9337,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.8038,
-    "fp8_matmul_efficiency_blackwell": 0.775,
-    "attention_efficiency_blackwell": 0.2624,
+    "matmul_efficiency_blackwell": 0.8034,
+    "fp8_matmul_efficiency_blackwell": 0.7762,
+    "attention_efficiency_blackwell": 0.2629,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {
