@@ -14,7 +14,9 @@ the counts for a stage of one layer class::
 
 (``D_k``: ``costmodel/pools.py: boundary_p2p_s`` less the pool's own p2p; ``w_max, w_sum``: the uneven-stage
 bubble weights, ``costmodel/bubble.py``), with the pools' capacities Σ_i x_ik·tp·cp·dp ≤ num_gpus_k and the
-pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden. Products x·l are
+pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden, and the stage rules of the
+spec's framework and ``search:`` (``solver/pools.py: StageRules``: equal layer counts under an ``even`` or
+``first_last`` split; under ``uniform_recompute`` stage i recomputes min(N, l_i) layers, one N for all). Products x·l are
 linearised per (stage, pool); the crossing indicators, the maximum and the sum enter the minimised objective
 with non-negative weights, so one-sided constraints are exact. The coefficients are checked against the
 evaluator at a further point before use (:class:`PoolModelError` when a term is not affine: an MoE model with
@@ -52,7 +54,7 @@ from parplan.costmodel.legality import choice_violations
 from parplan.costmodel.pools import (boundary_p2p_s, evaluate_pools, inter_pool_link, pool_costs, pool_gpus,
                                      pool_spec, pool_usage, spec_pools)
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.pools import PoolPlan, pool_choices
+from parplan.solver.pools import PoolPlan, StageRules, pool_choices
 
 TIME_BITS = 28
 WEIGHT_BITS = 20
@@ -256,7 +258,8 @@ def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]
 
 
 class _Built:
-    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None):
+    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None,
+                 stage_counts: Optional[tuple[int, ...]] = None):
         c, n = cm.choice, spec.model.num_layers
         p, pools = c.pp, spec_pools(spec)
         K = len(pools)
@@ -274,6 +277,14 @@ class _Built:
         self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
         self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
         m.Add(sum(self.layers) == n)
+        rules = StageRules.of(spec)
+        tied = {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ())
+        for i in tied:  # the framework's stage split: equal layer counts (even: all; first_last: the middle ones)
+            m.Add(self.layers[i] == self.layers[i - 1])
+        if full and rules.uniform_recompute:  # the first N layers of every stage (all of a shorter one)
+            every = m.NewIntVar(0, n, "recompute_n")
+            for i in range(p):
+                m.AddMinEquality(self.rec[i], [every, self.layers[i]])
         t_vars, dp_vars = [], []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
@@ -321,6 +332,9 @@ class _Built:
             xs = [self.x[i][k] for i in range(p) if self.x[i][k] is not None]
             if xs and len(xs) * per_stage > pool.num_gpus:
                 m.Add(per_stage * sum(xs) <= pool.num_gpus)
+        if stage_counts is not None:  # exactly this many stages on each pool (the per-pool GPU frontier)
+            for k, want in enumerate(stage_counts):
+                m.Add(sum(self.x[i][k] for i in range(p) if self.x[i][k] is not None) == want)
         if require_pool is not None:  # at least one stage on this pool (the explanation's "best use" of a pool)
             m.Add(sum(self.x[i][require_pool] for i in range(p) if self.x[i][require_pool] is not None) >= 1)
         self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max

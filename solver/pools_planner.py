@@ -4,8 +4,9 @@
 runs the CP-SAT stage → pool model (``solver/pools_cpsat.py``: OPTIMAL with CP-SAT's proof per choice and the
 bounds of the choices skipped), ``'exhaustive'`` the exact enumeration (``solver/pools.py``). What stays
 unsupported is refused as bad input naming the field (exit 2 / INVALID_ARGUMENT): a Pareto frontier, the
-``min_memory`` and ``min_gpus`` objectives, and a framework other than ``any`` (pool plans are priced in the
-research space: no framework's stage rules or exports yet).
+``min_memory`` and ``min_gpus`` objectives, and a framework outside ``costmodel/pools.py: POOL_FRAMEWORKS``
+(megatron-core, megatron-bridge; ``any`` is the research space). Under one of those the plan keeps its rules: the
+space is narrowed by the profile as on one pool (1F1B, no ZB-H1; its stage split and recompute counts).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Optional
 from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.pools import PoolPlanError, require_research_space, spec_pools
+from parplan.costmodel.pools import PoolPlanError, require_pool_framework, spec_pools
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import TimeUp
@@ -48,7 +49,7 @@ def canonical(spec: Spec, plans) -> list:
 
 
 def check_pools_request(spec: Spec, pareto: Optional[str]) -> None:
-    require_research_space(spec)
+    require_pool_framework(spec)
     if pareto is not None:
         raise ArgumentError("pareto", "is not available on several cluster.pools yet (issue 21)", pareto)
     if spec.objective != "max_throughput":
