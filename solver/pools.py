@@ -6,7 +6,7 @@ narrowed by the spec's framework as on one pool, each plan's legality then check
 :func:`parplan.costmodel.pools.evaluate_pools`), the pool of every stage (every sequence in ``pools^pp`` whose
 stages fit the pools' GPU counts: the stage order is a decision, a pool may be used in part or not at all), the
 layers of every stage (every composition the stage split allows, :class:`StageRules`) and its recompute count
-(min(N, l_i), one N for all, under ``uniform_recompute``). For a fixed choice, sequence and layer split the least
+(one N for all, N ≤ every stage's layers, under ``uniform_recompute``). For a fixed choice, sequence and layer split the least
 recompute that fits each stage's pool memory is optimal: every term of the step (``m·t_max``, the uneven bubble
 over Σ t, the DP maximum) is non-decreasing in it, and a stage's fit depends on its own count only.
 Plans are ranked by step
@@ -38,9 +38,10 @@ from parplan.solver.space import SpaceOptions, enumerate_choices
 class StageRules:
     """The stage-level rules a pool plan keeps (``search:`` intersected with the spec's framework,
     ``SpaceOptions.from_spec``): ``split`` per_stage | first_last (middle stages equal) | even, and
-    ``uniform_recompute`` (one count N for every stage, stage i recomputing min(N, l_i) layers: Megatron's
-    ``--recompute-method block --recompute-num-layers N`` on one chunk per stage, the ``chunk_block`` rule of
-    ``costmodel/framework_rules.py``)."""
+    ``uniform_recompute`` (one count N for every stage, N at most each stage's layers: Megatron's
+    ``--recompute-method block --recompute-num-layers N`` on one chunk per stage, as the one-pool CP-SAT model
+    reads the ``chunk_block`` rule of ``costmodel/framework_rules.py``; a stage shorter than N, which recomputes
+    all its layers there, is not searched: its min(N, l_i) form made the 70B example's models 15× slower)."""
 
     split: str
     uniform_recompute: bool
@@ -102,8 +103,8 @@ def compositions(n: int, parts: int) -> Iterator[tuple[int, ...]]:
 def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[int, ...], costs,
                     a: Assumptions, uniform: bool = False) -> Optional[list[int]]:
     """Each stage's least recompute count that fits its pool's usable memory (None if a stage fits at none);
-    zeros unless the choice recomputes full layers by count. ``uniform``: the least N at which every stage,
-    recomputing min(N, its layers), fits."""
+    zeros unless the choice recomputes full layers by count. ``uniform``: the least N (at most every stage's
+    layers) at which every stage, recomputing N, fits."""
     if c.recompute != "full":
         return [0] * c.pp
     plan = Plan.from_choice(c, list(layers), [0] * c.pp)
@@ -115,9 +116,8 @@ def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[i
         plan_r = plan.model_copy(update={"recompute_layers": [r if j == i else 0 for j in range(c.pp)]})
         return stage_report(plan_r, costs[k], i, rows, d, e).memory_gib <= costs[k].usable_memory_bytes / 2**30
 
-    if uniform:  # the least N whose counts min(N, l_i) fit every stage (the step is non-decreasing in N)
-        return next(([min(r, n) for n in layers] for r in range(max(layers) + 1)
-                     if all(fits(i, min(r, n)) for i, n in enumerate(layers))), None)
+    if uniform:  # the least N at which every stage fits (the step is non-decreasing in N)
+        return next(([r] * c.pp for r in range(min(layers) + 1) if all(fits(i, r) for i in range(c.pp))), None)
     out = []
     for i, n in enumerate(layers):
         r = next((r for r in range(n + 1) if fits(i, r)), None)

@@ -16,7 +16,7 @@ the counts for a stage of one layer class::
 bubble weights, ``costmodel/bubble.py``), with the pools' capacities Σ_i x_ik·tp·cp·dp ≤ num_gpus_k and the
 pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden, and the stage rules of the
 spec's framework and ``search:`` (``solver/pools.py: StageRules``: equal layer counts under an ``even`` or
-``first_last`` split; under ``uniform_recompute`` stage i recomputes min(N, l_i) layers, one N for all). Products x·l are
+``first_last`` split; under ``uniform_recompute`` every stage recomputes one N ≤ its layers). Products x·l are
 linearised per (stage, pool); the crossing indicators, the maximum and the sum enter the minimised objective
 with non-negative weights, so one-sided constraints are exact. The coefficients are checked against the
 evaluator at a further point before use (:class:`PoolModelError` when a term is not affine: an MoE model with
@@ -281,10 +281,10 @@ class _Built:
         tied = {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ())
         for i in tied:  # the framework's stage split: equal layer counts (even: all; first_last: the middle ones)
             m.Add(self.layers[i] == self.layers[i - 1])
-        if full and rules.uniform_recompute:  # the first N layers of every stage (all of a shorter one)
-            every = m.NewIntVar(0, n, "recompute_n")
+        if full and rules.uniform_recompute:  # the first N layers of every stage, N at most its layers
             for i in range(p):
-                m.AddMinEquality(self.rec[i], [every, self.layers[i]])
+                m.Add(self.rec[i] == self.rec[0])
+                m.Add(self.layers[i] >= self.rec[0])
         t_vars, dp_vars = [], []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
@@ -364,32 +364,59 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
     return solver, status
 
 
+def choice_heads(spec: Spec, a: Assumptions, deadline: float, cancel=None) -> Optional[tuple[list[ChoiceHead], int]]:
+    """Every choice's head (:func:`choice_head`) in the order of its quick bound, and the number of choices;
+    None when the deadline or ``cancel`` comes first."""
+    heads, total = [], 0
+    for c in pool_choices(spec, a):
+        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
+            return None
+        total += 1
+        h = choice_head(spec, c, a)
+        if h is not None:
+            heads.append(h)
+    return sorted(heads, key=lambda h: h.quick_bound_s), total
+
+
+def stage_counts(h: ChoiceHead, usage: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """The stages each pool holds when the choice of ``h`` uses exactly ``usage`` GPUs of each pool, or None
+    when it cannot (another GPU count, a share no whole number of stages, a stage on a pool it is illegal on)."""
+    c = h.choice
+    per_stage = c.num_gpus // c.pp
+    if sum(usage) != c.num_gpus or any(u % per_stage or (u and not ok) for u, ok in zip(usage, h.legal)):
+        return None
+    return tuple(u // per_stage for u in usage)
+
+
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
                    time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
-                   require_pool: Optional[int] = None) -> PoolSearch:
+                   require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
+                   cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None) -> PoolSearch:
     """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven.
-    ``require_pool``: only plans with at least one stage on that pool."""
+    ``require_pool``: only plans with at least one stage on that pool; ``usage``: only plans that use exactly
+    these GPUs of each pool; ``cutoff_s``: only plans at most this step time (up to the model's resolution; none
+    found is then the proof that none is faster); ``heads``: :func:`choice_heads` already read."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit_s
     _uniform_model(spec)
     a = assumptions or resolve_assumptions(spec.assumptions)
     stats = PoolSearchStats()
-    heads = []
-    for c in pool_choices(spec, a):
-        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
-            stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
-            stats.wall_time_s = time.perf_counter() - t0
-            return PoolSearch(plans=[], stats=stats)
-        stats.choices_total += 1
-        h = choice_head(spec, c, a)
-        if h is not None:
-            heads.append(h)
-    heads.sort(key=lambda h: h.quick_bound_s)
+    read = (heads, len(heads)) if heads is not None else choice_heads(spec, a, deadline, cancel)
+    if read is None:
+        stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
+        stats.wall_time_s = time.perf_counter() - t0
+        return PoolSearch(plans=[], stats=stats)
+    heads, stats.choices_total = read
+    counts = {id(h): stage_counts(h, usage) for h in heads} if usage is not None else {}
+    if usage is not None:
+        heads = [h for h in heads if counts[id(h)] is not None]
+        stats.choices_total = len(heads)
     checked = False
     found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
     order = 0
     open_bounds: list[float] = []
-    kth = lambda: found[top_k - 1][0] if len(found) >= top_k else None  # noqa: E731
+    kth = lambda: min([x for x in (found[top_k - 1][0] if len(found) >= top_k else None, cutoff_s)  # noqa: E731
+                       if x is not None], default=None)
     for h in heads:
         cutoff = kth()
         if cutoff is not None and h.quick_bound_s >= cutoff:
@@ -405,7 +432,7 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
         if require_pool is not None and all(row[require_pool] is None for row in cm.coeffs):
             continue
         stats.choices_solved += 1
-        b = _Built(spec, cm, cutoff, require_pool)
+        b = _Built(spec, cm, cutoff, require_pool, counts.get(id(h)))
         for _ in range(top_k):
             solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
             stats.models_solved += 1

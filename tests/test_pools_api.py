@@ -81,7 +81,7 @@ def test_cli_optimize_and_evaluate_a_pools_spec(tmp_path):
 
 
 @pytest.mark.parametrize("args, extra, words", [
-    (["--pareto", "memory"], {}, "error: --pareto: is not available on several cluster.pools"),
+    (["--pareto", "memory"], {}, "error: --pareto: memory is not available on several cluster.pools"),
     (["--export", "torchtitan"], {}, "error: plan.stage_pools: torchtitan cannot be given a per-stage placement"),
     (["--export", "deepspeed"], {}, "error: plan.stage_pools: deepspeed cannot be given a per-stage placement"),
     ([], {"framework": "torchtitan", "search": {**SEARCH, "zero_stages": [2]}},

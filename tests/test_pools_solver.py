@@ -48,10 +48,18 @@ def split_allowed(spec: Spec, layers: tuple[int, ...]) -> bool:
     return "first_last" not in splits or len(set(layers[1:-1])) <= 1
 
 
-def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
-    """Every choice, sequence, composition (the stage split allows) and recompute vector through evaluate_pools
-    (whose violations hold the framework's recompute-count rule); the best feasible plan of each (choice,
-    sequence), the top-K step times."""
+def one_count(spec: Spec, recompute: tuple[int, ...], layers: tuple[int, ...]) -> bool:
+    """Under ``uniform_recompute`` (the spec's, or a profile's ``chunk_block`` rule: Megatron's
+    --recompute-num-layers N) the planner's reading: every stage recomputes the same N, at most its layers."""
+    prof = spec_profile(spec)
+    if not (spec.search.uniform_recompute or (prof is not None and prof.full_recompute_counts == "chunk_block")):
+        return True
+    return len(set(recompute)) == 1 and recompute[0] <= min(layers)
+
+
+def best_per_sequence(spec: Spec) -> dict[tuple, float]:
+    """Every choice, sequence, composition (the stage split allows) and recompute vector (:func:`one_count`)
+    through evaluate_pools: the best feasible step time of each (choice, sequence)."""
     a = resolve_assumptions(spec.assumptions)
     best: dict = {}
     for c in pool_choices(spec, a):
@@ -60,14 +68,19 @@ def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
             for layers in filter(lambda ls: split_allowed(spec, ls), compositions(spec.model.num_layers, c.pp)):
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
-                for r in vectors:
+                for r in filter(lambda r: one_count(spec, r, layers), vectors):
                     ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), costs=costs)
                     if ev.violations:
                         continue
                     t = ev.metrics.step_time_s
-                    if (c, seq) not in best or t < best[(c, seq)][0]:
-                        best[(c, seq)] = (t, seq)
-    return sorted(best.values())[:top_k]
+                    if (c, seq) not in best or t < best[(c, seq)]:
+                        best[(c, seq)] = t
+    return best
+
+
+def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
+    """The top-K step times over :func:`best_per_sequence` (one per (choice, sequence))."""
+    return sorted((t, seq) for (_, seq), t in best_per_sequence(spec).items())[:top_k]
 
 
 @st.composite
