@@ -203,3 +203,14 @@ def test_a_pools_spec_without_a_framework_plans_on_megatron_core_and_exports_to_
     assert run.exit_code == 0, run.output
     assert "PARPLAN_HOST_ORDER=( pool" in run.stdout and "--pipeline-model-parallel-layout" in run.stdout
     assert "zb" not in run.stdout.lower()
+
+
+def test_grpc_pareto_on_pools_is_the_libraries_frontier(stub, tmp_path):
+    """The gRPC Pareto call on pools (axis GPUS) answers optimize's frontier of step time against each pool's GPUs."""
+    text = small_spec_file(tmp_path).read_text()
+    got = stub.Pareto(pb.ParetoRequest(spec_text=text, axis=pb.PARETO_AXIS_GPUS, solver=pb.SolverParameters(
+        workers=1, time_limit_s=60, deterministic=True)), timeout=120)
+    want = optimize(spec_of([H100, A100]), pareto="gpus", controls=SolverControls(deterministic=True)).pareto
+    assert got.status == pb.PLAN_STATUS_OPTIMAL and len(got.points) == len(want) > 1
+    assert [list(p.plan.stage_pools) for p in got.points] == [e.plan.stage_pools for e in want]
+    assert [p.metrics.step_time_s for p in got.points] == pytest.approx([e.metrics.step_time_s for e in want])
