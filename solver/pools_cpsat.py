@@ -277,14 +277,7 @@ class _Built:
         self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
         self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
         m.Add(sum(self.layers) == n)
-        rules = StageRules.of(spec)
-        tied = {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ())
-        for i in tied:  # the framework's stage split: equal layer counts (even: all; first_last: the middle ones)
-            m.Add(self.layers[i] == self.layers[i - 1])
-        if full and rules.uniform_recompute:  # the first N layers of every stage, N at most its layers
-            for i in range(p):
-                m.Add(self.rec[i] == self.rec[0])
-                m.Add(self.layers[i] >= self.rec[0])
+        self._stage_rules(StageRules.of(spec), full)
         t_vars, dp_vars = [], []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
@@ -342,6 +335,17 @@ class _Built:
             m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
         m.Minimize(self.objective)
 
+    def _stage_rules(self, rules: StageRules, full: bool) -> None:
+        """The framework's stage split (equal layer counts: even all, first_last the middle ones) and one
+        recompute count N for every stage, at most its layers (the first N layers of each)."""
+        m, p = self.model, len(self.layers)
+        for i in {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ()):
+            m.Add(self.layers[i] == self.layers[i - 1])
+        if full and rules.uniform_recompute:
+            for i in range(p):
+                m.Add(self.rec[i] == self.rec[0])
+                m.Add(self.layers[i] >= self.rec[0])
+
     def seconds(self, objective: float) -> float:
         return objective / self.W * self.unit_ns / 1e9
 
@@ -388,6 +392,15 @@ def stage_counts(h: ChoiceHead, usage: tuple[int, ...]) -> Optional[tuple[int, .
     return tuple(u // per_stage for u in usage)
 
 
+def _with_usage(heads: list[ChoiceHead], total: int, usage: Optional[tuple[int, ...]]):
+    """(the heads that can use exactly ``usage``, their stage counts per pool by id, how many) or all heads."""
+    if usage is None:
+        return heads, {}, total
+    counts = {id(h): stage_counts(h, usage) for h in heads}
+    kept = [h for h in heads if counts[id(h)] is not None]
+    return kept, counts, len(kept)
+
+
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
                    time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
                    require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
@@ -406,11 +419,7 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
         stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
         stats.wall_time_s = time.perf_counter() - t0
         return PoolSearch(plans=[], stats=stats)
-    heads, stats.choices_total = read
-    counts = {id(h): stage_counts(h, usage) for h in heads} if usage is not None else {}
-    if usage is not None:
-        heads = [h for h in heads if counts[id(h)] is not None]
-        stats.choices_total = len(heads)
+    heads, counts, stats.choices_total = _with_usage(*read, usage)
     checked = False
     found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
     order = 0
