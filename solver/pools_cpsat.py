@@ -404,7 +404,8 @@ def _with_usage(heads: list[ChoiceHead], total: int, usage: Optional[tuple[int, 
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
                    time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
                    require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
-                   cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None) -> PoolSearch:
+                   cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None,
+                   models: Optional[dict] = None) -> PoolSearch:
     """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven.
     ``require_pool``: only plans with at least one stage on that pool; ``usage``: only plans that use exactly
     these GPUs of each pool; ``cutoff_s``: only plans at most this step time (up to the model's resolution; none
@@ -434,7 +435,9 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
             stats.proven = False
             open_bounds.append(h.quick_bound_s)
             break
-        cm = complete_model(spec, h, a, check=not checked)  # the memory sum checked against stage_report once
+        cm = (models or {}).get(id(h)) or complete_model(spec, h, a, check=not checked)  # checked once
+        if models is not None:
+            models[id(h)] = cm
         checked = True
         if cutoff is not None and cm.lower_bound_s >= cutoff:
             continue

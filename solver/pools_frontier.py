@@ -76,6 +76,7 @@ def pool_frontier(spec: Spec, *, assumptions: Optional[Assumptions] = None, time
         out.stats.proven = False
         return out
     heads, out.stats.choices_total = read
+    models: dict = {}  # each choice's coefficients, read once for every usage vector it can reach
     for u in usage_vectors(spec, heads):
         left = deadline - time.perf_counter()
         if left <= 0 or (cancel is not None and cancel.is_set()):
@@ -84,7 +85,7 @@ def pool_frontier(spec: Spec, *, assumptions: Optional[Assumptions] = None, time
         better = [p.key[0] for p in out.points if dominates(p.gpus_per_pool, u)]
         cutoff = min(better) * (1 - STRICT_RTOL) if better else None
         got = optimize_pools(spec, assumptions=a, time_limit_s=left, seed=seed, cancel=cancel, usage=u,
-                             cutoff_s=cutoff, heads=heads)
+                             cutoff_s=cutoff, heads=heads, models=models)
         out.stats.choices_solved += got.stats.choices_solved
         out.stats.models_solved += got.stats.models_solved
         out.stats.proven &= got.stats.proven
