@@ -59,8 +59,8 @@ from parplan.solver.pools import PoolPlan, StageRules, pool_choices
 TIME_BITS = 28
 WEIGHT_BITS = 20
 AFFINE_RTOL = 1e-9
-# CPU seconds of optimize_pools (70B 32+32 / 8B 8+8 examples): presolve on, linearization 1: 8.3 / 0.69; on, 2:
-# 3.6 / 0.91; off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1: the same each run)
+# CPU s of optimize_pools (70B / 8B examples, any): presolve on, linearization 1: 8.3 / 0.69; on, 2: 3.6 / 0.91;
+# off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1)
 PRESOLVE = False
 LINEARIZATION = 1
 
@@ -394,11 +394,9 @@ def stage_counts(h: ChoiceHead, usage: tuple[int, ...]) -> Optional[tuple[int, .
 
 def _with_usage(heads: list[ChoiceHead], total: int, usage: Optional[tuple[int, ...]]):
     """(the heads that can use exactly ``usage``, their stage counts per pool by id, how many) or all heads."""
-    if usage is None:
-        return heads, {}, total
-    counts = {id(h): stage_counts(h, usage) for h in heads}
-    kept = [h for h in heads if counts[id(h)] is not None]
-    return kept, counts, len(kept)
+    counts = {id(h): stage_counts(h, usage) for h in heads} if usage is not None else {}
+    kept = [h for h in heads if usage is None or counts[id(h)] is not None]
+    return kept, counts, total if usage is None else len(kept)
 
 
 def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
@@ -406,15 +404,13 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
                    require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
                    cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None,
                    models: Optional[dict] = None) -> PoolSearch:
-    """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven.
-    ``require_pool``: only plans with at least one stage on that pool; ``usage``: only plans that use exactly
-    these GPUs of each pool; ``cutoff_s``: only plans at most this step time (up to the model's resolution; none
-    found is then the proof that none is faster); ``heads``: :func:`choice_heads` already read."""
-    t0 = time.perf_counter()
+    """The ``top_k`` best plans (module docstring; OPTIMAL when proven) with a stage on ``require_pool``, using
+    exactly ``usage`` GPUs per pool, at most ``cutoff_s`` (none found: none is faster); ``heads``: choice_heads'
+    (read once), ``models``: their complete_model by id, filled as read (solver/pools_frontier.py)."""
+    t0, stats = time.perf_counter(), PoolSearchStats()
     deadline = t0 + time_limit_s
     _uniform_model(spec)
     a = assumptions or resolve_assumptions(spec.assumptions)
-    stats = PoolSearchStats()
     read = (heads, len(heads)) if heads is not None else choice_heads(spec, a, deadline, cancel)
     if read is None:
         stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
