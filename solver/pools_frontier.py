@@ -86,11 +86,11 @@ def pool_frontier(spec: Spec, *, assumptions: Optional[Assumptions] = None, time
         cutoff = min(better) * (1 - STRICT_RTOL) if better else None
         got = optimize_pools(spec, assumptions=a, time_limit_s=left, seed=seed, cancel=cancel, usage=u,
                              cutoff_s=cutoff, heads=heads, models=models)
-        out.stats.choices_solved += got.stats.choices_solved
         out.stats.models_solved += got.stats.models_solved
         out.stats.proven &= got.stats.proven
         if got.plans and (cutoff is None or got.plans[0].key[0] < cutoff):
             out.points.append(got.plans[0])
+    out.stats.choices_solved = len(models)  # distinct choices whose model was read, over every usage vector
     out.stats.wall_time_s = time.perf_counter() - t0
     return out
 

@@ -107,3 +107,13 @@ def test_optimize_and_the_cli_print_the_per_pool_frontier(tmp_path):
     table = CliRunner().invoke(app, ["optimize", str(path), "--deterministic", "--pareto", "gpus"])
     assert table.exit_code == 0, table.output
     assert "GPUs per pool" in table.stdout
+
+
+def test_plot_of_a_pools_frontier_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "pools.yaml"
+    path.write_text(yaml.safe_dump(spec_of([H100, A100]).model_dump(mode="json", exclude_none=True)))
+    run = CliRunner().invoke(app, ["optimize", str(path), "--deterministic", "--pareto", "gpus", "--plot",
+                                   str(tmp_path / "f.png")])
+    assert run.exit_code == 2
+    lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "one GPU axis per pool" in lines[0], run.stderr
