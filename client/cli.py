@@ -248,9 +248,8 @@ def optimize(
         budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
                                             memory_budget_mib, server, plot)
         spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
-        if plot:  # after the spec: a frontier on several pools is not drawn, with or without the extra
+        if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
             export_cli.check_plot(spec)
-            require_extra("plot", "--plot")
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
         result, controls = _solve(spec, server, top, axis, solver, budget_kw, progress)
