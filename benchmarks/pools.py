@@ -5,11 +5,13 @@ against the same GPUs used one pool at a time, and (on the small specs) against 
 
 Scenarios: the tests' 6-layer model on 4 H100 + 4 A100 (a mixed plan wins), the same with the A100s slowed to
 30 TFLOP/s (left idle), and ``examples/pools/llama3-8b-h100-a100.yaml`` (8 + 8) and
-``examples/pools/llama3-70b-h100-a100.yaml`` (32 + 32). Each is planned with ``optimize(spec)`` (deterministic,
+``examples/pools/llama3-70b-h100-a100.yaml`` (32 + 32), each in the research space (``framework: any``: ZB-H1
+too) and under its default framework, megatron-core (1F1B, its memory conventions). Each is planned with ``optimize(spec)`` (deterministic,
 one worker, top 1: the pool model plus the placement explanation, which solves once more per idle pool); "alone"
-plans each pool's GPUs by themselves with the ordinary planner (``framework: any``, the whole homogeneous space:
-interleaved, DualPipe and all, which the pool model does not search). Wall and CPU seconds are printed: the
-machine's two cores are shared, so wall time includes waiting for them.
+plans each pool's GPUs by themselves with the ordinary planner under the scenario's framework (under ``any`` the
+whole homogeneous space: interleaved, DualPipe and all, which the pool model does not search). Wall and CPU seconds are printed: the
+machine's two cores are shared, so wall time includes waiting for them. Under the 6-layer mixed scenario and the
+8B under megatron-core a line gives the frontier of step time against each pool's GPUs (``--pareto gpus``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,13 @@ def scenarios():
 
     yield "6-layer, 4 H100 + 4 A100", spec_of([H100, A100]), True
     yield "6-layer, 4 H100 + 4 A100 @30 TFLOP/s", spec_of([H100, {**A100, "peak_bf16_tflops": 30.0}]), True
-    yield "llama3-8b, 8 H100 + 8 A100", load_spec(str(REPO / "examples/pools/llama3-8b-h100-a100.yaml")), False
-    yield "llama3-70b, 32 H100 + 32 A100", load_spec(str(REPO / "examples/pools/llama3-70b-h100-a100.yaml")), False
+    from parplan.frameworks.compare import spec_for_framework
+
+    for name, path in (("llama3-8b, 8 H100 + 8 A100", "examples/pools/llama3-8b-h100-a100.yaml"),
+                       ("llama3-70b, 32 H100 + 32 A100", "examples/pools/llama3-70b-h100-a100.yaml")):
+        spec = load_spec(str(REPO / path))  # the default framework, megatron-core
+        yield f"{name} (any)", spec_for_framework(spec, "any"), False
+        yield f"{name} (megatron-core)", spec, False
 
 
 def alone(spec, k: int):
@@ -43,6 +50,20 @@ def alone(spec, k: int):
     data["cluster"] = {"pools": [data["cluster"]["pools"][k]]}
     got = optimize(validate_spec(data), controls=SolverControls(deterministic=True))
     return got.plans[0].metrics.step_time_s if got.plans else None
+
+
+def frontier_line(spec) -> str:
+    """``--pareto gpus`` on pools (solver/pools_frontier.py): its points, time and the fastest point's usage."""
+    from parplan.solver.pools_frontier import pool_frontier
+
+    w0, c0 = time.perf_counter(), time.process_time()
+    front = pool_frontier(spec)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    fastest = min(front.points, key=lambda p: p.key[0])
+    fewest = min(front.points, key=lambda p: (sum(p.gpus_per_pool), p.key[0]))
+    return (f"frontier (step time x GPUs per pool): {len(front.points)} points, proven {front.stats.proven}, "
+            f"wall {wall:.2f} s, CPU {cpu:.2f} s; fastest {fastest.key[0]:.4g} s on {list(fastest.gpus_per_pool)} "
+            f"GPUs, fewest {list(fewest.gpus_per_pool)} at {fewest.key[0]:.4g} s")
 
 
 def main(argv=None) -> int:
@@ -76,6 +97,8 @@ def main(argv=None) -> int:
                      f"{(best.metrics.step_time_s / ref - 1) * 100:+.1f} % | {exh}")
         for line in got.placement or []:
             lines.append(f"    {line}")
+        if name == "6-layer, 4 H100 + 4 A100" or name.endswith("8 A100 (megatron-core)"):
+            lines.append(f"    {frontier_line(spec)}")
     ordered = sorted(walls)
     mid = len(ordered) // 2
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -248,6 +248,8 @@ def optimize(
         budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
                                             memory_budget_mib, server, plot)
         spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
+        if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
+            export_cli.check_plot(spec)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
                       seed=seed)
         result, controls = _solve(spec, server, top, axis, solver, budget_kw, progress)
@@ -286,8 +288,6 @@ def _check_optimize_options(top: int, method: str, pareto: Optional[str], time_l
                             memory_budget_mib)
     if plot and not pareto:
         raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
-    if plot:
-        require_extra("plot", "--plot")
     if server is not None:
         require_extra("server", "--server")
     return budget_kw

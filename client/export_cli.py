@@ -170,6 +170,17 @@ def presets_lines() -> list[str]:
 # ------------------------------------------------------------------------------------------- plot
 
 
+def check_plot(spec: Spec) -> None:
+    """``--plot`` draws step time against one axis: refused on several ``cluster.pools`` (one GPU axis each);
+    then the ``plot`` extra is required."""
+    from parplan.client.cli import require_extra
+
+    if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:
+        raise SpecError("--plot: the frontier on several cluster.pools has one GPU axis per pool and is not drawn "
+                        "(the table and --format json list its points)")
+    require_extra("plot", "--plot")
+
+
 def plot_frontier(result, path: str, spec: Spec) -> None:
     """A labelled PNG of the Pareto frontier; the chosen (best) plan is starred. matplotlib is the
     optional ``plot`` extra (``pip install 'parplan[plot]'``)."""

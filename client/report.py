@@ -245,20 +245,31 @@ def _short_plan(p: Plan) -> str:
     return s
 
 
+def gpus_per_pool(plan: Plan, pools: int) -> list[int]:
+    """GPUs each of ``pools`` pools gives a plan with ``stage_pools``: tp·cp·dp per stage placed on it."""
+    used = [0] * pools
+    for k in plan.stage_pools or []:
+        used[k] += plan.num_gpus // plan.pp
+    return used
+
+
 def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Evaluation] = None,
-                  chosen: Optional[Plan] = None) -> Table:
-    """One row per plan: step time, the difference to the best, MFU, memory and the plan; the row whose
-    plan is ``chosen`` is marked ``*``."""
+                  chosen: Optional[Plan] = None, pools: int = 1) -> Table:
+    """One row per plan: step time, the difference to the best, MFU, memory, on several ``pools`` the GPUs of
+    each pool (``H+A`` for two), and the plan; the row whose plan is ``chosen`` is marked ``*``."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header, justify in (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"),
-                            ("tokens/s", "right"), ("peak GiB", "right"), ("runs on", "left"), ("plan", "left")):
+    headers = (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"), ("tokens/s", "right"),
+               ("peak GiB", "right"), *((("GPUs per pool", "right"),) if pools > 1 else ()), ("runs on", "left"),
+               ("plan", "left"))
+    for header, justify in headers:
         table.add_column(header, justify=justify, no_wrap=header != "plan")
     ref = best or (evaluations[0] if evaluations else None)
     for i, e in enumerate(evaluations, 1):
         m = e.metrics
         delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
+        per_pool = ("+".join(map(str, gpus_per_pool(e.plan, pools))),) if pools > 1 else ()
         table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta,
-                      f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}",
+                      f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}", *per_pool,
                       " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
     caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
     for name in ("megatron-lm", "llm-foundry"):
@@ -333,10 +344,12 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
             for i, e in enumerate(result.plans[1:], 2):
                 console.print(Text(f"  #{i} loses on: {why_it_wins(best, e)}", style="dim"))
     if result.pareto:
-        axis = "peak memory per GPU" if result.pareto_axis == "memory" else "GPU count"
+        pools = len(spec.cluster.pools) if spec is not None and spec.cluster.pools else 1
+        axis = ("peak memory per GPU" if result.pareto_axis == "memory" else "GPUs per pool" if pools > 1
+                else "GPU count")
         chosen = result.plans[0].plan if result.plans else None
         table = ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)",
-                              chosen=chosen)
+                              chosen=chosen, pools=pools)
         if chosen is not None:
             best = result.plans[0].metrics
             dominating = [i for i, e in enumerate(result.pareto, 1) if e.plan != chosen

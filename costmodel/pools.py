@@ -11,6 +11,10 @@ the issue's "the slower pool's network"); the step is ``m·t_max + bubble + max 
 bubble over the heterogeneous stage times (Alpa, Zheng et al. OSDI '22 §5.1 Eq. 2, as
 ``costmodel/evaluate.py: step_time`` already does), so the slowest stage paces it.
 
+Under a framework (:data:`POOL_FRAMEWORKS`) the plan keeps that framework's rules as on one pool: its schedules,
+stage split and recompute counts are legality (``framework_stage_violations``), its memory conventions are the
+spec's assumptions (the loader merged them), and ``runs_on`` lists the pool frameworks that run it.
+
 Scope of this first slice: schedules with one stage per rank and one model chunk (1F1B, ZB-H1); the
 interleaved schedule (chunks crossing pools several times per step) and DualPipe/DualPipeV (a rank holding
 two stages) are refused with a :class:`PoolPlanError` naming the schedule. A one-pool cluster prices exactly
@@ -28,11 +32,11 @@ from parplan.costmodel.choice import ChoiceCosts, choice_costs
 from parplan.costmodel.comm import Link
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.errors import ParplanError
-from parplan.costmodel.framework_binding import spec_profile
+from parplan.costmodel.framework_binding import runs_on, spec_profile
 from parplan.costmodel.evaluate import (Evaluation, Metrics, StageTotals, layer_classes, stage_report, stage_totals,
                                         step_time)
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
-from parplan.costmodel.legality import choice_violations
+from parplan.costmodel.legality import choice_violations, framework_stage_violations
 from parplan.costmodel.runtime_memory import outside_ledger_gib
 from parplan.costmodel.choice import nvlink_domain_size
 from parplan.costmodel.schedule import PipelineUnits, Schedule
@@ -40,18 +44,24 @@ from parplan.costmodel.spec import ClusterSpec, Plan, PoolSpec, Spec
 
 # schedules whose pipeline units are single stages of one chunk: a pool boundary is crossed once each way
 POOL_SCHEDULES = (Schedule.ONE_F_ONE_B, Schedule.ZB_H1)
+# frameworks that run a plan on pools: Megatron-Core places stage s on the global ranks [s·w, (s+1)·w), w = tp·cp·dp
+# (order tp-cp-ep-dp-pp, megatron/core/parallel_state.py:413-470 at core_v0.15.3), gives each stage its own layers
+# (--pipeline-model-parallel-layout) and Megatron-Bridge initializes the same order (training/initialize.py:820 at
+# v0.6.0): frameworks/pool_placement.py. Their profiles' rules (schedules: 1F1B, no ZB-H1; stage split; recompute
+# counts) and memory conventions apply to the plan as on one pool.
+POOL_FRAMEWORKS = ("megatron-core", "megatron-bridge")
 
 
 class PoolPlanError(ParplanError):
     """A plan on pools that cannot be evaluated: a wrong ``stage_pools``, or a schedule this slice refuses."""
 
 
-def require_research_space(spec: Spec) -> None:
-    """Plans on several pools are priced without a framework's stage rules (and exported by none yet): the spec
-    must say ``framework: any``; a :class:`PoolPlanError` naming ``framework`` otherwise."""
-    if (prof := spec_profile(spec)) is not None:
-        raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools are priced in the research "
-                            f"space only (no framework's stage rules or exports yet); set framework: any")
+def require_pool_framework(spec: Spec) -> None:
+    """Plans on several pools run on the frameworks of :data:`POOL_FRAMEWORKS` (or ``framework: any``, the
+    research space); a :class:`PoolPlanError` naming ``framework`` otherwise."""
+    if (prof := spec_profile(spec)) is not None and prof.name not in POOL_FRAMEWORKS:
+        raise PoolPlanError(f"framework: {prof.name}: plans on several cluster.pools run on "
+                            f"{' or '.join(POOL_FRAMEWORKS)} only; set framework: {', '.join(POOL_FRAMEWORKS)} or any")
 
 
 def spec_pools(spec: Spec) -> list[PoolSpec]:
@@ -175,6 +185,8 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         for v in choice_violations(view, c, a, nvlink_domain_size(view, pool_gpus(spec)[k])):
             if v not in violations:
                 violations.append(v)
+    violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
+                                             plan.pipeline_layout)
     violations += capacity_violations(spec, c, stage_pools)
     link = inter_pool_link(spec)
     classes = layer_classes(spec, plan.stage_layers)
@@ -210,7 +222,17 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         usable_memory_gib=min(usable), fits=all(g <= u for g, u in zip(mem, usable)),
         # the terms outside the ledger of the pool with the least usable memory (costmodel/runtime_memory.py)
         memory_outside_ledger_gib=outside_ledger_gib(spec, costs[stage_pools[usable.index(min(usable))]], a))
-    return Evaluation(plan=plan, metrics=metrics, stages=reports, violations=violations, runs_on=[])
+    return Evaluation(plan=plan, metrics=metrics, stages=reports, violations=violations,
+                      runs_on=pool_runs_on(spec, plan))
+
+
+def pool_runs_on(spec: Spec, plan: Plan) -> list[str]:
+    """The frameworks that run ``plan`` on the spec's pools: those of :data:`POOL_FRAMEWORKS` whose rules it keeps
+    (the others' exports refuse a cluster of several pools); on a one-pool cluster, the homogeneous ``runs_on``."""
+    names = runs_on(spec, plan)
+    if len(spec_pools(spec)) == 1:
+        return names
+    return [n for n in names if n in POOL_FRAMEWORKS]
 
 
 @dataclass(frozen=True)
@@ -236,7 +258,7 @@ def evaluate_pool_plan(spec: Spec, plan: Plan, assumptions: Optional[Assumptions
     if plan.stage_pools is None:
         raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each of "
                             f"its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
-    require_research_space(spec)
+    require_pool_framework(spec)
     c = plan.to_choice()
     errors = check_stage_pools(spec, c, list(plan.stage_pools))
     errors += stage_violations(spec, c, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout)

@@ -6,7 +6,9 @@ not a filter of the first search's runners-up (a framework's best may be no runn
 The spec is re-validated under each framework: its ``assumptions:`` keep what the user set, less the values the
 spec's own framework profile filled (a value the user set equal to that profile's cannot be told apart and is
 replaced by the other framework's convention, like every unset knob); its search pins stay, and pins the other
-framework cannot run make that line an ``INVALID`` entry with the reason.
+framework cannot run make that line an ``INVALID`` entry with the reason. On several ``cluster.pools`` the same: one
+pool solve per framework (``solver/pools_planner.py``); a framework that runs no pool plan (torchtitan, DeepSpeed)
+is an ``INVALID`` line naming ``framework``, with no solve.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ _PLAN_FIELDS = (("schedule", "schedule"), ("vpp", "VPP"), ("tp", "TP"), ("cp", "
                 ("activation_offload_layers", "activation offload layers"),
                 ("optimizer_offload_fraction", "optimizer offload"), ("optimizer_states", "optimizer states"),
                 ("recompute", "recompute"), ("sequence_parallel", "sequence parallel"),
-                ("micro_batch_size", "micro-batch"), ("cp_comm_type", "CP comm"))
+                ("micro_batch_size", "micro-batch"), ("cp_comm_type", "CP comm"),
+                ("stage_pools", "stage pools"))
 
 
 def _short(value) -> str:
@@ -95,9 +98,6 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **o
     from parplan.costmodel.errors import ParplanError
     from parplan.solver.planner import optimize
 
-    pools = spec.cluster.pools
-    if pools is not None and len(pools) > 1:  # issue 21: plans on pools are priced in the research space only
-        return []
     ref = result.plans[0].metrics.step_time_s if result.plans else None
     out = []
     for name in frameworks if frameworks is not None else other_frameworks(spec):

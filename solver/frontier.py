@@ -185,7 +185,7 @@ def _min_gpus_stats(method: str, controls: SolverControls, total: int, searched:
                       ortools_version=ORTOOLS_VERSION)
 
 
-def _target_step_s(spec: Spec) -> float:
+def target_step_s(spec: Spec) -> float:
     """The step time to meet: the tighter of ``target_step_time_s`` and the step time of ``target_tokens_per_s``."""
     tokens = spec.training.global_batch_size * spec.training.seq_len
     target_s = spec.target_step_time_s
@@ -201,7 +201,7 @@ def min_gpus(spec: Spec, method: str, top_k: int, controls: SolverControls, t0: 
     deadline: UNKNOWN, with the counts tried)."""
     gpu = resolve_gpu(spec.cluster)
     tokens = spec.training.global_batch_size * spec.training.seq_len
-    target_s = _target_step_s(spec)
+    target_s = target_step_s(spec)
     flops = Architecture(spec.model).model_flops_per_token(spec.training.seq_len) * tokens
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
     tried = 0
@@ -266,7 +266,7 @@ def _more_gpus(spec: Spec, method: str, controls: SolverControls, deadline: Opti
                limit_key: str, flops: float, peak: float) -> Optional[Relaxation]:
     """More GPUs: the smallest count above the limit (up to 8x) whose best plan meets the target
     (``flops`` of one step and one GPU's ``peak`` FLOP/s rule out counts too small even at 100 % of peak)."""
-    target_s = _target_step_s(spec)
+    target_s = target_step_s(spec)
     wider = spec.model_copy(update={"search": spec.search.model_copy(update={"max_num_gpus": 8 * upper})})
     for n in candidate_gpu_counts(wider):
         if n <= upper or flops / (n * peak) > target_s:

@@ -1,13 +1,15 @@
 """Plans on heterogeneous GPU pools (issue 21), first slice: an exact exhaustive search for small specs.
 
 Decisions: the job's choice (degrees, micro-batches, schedule 1F1B/ZB-H1, ZeRO, recompute granularity, SP: the
-single-pool space of :func:`parplan.solver.space.enumerate_choices` at every used GPU count, seen from pool 0,
-each plan's legality then checked on every pool it uses by :func:`parplan.costmodel.pools.evaluate_pools`), the
-pool of every stage (every sequence in ``pools^pp`` whose stages fit the pools' GPU counts: the stage order is
-a decision, a pool may be used in part or not at all), the layers of every stage (every composition) and its
-recompute count. For a fixed choice, sequence and layer split the least recompute that fits each stage's pool
-memory is optimal: a stage's memory depends on its own count only and falls with it, while every term of the
-step (``m·t_max``, the uneven bubble over Σ t, the DP maximum) is non-decreasing in it. Plans are ranked by step
+single-pool space of :func:`parplan.solver.space.enumerate_choices` at every used GPU count, seen from pool 0 and
+narrowed by the spec's framework as on one pool, each plan's legality then checked on every pool it uses by
+:func:`parplan.costmodel.pools.evaluate_pools`), the pool of every stage (every sequence in ``pools^pp`` whose
+stages fit the pools' GPU counts: the stage order is a decision, a pool may be used in part or not at all), the
+layers of every stage (every composition the stage split allows, :class:`StageRules`) and its recompute count
+(one N for all, N ≤ every stage's layers, under ``uniform_recompute``). For a fixed choice, sequence and layer split the least
+recompute that fits each stage's pool memory is optimal: every term of the step (``m·t_max``, the uneven bubble
+over Σ t, the DP maximum) is non-decreasing in it, and a stage's fit depends on its own count only.
+Plans are ranked by step
 time, then peak memory, then enumeration order; top-K is K distinct (choice, stage pools) pairs, each with its
 best split. The step time of every candidate is the evaluator's own (``costmodel/pools.py``): no separate
 integer model to disagree with it.
@@ -29,7 +31,32 @@ from parplan.costmodel.evaluate import Evaluation, layer_classes, stage_report, 
 from parplan.costmodel.pools import (POOL_SCHEDULES, evaluate_pools, pool_costs, pool_gpus, pool_spec, pool_usage,
                                      spec_pools)
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.space import enumerate_choices
+from parplan.solver.space import SpaceOptions, enumerate_choices
+
+
+@dataclass(frozen=True)
+class StageRules:
+    """The stage-level rules a pool plan keeps (``search:`` intersected with the spec's framework,
+    ``SpaceOptions.from_spec``): ``split`` per_stage | first_last (middle stages equal) | even, and
+    ``uniform_recompute`` (one count N for every stage, N at most each stage's layers: Megatron's
+    ``--recompute-method block --recompute-num-layers N`` on one chunk per stage, as the one-pool CP-SAT model
+    reads the ``chunk_block`` rule of ``costmodel/framework_rules.py``; a stage shorter than N, which recomputes
+    all its layers there, is not searched: its min(N, l_i) form made the 70B example's models 15× slower)."""
+
+    split: str
+    uniform_recompute: bool
+
+    @staticmethod
+    def of(spec: Spec) -> "StageRules":
+        opts = SpaceOptions.from_spec(spec)
+        return StageRules(split=opts.stage_split, uniform_recompute=opts.uniform_recompute)
+
+    def split_ok(self, layers: tuple[int, ...]) -> bool:
+        if self.split == "even":
+            return len({*layers}) == 1
+        if self.split == "first_last":
+            return len({*layers[1:-1]}) <= 1
+        return True
 
 
 @dataclass(frozen=True)
@@ -74,24 +101,29 @@ def compositions(n: int, parts: int) -> Iterator[tuple[int, ...]]:
 
 
 def least_recompute(spec: Spec, c: Choice, seq: tuple[int, ...], layers: tuple[int, ...], costs,
-                    a: Assumptions) -> Optional[list[int]]:
+                    a: Assumptions, uniform: bool = False) -> Optional[list[int]]:
     """Each stage's least recompute count that fits its pool's usable memory (None if a stage fits at none);
-    zeros unless the choice recomputes full layers by count."""
+    zeros unless the choice recomputes full layers by count. ``uniform``: the least N (at most every stage's
+    layers) at which every stage, recomputing N, fits."""
     if c.recompute != "full":
         return [0] * c.pp
     plan = Plan.from_choice(c, list(layers), [0] * c.pp)
+    classes = layer_classes(spec, list(layers))
+
+    def fits(i: int, r: int) -> bool:
+        k, (d, e) = seq[i], classes[i]
+        rows = stage_totals(costs[k], i, d, e, r)
+        plan_r = plan.model_copy(update={"recompute_layers": [r if j == i else 0 for j in range(c.pp)]})
+        return stage_report(plan_r, costs[k], i, rows, d, e).memory_gib <= costs[k].usable_memory_bytes / 2**30
+
+    if uniform:  # the least N at which every stage fits (the step is non-decreasing in N)
+        return next(([r] * c.pp for r in range(min(layers) + 1) if all(fits(i, r) for i in range(c.pp))), None)
     out = []
-    for i, ((d, e), n) in enumerate(zip(layer_classes(spec, list(layers)), layers)):
-        k = seq[i]
-        usable = costs[k].usable_memory_bytes / 2**30
-        for r in range(n + 1):
-            rows = stage_totals(costs[k], i, d, e, r)
-            plan_r = plan.model_copy(update={"recompute_layers": [r if j == i else 0 for j in range(c.pp)]})
-            if stage_report(plan_r, costs[k], i, rows, d, e).memory_gib <= usable:
-                out.append(r)
-                break
-        else:
+    for i, n in enumerate(layers):
+        r = next((r for r in range(n + 1) if fits(i, r)), None)
+        if r is None:
             return None
+        out.append(r)
     return out
 
 
@@ -101,11 +133,12 @@ def search_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumption
     a = assumptions or resolve_assumptions(spec.assumptions)
     best: dict[tuple, tuple] = {}
     order = 0
+    rules = StageRules.of(spec)
     for c in pool_choices(spec, a):
         costs = pool_costs(spec, c, a)
         for seq in stage_sequences(spec, c):
-            for layers in compositions(spec.model.num_layers, c.pp):
-                r = least_recompute(spec, c, seq, layers, costs, a)
+            for layers in filter(rules.split_ok, compositions(spec.model.num_layers, c.pp)):
+                r = least_recompute(spec, c, seq, layers, costs, a, rules.uniform_recompute)
                 if r is None:
                     continue
                 ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), r), list(seq), assumptions=a,

@@ -14,7 +14,9 @@ the counts for a stage of one layer class::
 
 (``D_k``: ``costmodel/pools.py: boundary_p2p_s`` less the pool's own p2p; ``w_max, w_sum``: the uneven-stage
 bubble weights, ``costmodel/bubble.py``), with the pools' capacities Σ_i x_ik·tp·cp·dp ≤ num_gpus_k and the
-pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden. Products x·l are
+pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden, and the stage rules of the
+spec's framework and ``search:`` (``solver/pools.py: StageRules``: equal layer counts under an ``even`` or
+``first_last`` split; under ``uniform_recompute`` every stage recomputes one N ≤ its layers). Products x·l are
 linearised per (stage, pool); the crossing indicators, the maximum and the sum enter the minimised objective
 with non-negative weights, so one-sided constraints are exact. The coefficients are checked against the
 evaluator at a further point before use (:class:`PoolModelError` when a term is not affine: an MoE model with
@@ -52,13 +54,13 @@ from parplan.costmodel.legality import choice_violations
 from parplan.costmodel.pools import (boundary_p2p_s, evaluate_pools, inter_pool_link, pool_costs, pool_gpus,
                                      pool_spec, pool_usage, spec_pools)
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.pools import PoolPlan, pool_choices
+from parplan.solver.pools import PoolPlan, StageRules, pool_choices
 
 TIME_BITS = 28
 WEIGHT_BITS = 20
 AFFINE_RTOL = 1e-9
-# CPU seconds of optimize_pools (70B 32+32 / 8B 8+8 examples): presolve on, linearization 1: 8.3 / 0.69; on, 2:
-# 3.6 / 0.91; off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1: the same each run)
+# CPU s of optimize_pools (70B / 8B examples, any): presolve on, linearization 1: 8.3 / 0.69; on, 2: 3.6 / 0.91;
+# off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1)
 PRESOLVE = False
 LINEARIZATION = 1
 
@@ -256,7 +258,8 @@ def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]
 
 
 class _Built:
-    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None):
+    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None,
+                 stage_counts: Optional[tuple[int, ...]] = None):
         c, n = cm.choice, spec.model.num_layers
         p, pools = c.pp, spec_pools(spec)
         K = len(pools)
@@ -274,6 +277,7 @@ class _Built:
         self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
         self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
         m.Add(sum(self.layers) == n)
+        self._stage_rules(StageRules.of(spec), full)
         t_vars, dp_vars = [], []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
@@ -321,12 +325,26 @@ class _Built:
             xs = [self.x[i][k] for i in range(p) if self.x[i][k] is not None]
             if xs and len(xs) * per_stage > pool.num_gpus:
                 m.Add(per_stage * sum(xs) <= pool.num_gpus)
+        if stage_counts is not None:  # exactly this many stages on each pool (the per-pool GPU frontier)
+            for k, want in enumerate(stage_counts):
+                m.Add(sum(self.x[i][k] for i in range(p) if self.x[i][k] is not None) == want)
         if require_pool is not None:  # at least one stage on this pool (the explanation's "best use" of a pool)
             m.Add(sum(self.x[i][require_pool] for i in range(p) if self.x[i][require_pool] is not None) >= 1)
         self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max
         if cutoff_s is not None:
             m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
         m.Minimize(self.objective)
+
+    def _stage_rules(self, rules: StageRules, full: bool) -> None:
+        """The framework's stage split (equal layer counts: even all, first_last the middle ones) and one
+        recompute count N for every stage, at most its layers (the first N layers of each)."""
+        m, p = self.model, len(self.layers)
+        for i in {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ()):
+            m.Add(self.layers[i] == self.layers[i - 1])
+        if full and rules.uniform_recompute:
+            for i in range(p):
+                m.Add(self.rec[i] == self.rec[0])
+                m.Add(self.layers[i] >= self.rec[0])
 
     def seconds(self, objective: float) -> float:
         return objective / self.W * self.unit_ns / 1e9
@@ -350,32 +368,61 @@ def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
     return solver, status
 
 
-def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
-                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
-                   require_pool: Optional[int] = None) -> PoolSearch:
-    """The ``top_k`` best plans on the spec's pools (module docstring); ``status`` OPTIMAL when proven.
-    ``require_pool``: only plans with at least one stage on that pool."""
-    t0 = time.perf_counter()
-    deadline = t0 + time_limit_s
-    _uniform_model(spec)
-    a = assumptions or resolve_assumptions(spec.assumptions)
-    stats = PoolSearchStats()
-    heads = []
+def choice_heads(spec: Spec, a: Assumptions, deadline: float, cancel=None) -> Optional[tuple[list[ChoiceHead], int]]:
+    """Every choice's head (:func:`choice_head`) in the order of its quick bound, and the number of choices;
+    None when the deadline or ``cancel`` comes first."""
+    heads, total = [], 0
     for c in pool_choices(spec, a):
         if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
-            stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
-            stats.wall_time_s = time.perf_counter() - t0
-            return PoolSearch(plans=[], stats=stats)
-        stats.choices_total += 1
+            return None
+        total += 1
         h = choice_head(spec, c, a)
         if h is not None:
             heads.append(h)
-    heads.sort(key=lambda h: h.quick_bound_s)
+    return sorted(heads, key=lambda h: h.quick_bound_s), total
+
+
+def stage_counts(h: ChoiceHead, usage: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """The stages each pool holds when the choice of ``h`` uses exactly ``usage`` GPUs of each pool, or None
+    when it cannot (another GPU count, a share no whole number of stages, a stage on a pool it is illegal on)."""
+    c = h.choice
+    per_stage = c.num_gpus // c.pp
+    if sum(usage) != c.num_gpus or any(u % per_stage or (u and not ok) for u, ok in zip(usage, h.legal)):
+        return None
+    return tuple(u // per_stage for u in usage)
+
+
+def _with_usage(heads: list[ChoiceHead], total: int, usage: Optional[tuple[int, ...]]):
+    """(the heads that can use exactly ``usage``, their stage counts per pool by id, how many) or all heads."""
+    counts = {id(h): stage_counts(h, usage) for h in heads} if usage is not None else {}
+    kept = [h for h in heads if usage is None or counts[id(h)] is not None]
+    return kept, counts, total if usage is None else len(kept)
+
+
+def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
+                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
+                   require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
+                   cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None,
+                   models: Optional[dict] = None) -> PoolSearch:
+    """The ``top_k`` best plans (module docstring; OPTIMAL when proven) with a stage on ``require_pool``, using
+    exactly ``usage`` GPUs per pool, at most ``cutoff_s`` (none found: none is faster); ``heads``: choice_heads'
+    (read once), ``models``: their complete_model by id, filled as read (solver/pools_frontier.py)."""
+    t0, stats = time.perf_counter(), PoolSearchStats()
+    deadline = t0 + time_limit_s
+    _uniform_model(spec)
+    a = assumptions or resolve_assumptions(spec.assumptions)
+    read = (heads, len(heads)) if heads is not None else choice_heads(spec, a, deadline, cancel)
+    if read is None:
+        stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
+        stats.wall_time_s = time.perf_counter() - t0
+        return PoolSearch(plans=[], stats=stats)
+    heads, counts, stats.choices_total = _with_usage(*read, usage)
     checked = False
     found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
     order = 0
     open_bounds: list[float] = []
-    kth = lambda: found[top_k - 1][0] if len(found) >= top_k else None  # noqa: E731
+    kth = lambda: min([x for x in (found[top_k - 1][0] if len(found) >= top_k else None, cutoff_s)  # noqa: E731
+                       if x is not None], default=None)
     for h in heads:
         cutoff = kth()
         if cutoff is not None and h.quick_bound_s >= cutoff:
@@ -384,14 +431,16 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
             stats.proven = False
             open_bounds.append(h.quick_bound_s)
             break
-        cm = complete_model(spec, h, a, check=not checked)  # the memory sum checked against stage_report once
+        cm = (models or {}).get(id(h)) or complete_model(spec, h, a, check=not checked)  # checked once
+        if models is not None:
+            models[id(h)] = cm
         checked = True
         if cutoff is not None and cm.lower_bound_s >= cutoff:
             continue
         if require_pool is not None and all(row[require_pool] is None for row in cm.coeffs):
             continue
         stats.choices_solved += 1
-        b = _Built(spec, cm, cutoff, require_pool)
+        b = _Built(spec, cm, cutoff, require_pool, counts.get(id(h)))
         for _ in range(top_k):
             solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
             stats.models_solved += 1

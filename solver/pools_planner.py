@@ -3,9 +3,12 @@
 ``solver/planner.py: optimize`` hands a spec with more than one ``cluster.pools`` entry here. ``method='cpsat'``
 runs the CP-SAT stage → pool model (``solver/pools_cpsat.py``: OPTIMAL with CP-SAT's proof per choice and the
 bounds of the choices skipped), ``'exhaustive'`` the exact enumeration (``solver/pools.py``). What stays
-unsupported is refused as bad input naming the field (exit 2 / INVALID_ARGUMENT): a Pareto frontier, the
-``min_memory`` and ``min_gpus`` objectives, and a framework other than ``any`` (pool plans are priced in the
-research space: no framework's stage rules or exports yet).
+unsupported is refused as bad input naming the field (exit 2 / INVALID_ARGUMENT): the memory frontier, the
+``min_memory`` objective, and a framework outside ``costmodel/pools.py: POOL_FRAMEWORKS``
+(megatron-core, megatron-bridge; ``any`` is the research space). Under one of those the plan keeps its rules: the
+space is narrowed by the profile as on one pool (1F1B, no ZB-H1; its stage split and recompute counts).
+``--pareto gpus`` adds the frontier of step time against the GPUs of each pool and ``objective: min_gpus`` reads
+the least GPUs meeting the target off it (``solver/pools_frontier.py``; the CP-SAT model whatever ``method``).
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ from typing import Optional
 from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.pools import PoolPlanError, require_research_space, spec_pools
+from parplan.costmodel.pools import PoolPlanError, require_pool_framework, spec_pools
 from parplan.costmodel.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import TimeUp
-from parplan.solver.frontier import timing
+from parplan.solver.frontier import target_step_s, timing
 from parplan.solver.pools import search_pools
 from parplan.solver.pools_explain import placement_lines
 from parplan.solver.pools_cpsat import PoolModelError, PoolSearch, PoolSearchStats, optimize_pools
+from parplan.solver.pools_frontier import pool_frontier
 from parplan.solver.result import Explanation, PlanResult, SolveStats
 
 
@@ -48,17 +52,54 @@ def canonical(spec: Spec, plans) -> list:
 
 
 def check_pools_request(spec: Spec, pareto: Optional[str]) -> None:
-    require_research_space(spec)
-    if pareto is not None:
-        raise ArgumentError("pareto", "is not available on several cluster.pools yet (issue 21)", pareto)
-    if spec.objective != "max_throughput":
+    require_pool_framework(spec)
+    if pareto not in (None, "gpus"):
+        raise ArgumentError("pareto", "memory is not available on several cluster.pools yet (issue 21); "
+                                      "--pareto gpus gives step time against the GPUs of each pool", pareto)
+    if spec.objective == "min_gpus" and pareto is not None:
+        raise ArgumentError("pareto", "is not available with objective min_gpus (the answer is one GPU count)",
+                            pareto)
+    if spec.objective == "min_memory":
         raise PoolPlanError(f"objective: {spec.objective} on several cluster.pools is not planned yet; "
-                            f"use max_throughput")
+                            f"use max_throughput or min_gpus")
+
+
+def _frontier_stats(method: str, controls: SolverControls, st: PoolSearchStats,
+                    value: Optional[float]) -> SolveStats:
+    return SolveStats(method=method, choices_total=st.choices_total, choices_searched=st.choices_solved,
+                      objective_value=value, workers=1, seed=controls.seed, deterministic=controls.deterministic,
+                      ortools_version=ORTOOLS_VERSION)
+
+
+def min_gpus_on_pools(spec: Spec, *, method: str, top_k: int, controls: SolverControls, t0: float) -> PlanResult:
+    """``objective: min_gpus`` on pools: the frontier's points meeting the target, fewest GPUs first
+    (``solver/pools_frontier.py: least_gpus``; the CP-SAT stage → pool model whatever ``method``)."""
+    target_s = target_step_s(spec)
+    left = max(0.001, controls.time_limit_s - (time.perf_counter() - t0))
+    front = pool_frontier(spec, time_limit_s=left, seed=controls.seed, cancel=controls.cancel)
+    meets = sorted((p for p in front.points if p.key[0] <= target_s),
+                   key=lambda p: (sum(p.gpus_per_pool), p.key[0]))[:top_k]
+    proven = front.stats.proven
+    value = float(sum(meets[0].gpus_per_pool)) if meets else None
+    status = ("OPTIMAL" if proven else "FEASIBLE") if meets else ("INFEASIBLE" if proven else "UNKNOWN")
+    result = PlanResult(status=status, objective="min_gpus", plans=canonical(spec, meets),
+                        stats=_frontier_stats(method, controls, front.stats, value))
+    if status == "INFEASIBLE":
+        key = "target_step_time_s" if spec.target_step_time_s is not None else "target_tokens_per_s"
+        fastest = min((p.key[0] for p in front.points), default=None)
+        result.explanation = Explanation(
+            summary=f"no plan on the {len(spec_pools(spec))} pools meets a step time of {target_s:.3g} s"
+                    + (f" (the fastest takes {fastest:.3g} s)" if fastest is not None else ""),
+            conflicting=[key, "cluster.pools"], rejected_choices={})
+    result.timing = timing(controls, t0, search_s=time.perf_counter() - t0)
+    return result
 
 
 def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[str], controls: SolverControls,
                       t0: float) -> PlanResult:
     check_pools_request(spec, pareto)
+    if spec.objective == "min_gpus":
+        return min_gpus_on_pools(spec, method=method, top_k=top_k, controls=controls, t0=t0)
     left = max(0.001, controls.time_limit_s - (time.perf_counter() - t0))
     if method == "exhaustive":
         plans = search_pools(spec, top_k=top_k)
@@ -94,6 +135,14 @@ def optimize_on_pools(spec: Spec, *, method: str, top_k: int, pareto: Optional[s
             result.placement = placement_lines(spec, result.plans[0], idle_time_limit_s=None)
         except PoolModelError as err:  # --method exhaustive on a model the stage -> pool model does not read
             result.placement = [f"no placement explanation: {err}"]
-    result.timing = timing(controls, t0, search_s=search_s,
-                           explanation_s=time.perf_counter() - t0 - search_s if result.plans else None)
+    frontier_s = None
+    if pareto == "gpus" and result.plans:  # step time against the GPUs of each pool (solver/pools_frontier.py)
+        f0 = time.perf_counter()
+        front = pool_frontier(spec, time_limit_s=max(0.001, controls.time_limit_s - (f0 - t0)), seed=controls.seed,
+                              cancel=controls.cancel)
+        result.pareto, result.pareto_axis = canonical(spec, front.points), "gpus"
+        frontier_s = time.perf_counter() - f0
+    result.timing = timing(controls, t0, search_s=search_s, frontier_s=frontier_s,
+                           explanation_s=time.perf_counter() - t0 - search_s - (frontier_s or 0.0)
+                           if result.plans else None)
     return result

@@ -160,7 +160,7 @@ def test_pools_round_trip_through_the_service_proto():
 
 def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_pools(tmp_path):
     """One pool (its overrides included) is today's spec: the same deterministic optimize output; several pools
-    are refused by optimize and evaluate with a message naming cluster.pools, never priced as pool 0's GPU."""
+    need stage_pools (never priced as pool 0's GPU) and a framework that runs pool plans."""
     import subprocess
     import sys
     from pathlib import Path
@@ -183,9 +183,10 @@ def test_one_pool_spec_optimizes_byte_identically_and_several_pools_need_stage_p
     from parplan.solver.planner import optimize
 
     two = pooled(H100, A100)
-    named = retarget(two, "megatron-core")
-    with pytest.raises(PoolPlanError, match="framework: megatron-core: plans on several cluster.pools are priced"):
-        optimize(named)  # pool plans: the research space only (tests/test_pools_api.py plans them)
+    named = retarget(two, "torchtitan")
+    with pytest.raises(PoolPlanError, match="framework: torchtitan: plans on several cluster.pools run on "
+                                            "megatron-core or megatron-bridge only"):
+        optimize(named)  # its exports cannot place stages on pools (tests/test_pools_api.py plans the others)
     with pytest.raises(ValueError, match=r"plan.stage_pools: a plan on 2 pools names the pool of each of its 2 "):
         evaluate(two, PlanSpec(tp=2, pp=2))  # never priced as pool 0's GPU
     with pytest.raises(ValueError, match=r"stage_pools: 3 entries for pp = 2 stages"):

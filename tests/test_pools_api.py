@@ -1,6 +1,6 @@
 """Plans on several pools through every door (issue 21): ``optimize``/``evaluate`` in Python, ``solver-cli optimize``
 and ``evaluate`` (exit 0 with ``stage_pools``; exit 2 with one line naming the field for what stays unsupported:
-a frontier, a framework's space, exports other than Megatron's), and the gRPC ``Plan``/``Evaluate`` calls (INVALID_ARGUMENT likewise)."""
+a memory frontier, torchtitan and DeepSpeed, exports other than Megatron's), and the gRPC ``Plan``/``Evaluate`` calls (INVALID_ARGUMENT likewise)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from parplan.solver.planner import optimize
 from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
 
-from test_pools_solver import A100, H100, spec_of
+from test_pools_solver import A100, H100, SEARCH, spec_of
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pools" / "llama3-8b-h100-a100.yaml"
 runner = CliRunner()
@@ -60,7 +60,12 @@ def test_cli_optimize_and_evaluate_a_pools_spec(tmp_path):
     run = runner.invoke(app, ["optimize", str(small_spec_file(tmp_path)), "--deterministic", "--format", "json"])
     assert run.exit_code == 0, run.output
     data = json.loads(run.stdout)
-    assert data["status"] == "OPTIMAL" and not data.get("per_framework")  # pool plans: research space only
+    assert data["status"] == "OPTIMAL"
+    others = {e["framework"]: e for e in data["per_framework"]}  # one pool solve per framework that runs pools
+    assert others["megatron-core"]["status"] == "OPTIMAL" and others["megatron-core"]["plan"]["schedule"] == "1f1b"
+    assert set(others["megatron-core"]["plan"]["stage_pools"]) <= {0, 1}
+    assert others["deepspeed"]["status"] == "INVALID" and others["deepspeed"]["reason"].startswith(
+        "framework: deepspeed: plans on several cluster.pools run on megatron-core or megatron-bridge only")
     plan = data["plans"][0]["plan"]
     assert set(plan["stage_pools"]) == {0, 1}
     fixed = small_spec_file(tmp_path, plan={k: plan[k] for k in ("tp", "pp", "dp", "micro_batch_size", "schedule",
@@ -76,10 +81,12 @@ def test_cli_optimize_and_evaluate_a_pools_spec(tmp_path):
 
 
 @pytest.mark.parametrize("args, extra, words", [
-    (["--pareto", "memory"], {}, "error: --pareto: is not available on several cluster.pools"),
+    (["--pareto", "memory"], {}, "error: --pareto: memory is not available on several cluster.pools"),
     (["--export", "torchtitan"], {}, "error: plan.stage_pools: torchtitan cannot be given a per-stage placement"),
     (["--export", "deepspeed"], {}, "error: plan.stage_pools: deepspeed cannot be given a per-stage placement"),
-    ([], {"framework": "megatron-core"}, "error: framework: megatron-core: plans on several cluster.pools"),
+    ([], {"framework": "torchtitan", "search": {**SEARCH, "zero_stages": [2]}},
+     "error: framework: torchtitan: plans on several cluster.pools run on"),
+    ([], {"framework": "deepspeed"}, "error: framework: deepspeed: plans on several cluster.pools run on"),
     ([], {"objective": "min_memory"}, "error: objective: min_memory on several cluster.pools"),
     ([], {"plan": {"stage_pools": [0, 1]}}, "error: plan.stage_pools"),
 ])
@@ -121,7 +128,7 @@ def test_grpc_plan_on_pools_returns_stage_pools(stub, tmp_path):
                     timeout=120)
     assert got.status == pb.PLAN_STATUS_OPTIMAL and set(got.plans[0].plan.stage_pools) == {0, 1}
     with pytest.raises(grpc.RpcError) as err:
-        stub.Plan(pb.PlanRequest(spec_text=small_spec_file(tmp_path, framework="megatron-core").read_text()),
+        stub.Plan(pb.PlanRequest(spec_text=small_spec_file(tmp_path, framework="deepspeed").read_text()),
                   timeout=60)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "cluster.pools" in err.value.details()
 
@@ -177,3 +184,33 @@ def test_a_short_time_limit_answers_without_a_proof():
     got = optimize(load_spec(str(EXAMPLE)), controls=SolverControls(time_limit_s=0.05, workers=1))
     assert got.status in ("FEASIBLE", "UNKNOWN")
     assert (got.status == "UNKNOWN") == (not got.plans)
+
+
+def test_a_pools_spec_without_a_framework_plans_on_megatron_core_and_exports_to_it(tmp_path):
+    """The default framework (megatron-core) on pools: its space (1F1B, no ZB-H1), its memory conventions (the
+    loader's grad_bytes 4), a plan that runs on it and exports with its layout and host order."""
+    data = yaml.safe_load(small_spec_file(tmp_path).read_text())
+    del data["framework"]
+    spec_file = tmp_path / "default.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    spec = load_spec_file(str(spec_file))
+    assert spec.framework == "megatron-core" and spec.assumptions.grad_bytes == 4.0
+    got = optimize(spec, top_k=3, controls=SolverControls(deterministic=True))
+    assert got.status == "OPTIMAL" and any(len(set(e.plan.stage_pools)) > 1 for e in got.plans)
+    for e in got.plans:
+        assert e.plan.schedule == "1f1b" and "megatron-core" in e.runs_on and e == evaluate(spec, e.plan)
+    run = runner.invoke(app, ["optimize", str(spec_file), "--deterministic", "--export", "megatron"])
+    assert run.exit_code == 0, run.output
+    assert "PARPLAN_HOST_ORDER=( pool" in run.stdout and "--pipeline-model-parallel-layout" in run.stdout
+    assert "zb" not in run.stdout.lower()
+
+
+def test_grpc_pareto_on_pools_is_the_libraries_frontier(stub, tmp_path):
+    """The gRPC Pareto call on pools (axis GPUS) answers optimize's frontier of step time against each pool's GPUs."""
+    text = small_spec_file(tmp_path).read_text()
+    got = stub.Pareto(pb.ParetoRequest(spec_text=text, axis=pb.PARETO_AXIS_GPUS, solver=pb.SolverParameters(
+        workers=1, time_limit_s=60, deterministic=True)), timeout=120)
+    want = optimize(spec_of([H100, A100]), pareto="gpus", controls=SolverControls(deterministic=True)).pareto
+    assert got.status == pb.PLAN_STATUS_OPTIMAL and len(got.points) == len(want) > 1
+    assert [list(p.plan.stage_pools) for p in got.points] == [e.plan.stage_pools for e in want]
+    assert [p.metrics.step_time_s for p in got.points] == pytest.approx([e.metrics.step_time_s for e in want])

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from parplan.frameworks.loader import validate_spec
+from parplan.costmodel.framework_binding import spec_profile
 from parplan.costmodel.pools import evaluate_pools
 from parplan.solver.pools import search_pools
 from parplan.solver.pools_cpsat import PoolModelError, optimize_pools
@@ -89,3 +90,51 @@ def test_exhaustive_method_on_leading_dense_layers_plans_and_says_why_it_has_no_
     assert got.status == "OPTIMAL" and got.plans[0].plan.stage_pools is not None
     assert got.placement == [f"no placement explanation: model.moe.first_dense_layers: 1 leading dense layers on a "
                              f"pools spec are not planned yet (stage 0 would mix two layer classes)"]
+
+
+# the frameworks that run pool plans, the pre-layout Megatron-Core (first and last stage only) among them
+FRAMEWORKS = ["megatron-core", "megatron-bridge", {"name": "megatron-core", "version": "0.12.0"}]
+SEEN_FW = {"feasible": 0, "mixed": 0, "uniform_recompute": 0}
+
+
+@st.composite
+def framework_specs(draw):
+    sizes = [draw(st.sampled_from([2, 4])) for _ in range(2)]
+    pools = [dict(gpu=draw(st.sampled_from(["H100-SXM-80GB", "A100-SXM-80GB"])), num_gpus=n, gpus_per_node=n,
+                  peak_bf16_tflops=draw(st.sampled_from([100.0, 300.0, 900.0])),
+                  memory_gib=draw(st.sampled_from([1.5, 3.0, 80.0]))) for n in sizes]
+    search = {"pp": [draw(st.sampled_from([2, 3, 4]))], "stage_split": draw(st.sampled_from(
+        [None, "first_last", "even"]))}
+    search = {k: v for k, v in search.items() if v is not None}
+    spec = spec_of(pools, num_layers=draw(st.integers(4, 6)), batch=draw(st.sampled_from([4, 8])),
+                   framework=draw(st.sampled_from(FRAMEWORKS)), search=search)
+    return spec, draw(st.integers(1, 3))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(drawn=framework_specs())
+def test_under_a_framework_cpsat_equals_exhaustive_and_brute_force(drawn):
+    """Pool plans under Megatron-Core / Megatron-Bridge: 1F1B only (no ZB-H1), the framework's stage split and its
+    recompute counts (the first N layers of every stage, one N) — CP-SAT = exhaustive = the brute force over every
+    split and recompute vector; every answer runs on the spec's framework."""
+    spec, k = drawn
+    got = optimize_pools(spec, top_k=k)
+    exhaustive = search_pools(spec, top_k=k)
+    want = brute_force(spec, k)
+    SEEN_FW["feasible"] += bool(want)
+    SEEN_FW["mixed"] += any(len(set(p.stage_pools)) > 1 for p in got.plans)
+    assert got.status == ("OPTIMAL" if want else "INFEASIBLE")
+    times = [p.evaluation.metrics.step_time_s for p in got.plans]
+    assert times == pytest.approx([t for t, _ in want], rel=1e-6)
+    assert times == pytest.approx([p.key[0] for p in exhaustive], rel=1e-6)
+    for p in got.plans:
+        plan = p.evaluation.plan
+        SEEN_FW["uniform_recompute"] += len(set(plan.recompute_layers)) > 1 or 0 < min(plan.recompute_layers)
+        assert plan.schedule == "1f1b" and not p.evaluation.violations
+        assert spec_profile(spec).name in p.evaluation.runs_on
+
+
+def test_the_framework_specs_were_not_vacuous():
+    if sum(SEEN_FW.values()) == 0:
+        pytest.skip("run with test_under_a_framework_cpsat_equals_exhaustive_and_brute_force (it fills the tally)")
+    assert SEEN_FW["feasible"] >= 6 and SEEN_FW["mixed"] >= 2 and SEEN_FW["uniform_recompute"] >= 1, SEEN_FW

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from parplan.client.evaluation import evaluate_spec
 from parplan.client.spec_io import load_spec_file
 from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.framework_binding import spec_profile
 from parplan.costmodel.pools import PoolStageTimes, evaluate_pools, pool_costs
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
 from parplan.solver.cpsat import SolverControls
@@ -30,31 +31,56 @@ MODEL = dict(name="small", num_layers=6, hidden_size=1024, ffn_hidden_size=4096,
 SEARCH = {"tp": [1, 2], "pp": [1, 2, 3], "micro_batch_size": [1], "zero_stages": [1], "recompute": ["none", "full"]}
 
 
-def spec_of(pools: list[dict], num_layers: int = 6, batch: int = 16, **cluster) -> Spec:
-    return validate_spec({"framework": "any", "model": {**MODEL, "num_layers": num_layers},
-                                "training": {"seq_len": 2048, "global_batch_size": batch, "precision": "bf16"},
-                                "cluster": {"pools": pools, **cluster}, "search": SEARCH})
+def spec_of(pools: list[dict], num_layers: int = 6, batch: int = 16, framework="any", search=None,
+            **cluster) -> Spec:
+    return validate_spec({"framework": framework, "model": {**MODEL, "num_layers": num_layers},
+                          "training": {"seq_len": 2048, "global_batch_size": batch, "precision": "bf16"},
+                          "cluster": {"pools": pools, **cluster}, "search": {**SEARCH, **(search or {})}})
 
 
-def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
-    """Every choice, sequence, composition and recompute vector through evaluate_pools; the best feasible plan
-    of each (choice, sequence), the top-K step times."""
+def split_allowed(spec: Spec, layers: tuple[int, ...]) -> bool:
+    """The stage split ``search.stage_split`` and the framework's profile allow (the tighter of the two), written
+    out here: even = every stage alike, first_last = the middle stages alike."""
+    prof = spec_profile(spec)
+    splits = {spec.search.resolved_stage_split, "per_stage" if prof is None else prof.stage_split}
+    if "even" in splits:
+        return len(set(layers)) == 1
+    return "first_last" not in splits or len(set(layers[1:-1])) <= 1
+
+
+def one_count(spec: Spec, recompute: tuple[int, ...], layers: tuple[int, ...]) -> bool:
+    """Under ``uniform_recompute`` (the spec's, or a profile's ``chunk_block`` rule: Megatron's
+    --recompute-num-layers N) the planner's reading: every stage recomputes the same N, at most its layers."""
+    prof = spec_profile(spec)
+    if not (spec.search.uniform_recompute or (prof is not None and prof.full_recompute_counts == "chunk_block")):
+        return True
+    return len(set(recompute)) == 1 and recompute[0] <= min(layers)
+
+
+def best_per_sequence(spec: Spec) -> dict[tuple, float]:
+    """Every choice, sequence, composition (the stage split allows) and recompute vector (:func:`one_count`)
+    through evaluate_pools: the best feasible step time of each (choice, sequence)."""
     a = resolve_assumptions(spec.assumptions)
     best: dict = {}
     for c in pool_choices(spec, a):
         costs = pool_costs(spec, c, a)
         for seq in stage_sequences(spec, c):
-            for layers in compositions(spec.model.num_layers, c.pp):
+            for layers in filter(lambda ls: split_allowed(spec, ls), compositions(spec.model.num_layers, c.pp)):
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
-                for r in vectors:
+                for r in filter(lambda r: one_count(spec, r, layers), vectors):
                     ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), costs=costs)
                     if ev.violations:
                         continue
                     t = ev.metrics.step_time_s
-                    if (c, seq) not in best or t < best[(c, seq)][0]:
-                        best[(c, seq)] = (t, seq)
-    return sorted(best.values())[:top_k]
+                    if (c, seq) not in best or t < best[(c, seq)]:
+                        best[(c, seq)] = t
+    return best
+
+
+def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
+    """The top-K step times over :func:`best_per_sequence` (one per (choice, sequence))."""
+    return sorted((t, seq) for (_, seq), t in best_per_sequence(spec).items())[:top_k]
 
 
 @st.composite
