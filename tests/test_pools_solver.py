@@ -40,7 +40,8 @@ def brute_force(spec: Spec, top_k: int) -> list[tuple[float, tuple[int, ...]]]:
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
                 for r in vectors:
-                    ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), costs=costs)
+                    ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), assumptions=a,
+                                        costs=costs)
                     if ev.violations:
                         continue
                     t = ev.metrics.step_time_s
