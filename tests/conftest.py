@@ -151,8 +151,14 @@ def spec_repr(spec: Spec) -> str:
 def no_explanations():
     """The explanation of an infeasible request is tested in test_explain.py (and on the tiny specs of
     test_oracle.py); here it would only double the run time (it solves every relaxation). Function scope: set up
-    once for all examples of the test that uses it, and undone before the next test."""
-    with mock.patch("parplan.solver.explain.explain", lambda *a, **k: None):
+    once for all examples of the test that uses it, and undone before the next test.
+
+    Patched where the planner looks it up (solver/planner.py imports the function by name; patching
+    ``parplan.solver.explain.explain`` left the planner's binding alone, so explanations were still computed).
+    ``patch.object`` raises if the planner stops holding that name, so the fixture cannot go stale silently."""
+    from parplan.solver import planner
+
+    with mock.patch.object(planner, "explain", lambda *a, **k: None):
         yield
 
 

@@ -91,9 +91,21 @@ def check_plan(spec: Spec, ev: Evaluation) -> None:
     assert again.metrics.peak_memory_gib == ev.metrics.peak_memory_gib, plan
 
 
+_PROBLEM: list = [None, None]  # the last (spec, Problem.build(spec)) of integer_step_time_s
+
+
+def problem_of(spec: Spec) -> Problem:
+    """``Problem.build(spec)``, reused while the same spec object is asked about (an oracle test checks the
+    exhaustive and the CP-SAT result of one spec, up to 10 plans each: one enumeration of the space, not 20).
+    The build is deterministic, so a reused problem gives the tables a fresh one would."""
+    if _PROBLEM[0] is not spec:
+        _PROBLEM[:] = [spec, Problem.build(spec)]
+    return _PROBLEM[1]
+
+
 def integer_step_time_s(spec: Spec, plan: Plan) -> float:
     """The solver's integer objective U of ``plan`` (its stage table, tables.evaluate_assignment), in seconds."""
-    problem = Problem.build(spec)
+    problem = problem_of(spec)
     c = plan_choice(plan)
     i = problem.choices.index(c) if c in problem.choices else None
     if i is None:  # a choice outside the searched space (e.g. a pinned ZeRO stage): build its table alone

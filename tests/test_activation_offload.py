@@ -43,6 +43,10 @@ from brute_force import brute_force
 from conftest import small_specs
 from solver_checks import CPSAT, REL_TOL, PlanTally, check_plan, cpsat_matches_exhaustive
 
+# No test here reads an infeasible result's explanation (test_explain.py does): skipped, as in the other oracle
+# modules (a module mark, so the hypothesis tests' sources and derandomized examples stay as they were).
+pytestmark = pytest.mark.usefixtures("no_explanations")
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
              vocab_size=32000, gated_mlp=False)

@@ -19,6 +19,11 @@ from conftest import assumption_overrides, small_specs
 from solver_checks import (CPSAT, ORACLE_SETTINGS, REL_TOL, PlanTally, check_integer_scaling, check_plan,
                            cpsat_matches_exhaustive)
 
+# No test here reads an infeasible result's explanation (test_explain.py does); computing it solved every
+# relaxation of each infeasible example, most of this module's run time. A module mark, so the hypothesis tests'
+# sources (and so their derandomized examples) stay as they were.
+pytestmark = pytest.mark.usefixtures("no_explanations")
+
 # the oracles of DualPipeV, FP8 dispatch and the overlap name it REL: hypothesis seeds its derandomized examples
 # from a test's source, so their bodies stay as they were written
 REL = REL_TOL

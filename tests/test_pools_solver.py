@@ -69,7 +69,8 @@ def best_per_sequence(spec: Spec) -> dict[tuple, float]:
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
                 for r in filter(lambda r: one_count(spec, r, layers), vectors):
-                    ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), costs=costs)
+                    ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), assumptions=a,
+                                        costs=costs)
                     if ev.violations:
                         continue
                     t = ev.metrics.step_time_s
