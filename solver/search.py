@@ -32,6 +32,10 @@ from parplan.solver.problem import Problem
 from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assignment
 
 Method = Literal["cpsat", "exhaustive"]
+# while no plan is known, every this many mean-unit bounds the search solves the choice of least bound among those
+# bounded so far (a probe): a plan early, so a call cut short by its time limit answers FEASIBLE, not UNKNOWN; the
+# probed choice is then done and skipped when its turn comes (the search stays exact: a probe only adds a solution)
+PROBE_EVERY = 512
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,9 @@ class Searcher:
         unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
         complete = True
         best_U = None
+        probes: list[tuple[float, int]] = []  # (mean-unit bound, choice) of the choices bounded so far, for probing
+        done: set[int] = set()  # choices solved (by a probe or in order): never solved twice
+        bounded = 0
         while queue:
             bound, level, i = queue[0]
             limit = -kbest[0] if len(kbest) >= k else None
@@ -165,26 +172,41 @@ class Searcher:
                 limit = upper_bound if limit is None else min(limit, upper_bound)
             if limit is not None and bound > limit:
                 break
-            heapq.heappop(queue)
+            probe = not solved and bounded >= PROBE_EVERY and bool(probes)
+            if probe:  # no plan yet after many bounds: solve the most promising choice bounded so far (anytime)
+                bounded = 0
+                bound, i = heapq.heappop(probes)
+                if i in done:
+                    continue
+                level = 2
+            else:
+                heapq.heappop(queue)
+                if i in done:
+                    continue
             try:
                 if self._stop():
                     raise TimeUp()
                 if level == 0:  # the table's mean-unit bound (no recompute, perfect balance): from the costs alone
-                    heapq.heappush(queue, (max(bound, P.mean_bound(i)), 1, i))
+                    mean = max(bound, P.mean_bound(i))
+                    heapq.heappush(queue, (mean, 1, i))
+                    heapq.heappush(probes, (mean, i))
+                    bounded += 1
                     continue
                 if level == 1:  # the continuous relaxation: memory and recomputation included
                     lb = self.bound(i, cap)
                     if np.isfinite(lb):
                         heapq.heappush(queue, (max(bound, lb), 2, i))
                     continue
-                sol = self.solve_choice(i, cap, cutoff=limit)
+                sol = self.solve_choice(i, cap, cutoff=None if probe else limit)
+                done.add(i)
             except OverBudget:  # this choice's structures do not fit the memory budget: left unsolved, bound kept
-                complete = False
-                unresolved = min(unresolved, bound)
+                if not probe:  # a probed choice is still queued: its own turn decides
+                    complete = False
+                    unresolved = min(unresolved, bound)
                 continue
             except TimeUp:
                 complete = False
-                unresolved = min(unresolved, bound)
+                unresolved = min(unresolved, bound, queue[0][0] if queue else bound)  # a probe's may not be least
                 break
             if sol is None:
                 continue
@@ -195,8 +217,9 @@ class Searcher:
                 heapq.heapreplace(kbest, -sol.U)
             if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
                 best_U = sol.U
+                least = min(bound, queue[0][0]) if queue else bound  # the least bound of what is left
                 self.on_solution(P.evaluation(i, sol.x), P.scale.seconds(sol.U),
-                                 P.scale.seconds(int(min(bound, sol.U))))
+                                 P.scale.seconds(int(min(least, sol.U))))
         found = self._rank(solved, k, cap)
         if complete:
             status = "OPTIMAL" if found else "INFEASIBLE"

@@ -1,0 +1,52 @@
+"""The shared branch and bound (solver/search.py): probes for an early plan change no answer, and a call cut short
+by its time limit answers with the plans it has (FEASIBLE, with a bound and gap), not with nothing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import small_specs, spec_repr
+from parplan.frameworks.loader import validate_spec
+from parplan.solver import search
+from parplan.solver.cpsat import SolverControls
+from parplan.solver.planner import optimize
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ONE = SolverControls(workers=1, deterministic=True, time_limit_s=60)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(spec=small_specs(), top_k=st.sampled_from([1, 2, 5]), method=st.sampled_from(["exhaustive", "cpsat"]))
+def test_probing_after_every_bound_changes_no_answer(no_explanations, monkeypatch, spec, top_k, method):
+    """A probe solves the best-bounded choice early; with one after every bound the answers (status, the K best
+    plans and step times, the bound) are the same as the search's own order gives."""
+    plain = optimize(spec, method=method, top_k=top_k, controls=ONE)
+    monkeypatch.setattr(search, "PROBE_EVERY", 1)
+    probed = optimize(spec, method=method, top_k=top_k, controls=ONE)
+    monkeypatch.undo()
+    label = spec_repr(spec)
+    assert probed.status == plain.status, label
+    assert [e.metrics.step_time_s for e in probed.plans] == pytest.approx(
+        [e.metrics.step_time_s for e in plain.plans], rel=1e-12), label
+    assert [e.plan for e in probed.plans] == [e.plan for e in plain.plans], label
+
+
+def test_a_call_cut_short_answers_feasible_with_a_plan():
+    """DeepSeek-V3 on 2,048 H800 (benchmarks/solver_speed.py's scenario: ~30k choices, thousands bounded before any
+    is solved in the search's own order) under a 10 s limit: a plan, FEASIBLE, with a bound below it."""
+    from benchmarks.solver_speed import SCENARIOS
+
+    name, raw = SCENARIOS[-1]
+    assert name.startswith("DeepSeek-V3")
+    res = optimize(validate_spec(raw), top_k=1, controls=SolverControls(workers=1, deterministic=True,
+                                                                         time_limit_s=10))
+    assert res.status == "FEASIBLE" and res.plans
+    assert res.stats.best_bound is not None and 0 < res.stats.gap < 1
+    assert res.stats.best_bound < res.plans[0].metrics.step_time_s
