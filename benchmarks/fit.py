@@ -40,6 +40,8 @@ from benchmarks.runs import (  # noqa: E402
     express,
     load_runs,
     nominal_peak_tflops,
+    predicted_reserved_gib,
+    published_peak_kind,
     primary_metric,
     published_step_time_s,
     source_flops_per_step,
@@ -278,7 +280,7 @@ def assumptions_with(values: dict[str, float], base: Optional[Assumptions] = Non
 class Prediction:
     step_time_s: float
     mfu: float  # source accounting, %
-    peak_memory_gib: float
+    peak_memory_gib: float  # what the row's published peak measures (benchmarks/runs.py published_peak_kind)
     fits: bool
 
 
@@ -287,7 +289,9 @@ def predict(case: Case, a: Assumptions) -> Prediction:
     costs = choice_costs(case.spec, plan_choice(case.plan), case.gpu, a, case.arch)
     ev = evaluate_costs(case.spec, case.plan, costs, a, [])
     m = ev.metrics
-    return Prediction(m.step_time_s, case.mfu_scale / m.step_time_s, m.peak_memory_gib, m.fits)
+    # the peak the row publishes: the ledger's, or the caching allocator's reserved peak (torchtitan's log line)
+    peak = predicted_reserved_gib(ev) if published_peak_kind(case.row) == "reserved" else m.peak_memory_gib
+    return Prediction(m.step_time_s, case.mfu_scale / m.step_time_s, peak, m.fits)
 
 
 def residuals(cases: Sequence[Case], a: Assumptions) -> np.ndarray:
