@@ -109,7 +109,7 @@ class Assumptions(BaseModel):
     dp_overlap_min_zero_stage: int = Field(0, ge=0, le=3, description="the lowest ZeRO stage whose once-per-step DP traffic overlaps compute (dp_comm_overlap); below it none is hidden. 0 (default): every stage (Megatron --overlap-grad-reduce, PyTorch DDP/FSDP buckets); 2 for DeepSpeed, whose ZeRO-0 engine all-reduces after the backward and whose ZeRO-1 registers no gradient hooks, so overlap_comm is ignored (microsoft/DeepSpeed#1246), and whose pipeline engine (ZeRO 0/1 only) reduces after the flush (deepspeed/runtime/pipe/schedule.py TrainSchedule: ReduceTiedGrads, ReduceGrads)")
     zero_microbatch_comm_overlap: float = Field(_CAL["zero_microbatch_comm_overlap"], ge=0, le=1, description=f"share hidden of the per-micro-batch traffic of ZeRO-2 (gradient reduce-scatter) and ZeRO-3 (parameter all-gathers + reduce-scatter; FSDP prefetch); {_FIT}")
     pp_comm_overlap: float = Field(_CAL["pp_comm_overlap"], ge=0, le=1, description=f"share of stage-boundary p2p hidden; {_FIT}; seed 003: half")
-    dualpipe_pp_comm_overlap: float = Field(1.0, ge=0, le=1, description="share of stage-boundary p2p hidden under DualPipe, whose paired chunks send one chunk's boundary activations while the partner chunk computes (DeepSeek-V3 report, arXiv 2412.19437 §3.2.1: DualPipe 'ensures that both all-to-all and PP communication can be fully hidden during execution'); other schedules: pp_comm_overlap; textbook: seed 003's half")
+    dualpipe_pp_comm_overlap: Optional[float] = Field(None, ge=0, le=1, description="share of stage-boundary p2p hidden under DualPipe, whose paired chunks send one chunk's boundary activations while the partner chunk computes; DeepSeek-V3 report (arXiv 2412.19437 §3.2.1): DualPipe 'ensures that both all-to-all and PP communication can be fully hidden during execution' (set 1 for that); None: pp_comm_overlap, as every other schedule, because that share is fitted on deep pipelines whose other costs it absorbs (issue 25's deep-PP rows) and a DualPipe pipeline pays them too")
     ep_comm_overlap: float = Field(0.0, ge=0, le=1, description="share of EP all-to-all hidden by schedules that do not pair chunks (not DualPipe, DualPipeV or plan.moe_a2a_overlap, whose exposure is what the paired compute cannot cover: costmodel/paired_overlap.py); never more than the layer's compute (overlap_limited_by_compute)")
     ep_dispatch_bytes: float = Field(2.0, gt=0, description="bytes per element of dispatched tokens (DeepSeek-V3 dispatches FP8: 1); the combine is BF16 (2)")
     hierarchical_all_to_all: bool = Field(True, description="EP all-to-all over two concurrent tiers: copies for GPUs in the sender's NVLink domain over NVLink, the rest over the network, every send posted at once (one latency per tier); node-limited routing (model.moe.max_nodes_per_token) crosses the network once per node and fans out over NVLink (costmodel/collectives.py all_to_all_time_s); textbook: a ring over the EP group's slowest link, (ep-1) latencies in sequence")
@@ -190,7 +190,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dp_comm_overlap": 0.8,
         "zero_microbatch_comm_overlap": 0.8,
         "pp_comm_overlap": 0.5,
-        "dualpipe_pp_comm_overlap": 0.5,
         "recompute_repeats_comm": False,
         "grad_reduce_bytes": 2.0,
         "cp_kv_sharded_by_tp": False,

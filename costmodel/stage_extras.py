@@ -105,8 +105,10 @@ def pipeline_boundary(ctx: ChoiceContext) -> tuple[float, float]:
     if c.pp > 1:
         units = PipelineUnits.of(c)
         chunks = units.chunks_per_stage  # model chunks per rank, each sends both ways
-        # DualPipe sends beside the partner chunk's compute (DeepSeek-V3 §3.2.1); other schedules: the fitted share
-        hidden = a.dualpipe_pp_comm_overlap if units.schedule is Schedule.DUALPIPE else a.pp_comm_overlap
+        # DualPipe: its own share where set (DeepSeek-V3 §3.2.1 hides it all); else the fitted share of every schedule
+        hidden = a.pp_comm_overlap
+        if units.schedule is Schedule.DUALPIPE and a.dualpipe_pp_comm_overlap is not None:
+            hidden = a.dualpipe_pp_comm_overlap
         p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - hidden)
     torch_pipelining = c.pp > 1 and a.pipeline_runtime == "torch"
     stage_io = tokens_tp_group * h * 2 / (c.tp if ctx.sp else 1)  # the boundary tensor (sequence-sharded under SP)
