@@ -5,6 +5,7 @@
 
 * ``examples/mixtral-8x7b-64xh100.yaml``: Mixtral 8x7B on 64 H100, 4K sequences (the default framework,
   Megatron-Core, with the best plan on each other framework and on ``any``).
+  Then the same without pipeline parallelism (TP1 PP1 EP8, micro-batch 1 pinned, the rest completed).
 * ``examples/deepseek-v3-2048xh800.yaml``: DeepSeek-V3 (MLA, MTP, FP8, the flex dispatcher, node-limited routing)
   on 2,048 H800, the same; then the research space (``framework: any``) on its own with its breakdown and top 3,
   and DeepSeek's published degrees (TP1 PP16 EP64 DualPipe) evaluated in that space with the rest completed.
@@ -37,8 +38,16 @@ def run(args: list[str]) -> str:
 def main() -> int:
     parts = [run(["optimize", "examples/mixtral-8x7b-64xh100.yaml", "--deterministic", "--time-limit", "100"]),
              run(["optimize", "examples/deepseek-v3-2048xh800.yaml", "--deterministic", "--time-limit", "100"])]
+    mixtral = yaml.safe_load((ROOT / "examples" / "mixtral-8x7b-64xh100.yaml").read_text())
     data = yaml.safe_load((ROOT / "examples" / "deepseek-v3-2048xh800.yaml").read_text())
     with tempfile.TemporaryDirectory() as tmp:
+        # Mixtral without pipeline parallelism (TP1 EP8 micro-batch 1 pinned, the rest completed): what PP 2 beats
+        path = Path(tmp) / "mixtral-8x7b-64xh100-pp1.yaml"
+        path.write_text(yaml.safe_dump({**mixtral, "plan": dict(tp=1, cp=1, pp=1, ep=8, micro_batch_size=1)},
+                                       sort_keys=False))
+        text = run(["evaluate", str(path), "--complete", "--deterministic", "--time-limit", "100"])
+        parts.append(text.replace(str(path), "examples/mixtral-8x7b-64xh100.yaml + plan: {tp: 1, cp: 1, pp: 1, ep: 8, "
+                                               "micro_batch_size: 1}"))
         path = Path(tmp) / "deepseek-v3-2048xh800-any.yaml"
         path.write_text(yaml.safe_dump({**data, "framework": "any"}, sort_keys=False))
         text = run(["optimize", str(path), "--deterministic", "--time-limit", "100", "--no-per-framework", "--top", "3"])

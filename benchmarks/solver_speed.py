@@ -177,7 +177,12 @@ def main(argv=None) -> int:
         summary += f"\n70B / 64 H100 time x memory frontier: {points} points in {fs:.2f} s (goal: <= 5 s)"
     print(summary)
     if args.out:
-        args.out.write_text("\n".join([HEADER] + [_line(r) for r in rows]) + "\n" + summary + "\n")
+        import datetime
+        import platform
+        cmd = f"# python benchmarks/solver_speed.py --workers {args.workers}" + (" --quick" if args.quick else "") + (
+            " --no-oracle" if args.no_oracle else "")
+        stamp = f"{cmd}  ({platform.machine()}, {datetime.date.today().isoformat()})"
+        args.out.write_text("\n".join([stamp, HEADER] + [_line(r) for r in rows]) + "\n" + summary + "\n")
     return 0 if all(r["same"] is not False for r in rows) else 1
 
 

@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8361,
-    "matmul_efficiency_hopper": 0.7895,
-    "fp8_matmul_efficiency_hopper": 0.6848,
-    "attention_efficiency_ampere": 0.598,
-    "attention_efficiency_hopper": 0.2816,
-    "attention_efficiency_flash2": 0.2085,
-    "matmul_shape_penalty": 1.3753,
-    "attention_seq_penalty": 1815.6996,
-    "intra_node_bandwidth_efficiency": 0.7768,
-    "inter_node_bandwidth_efficiency": 0.8755,
-    "hierarchical_collective_efficiency": 0.7044,
-    "intra_node_latency_factor": 1.8027,
-    "inter_node_latency_factor": 0.4844,
-    "tp_comm_overlap": 0.986,
-    "dp_comm_overlap": 0.4709,
-    "zero_microbatch_comm_overlap": 0.2445,
-    "pp_comm_overlap": 0.02,
-    "activation_traffic_passes": 6.3094,
-    "fp8_attention_speedup": 1.6968,
+    "matmul_efficiency_ampere": 0.8353,
+    "matmul_efficiency_hopper": 0.788,
+    "fp8_matmul_efficiency_hopper": 0.6836,
+    "attention_efficiency_ampere": 0.5981,
+    "attention_efficiency_hopper": 0.2813,
+    "attention_efficiency_flash2": 0.2082,
+    "matmul_shape_penalty": 1.3614,
+    "attention_seq_penalty": 1765.8647,
+    "intra_node_bandwidth_efficiency": 0.776,
+    "inter_node_bandwidth_efficiency": 0.8759,
+    "hierarchical_collective_efficiency": 0.7005,
+    "intra_node_latency_factor": 1.8042,
+    "inter_node_latency_factor": 0.4834,
+    "tp_comm_overlap": 0.9839,
+    "dp_comm_overlap": 0.47,
+    "zero_microbatch_comm_overlap": 0.2426,
+    "pp_comm_overlap": 0.0122,
+    "activation_traffic_passes": 6.3396,
+    "fp8_attention_speedup": 1.6972,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
     "blackwell_matmul_ratio": 1.0176,
-    "blackwell_fp8_matmul_ratio": 1.1334,
-    "blackwell_attention_ratio": 0.9337,
+    "blackwell_fp8_matmul_ratio": 1.1332,
+    "blackwell_attention_ratio": 0.9334,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.8034,
-    "fp8_matmul_efficiency_blackwell": 0.7762,
-    "attention_efficiency_blackwell": 0.2629,
+    "matmul_efficiency_blackwell": 0.8019,
+    "fp8_matmul_efficiency_blackwell": 0.7747,
+    "attention_efficiency_blackwell": 0.2626,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {
