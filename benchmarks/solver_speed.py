@@ -155,8 +155,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-oracle", action="store_true")
     ap.add_argument("--out", type=Path, help="also write the table to this file")
     args = ap.parse_args(argv)
-    print(f"# python benchmarks/solver_speed.py{' --quick' if args.quick else ''} --workers {args.workers}"
-          f"  ({platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')})")
+    stamp = (f"# python benchmarks/solver_speed.py{' --quick' if args.quick else ''} --workers {args.workers}"
+             f"{' --no-oracle' if args.no_oracle else ''}"
+             f"  ({platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')})")
+    print(stamp)
     print(HEADER)
     rows = run(QUICK if args.quick else SCENARIOS, args.workers, not args.no_oracle)
     times = [r["cpsat_s"] for r in rows]
@@ -177,11 +179,6 @@ def main(argv=None) -> int:
         summary += f"\n70B / 64 H100 time x memory frontier: {points} points in {fs:.2f} s (goal: <= 5 s)"
     print(summary)
     if args.out:
-        import datetime
-        import platform
-        cmd = f"# python benchmarks/solver_speed.py --workers {args.workers}" + (" --quick" if args.quick else "") + (
-            " --no-oracle" if args.no_oracle else "")
-        stamp = f"{cmd}  ({platform.machine()}, {datetime.date.today().isoformat()})"
         args.out.write_text("\n".join([stamp, HEADER] + [_line(r) for r in rows]) + "\n" + summary + "\n")
     return 0 if all(r["same"] is not False for r in rows) else 1
 

@@ -29,6 +29,14 @@ class Export:
 # --------------------------------------------------------------------------------------- shared facts
 
 
+def check_global_batch(spec: Spec, plan: Plan) -> None:
+    """The plan's micro-batch size × count × DP must be the spec's global batch."""
+    gbs = global_batch_size(plan)
+    if gbs != spec.training.global_batch_size:
+        raise ExportError(f"plan: micro_batch_size·num_microbatches·dp = {gbs} but training.global_batch_size = "
+                          f"{spec.training.global_batch_size}")
+
+
 def check_plan_matches_spec(spec: Spec, plan: Plan) -> None:
     """The plan must describe this spec's job: same GPU count, layer count and global batch."""
     if plan.num_gpus != spec.cluster.num_gpus:
@@ -37,10 +45,7 @@ def check_plan_matches_spec(spec: Spec, plan: Plan) -> None:
                            plan.pipeline_layout)  # the evaluator's stage rules (equal chunks or the layout)
     if why:
         raise ExportError("plan: " + "; ".join(why))
-    gbs = global_batch_size(plan)
-    if gbs != spec.training.global_batch_size:
-        raise ExportError(f"plan: micro_batch_size·num_microbatches·dp = {gbs} but training.global_batch_size = "
-                          f"{spec.training.global_batch_size}")
+    check_global_batch(spec, plan)
 
 
 def check_pool_plan_matches_spec(spec: Spec, plan: Plan) -> None:
@@ -55,10 +60,7 @@ def check_pool_plan_matches_spec(spec: Spec, plan: Plan) -> None:
     why = why or stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers), plan.pipeline_layout)
     if why:
         raise ExportError("plan: " + "; ".join(why))
-    gbs = global_batch_size(plan)
-    if gbs != spec.training.global_batch_size:
-        raise ExportError(f"plan: micro_batch_size·num_microbatches·dp = {gbs} but training.global_batch_size = "
-                          f"{spec.training.global_batch_size}")
+    check_global_batch(spec, plan)
 
 
 def cluster_words(spec: Spec) -> str:
