@@ -36,6 +36,10 @@ Method = Literal["cpsat", "exhaustive"]
 # bounded so far (a probe): a plan early, so a call cut short by its time limit answers FEASIBLE, not UNKNOWN; the
 # probed choice is then done and skipped when its turn comes (the search stays exact: a probe only adds a solution)
 PROBE_EVERY = 512
+# CP-SAT's share of the call's time for one choice's model: past it, the exhaustive oracle solves the same table
+# (exactly, by sorting; solver/oracle) -- a rare model CP-SAT cannot close quickly (e.g. Llama-3 70B's TP4 PP8
+# interleaved full-recompute choice under a cutoff, still open after 40 s) no longer holds the whole call
+CPSAT_CHOICE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class Searcher:
         self.p, self.method, self.controls, self.on_solution = problem, method, controls, on_solution
         self.deadline = deadline
         self.solved = 0
+        self.oracle_fallbacks = 0  # per-choice models CP-SAT left open after CPSAT_CHOICE_S, solved by the oracle
         self._cache: dict[tuple[int, int], Optional[RowSolution]] = {}
         self._lb: dict[tuple[int, int], float] = {}
 
@@ -120,8 +125,16 @@ class Searcher:
             self._cache[key] = sol
             return sol if sol is None or cutoff is None or sol.U <= cutoff else None
         lb = self.bound(i, cap)
-        out = cpsat.solve(t, cap, self.controls, min(self.remaining_s(), self.controls.time_limit_s), cutoff=cutoff,
-                          hint=balanced_hint(t, cap), lower_bound=int(lb) if np.isfinite(lb) else None)
+        budget_s = min(self.remaining_s(), self.controls.time_limit_s)
+        status, out = self._cpsat(t, cap, budget_s, cutoff=cutoff, hint=balanced_hint(t, cap),
+                                  lower_bound=int(lb) if np.isfinite(lb) else None)
+        if status == "OPEN":
+            # a per-choice model CP-SAT does not close in its share: the oracle solves the same table exactly
+            self.oracle_fallbacks += 1
+            sol = solve_table(t, cap, self.deadline)
+            if cutoff is None:
+                self._cache[key] = sol
+            return sol if sol is None or cutoff is None or sol.U <= cutoff else None
         if out.status == "OPTIMAL":
             U, peak = evaluate_assignment(t, out.x)
             sol = RowSolution(U, peak, out.x)
@@ -136,13 +149,33 @@ class Searcher:
             raise RuntimeError(f"CP-SAT rejected the stage model of choice {t.choice} (a modelling bug)")
         raise TimeUp()  # FEASIBLE or UNKNOWN: the solve ran out of time
 
+    def _cpsat(self, t: StageTable, cap: int, budget_s: float, **kw):
+        """(status, outcome) of CP-SAT on one table within its per-choice share of the call (CPSAT_CHOICE_S);
+        status "OPEN" where that share ran out (building the model included) while the call has time left: the
+        caller hands the table to the oracle. Raises TimeUp past the call's own deadline."""
+        share = budget_s > CPSAT_CHOICE_S
+        try:
+            out = cpsat.solve(t, cap, self.controls, min(budget_s, CPSAT_CHOICE_S), **kw)
+        except OverBudget:  # the model does not fit the memory budget: left unsolved, as before
+            raise
+        except TimeUp:
+            if share and not self._stop():
+                return "OPEN", None
+            raise
+        if out.status in ("FEASIBLE", "UNKNOWN") and share and not self._stop():
+            return "OPEN", out
+        return out.status, out
+
     def least_peak(self, i: int, cap: int, sol: RowSolution) -> RowSolution:
         """Among choice ``i``'s assignments of U = sol.U under ``cap``, one of least peak memory."""
         t = self.p.table(i)
         if self.method == "exhaustive":
             return least_peak(t, cap, sol, self.deadline)
-        out = cpsat.solve(t, cap, self.controls, min(self.remaining_s(), self.controls.time_limit_s),
-                          hint=sol.x, hold_objective=sol.U)
+        budget_s = min(self.remaining_s(), self.controls.time_limit_s)
+        status, out = self._cpsat(t, cap, budget_s, hint=sol.x, hold_objective=sol.U)
+        if status == "OPEN":
+            self.oracle_fallbacks += 1
+            return least_peak(t, cap, sol, self.deadline)
         if out.status != "OPTIMAL":
             if out.status == "MODEL_INVALID":
                 raise RuntimeError(f"CP-SAT rejected the peak model of choice {t.choice}")

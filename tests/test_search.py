@@ -38,6 +38,24 @@ def test_probing_after_every_bound_changes_no_answer(no_explanations, monkeypatc
     assert [e.plan for e in probed.plans] == [e.plan for e in plain.plans], label
 
 
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(spec=small_specs(), top_k=st.sampled_from([1, 2, 5]))
+def test_per_choice_fallback_to_the_oracle_is_exact(no_explanations, monkeypatch, spec, top_k):
+    """With CP-SAT's per-choice share near zero every choice model is left open and solved by the oracle instead
+    (the cutoff, the cache and the least-peak tie-break on that path): the same status, plans and step times as the
+    exhaustive method."""
+    monkeypatch.setattr(search, "CPSAT_CHOICE_S", 1e-4)
+    got = optimize(spec, method="cpsat", top_k=top_k, controls=ONE)
+    monkeypatch.undo()
+    want = optimize(spec, method="exhaustive", top_k=top_k, controls=ONE)
+    label = spec_repr(spec)
+    assert got.status == want.status, label
+    assert [e.metrics.step_time_s for e in got.plans] == pytest.approx(
+        [e.metrics.step_time_s for e in want.plans], rel=1e-9), label
+
+
 def test_a_call_cut_short_answers_feasible_with_a_plan():
     """DeepSeek-V3 on 2,048 H800 (benchmarks/solver_speed.py's scenario: ~30k choices, thousands bounded before any
     is solved in the search's own order) under a 10 s limit: a plan, FEASIBLE, with a bound below it."""
