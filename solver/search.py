@@ -91,7 +91,6 @@ class Searcher:
         self.p, self.method, self.controls, self.on_solution = problem, method, controls, on_solution
         self.deadline = deadline
         self.solved = 0
-        self.oracle_fallbacks = 0  # per-choice models CP-SAT left open after CPSAT_CHOICE_S, solved by the oracle
         self._cache: dict[tuple[int, int], Optional[RowSolution]] = {}
         self._lb: dict[tuple[int, int], float] = {}
 
@@ -120,32 +119,26 @@ class Searcher:
             raise TimeUp()
         t = self.p.table(i)
         self.solved += 1
-        if self.method == "exhaustive":
+        status = out = None
+        if self.method == "cpsat":
+            lb = self.bound(i, cap)
+            status, out = self._cpsat(t, cap, min(self.remaining_s(), self.controls.time_limit_s), cutoff=cutoff,
+                                      hint=balanced_hint(t, cap), lower_bound=int(lb) if np.isfinite(lb) else None)
+        if status in (None, "OPEN"):  # the oracle: the method, or a model CP-SAT left open in its share (exact)
             sol = solve_table(t, cap, self.deadline)
             self._cache[key] = sol
             return sol if sol is None or cutoff is None or sol.U <= cutoff else None
-        lb = self.bound(i, cap)
-        budget_s = min(self.remaining_s(), self.controls.time_limit_s)
-        status, out = self._cpsat(t, cap, budget_s, cutoff=cutoff, hint=balanced_hint(t, cap),
-                                  lower_bound=int(lb) if np.isfinite(lb) else None)
-        if status == "OPEN":
-            # a per-choice model CP-SAT does not close in its share: the oracle solves the same table exactly
-            self.oracle_fallbacks += 1
-            sol = solve_table(t, cap, self.deadline)
-            if cutoff is None:
-                self._cache[key] = sol
-            return sol if sol is None or cutoff is None or sol.U <= cutoff else None
-        if out.status == "OPTIMAL":
+        if status == "OPTIMAL":
             U, peak = evaluate_assignment(t, out.x)
             sol = RowSolution(U, peak, out.x)
             if cutoff is None:
                 self._cache[key] = sol
             return sol
-        if out.status == "INFEASIBLE":
+        if status == "INFEASIBLE":
             if cutoff is None:
                 self._cache[key] = None
             return None
-        if out.status == "MODEL_INVALID":
+        if status == "MODEL_INVALID":
             raise RuntimeError(f"CP-SAT rejected the stage model of choice {t.choice} (a modelling bug)")
         raise TimeUp()  # FEASIBLE or UNKNOWN: the solve ran out of time
 
@@ -163,7 +156,7 @@ class Searcher:
                 return "OPEN", None
             raise
         if out.status in ("FEASIBLE", "UNKNOWN") and share and not self._stop():
-            return "OPEN", out
+            return "OPEN", None
         return out.status, out
 
     def least_peak(self, i: int, cap: int, sol: RowSolution) -> RowSolution:
@@ -171,13 +164,12 @@ class Searcher:
         t = self.p.table(i)
         if self.method == "exhaustive":
             return least_peak(t, cap, sol, self.deadline)
-        budget_s = min(self.remaining_s(), self.controls.time_limit_s)
-        status, out = self._cpsat(t, cap, budget_s, hint=sol.x, hold_objective=sol.U)
+        status, out = self._cpsat(t, cap, min(self.remaining_s(), self.controls.time_limit_s), hint=sol.x,
+                                  hold_objective=sol.U)
         if status == "OPEN":
-            self.oracle_fallbacks += 1
             return least_peak(t, cap, sol, self.deadline)
-        if out.status != "OPTIMAL":
-            if out.status == "MODEL_INVALID":
+        if status != "OPTIMAL":
+            if status == "MODEL_INVALID":
                 raise RuntimeError(f"CP-SAT rejected the peak model of choice {t.choice}")
             raise TimeUp()
         U, peak = evaluate_assignment(t, out.x)
