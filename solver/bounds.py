@@ -5,10 +5,11 @@ Quick bound: every stage's mean share of the model FLOPs at the fastest rate the
 
 Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
-time is at least the convex ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte
-saved. The slowest unit is at least the least τ at which the units' largest (fractional) layer counts add up
-to the model's layers, and the units' summed time at least every layer's time without recompute. Relaxing integrality, the grid, shared counts and the split within a DualPipe rank only
-lowers the bound, so a choice whose bound exceeds a known plan's U cannot beat it.
+time is at least ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte saved, plus
+the least all-to-all a DualPipe rank of at least ``l`` layers leaves exposed. The slowest unit is at least the
+least τ at which the units' largest integer layer counts add up to the model's layers, and the units' summed
+time at least every layer's time without recompute. Relaxing the grid, shared counts and the split within a
+DualPipe rank only lowers the bound, so a choice whose bound exceeds a known plan's U cannot beat it.
 """
 
 from __future__ import annotations
@@ -25,27 +26,24 @@ from parplan.costmodel.spec import Spec
 from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, StageTable, schedule_units
 
-# breakpoints × units evaluated at once by relaxed_bound (a few float arrays of this many entries: 2 MiB each);
-# larger tables bisect over the breakpoints instead, one row at a time
-DENSE_BOUND_ENTRIES = 1 << 18
-
-
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit).
 
-    Each unit's largest fractional layer count at a slowest-unit time τ is piecewise linear in τ (no
-    recompute needed, then recompute at the cheapest rate κ, then capped where everything is recomputed or at
-    the model's layers), so the least τ whose counts add up to the layers is found exactly from the pieces'
-    breakpoints: the count sum is evaluated at every breakpoint and interpolated inside the bracketing piece.
-    Tables with more than :data:`DENSE_BOUND_ENTRIES` breakpoint × unit entries find the bracketing breakpoint by
-    bisection (the sum is nondecreasing in τ), evaluating one breakpoint at a time: O(units) memory, the same
-    rows and so the same bound; the call's deadline and cancellation are checked at every step.
+    Every unit's time at an integer layer count l is bounded below by the nondecreasing
+    ``T_u(l) = a·l + d + κ·max(0, σ·l + c - cap) + e_u(l)``, up to the largest count that fits with every layer
+    recomputed; ``e_u(l) = min_{l' ≥ l} exposure_u(l')`` is the least paired all-to-all a DualPipe rank of at
+    least l layers leaves exposed (:attr:`StageTable.t_pair`; 0 elsewhere). The slowest unit takes at least the
+    least τ at which the units' largest counts ``max{l : T_u(l) ≤ τ}`` add up to the model's layers (the count
+    sum is nondecreasing in τ: bisection over integer τ, O(units) memory without an exposure table, the call's
+    deadline checked at every step), with every unit at its least layers. Relaxing the grid, shared counts, the
+    recompute working set and the split within a DualPipe rank only lowers the bound. The units' summed time is at
+    least every layer's time without recompute plus each unit's least exposure; the DP term at least the mean
+    unit's.
     """
+    n, L = t.num_units, t.num_layers
     a = np.maximum(t.t_layer.astype(float), 1e-9)
     d = t.t_const.astype(float)
     sig = t.m_layer.astype(float)
-    lo = t.layers_min.astype(float)
-    L = float(t.num_layers)
     room = cap_kib - t.m_const.astype(float)
     s = t.m_saved.astype(float)
     rho = t.t_recompute.astype(float)
@@ -57,8 +55,9 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
             kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
             s_max[0] = max(s_max[0], float(t.m_saved_dense))
     else:
-        kappa = np.full(len(a), np.inf)
-        s_max = np.zeros(len(a))
+        kappa = np.full(n, np.inf)
+        s_max = np.zeros(n)
+    lo = t.layers_min.astype(np.int64)
     if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
         return float("inf")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -66,70 +65,51 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         l_full = np.where(sig > s_max, room / np.where(sig > s_max, sig - s_max, 1), np.inf)
     fin = np.isfinite(kappa)
     kap = np.where(fin, kappa, 0.0)
-    l_cap = np.minimum(np.where(fin, l_full, np.minimum(l_mem0, l_full)), L)
+    most = np.floor(np.minimum(np.where(fin, l_full, np.minimum(l_mem0, l_full)), L) + 1e-9).astype(np.int64)
 
     def time_at(l: np.ndarray) -> np.ndarray:
         return a * l + d + kap * np.maximum(0.0, sig * l - room)
 
-    def layers_at(tau: np.ndarray) -> np.ndarray:  # tau: (B,) -> (B, n)
-        tt = tau[:, None]
-        l_a = (tt - d) / a
-        l_b = (tt - d + kap * room) / (a + kap * sig)
-        l = np.where(l_a <= l_mem0, l_a, np.where(fin, l_b, l_mem0))
-        return np.clip(l, 0.0, l_cap)
+    exposed = least_exposure = None
+    if t.t_pair is not None:  # T_u over every count (the exposure table is this size already)
+        e = np.minimum.accumulate(t.t_pair[:, ::-1].astype(float), axis=1)[:, ::-1]
+        counts = np.arange(L + 1, dtype=float)[None, :]
+        grid = a[:, None] * counts + d[:, None] + kap[:, None] * np.maximum(0.0, sig[:, None] * counts
+                                                                            - room[:, None]) + e
+        exposed = np.where(counts <= most[:, None], grid, np.inf)
+        least_exposure = e[np.arange(n), np.clip(lo, 0, L)]
 
-    tau_lo = float(time_at(lo).max())
-    marks = [time_at(np.clip(l_mem0, 0.0, l_cap)), time_at(l_cap)]
-    bps = np.unique(np.concatenate([np.array([tau_lo])] + [m[np.isfinite(m)] for m in marks]))
-    bps = bps[bps >= tau_lo]
-    bracket = _first_bracket(bps, layers_at, L)
-    if bracket is None:
-        return float("inf")  # every unit capped below the model's layers
-    j, s0, s1 = bracket
-    if j == 0:
-        tau = float(bps[0])
-    else:
-        t0, t1 = float(bps[j - 1]), float(bps[j])
-        tau = t0 + (t1 - t0) * (L - s0) / (s1 - s0) if s1 > s0 else t1
-    tau = max(float(np.floor(tau * (1 - 1e-12))) - 1.0, float(t.lb_time))
-    dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / t.num_units
-    dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
-    # Σ_u time_u (the uneven-stage bubble's term): at least its value without recompute
-    return float(t.M) * tau + float(t.S) * t.base_time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+    def unit_time(l: np.ndarray) -> np.ndarray:
+        out = time_at(l.astype(float))
+        return out if exposed is None else exposed[np.arange(n), np.clip(l, 0, L)]
 
-
-def _first_bracket(bps: np.ndarray, layers_at, num_layers: float) -> tuple[int, float, float] | None:
-    """The first breakpoint j whose units' count sum reaches ``num_layers``, with the sums at j - 1 (0 at j = 0)
-    and at j; None where none does. Every breakpoint at once for small tables (the common case); past
-    :data:`DENSE_BOUND_ENTRIES` the same j by bisection (the count sum is nondecreasing in τ), O(units) memory,
-    checking the call's deadline and cancellation at every step."""
-    enough = num_layers - 1e-9
-    if len(bps) * layers_at(bps[:1]).shape[1] <= DENSE_BOUND_ENTRIES:
-        sums = layers_at(bps).sum(axis=1)
-        ok = np.nonzero(sums >= enough)[0]
-        if len(ok) == 0:
-            return None
-        j = int(ok[0])
-        return j, (float(sums[j - 1]) if j else 0.0), float(sums[j])
-
-    def sum_at(i: int) -> float:
+    def layers_at(tau: float) -> int:  # Σ_u max{l ≤ most_u : T_u(l) ≤ τ}
         check()
-        return float(layers_at(bps[i:i + 1]).sum(axis=1)[0])
-    last = sum_at(len(bps) - 1)
-    if not last >= enough:
-        return None
-    low, s_low = 0, sum_at(0)
-    if s_low >= enough:
-        return 0, 0.0, s_low
-    high, s_high = len(bps) - 1, last
-    while high - low > 1:  # sums[low] < L ≤ sums[high]
-        mid = (low + high) // 2
-        s_mid = sum_at(mid)
-        if s_mid >= enough:
-            high, s_high = mid, s_mid
+        if exposed is not None:
+            return int((exposed <= tau).sum()) - n
+        l_a = (tau - d) / a
+        l_b = (tau - d + kap * room) / (a + kap * sig)
+        frac = np.where(l_a <= l_mem0, l_a, np.where(fin, l_b, l_mem0))
+        return int(np.minimum(np.floor(frac + 1e-9), most).sum())
+
+    tau_lo = float(unit_time(lo).max())
+    tau_hi = float(np.ceil(unit_time(most).max()))
+    if not np.isfinite(tau_hi) or layers_at(tau_hi) < L:
+        return float("inf")  # every unit capped below the model's layers
+    low, high = float(np.floor(tau_lo)) - 1.0, tau_hi  # layers_at(high) ≥ L; low falls short or is below τ_lo
+    while high - low > 1.0:
+        mid = float(np.floor((low + high) / 2))
+        if mid >= tau_lo and layers_at(mid) >= L:
+            high = mid
         else:
-            low, s_low = mid, s_mid
-    return high, s_low, s_high
+            low = mid
+    tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
+    dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
+    dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
+    time_sum = float(t.base_time_sum)
+    if least_exposure is not None and t.S > 0:
+        time_sum += float(np.floor(least_exposure.sum()))
+    return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,

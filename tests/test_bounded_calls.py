@@ -69,24 +69,6 @@ def test_huge_spec_under_the_oracle_too():
 
 
 # ------------------------------------------------------------------ the ways around what does not fit
-def test_relaxation_bound_by_bisection_equals_the_dense_one(monkeypatch):
-    """Large tables find the bracketing breakpoint by bisection: on every table of two example problems (at three
-    caps) it gives exactly the dense evaluation's bound."""
-    n = 0
-    for path in ("llama3-70b-64xh100.yaml", "deepseek-v3-2048xh800.yaml"):
-        p = Problem.build(load_spec(EXAMPLES / path))
-        for i in range(0, len(p.choices), max(1, len(p.choices) // 80)):
-            t = p.table(i)
-            for cap in (p.cap_kib, p.cap_kib // 2, p.cap_kib // 5):
-                monkeypatch.setattr(bounds, "DENSE_BOUND_ENTRIES", 1 << 30)
-                dense = bounds.relaxed_bound(t, cap)
-                monkeypatch.setattr(bounds, "DENSE_BOUND_ENTRIES", 0)
-                bisect = bounds.relaxed_bound(t, cap)
-                assert dense == bisect or (math.isinf(dense) and math.isinf(bisect)), (path, i, cap)
-                n += 1
-    assert n > 200
-
-
 def test_oracle_answers_the_same_without_its_pooled_tables(monkeypatch):
     """A pooled table that does not fit the budget is solved by bisection or CP-SAT: the same plans."""
     spec = load_spec(EXAMPLES / "llama3-70b-64xh100.yaml")
