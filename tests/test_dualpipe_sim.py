@@ -167,9 +167,11 @@ def test_closed_form_step_within_band_of_simulation(case):
     assert closed >= sim * 0.98
 
 
-def _band(draws: int = 500, seed: int = 0, comm: bool = True, form=_closed_form_step) -> tuple[float, float, int]:
+def _band(draws: int = 500, seed: int = 0, comm: bool = True, form=_closed_form_step,
+          compute: tuple[float, float] = (0.1, 2.0)) -> tuple[float, float, int]:
     """(least, largest, how many in the band 0.98-1.05) of ``form`` / simulated step over ``draws`` seeded draws
-    from :func:`pipelines`' ranges (``comm`` False: no all-to-all at all, the bubble formula alone)."""
+    from :func:`pipelines`' ranges (``comm`` False: no all-to-all at all, the bubble formula alone; ``compute``
+    the range of a stage's compute, narrower: nearly equal stages, only the all-to-all mix differs)."""
     import random
     rng = random.Random(seed)
     lo, hi, inside = float("inf"), 0.0, 0
@@ -178,7 +180,7 @@ def _band(draws: int = 500, seed: int = 0, comm: bool = True, form=_closed_form_
         ranks = rng.choice([2, 4, 6, 8])
         stages = ranks if schedule == "dualpipe" else 2 * ranks
         m = 2 * ranks * rng.randint(1, 4)
-        C = [rng.uniform(0.1, 2.0) for _ in range(stages)]
+        C = [rng.uniform(*compute) for _ in range(stages)]
         X = [c * rng.choice([0.0, 0.3, 0.8, 1.5, 3.0]) * comm for c in C]
         w = rng.choice([0.0, 0.3, 0.5])
         ratio = form(schedule, C, X, m, w) / _simulate(schedule, C, X, m, w).step_s
@@ -194,6 +196,10 @@ if __name__ == "__main__":  # python tests/test_dualpipe_sim.py: the measured ba
             low, high, inside = _band(comm=with_comm, form=form)
             print(f"{name} / simulated step over 500 draws, all-to-all {with_comm}: {low:.3f} .. {high:.3f}, "
                   f"{inside} in 0.98-1.05")
+    for with_comm in (True, False):
+        low, high, inside = _band(comm=with_comm, compute=(0.95, 1.05))
+        print(f"closed form, stage compute 0.95-1.05, all-to-all {with_comm}: {low:.3f} .. {high:.3f}, "
+              f"{inside} in 0.98-1.05")
     equal = [(s, r, 2 * r * k, w) for s in ("dualpipe", "dualpipev") for r in (2, 4, 6, 8) for k in (1, 2, 4)
              for w in (0.0, 0.3, 0.5)]
     ratios = [_closed_form_step(s, [1.0] * n, [0.0] * n, m, w) / _simulate(s, [1.0] * n, [0.0] * n, m, w).step_s
