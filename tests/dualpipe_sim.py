@@ -60,6 +60,26 @@ def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
     return ops
 
 
+def step_orders(schedule: str, ranks: int, m: int) -> list[list[Op]]:
+    """Every rank's operations in step order: DualPipe on ``ranks`` = p ranks (``half_rank`` = min(r, p-1-r),
+    dualpipe.py:358-417), DualPipeV on ``ranks`` = P ranks (dualpipev.py:330-395)."""
+    if schedule == "dualpipe":
+        half = ranks // 2
+        return [_orders(half, h, m // 2 - ranks + h + 1, unoverlapped_first=(h == half - 1))
+                for h in (min(r, ranks - 1 - r) for r in range(ranks))]
+    return [_orders(ranks, r, m - 2 * ranks + r + 1, unoverlapped_first=(r == ranks - 1)) for r in range(ranks)]
+
+
+def phase_stages(schedule: str, ranks: int, r: int) -> tuple[int, int]:
+    """(phase 0, phase 1) of rank ``r`` as model stage indices (the index of ``C`` and ``X``): DualPipe's phase 0
+    is stage min(r, p-1-r) of the flow entering at the rank's own end, phase 1 stage p-1-min(r, p-1-r)
+    (dualpipe.py:355-356); DualPipeV's chunk 0 is stage r, chunk 1 stage 2P-1-r."""
+    if schedule == "dualpipe":
+        h = min(r, ranks - 1 - r)
+        return h, ranks - 1 - h
+    return r, 2 * ranks - 1 - r
+
+
 def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[list[tuple[str, int]]],
          C: list[float], X: list[float], f: float, w: float) -> "Simulated":
     """List-schedule every rank's ops; ``stage_of(rank, phase)`` -> (flow, stage); ``next_stage(flow, s)`` the
@@ -140,10 +160,7 @@ def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float
     is the first flow, for the second half the other (dualpipe.py:355-356)."""
     p = len(C)
     half = p // 2
-    orders = []
-    for r in range(p):
-        hr = min(r, p - 1 - r)
-        orders.append(_orders(half, hr, m // 2 - p + hr + 1, unoverlapped_first=(hr == half - 1)))
+    orders = step_orders("dualpipe", p, m)
 
     def stage_of(r, phase):
         flow = phase if r < half else 1 - phase
@@ -164,7 +181,7 @@ def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: floa
     """DualPipeV on P = len(C)/2 ranks, ``m`` micro-batches; rank r holds chunk 0 = stage r and chunk 1 =
     stage 2P-1-r (dualpipev.py), every micro-batch through all 2P stages."""
     P = len(C) // 2
-    orders = [_orders(P, r, m - 2 * P + r + 1, unoverlapped_first=(r == P - 1)) for r in range(P)]
+    orders = step_orders("dualpipev", P, m)
 
     def stage_of(r, phase):
         return 0, (r if phase == 0 else 2 * P - 1 - r)
