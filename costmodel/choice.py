@@ -148,23 +148,38 @@ class ChoiceCosts:
         (May 2025) every stage kept all its outputs in ``output_chunks``, not only the in-flight ones (the same
         count on the first stage when m = p, as in torchtitan's default); the last stage's retention is what
         pytorch/pytorch issue #159251 asks to make optional.
+
+        Input gradients: a chunk that receives its input (every chunk but stage 0) runs its backward with
+        ``torch.autograd.backward``, which accumulates the input's gradient into the ``.grad`` of the leaf
+        receive buffer (torch v2.6.0 ``_backward.py:351-359`` ``stage_backward`` returns ``val.grad``);
+        ``clear_runtime_states`` sets ``buffer.grad = None`` only at the start of the next step
+        (``stage.py:507-525``), so every backward leaves one boundary-sized gradient held. At a 1F1B-type
+        peak (the in-flight count holds through the steady state, so its last moment comes after the
+        last forward) the backwards done are m·v minus the in-flight chunk micro-batches, the first chunk's
+        (which receives nothing) counted last, as the depth-first order runs them. Not charged under
+        DualPipe/DualPipeV, whose peak is not at the end of a steady state (torch v2.6.0 has no such
+        schedule to read).
         """
         c = self.choice  # both byte sizes are 0 unless pipeline_runtime is 'torch' and pp > 1
         m, v = c.num_microbatches, c.vpp
         if c.schedule == Schedule.DUALPIPEV:  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
             #                            each holding half the rank's in-flight micro-batches
             half = self.inflight(stage)
-            return sum(self._chunk_buffer_bytes(m, 1, first, last, half) for first, last in
+            return sum(self._chunk_buffer_bytes(m, 1, first, last, half, input_grads=False) for first, last in
                        ((stage == 0, False), (False, stage == 0)))
         first, last = stage == 0, stage == c.pp - 1
-        return self._chunk_buffer_bytes(m, v, first, last, self.inflight(stage) * v)
+        return self._chunk_buffer_bytes(m, v, first, last, self.inflight(stage) * v,
+                                        input_grads=not Schedule(c.schedule).paired)
 
-    def _chunk_buffer_bytes(self, m: int, v: int, first: bool, last: bool, inflight_chunks: float) -> float:
+    def _chunk_buffer_bytes(self, m: int, v: int, first: bool, last: bool, inflight_chunks: float,
+                            input_grads: bool = True) -> float:
         grad_recv = m * v - (m if last else 0)
         act_recv = max(0.0, m * v - (m if first else 0) - inflight_chunks)
         outputs = max(0.0, inflight_chunks - (1 if last else 0))
+        # gradients of received inputs, one per backward done at the peak (the first chunk's come last)
+        held_grads = max(0.0, m * v - inflight_chunks - (m if first else 0)) if input_grads else 0.0
         retained = (m - 1) * self.retained_output_bytes if last else 0.0
-        return (grad_recv + act_recv + outputs) * self.stage_io_bytes + retained
+        return (grad_recv + act_recv + outputs + held_grads) * self.stage_io_bytes + retained
 
     def bubble_s(self, t_stage_s: float, a: Assumptions) -> float:
         """Bubble for the slowest stage's per-micro-batch time."""

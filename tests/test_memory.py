@@ -214,7 +214,9 @@ def test_dtensor_sp_gathered_inputs_in_the_recomputed_layer_only(recompute):
 def test_torch_pipelining_buffers_by_hand():
     """1F1B, p = 4, m = 8: gradient receive buffers for every micro-batch on stages 0-2, activation receive
     buffers on stages 1-3 beyond the in-flight ones (those are the first layer's saved input), one output
-    per in-flight micro-batch (the last stage's is the logits), and the last stage's 7 earlier outputs."""
+    per in-flight micro-batch (the last stage's is the logits), the last stage's 7 earlier outputs, and on
+    stages 1-3 the input gradient each backward done leaves on its receive buffer until the next step: at
+    the peak (in-flight 4 - s held through the steady state, all 8 forwards run) 8 - (4 - s) of them."""
     spec = _spec(num_gpus=16)
     c = Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=8, recompute="full")
     torch_rt = _costs(spec, c, pipeline_runtime="torch")
@@ -222,7 +224,8 @@ def test_torch_pipelining_buffers_by_hand():
     retained = 4096 * 128256 / 2 * 2  # one micro-batch's bf16 logits, vocabulary-sharded
     assert torch_rt.stage_io_bytes == pytest.approx(boundary)
     assert torch_rt.retained_output_bytes == pytest.approx(retained)
-    expected = {0: 8 + 0 + 4, 1: 8 + (8 - 3) + 3, 2: 8 + (8 - 2) + 2, 3: 0 + (8 - 1) + 0}
+    # grad receive + act receive beyond in-flight + in-flight outputs + held input gradients
+    expected = {0: 8 + 0 + 4 + 0, 1: 8 + (8 - 3) + 3 + 5, 2: 8 + (8 - 2) + 2 + 6, 3: 0 + (8 - 1) + 0 + 7}
     for stage, count in expected.items():
         extra = 7 * retained if stage == 3 else 0.0
         assert torch_rt.pipeline_buffer_bytes(stage) == pytest.approx(count * boundary + extra)
@@ -230,6 +233,23 @@ def test_torch_pipelining_buffers_by_hand():
     assert all(megatron.pipeline_buffer_bytes(i) == 0 for i in range(4))
     one_stage = _costs(spec, Choice(**{**c.__dict__, "pp": 1, "dp": 8}), pipeline_runtime="torch")
     assert one_stage.pipeline_buffer_bytes(0) == 0
+
+
+def test_torch_pipelining_interleaved_buffers_by_hand():
+    """Interleaved 1F1B, p = 4, v = 2, m = 8: rank r holds min((4 - r - 1)·2 + 4 + 1, 16) chunk micro-batches
+    in flight (11, 9, 7, 5). Per rank, in boundary tensors: grad receive 16 (8 on rank 3, whose second chunk
+    is the last stage), act receive 16 - in-flight (less 8 on rank 0, whose first chunk is stage 0), in-flight
+    outputs (less the last stage's one, the logits), and held input gradients 16 - in-flight (less stage 0's
+    8, which receive nothing): 16 + 0 + 11 + 0, 16 + 7 + 9 + 7, 16 + 9 + 7 + 9, 8 + 11 + 4 + 11."""
+    spec = _spec(num_gpus=16)
+    c = Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=8, vpp=2, schedule="interleaved",
+               recompute="full")
+    torch_rt = _costs(spec, c, pipeline_runtime="torch")
+    boundary = 4096 * H * 2 / 2
+    expected = {0: 16 + 0 + 11 + 0, 1: 16 + 7 + 9 + 7, 2: 16 + 9 + 7 + 9, 3: 8 + 11 + 4 + 11}
+    for stage, count in expected.items():
+        extra = 7 * torch_rt.retained_output_bytes if stage == 3 else 0.0
+        assert torch_rt.pipeline_buffer_bytes(stage) == pytest.approx(count * boundary + extra)
 
 
 def test_torch_pipelining_buffers_in_the_evaluation():
