@@ -229,10 +229,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
 def pool_runs_on(spec: Spec, plan: Plan) -> list[str]:
     """The frameworks that run ``plan`` on the spec's pools: those of :data:`POOL_FRAMEWORKS` whose rules it keeps
     (the others' exports refuse a cluster of several pools); on a one-pool cluster, the homogeneous ``runs_on``."""
-    names = runs_on(spec, plan)
-    if len(spec_pools(spec)) == 1:
-        return names
-    return [n for n in names if n in POOL_FRAMEWORKS]
+    return runs_on(spec, plan, None if len(spec_pools(spec)) == 1 else POOL_FRAMEWORKS)
 
 
 @dataclass(frozen=True)
