@@ -89,10 +89,11 @@ def pool_gpus(spec: Spec) -> list[GPU]:
     return [resolve_gpu(pool) for pool in spec_pools(spec)]
 
 
-def inter_pool_link(spec: Spec) -> Link:
+def inter_pool_link(spec: Spec, gpus: Optional[list[GPU]] = None) -> Link:
     """The link between two pools: ``cluster.inter_pool_bandwidth_gbps`` (GB/s per GPU per direction, as the
-    catalog's bandwidths) or the slowest pool's inter-node bandwidth, at the largest inter-node latency."""
-    gpus = pool_gpus(spec)
+    catalog's bandwidths) or the slowest pool's inter-node bandwidth, at the largest inter-node latency.
+    ``gpus``: :func:`pool_gpus` if the caller has them."""
+    gpus = gpus or pool_gpus(spec)
     gbps = spec.cluster.inter_pool_bandwidth_gbps or min(g.inter_node_bandwidth_gbps for g in gpus)
     return Link(nvlink=False, bandwidth_Bps=gbps * 1e9, latency_s=max(g.inter_node_latency_us for g in gpus) * 1e-6)
 
@@ -158,13 +159,14 @@ def capacity_violations(spec: Spec, choice: Choice, stage_pools: list[int]) -> l
 
 def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = None, *,
                    assumptions: Optional[Assumptions] = None,
-                   costs: Optional[list[ChoiceCosts]] = None) -> Evaluation:
+                   costs: Optional[list[ChoiceCosts]] = None, arch: Optional[Architecture] = None) -> Evaluation:
     """The ledger of ``plan`` with stage ``i`` on pool ``stage_pools[i]`` (the module docstring).
 
     Legality is the choice's rules under pool 0's view (the pools share the model, batch and shape; TP inside
     each pool's NVLink domain is checked per pool used), the pools' capacities, and each stage's memory against
     its own pool's usable memory. MFU counts every stage's GPUs at its pool's peak. ``stage_pools`` defaults to
-    ``plan.stage_pools``; the answer's plan carries them."""
+    ``plan.stage_pools``; the answer's plan carries them. ``assumptions``, ``costs`` (:func:`pool_costs`) and
+    ``arch`` (``Architecture(spec.model)``): what a caller evaluating many plans of one spec has already."""
     if stage_pools is None:
         if plan.stage_pools is None:
             raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each "
@@ -179,16 +181,17 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
     a = assumptions or resolve_assumptions(spec.assumptions)
     costs = costs or pool_costs(spec, c, a)
     used_pools = sorted({*stage_pools})
+    gpus = pool_gpus(spec)
     violations: list[str] = []
     for k in used_pools:
         view = pool_spec(spec, k, c.num_gpus)
-        for v in choice_violations(view, c, a, nvlink_domain_size(view, pool_gpus(spec)[k])):
+        for v in choice_violations(view, c, a, nvlink_domain_size(view, gpus[k])):
             if v not in violations:
                 violations.append(v)
     violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
                                              plan.pipeline_layout)
     violations += capacity_violations(spec, c, stage_pools)
-    link = inter_pool_link(spec)
+    link = inter_pool_link(spec, gpus)
     classes = layer_classes(spec, plan.stage_layers)
     stages: list[StageTotals] = []
     for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers)):
@@ -208,7 +211,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         if g > u:
             violations.append(f"stage {i} needs {g:.1f} GiB, more than the {u:.1f} GiB usable per GPU of pool "
                               f"{stage_pools[i]}")
-    arch = Architecture(spec.model)
+    arch = arch or Architecture(spec.model)
     tokens = spec.training.global_batch_size * spec.training.seq_len
     model_flops = arch.model_flops_per_token(spec.training.seq_len, a.attention_flops_causal_fraction) * tokens
     per_stage = c.num_gpus // c.pp
