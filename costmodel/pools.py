@@ -23,6 +23,7 @@ as :func:`parplan.costmodel.evaluate.evaluate` (``tests/test_pools.py``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -157,6 +158,49 @@ def capacity_violations(spec: Spec, choice: Choice, stage_pools: list[int]) -> l
     return out
 
 
+class _PerSpec:
+    """Answers that depend on a spec and keys, kept for the few specs asked about last (keyed by the spec's
+    identity, the spec held so its id is not reused; a Spec is frozen, so the answers cannot go stale): the
+    pools evaluator checks the same choice on the same pool for every layer split and recompute vector of it."""
+
+    SPECS = 8  # specs kept
+    ENTRIES = 1 << 16  # answers kept per spec (then emptied)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[int, tuple[Spec, dict]] = {}
+
+    def get(self, spec: Spec, key: tuple, compute):
+        with self._lock:
+            entry = self._specs.get(id(spec))
+            if entry is None or entry[0] is not spec:
+                if len(self._specs) >= self.SPECS:
+                    self._specs.pop(next(iter(self._specs)))
+                entry = self._specs[id(spec)] = (spec, {})
+            answers = entry[1]
+            if key in answers:
+                return answers[key]
+        value = compute()
+        with self._lock:
+            if len(answers) >= self.ENTRIES:
+                answers.clear()
+            answers[key] = value
+        return value
+
+
+_PER_SPEC = _PerSpec()
+
+
+def pool_choice_violations(spec: Spec, k: int, c: Choice, a: Assumptions) -> tuple[str, ...]:
+    """The choice's rules (``legality.choice_violations``) under pool ``k``'s view (:func:`pool_spec` at the
+    choice's GPU count, TP inside that pool's NVLink domain); memoized per (spec, pool, choice, assumptions)."""
+    def compute() -> tuple[str, ...]:
+        view = pool_spec(spec, k, c.num_gpus)
+        return tuple(choice_violations(view, c, a, nvlink_domain_size(view, pool_gpus(spec)[k])))
+
+    return _PER_SPEC.get(spec, ("choice_violations", k, c, a), compute)
+
+
 def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = None, *,
                    assumptions: Optional[Assumptions] = None,
                    costs: Optional[list[ChoiceCosts]] = None, arch: Optional[Architecture] = None) -> Evaluation:
@@ -184,8 +228,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
     gpus = pool_gpus(spec)
     violations: list[str] = []
     for k in used_pools:
-        view = pool_spec(spec, k, c.num_gpus)
-        for v in choice_violations(view, c, a, nvlink_domain_size(view, gpus[k])):
+        for v in pool_choice_violations(spec, k, c, a):
             if v not in violations:
                 violations.append(v)
     violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
