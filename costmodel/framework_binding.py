@@ -36,9 +36,11 @@ class BoundFramework:
     profile: Optional[Profile]
     runs_on_profiles: tuple[tuple[str, Profile], ...]
 
-    def runs_on(self, plan: "Plan") -> list[str]:
-        """The frameworks that can run ``plan``."""
-        return [name for name, prof in self.runs_on_profiles if not framework_violations(prof, plan)]
+    def runs_on(self, plan: "Plan", among: Optional[tuple[str, ...]] = None) -> list[str]:
+        """The frameworks that can run ``plan``; ``among``: only those of these names are checked (the list is
+        then the full answer filtered to them, in the same order)."""
+        return [name for name, prof in self.runs_on_profiles
+                if (among is None or name in among) and not framework_violations(prof, plan)]
 
     def search_conflicts(self, search: "SearchSpec") -> list[str]:
         """``search:`` pins that leave nothing the spec's framework can run (a spec error, naming the field)."""
@@ -73,6 +75,7 @@ def spec_profile(spec: "Spec") -> Optional[Profile]:
     return spec.bound_framework.profile
 
 
-def runs_on(spec: "Spec", plan: "Plan") -> list[str]:
-    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``."""
-    return spec.bound_framework.runs_on(plan)
+def runs_on(spec: "Spec", plan: "Plan", among: Optional[tuple[str, ...]] = None) -> list[str]:
+    """The frameworks (newest profiles; the spec's own at its version) that can run ``plan``; ``among``: of these
+    names only (:meth:`BoundFramework.runs_on`)."""
+    return spec.bound_framework.runs_on(plan, among)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Optional
 
 from parplan.costmodel.errors import ParplanError
@@ -220,7 +221,17 @@ def lookup_gpu(name: str) -> GPU:
 
 
 def resolve_gpu(cluster) -> GPU:
-    """The catalog entry for ``cluster.gpu`` with the spec's per-field overrides applied."""
-    gpu = lookup_gpu(cluster.gpu)
-    overrides = {f: getattr(cluster, f) for f in OVERRIDABLE_FIELDS if getattr(cluster, f) is not None}
-    return replace(gpu, **overrides) if overrides else gpu
+    """The catalog entry for ``cluster.gpu`` with the spec's per-field overrides applied.
+
+    Memoized on what the answer depends on, the name and the overrides (each value with its type, so ``80`` and
+    ``80.0`` stay apart); :class:`GPU` is frozen, so callers share one instance. The pools evaluator resolves
+    every pool's GPU several times per plan (``costmodel/pools.py``)."""
+    overrides = tuple((f, type(v), v) for f in OVERRIDABLE_FIELDS if (v := getattr(cluster, f)) is not None)
+    return _resolved_gpu(cluster.gpu, overrides)
+
+
+@lru_cache(maxsize=1024)
+def _resolved_gpu(name: str, overrides: tuple[tuple[str, type, object], ...]) -> GPU:
+    """:func:`resolve_gpu` on its key (an unknown name raises :class:`UnknownGPU`, which is not cached)."""
+    gpu = lookup_gpu(name)
+    return replace(gpu, **{f: v for f, _, v in overrides}) if overrides else gpu

@@ -23,6 +23,7 @@ as :func:`parplan.costmodel.evaluate.evaluate` (``tests/test_pools.py``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -89,10 +90,11 @@ def pool_gpus(spec: Spec) -> list[GPU]:
     return [resolve_gpu(pool) for pool in spec_pools(spec)]
 
 
-def inter_pool_link(spec: Spec) -> Link:
+def inter_pool_link(spec: Spec, gpus: Optional[list[GPU]] = None) -> Link:
     """The link between two pools: ``cluster.inter_pool_bandwidth_gbps`` (GB/s per GPU per direction, as the
-    catalog's bandwidths) or the slowest pool's inter-node bandwidth, at the largest inter-node latency."""
-    gpus = pool_gpus(spec)
+    catalog's bandwidths) or the slowest pool's inter-node bandwidth, at the largest inter-node latency.
+    ``gpus``: :func:`pool_gpus` if the caller has them."""
+    gpus = gpus or pool_gpus(spec)
     gbps = spec.cluster.inter_pool_bandwidth_gbps or min(g.inter_node_bandwidth_gbps for g in gpus)
     return Link(nvlink=False, bandwidth_Bps=gbps * 1e9, latency_s=max(g.inter_node_latency_us for g in gpus) * 1e-6)
 
@@ -156,15 +158,59 @@ def capacity_violations(spec: Spec, choice: Choice, stage_pools: list[int]) -> l
     return out
 
 
+class _PerSpec:
+    """Answers that depend on a spec and keys, kept for the few specs asked about last (keyed by the spec's
+    identity, the spec held so its id is not reused; a Spec is frozen, so the answers cannot go stale): the
+    pools evaluator checks the same choice on the same pool for every layer split and recompute vector of it."""
+
+    SPECS = 8  # specs kept
+    ENTRIES = 1 << 16  # answers kept per spec (then emptied)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[int, tuple[Spec, dict]] = {}
+
+    def get(self, spec: Spec, key: tuple, compute):
+        with self._lock:
+            entry = self._specs.get(id(spec))
+            if entry is None or entry[0] is not spec:
+                if len(self._specs) >= self.SPECS:
+                    self._specs.pop(next(iter(self._specs)))
+                entry = self._specs[id(spec)] = (spec, {})
+            answers = entry[1]
+            if key in answers:
+                return answers[key]
+        value = compute()
+        with self._lock:
+            if len(answers) >= self.ENTRIES:
+                answers.clear()
+            answers[key] = value
+        return value
+
+
+_PER_SPEC = _PerSpec()
+
+
+def pool_choice_violations(spec: Spec, k: int, c: Choice, a: Assumptions) -> tuple[str, ...]:
+    """The choice's rules (``legality.choice_violations``) under pool ``k``'s view (:func:`pool_spec` at the
+    choice's GPU count, TP inside that pool's NVLink domain); memoized per (spec, pool, choice, assumptions)."""
+    def compute() -> tuple[str, ...]:
+        view = pool_spec(spec, k, c.num_gpus)
+        return tuple(choice_violations(view, c, a, nvlink_domain_size(view, pool_gpus(spec)[k])))
+
+    return _PER_SPEC.get(spec, ("choice_violations", k, c, a), compute)
+
+
 def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = None, *,
                    assumptions: Optional[Assumptions] = None,
-                   costs: Optional[list[ChoiceCosts]] = None) -> Evaluation:
+                   costs: Optional[list[ChoiceCosts]] = None, arch: Optional[Architecture] = None) -> Evaluation:
     """The ledger of ``plan`` with stage ``i`` on pool ``stage_pools[i]`` (the module docstring).
 
     Legality is the choice's rules under pool 0's view (the pools share the model, batch and shape; TP inside
     each pool's NVLink domain is checked per pool used), the pools' capacities, and each stage's memory against
     its own pool's usable memory. MFU counts every stage's GPUs at its pool's peak. ``stage_pools`` defaults to
-    ``plan.stage_pools``; the answer's plan carries them."""
+    ``plan.stage_pools``; the answer's plan carries them. ``assumptions``, ``costs`` (:func:`pool_costs`) and
+    ``arch`` (``Architecture(spec.model)``): what a caller evaluating many plans of one spec has already."""
     if stage_pools is None:
         if plan.stage_pools is None:
             raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each "
@@ -179,16 +225,16 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
     a = assumptions or resolve_assumptions(spec.assumptions)
     costs = costs or pool_costs(spec, c, a)
     used_pools = sorted({*stage_pools})
+    gpus = pool_gpus(spec)
     violations: list[str] = []
     for k in used_pools:
-        view = pool_spec(spec, k, c.num_gpus)
-        for v in choice_violations(view, c, a, nvlink_domain_size(view, pool_gpus(spec)[k])):
+        for v in pool_choice_violations(spec, k, c, a):
             if v not in violations:
                 violations.append(v)
     violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
                                              plan.pipeline_layout)
     violations += capacity_violations(spec, c, stage_pools)
-    link = inter_pool_link(spec)
+    link = inter_pool_link(spec, gpus)
     classes = layer_classes(spec, plan.stage_layers)
     stages: list[StageTotals] = []
     for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers)):
@@ -208,7 +254,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         if g > u:
             violations.append(f"stage {i} needs {g:.1f} GiB, more than the {u:.1f} GiB usable per GPU of pool "
                               f"{stage_pools[i]}")
-    arch = Architecture(spec.model)
+    arch = arch or Architecture(spec.model)
     tokens = spec.training.global_batch_size * spec.training.seq_len
     model_flops = arch.model_flops_per_token(spec.training.seq_len, a.attention_flops_causal_fraction) * tokens
     per_stage = c.num_gpus // c.pp
@@ -229,10 +275,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
 def pool_runs_on(spec: Spec, plan: Plan) -> list[str]:
     """The frameworks that run ``plan`` on the spec's pools: those of :data:`POOL_FRAMEWORKS` whose rules it keeps
     (the others' exports refuse a cluster of several pools); on a one-pool cluster, the homogeneous ``runs_on``."""
-    names = runs_on(spec, plan)
-    if len(spec_pools(spec)) == 1:
-        return names
-    return [n for n in names if n in POOL_FRAMEWORKS]
+    return runs_on(spec, plan, None if len(spec_pools(spec)) == 1 else POOL_FRAMEWORKS)
 
 
 @dataclass(frozen=True)

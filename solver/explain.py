@@ -54,12 +54,13 @@ def _requirements(spec: Spec) -> list[str]:
     return req
 
 
+_PIN_NAMES = {f"search.{f}": f for f in PIN_FIELDS}  # a requirement -> its field (of Choice and SearchSpec)
+
+
 def _violates(c, spec: Spec, name: str) -> bool:
     s = spec.search
-    if name in (f"search.{f}" for f in PIN_FIELDS):
-        f = name.split(".")[1]
-        attr = {"micro_batch_size": "micro_batch_size"}.get(f, f)
-        return getattr(c, attr) not in getattr(s, f)
+    if (f := _PIN_NAMES.get(name)) is not None:
+        return getattr(c, f) not in getattr(s, f)
     if name == "search.schedules":
         return c.schedule not in s.schedules
     if name == "search.zero_stages":

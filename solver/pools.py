@@ -25,6 +25,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.evaluate import Evaluation, layer_classes, stage_report, stage_totals
@@ -134,15 +135,16 @@ def search_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumption
     best: dict[tuple, tuple] = {}
     order = 0
     rules = StageRules.of(spec)
+    arch = Architecture(spec.model)
     for c in pool_choices(spec, a):
-        costs = pool_costs(spec, c, a)
+        costs = pool_costs(spec, c, a, arch)
         for seq in stage_sequences(spec, c):
             for layers in filter(rules.split_ok, compositions(spec.model.num_layers, c.pp)):
                 r = least_recompute(spec, c, seq, layers, costs, a, rules.uniform_recompute)
                 if r is None:
                     continue
                 ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), r), list(seq), assumptions=a,
-                                    costs=costs)
+                                    costs=costs, arch=arch)
                 if ev.violations:
                     continue
                 order += 1

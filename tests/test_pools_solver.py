@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from parplan.client.evaluation import evaluate_spec
 from parplan.client.spec_io import load_spec_file
+from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.framework_binding import spec_profile
 from parplan.costmodel.pools import PoolStageTimes, evaluate_pools, pool_costs
@@ -60,17 +61,17 @@ def one_count(spec: Spec, recompute: tuple[int, ...], layers: tuple[int, ...]) -
 def best_per_sequence(spec: Spec) -> dict[tuple, float]:
     """Every choice, sequence, composition (the stage split allows) and recompute vector (:func:`one_count`)
     through evaluate_pools: the best feasible step time of each (choice, sequence)."""
-    a = resolve_assumptions(spec.assumptions)
+    a, arch = resolve_assumptions(spec.assumptions), Architecture(spec.model)
     best: dict = {}
     for c in pool_choices(spec, a):
-        costs = pool_costs(spec, c, a)
+        costs = pool_costs(spec, c, a, arch)
         for seq in stage_sequences(spec, c):
             for layers in filter(lambda ls: split_allowed(spec, ls), compositions(spec.model.num_layers, c.pp)):
                 vectors = itertools.product(*(range(n + 1) for n in layers)) if c.recompute == "full" else [
                     (0,) * c.pp]
                 for r in filter(lambda r: one_count(spec, r, layers), vectors):
                     ev = evaluate_pools(spec, Plan.from_choice(c, list(layers), list(r)), list(seq), assumptions=a,
-                                        costs=costs)
+                                        costs=costs, arch=arch)
                     if ev.violations:
                         continue
                     t = ev.metrics.step_time_s
