@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from parplan.client.cli import app
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import choice_costs
 from parplan.costmodel.evaluate import PlanError, evaluate
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.layout import chunk_recomputed_layers
 from parplan.costmodel.spec import PlanSpec, Spec
 from parplan.frameworks.layout import (
     LayoutError,
@@ -183,3 +187,34 @@ def test_layout_errors_are_cli_errors(tmp_path: Path):
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["evaluate", str(path)])
     assert result.exit_code == 2 and "vpp" in (result.stderr or result.stdout)
+
+
+def test_full_recompute_on_uneven_chunks_holds_each_chunks_checkpoints():
+    """Every layer recomputed, chunks uneven ([10, 4] on the last rank): each in-flight chunk forward keeps only
+    its own layers' checkpointed inputs, so the last rank holds (8·10 + 1·4)·act_recomputed, by hand: pp 8, vpp 2,
+    the last rank runs (8-7-1)·2 + (2-1)·8 + 1 = 9 chunk forwards before its first backward, 8 of chunk 0 (the
+    first group of pp micro-batches) and 1 of chunk 1 (costmodel/layout.py interleaved_inflight_chunks)."""
+    spec = _spec(BRIDGE_405B)
+    plan = PlanSpec(tp=8, pp=8, cp=2, micro_batch_size=1, recompute="full",
+                    pipeline_layout=[[8, 8]] * 7 + [[10, 4]])
+    ev = evaluate(spec, plan)
+    assert ev.plan.recompute_layers == ev.plan.stage_layers and ev.plan.num_microbatches >= 8
+    costs = choice_costs(spec, ev.plan.to_choice(), resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions))
+    per_layer = costs.dense.act_recomputed_bytes
+    assert ev.stages[7].activations_gib == pytest.approx((8 * 10 + 1 * 4) * per_layer / 2**30, rel=1e-9)
+    # rank 0, equal chunks: (8-0-1)·2 + 8 + 1 = 23 chunk forwards of 8 layers each (at most 2m)
+    first = min(23, 2 * ev.plan.num_microbatches)
+    assert ev.stages[0].activations_gib == pytest.approx(first * 8 * per_layer / 2**30, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(st.integers(0, 12), min_size=1, max_size=5), data=st.data())
+def test_chunk_recompute_spreads_evenly_and_fills_small_chunks(chunks, data):
+    """Megatron's block method: each chunk recomputes min(N, l_c); the shares add up to the stage's count."""
+    assume(sum(chunks) > 0)
+    r = data.draw(st.integers(0, sum(chunks)))
+    rec = chunk_recomputed_layers(chunks, r)
+    assert sum(rec) == pytest.approx(r)
+    assert all(0 <= x <= l + 1e-12 for x, l in zip(rec, chunks))
+    n = max(rec)
+    assert all(x == pytest.approx(min(n, l)) for x, l in zip(rec, chunks))
