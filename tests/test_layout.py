@@ -27,9 +27,12 @@ from parplan.frameworks.layout import (
     megatron_split,
     resolve_layout,
     to_megatron_string,
+    default_split,
     torchtitan_split,
+    torchtitan_split_points,
 )
 from parplan.frameworks.loader import validate_spec
+from parplan.frameworks.profiles import profile
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BRIDGE_405B = EXAMPLES / "llama31-405b-1024xh100-megatron-bridge-evaluate.yaml"
@@ -218,3 +221,25 @@ def test_chunk_recompute_spreads_evenly_and_fills_small_chunks(chunks, data):
     assert all(0 <= x <= l + 1e-12 for x, l in zip(rec, chunks))
     n = max(rec)
     assert all(x == pytest.approx(min(n, l)) for x, l in zip(rec, chunks))
+
+
+def test_torchtitan_split_points_before_v010():
+    """torchtitan@9dec370 generate_split_points, by hand: 126 layers on 8 x 2 stages are 7 each with 14 left, one
+    each to stages 1..14, the last takes 126 - 7 - 14·8 = 7; stage s on rank s % 8. 9 layers on 4 stages: 2, 3
+    (the one extra), 2, 2, where the later rule (embedding and output as layers) gives 2, 3, 3, 1."""
+    two = torchtitan_split_points(126, 8, stages_per_rank=2)
+    assert two.decoder == [[7, 8]] + [[8, 8]] * 6 + [[8, 7]]
+    assert torchtitan_split_points(126, 8).stage_layers == [15, 16, 16, 16, 16, 16, 16, 15]
+    assert torchtitan_split_points(9, 4).stage_layers == [2, 3, 2, 2]
+    assert torchtitan_split(9, 4).stage_layers == [2, 3, 3, 1]
+    with pytest.raises(LayoutError, match="cannot be more"):
+        torchtitan_split_points(7, 4, stages_per_rank=2)
+
+
+def test_default_split_is_the_profiles_rule():
+    """A framework's own split where the plan states none: torchtitan's by its version, Megatron's even split."""
+    assert default_split(profile("torchtitan", "2024-12-26"), 126, 8, 2).decoder == \
+        torchtitan_split_points(126, 8, 2).decoder
+    assert default_split(profile("torchtitan", None), 9, 4).stage_layers == [2, 3, 3, 1]
+    assert default_split(profile("megatron-core", None), 126, 8, 2) is None
+    assert default_split(profile("torchtitan", "2024-12-26"), 126, 1) is None  # no pipeline
