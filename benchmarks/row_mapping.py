@@ -23,7 +23,7 @@ from parplan.costmodel.evaluate import PlanError
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.moe_dispatch import imbalance_knob_for, random_routing_busiest_load
 from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
-from parplan.frameworks.layout import megatron_split
+from parplan.frameworks.layout import LayoutError, default_split, megatron_split
 from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profiles import profile
 
@@ -260,6 +260,9 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
     if gbs is None:
         raise NotExpressible("global batch size not published")
     schedule, vpp = _schedule(row, fw, vpp, a)
+    if layout is None and schedule in ("1f1b", "interleaved") and row.get("first_stage_layers") is None \
+            and row.get("last_stage_layers") is None:
+        layout = _framework_default_split(row, L, pp, vpp, a)
     dp = _data_parallel(dp, gpus, tp, pp, cp, a)
     mbs = _micro_batch_size(mbs, fw, pp, gbs, dp, a)
     stage_layers = _row_stage_layers(row, L, pp, vpp, layout, a)
@@ -332,6 +335,25 @@ def unstated_plan_fields(row: dict, tp: int, pp: int, schedule: str, split_given
     if pp > 1 and (not split_given or vpp_unstated):
         out += ["stage_layers", "pipeline_layout"]
     return out
+
+
+def _framework_default_split(row: dict, L: int, pp: int, vpp: int,
+                             a: dict[str, str]) -> Optional[list[list[int]]]:
+    """The split the row's framework builds itself when the row states none (its profile's ``default_split``,
+    parplan.frameworks.layout.default_split: torchtitan's generate_split_points at 9dec370), else None."""
+    family = profile_family(row)
+    if family is None or pp < 2:
+        return None
+    prof = profile(family, framework_version(row))
+    try:
+        split = default_split(prof, L, pp, vpp)
+    except LayoutError as e:
+        raise NotExpressible(f"pipeline layout: {e}") from None
+    if split is None:
+        return None
+    a["pipeline_layout"] = (f"{split.decoder} (not stated; {family} {prof.versions}'s own default split, "
+                            f"{prof.default_split})")
+    return split.decoder
 
 
 def _schedule(row: dict, fw: str, vpp: int, a: dict[str, str]) -> tuple[str, int]:

@@ -23,7 +23,7 @@ from parplan.costmodel.legality import choice_violations, framework_stage_violat
 from parplan.costmodel.runtime_memory import outside_ledger_gib
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec import Plan, PlanSpec, Spec
-from parplan.costmodel.layout import LayoutError, resolve_layout, stage_inflight
+from parplan.costmodel.layout import LayoutError, resolve_layout, stage_activation_bytes, stage_inflight
 from parplan.costmodel.framework_binding import runs_on
 
 
@@ -411,12 +411,15 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
     inflight = costs.inflight(i)
     activations = inflight * r.act_bytes
     if plan.pipeline_layout is not None and c.schedule == Schedule.INTERLEAVED:
-        # uneven chunks: each in-flight chunk forward holds its own chunk's layers (costmodel/layout.py);
-        # recomputed layers are spread over the chunks, as Megatron's --recompute-num-layers counts per chunk,
-        # so they save at the stage's mean in-flight count
-        weighted = stage_inflight(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)
-        activations = weighted * (r.act_bytes + r.act_saved_bytes) - inflight * r.act_saved_bytes
-        inflight = activations / r.act_bytes if r.act_bytes else weighted
+        # uneven chunks: each in-flight chunk forward holds its own chunk's layers, and saves for the chunk's own
+        # recomputed layers (costmodel/layout.py stage_activation_bytes); per-layer bytes are the stage's means
+        layers, rec = plan.stage_layers[i], plan.recompute_layers[i]
+        full = (r.act_bytes + r.act_saved_bytes) / layers if layers else 0.0
+        saved = r.act_saved_bytes / rec if rec else 0.0
+        activations = stage_activation_bytes(plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i, full, saved,
+                                             rec)
+        inflight = activations / r.act_bytes if r.act_bytes else stage_inflight(
+            plan.pipeline_layout, c.pp, c.vpp, c.num_microbatches, i)
     total = r.memory_bytes(activations)
     return StageReport(
         index=i, layers=plan.stage_layers[i], dense_layers=dense, moe_layers=moe,

@@ -57,6 +57,8 @@ class Profile:
     dualpipev_ep_no_recompute: bool = False  # DualPipeV with EP > 1 only without activation checkpointing
     activation_offload: bool = False  # N layers' activations on the host (Plan.activation_offload_layers):
     #                                   'megatron.activation_offload'
+    default_split: str = "even"  # the stage split it builds when none is given (frameworks/layout.py default_split):
+    #                              'even' | 'torchtitan_split_points' (9dec370) | 'torchtitan_fqn_per_part' (v0.2.2 on)
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,35 @@ def stage_inflight(layout_decoder: list[list[int]], pp: int, vpp: int, num_micro
     layers = sum(chunks)
     counts = interleaved_inflight_chunks(pp, vpp, num_microbatches, rank)
     return sum(n * l for n, l in zip(counts, chunks)) / layers if layers else 0.0
+
+
+def chunk_recomputed_layers(chunks: list[int], recomputed: float) -> list[float]:
+    """Recomputed layers per virtual chunk of a stage that recomputes ``recomputed`` of its layers.
+
+    Megatron-Core's block method recomputes the first N layers of every model chunk, N =
+    ``--recompute-num-layers`` counted per chunk (megatron/core/transformer/transformer_block.py
+    ``_checkpointed_forward``, ``recompute_method == 'block'``), so chunk c recomputes ``min(N, l_c)``; the
+    stage's total fixes N (real, so totals not a multiple of vpp spread evenly). A chunk smaller than N is
+    recomputed whole; full recompute (torchtitan's ``mode = 'full'``: every layer) recomputes every chunk whole.
+    """
+    out = [0.0] * len(chunks)
+    left, k = float(recomputed), len(chunks)
+    for idx in sorted(range(len(chunks)), key=lambda j: chunks[j]):
+        share = left / k if k else 0.0
+        out[idx] = min(float(chunks[idx]), share)
+        left -= out[idx]
+        k -= 1
+    return out
+
+
+def stage_activation_bytes(layout_decoder: list[list[int]], pp: int, vpp: int, num_microbatches: int, rank: int,
+                           full_bytes_per_layer: float, saved_bytes_per_recomputed_layer: float,
+                           recomputed: float) -> float:
+    """Activation bytes rank ``rank`` holds at its peak (interleaved 1F1B): every in-flight forward of chunk c
+    (:func:`interleaved_inflight_chunks`) keeps its own ``l_c`` layers' activations, less the saving of the
+    chunk's recomputed layers (:func:`chunk_recomputed_layers`)."""
+    chunks = layout_decoder[rank]
+    counts = interleaved_inflight_chunks(pp, vpp, num_microbatches, rank)
+    rec = chunk_recomputed_layers(chunks, recomputed)
+    return sum(n * (l * full_bytes_per_layer - r * saved_bytes_per_recomputed_layer)
+               for n, l, r in zip(counts, chunks, rec))

@@ -1,7 +1,8 @@
 """The stage splits frameworks compute themselves, as :class:`~parplan.costmodel.layout.Layout` s.
 
 :func:`megatron_split` (``--account-for-embedding/loss-in-pipeline-split``, ``--decoder-first/last-pipeline-num-
-layers``) and :func:`torchtitan_split` (``generate_llm_fqn_per_model_part``). The layout forms and their in-flight
+layers``), :func:`torchtitan_split` (``generate_llm_fqn_per_model_part``) and :func:`torchtitan_split_points`
+(``generate_split_points``, torchtitan before v0.1.0); :func:`default_split` picks a profile's. The layout forms and their in-flight
 rules are the cost model's (:mod:`parplan.costmodel.layout`), re-exported here for the exporters and importers.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from parplan.costmodel.framework_rules import Profile
 from parplan.costmodel.layout import (Layout, LayoutError, LayoutInput, expand_megatron_string,  # noqa: F401
                                       interleaved_inflight_chunks, layout_from_stages, resolve_layout,
                                       stage_inflight, to_megatron_string)
@@ -78,3 +80,42 @@ def torchtitan_split(num_layers: int, pp: int, stages_per_rank: int = 1, input_w
     if left:
         raise LayoutError(f"{left} layers left over by torchtitan's split")
     return Layout([[counts[c * pp + r] for c in range(stages_per_rank)] for r in range(pp)])
+
+
+def torchtitan_split_points(num_layers: int, pp: int, stages_per_rank: int = 1) -> Layout:
+    """torchtitan's split when no ``pipeline_parallel_split_points`` are given, before v0.1.0
+    (``generate_split_points``): ``pp · stages_per_rank`` stages (2 per rank for multi-stage schedules such as
+    Interleaved1F1B, 1 otherwise) of ``num_layers // stages`` layers each; the remainder goes one layer each to
+    the middle stages from stage 1 on, the last stage takes what is left; stage ``s`` runs on rank ``s % pp``.
+    Llama 3.1 405B (126 layers) on 16 stages: 7, 8 x 14, 7, so rank 0 holds [7, 8] and rank 7 [8, 7].
+
+    pytorch/torchtitan@9dec370ad26b5f8e9a7333a0e36165018262644b torchtitan/parallelisms/pipelining_utils.py:18-57
+    (the split) and 102-111 (``stage_ids_this_rank``, style 'loop').
+    """
+    n = pp * stages_per_rank
+    if n > num_layers:
+        raise LayoutError(f"{n} stages cannot be more than the {num_layers} layers (torchtitan's split)")
+    base, extra = divmod(num_layers, n)
+    bounds, cur = [], 0
+    for i in range(n - 1):
+        step = base + (1 if i > 0 and extra > 0 else 0)
+        if i > 0 and extra > 0:
+            extra -= 1
+        cur += step
+        bounds.append(cur)
+    counts = [b - a for a, b in zip([0] + bounds, bounds + [num_layers])]
+    if any(c < 1 for c in counts):
+        raise LayoutError(f"torchtitan's split of {num_layers} layers into {n} stages leaves an empty stage")
+    return Layout([[counts[c * pp + r] for c in range(stages_per_rank)] for r in range(pp)])
+
+
+def default_split(prof: Optional[Profile], num_layers: int, pp: int, stages_per_rank: int = 1) -> Optional[Layout]:
+    """The split a framework builds itself when the plan states none (``Profile.default_split``); None where
+    it is the evaluator's even split (or pp is 1)."""
+    if prof is None or pp < 2 or prof.default_split == "even":
+        return None
+    if prof.default_split == "torchtitan_split_points":
+        return torchtitan_split_points(num_layers, pp, stages_per_rank)
+    if prof.default_split == "torchtitan_fqn_per_part":
+        return torchtitan_split(num_layers, pp, stages_per_rank)
+    raise ValueError(f"profile {prof.name}: unknown default_split {prof.default_split!r}")

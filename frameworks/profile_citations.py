@@ -152,6 +152,10 @@ CITATIONS: dict[str, str] = {
     "titan.ddp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:79-110: FSDP over dp_shard x cp "
                       "whenever either is > 1; DDP (data_parallel_replicate alone) raises 'DDP has not supported > 1D "
                       "parallelism' with TP or PP",
+    "titan.split_2412": f"{TITAN_2412} torchtitan/parallelisms/pipelining_utils.py:18-57 generate_split_points (no "
+                        "pipeline_parallel_split_points given): 2 stages per rank for multi-stage schedules, 1 "
+                        "otherwise; layers // stages each, the remainder one each to the middle stages from stage 1, "
+                        "the last stage what is left",
     "titan.ac_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:230-262 and config_manager.py:514-524: "
                      "activation_checkpoint.mode none | full | selective, selective_ac_option 'op' or N (every N-th "
                      "block)",

@@ -60,6 +60,7 @@ _TORCHTITAN = Profile(
     zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
     recompute=("none", "selective", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one", sequence_parallel=True, stage_split="any",
+    default_split="torchtitan_fqn_per_part",
     assumptions={"grad_bytes": 4.0, "grad_reduce_bytes": 4.0, "pipeline_runtime": "torch",
                  "sequence_parallel_saves_gathered_inputs": True, "selective_recompute_policy": "alternate_matmuls",
                  "tp_comm_overlap": 0.0, "userbuffer_count": 0, "te_cublas_workspaces": 0},  # no Transformer Engine
@@ -90,11 +91,11 @@ _TORCHTITAN_022 = replace(
 TORCHTITAN_MAIN_2412 = replace(
     _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
     schedules=("1f1b", "interleaved"),  # torch.distributed.pipelining had no ScheduleDualPipeV then
-    expert_tensor_parallel="one", ddp_one_dimensional=True,
+    expert_tensor_parallel="one", ddp_one_dimensional=True, default_split="torchtitan_split_points",
     assumptions={**_TORCHTITAN_022.assumptions, "cp_kv_heads_repeated": True},
     citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
                "titan.ddp_2412", "titan.ac_2412", "titan.options_2412",
-               "titan.repeat_kv_2412"),
+               "titan.repeat_kv_2412", "titan.split_2412"),
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",

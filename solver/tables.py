@@ -221,10 +221,12 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
     return M + S * units, lb_time
 
 
-def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits):
+def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits,
+                     all_layers: bool = False):
     """Per stage (floats): the time, states, activation and DP constants beside the per-layer terms (the
     embedding on stage 0, the head and logits on the last stage, the leading dense layers' difference to the
-    main class on stage 0, the trimmed chunks' activations)."""
+    main class on stage 0, the trimmed chunks' activations; ``all_layers``: every layer recomputed, so a
+    trimmed chunk's missing layers are checkpoints, not whole activations)."""
     c, p, dense = costs.choice, costs.choice.pp, costs.dense
     if costs.stage_io_bytes or costs.retained_output_bytes:
         buffers = np.array([costs.pipeline_buffer_bytes(i) for i in checked_range(p)], float)
@@ -249,10 +251,13 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
         dp_0[0] += k * (dense.dp_s - main.dp_s)
     if c.first_chunk_trim or c.last_chunk_trim:
         # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
-        # trimmed chunk lacks layers at its own count, not at the stage's mean (recompute savings stay at the mean)
+        # trimmed chunk lacks layers at its own count, not at the stage's mean. Trimmed choices recompute no
+        # layer or every layer (space.PrunedValues.recompute_trimmed: no per-chunk 'full' counts), so the missing
+        # layers are whole activations or, all recomputed, checkpoints (costmodel/layout.py stage_activation_bytes)
+        per_layer = main.act_recomputed_bytes if all_layers else main.act_bytes
         for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
             held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
-            act_0[stage] -= trim * main.act_bytes * (held - inflight[stage])
+            act_0[stage] -= trim * per_layer * (held - inflight[stage])
     return t_0, states_0, act_0, dp_0
 
 
@@ -288,7 +293,8 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     dense = costs.dense
     inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
     pipe = schedule_units(c.schedule, p)
-    t_0, states_0, act_0, dp_0 = _stage_constants(costs, main, k, inflight, pipe)
+    all_layers = recompute_all and c.recompute == "full"
+    t_0, states_0, act_0, dp_0 = _stage_constants(costs, main, k, inflight, pipe, all_layers)
     t_rd = save_rd = 0.0
     if k:
         t_rd, save_rd = dense.recompute_s, inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
@@ -325,7 +331,6 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     s_d_u = kib_down(w * save_rd) if k else 0
     ws_u = kib_up(w * costs.recompute_workspace_bytes)
     t_const_u, m_const_u = _time_units(ranks_t0, scale), kib_up(ranks_m0)
-    all_layers = recompute_all and c.recompute == "full"
     if all_layers:  # every layer recomputed: per-layer costs absorb it, every stage holds the working set
         t_layer, m_layer = t_layer + t_rc, m_layer - m_saved
         t_const_u = t_const_u.copy()

@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import published_runs, runs  # noqa: E402
+from parplan.frameworks.layout import torchtitan_split_points  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +105,10 @@ def test_mapping_details(rows):
     # torchtitan PP: micro-batches default to the pipeline-parallel degree (32 per DP rank / 8 = 4)
     ex = runs.express(by_id["torchtitan-202412-t5-llama31-405b-512gpu-13"])
     assert (ex.plan.schedule, ex.plan.vpp, ex.plan.micro_batch_size) == ("interleaved", 2, 4)
-    assert sum(ex.plan.stage_layers) == 126 and all(n % 2 == 0 for n in ex.plan.stage_layers)
+    # no split stated: torchtitan 9dec370's own generate_split_points, 16 stages of 7, 8 x 14, 7 (a framework
+    # rule, frameworks/layout.py default_split), not the evaluator's even split
+    assert ex.plan.pipeline_layout[0] == [7, 8] and ex.plan.pipeline_layout[-1] == [8, 7]
+    assert ex.plan.pipeline_layout == torchtitan_split_points(126, 8, 2).decoder and "pipeline_layout" in ex.assumed
     # DeepSeek-V3: MoE, DualPipe, FP8 on H800, mbs recorded as derived
     ex = runs.express(by_id["deepseek-v3-production-2048xh800"])
     assert ex.spec.model.moe.num_experts == 256 and ex.spec.model.moe.first_dense_layers == 3

@@ -23,7 +23,7 @@ from parplan.solver.oracle import solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
 from parplan.solver.space import chunk_trims
-from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment
+from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment, unit_values
 from parplan.frameworks.loader import validate_spec
 
 from brute_force import table_brute_force
@@ -148,3 +148,29 @@ def test_llama405b_metas_degrees_find_metas_layout():
     assert (p.vpp, p.stage_layers[0], p.stage_layers[-1], sum(p.stage_layers)) == (8, 7, 7, 126)
     assert p.pipeline_layout[0][0] == 0 and p.pipeline_layout[-1][-1] == 0
     check_plan(validate_spec({**LLAMA405B, "search": META_PLAN}), best)
+
+
+@pytest.mark.parametrize("num_layers", [5, 7])
+def test_trimmed_full_recompute_tables_match_the_evaluator_per_stage(num_layers):
+    """torchtitan recomputes every layer or none (full_recompute_counts 'all'): a trimmed chunk's missing layers
+    are then checkpoints, so each stage's table memory is the evaluator's (to the KiB rounding) on every layout."""
+    spec = validate_spec(dict(
+        framework="torchtitan", model={**SMALL, "num_layers": num_layers},
+        training=dict(seq_len=2048, global_batch_size=4), cluster=dict(gpu="H100-SXM-80GB", num_gpus=2),
+        search=dict(tp=[1], cp=[1], pp=[2], vpp=[2], micro_batch_size=[1], schedules=["interleaved"],
+                    recompute=["full"])))
+    problem = Problem.build(spec)
+    rows = [i for i, c in enumerate(problem.choices) if c.first_chunk_trim or c.last_chunk_trim]
+    assert rows and all(problem.table(i).recompute_all for i in rows)
+    checked = 0
+    for i in rows:
+        t = problem.table(i)
+        for layers in itertools.product(range(num_layers + 1), repeat=t.num_units):
+            x = Assignment(layers, (0,) * t.num_units, 0)
+            if assignment_violations(t, x, 1 << 60):
+                continue
+            _, mem_kib, _ = unit_values(t, x)
+            ev = problem.evaluate(problem.plan(i, x))
+            assert all(0 <= mem_kib[u] * KIB - s.memory_gib * GIB <= 16 * KIB for u, s in enumerate(ev.stages))
+            checked += 1
+    assert checked

@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from parplan.client.cli import app
+from parplan.costmodel.assumptions import resolve_assumptions
+from parplan.costmodel.choice import choice_costs
 from parplan.costmodel.evaluate import PlanError, evaluate
+from parplan.costmodel.hardware import resolve_gpu
+from parplan.costmodel.layout import chunk_recomputed_layers
 from parplan.costmodel.spec import PlanSpec, Spec
 from parplan.frameworks.layout import (
     LayoutError,
@@ -23,9 +27,12 @@ from parplan.frameworks.layout import (
     megatron_split,
     resolve_layout,
     to_megatron_string,
+    default_split,
     torchtitan_split,
+    torchtitan_split_points,
 )
 from parplan.frameworks.loader import validate_spec
+from parplan.frameworks.profiles import profile
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 BRIDGE_405B = EXAMPLES / "llama31-405b-1024xh100-megatron-bridge-evaluate.yaml"
@@ -183,3 +190,56 @@ def test_layout_errors_are_cli_errors(tmp_path: Path):
     path.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["evaluate", str(path)])
     assert result.exit_code == 2 and "vpp" in (result.stderr or result.stdout)
+
+
+def test_full_recompute_on_uneven_chunks_holds_each_chunks_checkpoints():
+    """Every layer recomputed, chunks uneven ([10, 4] on the last rank): each in-flight chunk forward keeps only
+    its own layers' checkpointed inputs, so the last rank holds (8·10 + 1·4)·act_recomputed, by hand: pp 8, vpp 2,
+    the last rank runs (8-7-1)·2 + (2-1)·8 + 1 = 9 chunk forwards before its first backward, 8 of chunk 0 (the
+    first group of pp micro-batches) and 1 of chunk 1 (costmodel/layout.py interleaved_inflight_chunks)."""
+    spec = _spec(BRIDGE_405B)
+    plan = PlanSpec(tp=8, pp=8, cp=2, micro_batch_size=1, recompute="full",
+                    pipeline_layout=[[8, 8]] * 7 + [[10, 4]])
+    ev = evaluate(spec, plan)
+    assert ev.plan.recompute_layers == ev.plan.stage_layers and ev.plan.num_microbatches >= 8
+    costs = choice_costs(spec, ev.plan.to_choice(), resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions))
+    per_layer = costs.dense.act_recomputed_bytes
+    assert ev.stages[7].activations_gib == pytest.approx((8 * 10 + 1 * 4) * per_layer / 2**30, rel=1e-9)
+    # rank 0, equal chunks: (8-0-1)·2 + 8 + 1 = 23 chunk forwards of 8 layers each (at most 2m)
+    first = min(23, 2 * ev.plan.num_microbatches)
+    assert ev.stages[0].activations_gib == pytest.approx(first * 8 * per_layer / 2**30, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(st.integers(0, 12), min_size=1, max_size=5), data=st.data())
+def test_chunk_recompute_spreads_evenly_and_fills_small_chunks(chunks, data):
+    """Megatron's block method: each chunk recomputes min(N, l_c); the shares add up to the stage's count."""
+    assume(sum(chunks) > 0)
+    r = data.draw(st.integers(0, sum(chunks)))
+    rec = chunk_recomputed_layers(chunks, r)
+    assert sum(rec) == pytest.approx(r)
+    assert all(0 <= x <= l + 1e-12 for x, l in zip(rec, chunks))
+    n = max(rec)
+    assert all(x == pytest.approx(min(n, l)) for x, l in zip(rec, chunks))
+
+
+def test_torchtitan_split_points_before_v010():
+    """torchtitan@9dec370 generate_split_points, by hand: 126 layers on 8 x 2 stages are 7 each with 14 left, one
+    each to stages 1..14, the last takes 126 - 7 - 14·8 = 7; stage s on rank s % 8. 9 layers on 4 stages: 2, 3
+    (the one extra), 2, 2, where the later rule (embedding and output as layers) gives 2, 3, 3, 1."""
+    two = torchtitan_split_points(126, 8, stages_per_rank=2)
+    assert two.decoder == [[7, 8]] + [[8, 8]] * 6 + [[8, 7]]
+    assert torchtitan_split_points(126, 8).stage_layers == [15, 16, 16, 16, 16, 16, 16, 15]
+    assert torchtitan_split_points(9, 4).stage_layers == [2, 3, 2, 2]
+    assert torchtitan_split(9, 4).stage_layers == [2, 3, 3, 1]
+    with pytest.raises(LayoutError, match="cannot be more"):
+        torchtitan_split_points(7, 4, stages_per_rank=2)
+
+
+def test_default_split_is_the_profiles_rule():
+    """A framework's own split where the plan states none: torchtitan's by its version, Megatron's even split."""
+    assert default_split(profile("torchtitan", "2024-12-26"), 126, 8, 2).decoder == \
+        torchtitan_split_points(126, 8, 2).decoder
+    assert default_split(profile("torchtitan", None), 9, 4).stage_layers == [2, 3, 3, 1]
+    assert default_split(profile("megatron-core", None), 126, 8, 2) is None
+    assert default_split(profile("torchtitan", "2024-12-26"), 126, 1) is None  # no pipeline
