@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8353,
-    "matmul_efficiency_hopper": 0.788,
-    "fp8_matmul_efficiency_hopper": 0.6836,
-    "attention_efficiency_ampere": 0.5981,
-    "attention_efficiency_hopper": 0.2813,
-    "attention_efficiency_flash2": 0.2082,
-    "matmul_shape_penalty": 1.3614,
-    "attention_seq_penalty": 1765.8647,
-    "intra_node_bandwidth_efficiency": 0.776,
-    "inter_node_bandwidth_efficiency": 0.8759,
-    "hierarchical_collective_efficiency": 0.7005,
-    "intra_node_latency_factor": 1.8042,
-    "inter_node_latency_factor": 0.4834,
-    "tp_comm_overlap": 0.9839,
-    "dp_comm_overlap": 0.47,
-    "zero_microbatch_comm_overlap": 0.2426,
-    "pp_comm_overlap": 0.0122,
-    "activation_traffic_passes": 6.3396,
-    "fp8_attention_speedup": 1.6972,
+    "matmul_efficiency_ampere": 0.8373,
+    "matmul_efficiency_hopper": 0.7875,
+    "fp8_matmul_efficiency_hopper": 0.6773,
+    "attention_efficiency_ampere": 0.5947,
+    "attention_efficiency_hopper": 0.28,
+    "attention_efficiency_flash2": 0.2075,
+    "matmul_shape_penalty": 1.3992,
+    "attention_seq_penalty": 1612.1311,
+    "intra_node_bandwidth_efficiency": 0.7848,
+    "inter_node_bandwidth_efficiency": 0.8764,
+    "hierarchical_collective_efficiency": 0.638,
+    "intra_node_latency_factor": 1.7986,
+    "inter_node_latency_factor": 0.4693,
+    "tp_comm_overlap": 0.9902,
+    "dp_comm_overlap": 0.5112,
+    "zero_microbatch_comm_overlap": 0.2425,
+    "pp_comm_overlap": 0.1147,
+    "activation_traffic_passes": 6.2799,
+    "fp8_attention_speedup": 1.6854,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0176,
-    "blackwell_fp8_matmul_ratio": 1.1332,
-    "blackwell_attention_ratio": 0.9334,
+    "blackwell_matmul_ratio": 1.0173,
+    "blackwell_fp8_matmul_ratio": 1.1346,
+    "blackwell_attention_ratio": 0.9405,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.8019,
-    "fp8_matmul_efficiency_blackwell": 0.7747,
-    "attention_efficiency_blackwell": 0.2626,
+    "matmul_efficiency_blackwell": 0.8011,
+    "fp8_matmul_efficiency_blackwell": 0.7685,
+    "attention_efficiency_blackwell": 0.2633,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

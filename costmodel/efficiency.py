@@ -37,6 +37,13 @@ measured 736). The factor is normalised to 1 at head dim 128, the head of nearly
 not credited): the solver's lower bounds (solver/bounds.py) take ``attention_efficiency`` as the fastest attention
 rate.
 
+**Parts of one die at different clocks** (:func:`sustained_fraction`): the per-generation knobs are fitted on
+the generation's reference part (B200 for Blackwell); a part rated at a higher clock (GB200: 2.5 PF dense BF16 at
+1,200 W against B200's 2.25 PF at 1,000 W) gets its rates times ``GPU.sustained_rate_fraction``, the measured
+ratio of the two parts on one job over the ratio of their rated peaks (costmodel/hardware.py
+SUSTAINED_RATE_FRACTION: NVIDIA's Megatron-Bridge 25.11 table, Llama 3 8B on 8 GPUs, GB200 1.019x B200 for
+1.11x the rated peak, so 0.917). MFU stays quoted against the rated peak.
+
 Every value above is a per-choice constant, so the model stays stage-affine. The fitted defaults live in
 :mod:`parplan.costmodel.calibration` (written by ``python benchmarks/fit.py``); the knobs are in
 :mod:`parplan.costmodel.assumptions`. Under the ``textbook`` preset κ = s0 = 0 and every efficiency is
@@ -82,6 +89,14 @@ def ridge_flops_per_byte(gpu: "GPU", a: Optional["Assumptions"] = None) -> float
     return gpu.peak_bf16_tflops * 1e12 / (hbm_bandwidth_gbps(gpu, a) * 1e9)
 
 
+def sustained_fraction(gpu: "GPU", generation_knob: Optional[float]) -> float:
+    """The part's sustained share of its rated peak relative to its generation's reference part
+    (``GPU.sustained_rate_fraction``, costmodel/hardware.py SUSTAINED_RATE_FRACTION: GB200 0.917 of its 2.5 PF,
+    i.e. B200's measured rate x 1.019, Megatron-Bridge 25.11), applied where a per-generation knob sets the rate
+    (the knob was fitted on the reference part); 1 where no such knob applies (textbook's flat efficiency)."""
+    return 1.0 if generation_knob is None else gpu.sustained_rate_fraction
+
+
 def _by_generation(a: "Assumptions", stem: str, gpu: "GPU") -> Optional[float]:
     if gpu.generation in GENERATIONS:
         return getattr(a, f"{stem}_{gpu.generation}", None)
@@ -100,7 +115,7 @@ def max_linear_efficiency(a: "Assumptions", gpu: "GPU", precision: str) -> float
     else:
         cap = a.matmul_efficiency
         gen = _by_generation(a, "matmul_efficiency", gpu)
-    return cap if gen is None else min(cap, gen)
+    return cap if gen is None else min(cap, gen) * sustained_fraction(gpu, gen)
 
 
 def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> float:
@@ -148,7 +163,7 @@ def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float,
     e = a.attention_efficiency if gen is None else min(a.attention_efficiency, gen)
     if a.attention_seq_penalty > 0:
         e = e / (1.0 + a.attention_seq_penalty / max(s_rank, 1.0))
-    return e * head_dim_factor(head_dim)
+    return e * head_dim_factor(head_dim) * sustained_fraction(gpu, gen)
 
 
 __all__ = [
@@ -161,5 +176,6 @@ __all__ = [
     "linear_seconds_per_flop",
     "attention_efficiency",
     "head_dim_factor",
+    "sustained_fraction",
     "ATTENTION_HEAD_DIM_D0",
 ]
