@@ -44,6 +44,10 @@ ratio of the two parts on one job over the ratio of their rated peaks (costmodel
 SUSTAINED_RATE_FRACTION: NVIDIA's Megatron-Bridge 25.11 table, Llama 3 8B on 8 GPUs, GB200 1.019x B200 for
 1.11x the rated peak, so 0.917). MFU stays quoted against the rated peak.
 
+**MXFP8** (``fp8_recipe: mxfp8``): Blackwell's 1x32 block-scaled FP8 recipe; the FP8 linear layers take
+:data:`MXFP8_LINEAR_TIME_FACTOR` (1.110) times their tensorwise time, from NVIDIA's measurement of one plan in both
+recipes (the constant's comment).
+
 Every value above is a per-choice constant, so the model stays stage-affine. The fitted defaults live in
 :mod:`parplan.costmodel.calibration` (written by ``python benchmarks/fit.py``); the knobs are in
 :mod:`parplan.costmodel.assumptions`. Under the ``textbook`` preset κ = s0 = 0 and every efficiency is
@@ -89,6 +93,17 @@ def ridge_flops_per_byte(gpu: "GPU", a: Optional["Assumptions"] = None) -> float
     return gpu.peak_bf16_tflops * 1e12 / (hbm_bandwidth_gbps(gpu, a) * 1e9)
 
 
+# MXFP8 (1x32 block-scaled FP8, Transformer Engine MXFP8BlockScaling) against tensorwise FP8 on Blackwell, the same
+# Llama 3 8B plan (8 GPUs, GBS 128, MBS 2, seq 8192, TP1 PP1 CP1) in both recipes in NVIDIA's Megatron-Bridge 25.11
+# performance summary (NVIDIA-NeMo/Megatron-Bridge@00b7660b docs/performance-summary.md): DGX-B200 29521 vs 30624
+# tokens/s/GPU, DGX-GB200 29789 vs 31508, a mean throughput ratio r = (0.96398 + 0.94545)/2 = 0.95471, i.e. 4.74 % more
+# step time. The recipe changes only the FP8 linear layers (their quantization and block-scaled GEMMs; attention, the
+# BF16 head and communication are the same), which are s = 0.43 of that step in the model (the committed calibration
+# of 0fd9c7a prices the B200 plan at 30749 tokens/s/GPU, 0.43 of it in the FP8 linear layers): their time grows by
+# 1 + (1/r - 1)/s = 1 + 0.04744/0.43 = 1.110.
+MXFP8_LINEAR_TIME_FACTOR = 1.0 + (2.0 / (29521 / 30624 + 29789 / 31508) - 1.0) / 0.43
+
+
 def sustained_fraction(gpu: "GPU", generation_knob: Optional[float]) -> float:
     """The part's sustained share of its rated peak relative to its generation's reference part
     (``GPU.sustained_rate_fraction``, costmodel/hardware.py SUSTAINED_RATE_FRACTION: GB200 0.917 of its 2.5 PF,
@@ -115,7 +130,8 @@ def max_linear_efficiency(a: "Assumptions", gpu: "GPU", precision: str) -> float
     else:
         cap = a.matmul_efficiency
         gen = _by_generation(a, "matmul_efficiency", gpu)
-    return cap if gen is None else min(cap, gen) * sustained_fraction(gpu, gen)
+    e = cap if gen is None else min(cap, gen) * sustained_fraction(gpu, gen)
+    return e / MXFP8_LINEAR_TIME_FACTOR if precision == "fp8" and a.fp8_recipe == "mxfp8" else e
 
 
 def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> float:
@@ -177,5 +193,6 @@ __all__ = [
     "attention_efficiency",
     "head_dim_factor",
     "sustained_fraction",
+    "MXFP8_LINEAR_TIME_FACTOR",
     "ATTENTION_HEAD_DIM_D0",
 ]

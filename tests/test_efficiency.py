@@ -43,3 +43,37 @@ def test_sustained_fraction_applies_only_where_a_generation_knob_sets_the_rate()
     assert efficiency.sustained_fraction(gb200, None) == 1.0
     assert efficiency.sustained_fraction(gb200, 0.5) == pytest.approx(0.917075, abs=1e-6)
     assert lookup_gpu("H100-SXM-80GB").sustained_rate_fraction == 1.0
+
+
+def test_mxfp8_recipe_slows_only_the_fp8_linear_layers_by_the_measured_factor():
+    """Worked by hand (costmodel/efficiency.py MXFP8_LINEAR_TIME_FACTOR): Megatron-Bridge 25.11, one Llama 3 8B plan in
+    both recipes: MXFP8 / tensorwise throughput 29521/30624 = 0.963982 (B200) and 29789/31508 = 0.945442 (GB200), mean
+    r = 0.954712, 1/r - 1 = 0.047436 more step time, carried by the FP8 linear layers' share 0.43 of that step:
+    1 + 0.047436/0.43 = 1.110316. BF16 GEMMs and the attention core do not change."""
+    a = resolve_assumptions(None)
+    mx = a.model_copy(update={"fp8_recipe": "mxfp8"})
+    b200 = lookup_gpu("B200")
+    assert efficiency.MXFP8_LINEAR_TIME_FACTOR == pytest.approx(1.110316, abs=1e-6)
+    gemms = [(1.0, 16384.0, 4096.0, 28672.0), (1.0, 16384.0, 14336.0, 4096.0)]
+    fp8 = [efficiency.linear_seconds_per_flop(x, b200, "fp8", 4500e12, gemms) for x in (a, mx)]
+    assert fp8[1] / fp8[0] == pytest.approx(1.110316, rel=1e-6)
+    bf16 = [efficiency.linear_seconds_per_flop(x, b200, "bf16", 2250e12, gemms) for x in (a, mx)]
+    assert bf16[1] == bf16[0]
+    assert efficiency.attention_efficiency(mx, b200, 8192) == efficiency.attention_efficiency(a, b200, 8192)
+    assert a.fp8_recipe == "tensorwise"
+
+
+def test_rows_that_train_in_mxfp8_carry_the_recipe():
+    """A published row with precision MXFP8 (the DeepSeek-V3 GB200 rows) maps to fp8 training with fp8_recipe mxfp8;
+    a tensorwise FP8 row (MLPerf v5.1, FP8_RECIPE=tensorwise) keeps the default."""
+    from benchmarks import row_mapping, runs
+
+    rows = list(runs.load_runs())
+    mx = [r for r in rows if (r.get("precision") or "").lower() == "mxfp8"]
+    assert mx
+    for r in mx:
+        ex = row_mapping.express(r)
+        if ex.ok:
+            assert ex.spec.training.precision == "fp8" and ex.overrides.get("fp8_recipe") == "mxfp8", r["id"]
+    plain = next(r for r in rows if (r.get("precision") or "").lower() == "fp8")
+    assert "fp8_recipe" not in row_mapping.express(plain).overrides
