@@ -461,6 +461,9 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if row.get("fp8_param_gather") and row_precision(row, {}) == "fp8" and zero in (1, 2):
         set_("param_gather_bytes", 1.0, "FP8_PARAM_GATHER=True in the row's launch config: the distributed "
                                         "optimizer all-gathers FP8 weights (Megatron-Core fp8_param_gather)")
+    if "mxfp8" in (row.get("precision") or "").lower():
+        set_("fp8_recipe", "mxfp8", "precision MXFP8: Transformer Engine's 1x32 block-scaled FP8 recipe "
+                                    "(costmodel/efficiency.py MXFP8_LINEAR_TIME_FACTOR)")
     if row.get("fp8_attention") and row_precision(row, {}) == "fp8":
         set_("fp8_attention", True, "FP8_DPA=True in the row's launch config: Transformer Engine FP8 dot-product "
                                     "attention (cuDNN FP8 fused attention)")

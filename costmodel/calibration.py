@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8353,
-    "matmul_efficiency_hopper": 0.788,
-    "fp8_matmul_efficiency_hopper": 0.6836,
-    "attention_efficiency_ampere": 0.5981,
-    "attention_efficiency_hopper": 0.2813,
-    "attention_efficiency_flash2": 0.2082,
-    "matmul_shape_penalty": 1.3614,
-    "attention_seq_penalty": 1765.8647,
-    "intra_node_bandwidth_efficiency": 0.776,
-    "inter_node_bandwidth_efficiency": 0.8759,
-    "hierarchical_collective_efficiency": 0.7005,
-    "intra_node_latency_factor": 1.8042,
-    "inter_node_latency_factor": 0.4834,
-    "tp_comm_overlap": 0.9839,
-    "dp_comm_overlap": 0.47,
-    "zero_microbatch_comm_overlap": 0.2426,
-    "pp_comm_overlap": 0.0122,
-    "activation_traffic_passes": 6.3396,
-    "fp8_attention_speedup": 1.6972,
+    "matmul_efficiency_ampere": 0.8363,
+    "matmul_efficiency_hopper": 0.7852,
+    "fp8_matmul_efficiency_hopper": 0.6719,
+    "attention_efficiency_ampere": 0.594,
+    "attention_efficiency_hopper": 0.2795,
+    "attention_efficiency_flash2": 0.2071,
+    "matmul_shape_penalty": 1.3943,
+    "attention_seq_penalty": 1524.0139,
+    "intra_node_bandwidth_efficiency": 0.7889,
+    "inter_node_bandwidth_efficiency": 0.8767,
+    "hierarchical_collective_efficiency": 0.6425,
+    "intra_node_latency_factor": 1.7984,
+    "inter_node_latency_factor": 0.47,
+    "tp_comm_overlap": 0.9901,
+    "dp_comm_overlap": 0.5031,
+    "zero_microbatch_comm_overlap": 0.2348,
+    "pp_comm_overlap": 0.1841,
+    "activation_traffic_passes": 6.2574,
+    "fp8_attention_speedup": 1.687,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0176,
-    "blackwell_fp8_matmul_ratio": 1.1332,
-    "blackwell_attention_ratio": 0.9334,
+    "blackwell_matmul_ratio": 1.0169,
+    "blackwell_fp8_matmul_ratio": 1.1352,
+    "blackwell_attention_ratio": 0.9443,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.8019,
-    "fp8_matmul_efficiency_blackwell": 0.7747,
-    "attention_efficiency_blackwell": 0.2626,
+    "matmul_efficiency_blackwell": 0.7985,
+    "fp8_matmul_efficiency_blackwell": 0.7627,
+    "attention_efficiency_blackwell": 0.2639,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

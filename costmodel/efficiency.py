@@ -37,6 +37,17 @@ measured 736). The factor is normalised to 1 at head dim 128, the head of nearly
 not credited): the solver's lower bounds (solver/bounds.py) take ``attention_efficiency`` as the fastest attention
 rate.
 
+**Parts of one die at different clocks** (:func:`sustained_fraction`): the per-generation knobs are fitted on
+the generation's reference part (B200 for Blackwell); a part rated at a higher clock (GB200: 2.5 PF dense BF16 at
+1,200 W against B200's 2.25 PF at 1,000 W) gets its rates times ``GPU.sustained_rate_fraction``, the measured
+ratio of the two parts on one job over the ratio of their rated peaks (costmodel/hardware.py
+SUSTAINED_RATE_FRACTION: NVIDIA's Megatron-Bridge 25.11 table, Llama 3 8B on 8 GPUs, GB200 1.019x B200 for
+1.11x the rated peak, so 0.917). MFU stays quoted against the rated peak.
+
+**MXFP8** (``fp8_recipe: mxfp8``): Blackwell's 1x32 block-scaled FP8 recipe; the FP8 linear layers take
+:data:`MXFP8_LINEAR_TIME_FACTOR` (1.110) times their tensorwise time, from NVIDIA's measurement of one plan in both
+recipes (the constant's comment).
+
 Every value above is a per-choice constant, so the model stays stage-affine. The fitted defaults live in
 :mod:`parplan.costmodel.calibration` (written by ``python benchmarks/fit.py``); the knobs are in
 :mod:`parplan.costmodel.assumptions`. Under the ``textbook`` preset κ = s0 = 0 and every efficiency is
@@ -82,6 +93,25 @@ def ridge_flops_per_byte(gpu: "GPU", a: Optional["Assumptions"] = None) -> float
     return gpu.peak_bf16_tflops * 1e12 / (hbm_bandwidth_gbps(gpu, a) * 1e9)
 
 
+# MXFP8 (1x32 block-scaled FP8, Transformer Engine MXFP8BlockScaling) against tensorwise FP8 on Blackwell, the same
+# Llama 3 8B plan (8 GPUs, GBS 128, MBS 2, seq 8192, TP1 PP1 CP1) in both recipes in NVIDIA's Megatron-Bridge 25.11
+# performance summary (NVIDIA-NeMo/Megatron-Bridge@00b7660b docs/performance-summary.md): DGX-B200 29521 vs 30624
+# tokens/s/GPU, DGX-GB200 29789 vs 31508, a mean throughput ratio r = (0.96398 + 0.94545)/2 = 0.95471, i.e. 4.74 % more
+# step time. The recipe changes only the FP8 linear layers (their quantization and block-scaled GEMMs; attention, the
+# BF16 head and communication are the same), which are s = 0.43 of that step in the model (the committed calibration
+# of 0fd9c7a prices the B200 plan at 30749 tokens/s/GPU, 0.43 of it in the FP8 linear layers): their time grows by
+# 1 + (1/r - 1)/s = 1 + 0.04744/0.43 = 1.110.
+MXFP8_LINEAR_TIME_FACTOR = 1.0 + (2.0 / (29521 / 30624 + 29789 / 31508) - 1.0) / 0.43
+
+
+def sustained_fraction(gpu: "GPU", generation_knob: Optional[float]) -> float:
+    """The part's sustained share of its rated peak relative to its generation's reference part
+    (``GPU.sustained_rate_fraction``, costmodel/hardware.py SUSTAINED_RATE_FRACTION: GB200 0.917 of its 2.5 PF,
+    i.e. B200's measured rate x 1.019, Megatron-Bridge 25.11), applied where a per-generation knob sets the rate
+    (the knob was fitted on the reference part); 1 where no such knob applies (textbook's flat efficiency)."""
+    return 1.0 if generation_knob is None else gpu.sustained_rate_fraction
+
+
 def _by_generation(a: "Assumptions", stem: str, gpu: "GPU") -> Optional[float]:
     if gpu.generation in GENERATIONS:
         return getattr(a, f"{stem}_{gpu.generation}", None)
@@ -100,7 +130,8 @@ def max_linear_efficiency(a: "Assumptions", gpu: "GPU", precision: str) -> float
     else:
         cap = a.matmul_efficiency
         gen = _by_generation(a, "matmul_efficiency", gpu)
-    return cap if gen is None else min(cap, gen)
+    e = cap if gen is None else min(cap, gen) * sustained_fraction(gpu, gen)
+    return e / MXFP8_LINEAR_TIME_FACTOR if precision == "fp8" and a.fp8_recipe == "mxfp8" else e
 
 
 def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> float:
@@ -148,7 +179,7 @@ def attention_efficiency(a: "Assumptions", gpu: "GPU", s_rank: float,
     e = a.attention_efficiency if gen is None else min(a.attention_efficiency, gen)
     if a.attention_seq_penalty > 0:
         e = e / (1.0 + a.attention_seq_penalty / max(s_rank, 1.0))
-    return e * head_dim_factor(head_dim)
+    return e * head_dim_factor(head_dim) * sustained_fraction(gpu, gen)
 
 
 __all__ = [
@@ -161,5 +192,7 @@ __all__ = [
     "linear_seconds_per_flop",
     "attention_efficiency",
     "head_dim_factor",
+    "sustained_fraction",
+    "MXFP8_LINEAR_TIME_FACTOR",
     "ATTENTION_HEAD_DIM_D0",
 ]

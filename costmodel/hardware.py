@@ -33,6 +33,9 @@ class GPU:
     generation: str = ""
     sources: tuple[str, ...] = ()
     board_power_w: Optional[float] = None  # maximum board power (TDP/TBP), W: BOARD_POWER_W below, cited
+    # share of the rated dense peak the tensor cores sustain, relative to the generation's reference part:
+    # SUSTAINED_RATE_FRACTION below, cited (1: the part the generation's efficiency knobs describe)
+    sustained_rate_fraction: float = 1.0
 
     def peak_tflops(self, precision: str) -> float:
         if precision == "fp8":
@@ -95,6 +98,27 @@ BOARD_POWER_W: dict[str, tuple[float, str]] = {
 CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
                          sources=gpu.sources + (f"board power: {BOARD_POWER_W[name][1]}",))
            if name in BOARD_POWER_W else gpu for name, gpu in CATALOG.items()}
+
+# Parts of one die rated at different clocks: the share of the rated dense peak their tensor cores sustain in
+# training, relative to the generation's reference part (B200 for Blackwell, whose rows the Blackwell knobs are
+# fitted on; costmodel/efficiency.py applies it to the GEMM and attention rates, never to the peak MFU is quoted
+# against). GB200's Blackwell is rated 2.5 PF dense BF16 at 1,200 W against the HGX/DGX B200's 2.25 PF at 1,000 W
+# (datasheets above: 1.11x), but NVIDIA's own measurement of the same job on both (Megatron-Bridge performance
+# summary, NeMo 25.11 container, NVIDIA-NeMo/Megatron-Bridge@00b7660b docs/performance-summary.md: Llama 3 8B,
+# 8 GPUs, GBS 128, MBS 2, seq 8192, TP1 PP1 CP1, GA 8, the same plan on DGX-GB200 and DGX-B200) is 31508 vs
+# 30624 tokens/s/GPU in FP8 current scaling (1.029x) and 29789 vs 29521 in MXFP8 (1.009x): the mean, 1.019x, of
+# the B200's rate, i.e. 2.25/2.5 x 1.019 = 0.917 of GB200's rated peak. Under dense tensor-core load both run at
+# their power limit, below the boost clock the rated peaks assume.
+GB200_OVER_B200_MEASURED = (31508 / 30624 + 29789 / 29521) / 2  # Megatron-Bridge 25.11, Llama 3 8B on 8 GPUs
+SUSTAINED_RATE_FRACTION: dict[str, tuple[float, str]] = {
+    "GB200-NVL72": (2250.0 / 2500.0 * GB200_OVER_B200_MEASURED,
+                    "Megatron-Bridge 25.11 performance summary (NVIDIA-NeMo/Megatron-Bridge@00b7660b "
+                    "docs/performance-summary.md), Llama 3 8B on 8 GPUs, the same plan: DGX-GB200 31508 / DGX-B200 "
+                    "30624 tokens/s/GPU (FP8-CS), 29789 / 29521 (MXFP8): 1.019x the B200 for 1.11x its rated peak"),
+}
+CATALOG = {name: replace(gpu, sustained_rate_fraction=SUSTAINED_RATE_FRACTION[name][0],
+                         sources=gpu.sources + (f"sustained rate: {SUSTAINED_RATE_FRACTION[name][1]}",))
+           if name in SUSTAINED_RATE_FRACTION else gpu for name, gpu in CATALOG.items()}
 
 # Achieved NCCL bus bandwidth (GB/s, nccl-tests' busbw at large messages) of one collective kind inside one 8-GPU
 # NVLink domain, with its source: the priors of the NVLink tier per collective (costmodel/comm.py nvlink_busbw_Bps;
