@@ -134,7 +134,8 @@ class GemmRates:
         attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a), head_dim)
         attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else ctx.rate  # BF16 FlashAttention
         sinks = m.attention is not None and m.attention.sinks
-        # learned sinks keep FP8 attention off (Transformer Engine v2.14 dot_product_attention/utils.py:728-736)
+        # learned sinks keep FP8 attention off: under fp8_dpa Transformer Engine v2.14 disables every backend for
+        # softmax_type != vanilla (attention/dot_product_attention/utils.py:728-736), so such a run attends in BF16
         if attn_eff is not None and a.fp8_attention and ctx.precision == "fp8" and not sinks:
             attn_rate *= a.fp8_attention_speedup  # FP8 dot-product attention (TE fp8_dpa, cuDNN FP8 fused attention)
         f_mlp = m.ffn_hidden_size

@@ -53,8 +53,8 @@ def test_narrow_heads_slow_the_attention_core():
 def test_sliding_window_and_sinks_in_the_attention_core_time():
     """GPT-OSS 120B (physics_cases.GPT_OSS). The windowed layers' attention core is timed at its FLOPs (the
     mean over the layers 53,428,608 per token against 100,663,296 full causal, tests/test_architecture.py); learned
-    sinks keep FP8 attention off (Transformer Engine v2.14 attention/dot_product_attention/utils.py:728-736: FusedAttention
-    and unfused are disabled for softmax_type != vanilla under fp8_dpa, so Megatron runs BF16 attention), so the
+    sinks keep FP8 attention off (Transformer Engine v2.14 attention/dot_product_attention/utils.py:728-736: under
+    fp8_dpa every backend is disabled for softmax_type != vanilla, so a run with sinks attends in BF16), so the
     fp8_attention speed-up does not apply: with sinks the FP8 run's attention core takes fp8_attention_speedup x
     as long as without them."""
     from parplan.costmodel.architecture import Architecture
