@@ -22,7 +22,7 @@ from parplan.costmodel.assumptions import resolve_assumptions
 from parplan.costmodel.evaluate import PlanError
 from parplan.costmodel.hardware import lookup_gpu
 from parplan.costmodel.moe_dispatch import imbalance_knob_for, random_routing_busiest_load
-from parplan.costmodel.spec import ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
+from parplan.costmodel.spec import AttentionSpec, ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 from parplan.frameworks.layout import LayoutError, default_split, megatron_split
 from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profiles import profile
@@ -138,9 +138,16 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
     mla, mtp = None, 0
     if fam == "deepseek":
         mla, mtp, moe = _deepseek_attention(ex, fw, moe)
+    # sliding-window layers and sinks where the row's recipe states them (Megatron-Core window_size,
+    # window_attn_skip_freq, softmax_type 'learnable'; costmodel/spec.py AttentionSpec)
+    attention = None
+    if row.get("sliding_window") or row.get("attention_sinks"):
+        attention = AttentionSpec(sliding_window=as_int(row.get("sliding_window")),
+                                  full_attention_every=as_int(row.get("full_attention_every")),
+                                  sinks=bool(row.get("attention_sinks")))
     return ModelSpec(name=row.get("model") or rid, num_layers=L, hidden_size=h, ffn_hidden_size=ffn,
                      num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab, moe=moe,
-                     head_dim=as_int(get("head_dim")), mla=mla, num_mtp_layers=mtp, **facts)
+                     head_dim=as_int(get("head_dim")), mla=mla, num_mtp_layers=mtp, attention=attention, **facts)
 
 
 def _ffn_hidden_size(row: dict, ex: Expression, fam: str, h: int) -> int:

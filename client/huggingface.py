@@ -15,7 +15,8 @@ num_attention_heads, num_key_value_heads, head_dim, vocab_size, tie_word_embeddi
 decoder_sparse_step, mlp_only_layers``), ``DeepseekV3Config`` (``n_routed_experts, n_shared_experts,
 first_k_dense_replace, moe_intermediate_size, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
 qk_rope_head_dim, v_head_dim, num_nextn_predict_layers``), ``GPTNeoXConfig`` (``num_hidden_layers,
-hidden_size, intermediate_size, num_attention_heads, vocab_size, tie_word_embeddings``; a plain GeLU MLP).
+hidden_size, intermediate_size, num_attention_heads, vocab_size, tie_word_embeddings``; a plain GeLU MLP),
+``layer_types`` / ``sliding_window`` (GPT-OSS, Gemma-3: ``model.attention``, and sinks for ``gpt_oss``).
 
 Each mapping is one row of :data:`FIELD_MAP` (spec field, reader). Fields the spec cannot hold become
 warnings: multi-head latent attention and multi-token prediction map through the rows ``mla`` and
@@ -106,6 +107,29 @@ def _head_dim(cfg: dict) -> Optional[int]:
     return None if head_dim * cfg["num_attention_heads"] == cfg["hidden_size"] else head_dim
 
 
+# transformers' GptOssAttention holds a learned ``sinks`` logit per head (models/gpt_oss/modeling_gpt_oss.py); the
+# config has no flag for it, so the model type decides
+SINK_TYPES = ("gpt_oss",)
+
+
+def _attention(cfg: dict, model_type: str) -> Optional[dict[str, Any]]:
+    """``model.attention`` from ``layer_types`` (transformers' per-layer list, "sliding_attention" /
+    "full_attention") and ``sliding_window``, where the windowed layers are Megatron-Core's pattern (layer l,
+    1-indexed, full iff l % N == 0: transformer/utils.py:531-542 at Megatron-LM 2a75ac12), and sinks for
+    :data:`SINK_TYPES`. A config without ``layer_types`` (Mistral, Qwen2's ``use_sliding_window``) leaves the
+    attention full: older configs do not say which layers are windowed."""
+    types, window = cfg.get("layer_types"), cfg.get("sliding_window")
+    out: dict[str, Any] = {}
+    if isinstance(types, list) and window and "sliding_attention" in types:
+        full = [i + 1 for i, t in enumerate(types) if t != "sliding_attention"]
+        n = full[0] if full else None
+        if n is None or full == list(range(n, len(types) + 1, n)):
+            out.update(sliding_window=int(window), full_attention_every=n)
+    if model_type in SINK_TYPES:
+        out["sinks"] = True
+    return out or None
+
+
 Reader = Callable[[dict, str], Any]
 
 # (ModelSpec field, reader of the config dict and model_type); None from a reader means "leave the default".
@@ -122,6 +146,7 @@ FIELD_MAP: list[tuple[str, Reader]] = [
     ("moe", _moe),
     ("mla", lambda c, t: _mla(c)),                                           # DeepSeek-V2/V3 latent attention
     ("num_mtp_layers", lambda c, t: c.get("num_nextn_predict_layers") or None),  # DeepSeek-V3 MTP modules
+    ("attention", _attention),                                               # sliding window, sinks
 ]
 
 

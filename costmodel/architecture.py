@@ -192,10 +192,43 @@ class Architecture:
         )
 
     # ---- FLOPs per token, forward + backward (model FLOPs: no recomputation)
-    def attention_core_flops(self, seq_len: int, causal_fraction: float = 0.5) -> float:
-        """QKᵀ and AV, fwd+bwd, per token: 3 · 2 · s · (d_q + d_o) · causal_fraction (= 6·s·h when causal
-        for MHA, d_q = d_o = h; MLA: d_q = heads·(d_nope + d_rope), d_o = heads·d_v)."""
-        return 6.0 * seq_len * (self.q_dim + self.o_dim) * causal_fraction
+    @cached_property
+    def windowed_layer_fraction(self) -> float:
+        """Share of the layers with sliding-window attention (``model.attention``): Megatron-Core 2a75ac12
+        transformer/utils.py:531-542 ``is_layer_window_attention``, layer_number (1-indexed) windowed iff
+        ``layer_number % window_attn_skip_freq != 0`` (every layer when the frequency is None); 0 without a window."""
+        att = self.spec.attention
+        if att is None or att.sliding_window is None:
+            return 0.0
+        n, every = self.spec.num_layers, att.full_attention_every
+        return 1.0 if every is None else sum(1 for layer in range(1, n + 1) if layer % every) / n
+
+    @staticmethod
+    def window_keys_per_query(seq_len: int, window: int) -> float:
+        """Mean keys a query attends to under a causal sliding window of ``window`` keys (itself included;
+        Megatron-Core window_size (window - 1, 0)): query i (1-indexed) sees min(i, window) keys, so the mean is
+        (w(w+1)/2 + (s - w)·w) / s for w <= s, and (s + 1)/2 (plain causal) for w >= s."""
+        s, w = seq_len, min(window, seq_len)
+        return (w * (w + 1) / 2 + (s - w) * w) / s
+
+    def attention_core_flops(self, seq_len: int, causal_fraction: float = 0.5, full_scores: bool = False) -> float:
+        """QKᵀ and AV, fwd+bwd, per token, mean over the layers: 3 · 2 · keys · (d_q + d_o), keys = s ·
+        causal_fraction for full causal attention (= 6·s·h for MHA, d_q = d_o = h; MLA: d_q = heads·(d_nope +
+        d_rope), d_o = heads·d_v) and :meth:`window_keys_per_query` (at most s · causal_fraction) in the
+        sliding-window layers (:attr:`windowed_layer_fraction`): a kernel that skips the masked blocks (FlashAttention,
+        cuDNN fused attention) computes about ``window`` keys per query, not s/2 (GPT-OSS: 128 of 4096).
+        ``full_scores``: the whole s x s score matrix (unfused attention masks after the GEMMs; Transformer Engine
+        v2.14 attention/dot_product_attention/utils.py:879-884 turns a window into an 'arbitrary' mask there)."""
+        width = 6.0 * (self.q_dim + self.o_dim)
+        if full_scores:
+            return width * seq_len
+        full = width * seq_len * causal_fraction
+        f = self.windowed_layer_fraction
+        if f == 0.0:
+            return full
+        windowed = width * min(self.window_keys_per_query(seq_len, self.spec.attention.sliding_window),
+                               seq_len * causal_fraction)
+        return (1.0 - f) * full + f * windowed
 
     @cached_property
     def dense_layer_linear_flops(self) -> float:

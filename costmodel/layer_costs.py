@@ -133,7 +133,10 @@ class GemmRates:
         head_dim = (arch.q_dim + arch.o_dim) / (2 * m.num_attention_heads)
         attn_eff = attention_efficiency(a, gpu, attention_seq_len(c.cp_comm_type, ctx.seq, c.cp, ctx.comm.cp_a2a), head_dim)
         attn_rate = gpu.peak_bf16_tflops * 1e12 * attn_eff if attn_eff is not None else ctx.rate  # BF16 FlashAttention
-        if attn_eff is not None and a.fp8_attention and ctx.precision == "fp8":
+        sinks = m.attention is not None and m.attention.sinks
+        # learned sinks keep FP8 attention off: under fp8_dpa Transformer Engine v2.14 disables every backend for
+        # softmax_type != vanilla (attention/dot_product_attention/utils.py:728-736), so such a run attends in BF16
+        if attn_eff is not None and a.fp8_attention and ctx.precision == "fp8" and not sinks:
             attn_rate *= a.fp8_attention_speedup  # FP8 dot-product attention (TE fp8_dpa, cuDNN FP8 fused attention)
         f_mlp = m.ffn_hidden_size
         up = 2 if m.gated_mlp else 1
@@ -147,7 +150,7 @@ class GemmRates:
             # applied afterwards, at the GEMM rate for their shapes (QK^T: s x d_head x s, AV: s x s x d_head);
             # the softmax/dropout passes over the scores are memory traffic (activation_traffic_passes)
             d_head, s_rank, seq = m.head_size, ctx.s_rank, ctx.seq
-            attn_core_s = ctx.tokens_gpu * arch.attention_core_flops(seq, 1.0) * linear_seconds_per_flop(
+            attn_core_s = ctx.tokens_gpu * arch.attention_core_flops(seq, full_scores=True) * linear_seconds_per_flop(
                 a, gpu, ctx.precision, ctx.peak, [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
         return GemmRates(ctx, up, attn_gemms, spf_dense, attn_core_s)
 

@@ -109,6 +109,36 @@ class MLASpec(_Strict):
     v_head_dim: PositiveInt = Field(description="per-head value width (128)")
 
 
+class AttentionSpec(_Limited):
+    """Attention variants that change the attention core's work, not its weights (GPT-OSS: every other layer a
+    128-token sliding window, learned per-head sink logits).
+
+    Megatron-Core names (3rdparty/Megatron-LM of Megatron-Bridge 067f987d = Megatron-LM 2a75ac12): ``window_size``
+    (w - 1, 0) and ``window_attn_skip_freq`` N, "one full attention layer after (N-1) SWA layers"
+    (transformer/transformer_config.py:244-247; transformer/utils.py:531-542: layer_number, 1-indexed, is windowed
+    iff ``layer_number % N != 0``); sinks are ``softmax_type: learnable`` (Megatron-Bridge 067f987d
+    models/gpt_oss/gpt_oss_bridge.py:86-88 sets all three for GPT-OSS from its config.json)."""
+
+    LIMITS: ClassVar[dict[str, float]] = {"sliding_window": MAX_SEQ_LEN, "full_attention_every": MAX_NUM_LAYERS}
+
+    sliding_window: Optional[PositiveInt] = Field(
+        None, description="keys a windowed layer's query attends to, itself included (config.json sliding_window; "
+        "Megatron-Core window_size = (sliding_window - 1, 0)); None: every layer full causal attention")
+    full_attention_every: Optional[PositiveInt] = Field(
+        None, description="Megatron-Core window_attn_skip_freq N: layer l (1-indexed) has full attention iff "
+        "l % N == 0 (GPT-OSS: 2); None: every layer windowed")
+    sinks: bool = Field(False, description="learned per-head sink logits in the softmax (GPT-OSS; Megatron-Core "
+                        "softmax_type 'learnable'): keeps the attention core off FlashAttention and FP8 attention "
+                        "(Transformer Engine v2.14 attention/dot_product_attention/utils.py:728-736); runs on "
+                        "cuDNN fused attention in BF16 (cuDNN >= 9.13.1, common/fused_attn/fused_attn.cpp:460-465)")
+
+    @model_validator(mode="after")
+    def _pattern_needs_window(self) -> "AttentionSpec":
+        if self.full_attention_every is not None and self.sliding_window is None:
+            raise ValueError("attention.full_attention_every needs attention.sliding_window")
+        return self
+
+
 class ModelSpec(_Limited):
     LIMITS: ClassVar[dict[str, float]] = {
         "num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
@@ -127,6 +157,8 @@ class ModelSpec(_Limited):
     tie_embeddings: bool = False
     moe: Optional[MoESpec] = None
     mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None: MHA/GQA")
+    attention: Optional[AttentionSpec] = Field(None, description="sliding-window layers and attention sinks; None: "
+                                               "full causal attention in every layer")
     num_mtp_layers: int = Field(0, ge=0, description="multi-token prediction modules on the last stage "
                                 "(DeepSeek-V3 §2.2: 1), each a projection and one transformer layer sharing "
                                 "the embedding and the output head")

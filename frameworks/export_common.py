@@ -108,6 +108,11 @@ def model_feature_warnings(spec: Spec, target: str, where: str, mtp: bool = True
                    f"{a.qk_nope_head_dim}, qk_rope_head_dim {a.qk_rope_head_dim}, v_head_dim {a.v_head_dim}): "
                    f"{target} takes multi-head latent attention from {where}, not from this file; use a model "
                    f"with these widths there, or the run builds a different model than planned")
+    if m.attention is not None:
+        a = m.attention
+        out.append(f"model.attention (sliding_window {a.sliding_window}, full_attention_every "
+                   f"{a.full_attention_every}, sinks {str(a.sinks).lower()}): {target} takes the attention variant "
+                   f"from {where}, not from this file; use a model with this window and these sinks there")
     if m.num_mtp_layers and mtp:
         out.append(f"model.num_mtp_layers {m.num_mtp_layers}: {target} takes multi-token prediction from {where}, "
                    f"not from this file; enable {m.num_mtp_layers} MTP module(s) on the last stage there")

@@ -300,6 +300,13 @@ def model_args(spec: Spec) -> list[str]:
         _flag(out, "--qk-head-dim", m.mla.qk_nope_head_dim)
         _flag(out, "--qk-pos-emb-head-dim", m.mla.qk_rope_head_dim)
         _flag(out, "--v-head-dim", m.mla.v_head_dim)
+    if m.attention is not None:  # _add_network_size_args, arguments.py:1571-1580 at core_v0.15.3
+        if m.attention.sinks:
+            _flag(out, "--softmax-type", "learnable")
+        if m.attention.sliding_window is not None:  # window_size (w - 1, 0): w keys, the query itself included
+            _flag(out, "--window-size", f"{m.attention.sliding_window - 1},0")
+            if m.attention.full_attention_every is not None:
+                _flag(out, "--window-attn-skip-freq", m.attention.full_attention_every)
     if m.num_mtp_layers:  # arguments.py:1666 at core_v0.15.3; validate_args needs rope position embeddings (1186-1190)
         _flag(out, "--mtp-num-layers", m.num_mtp_layers)
     return out

@@ -18,6 +18,14 @@ DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size
             moe=dict(num_experts=256, top_k=8, expert_ffn_hidden_size=2048, num_shared_experts=1, first_dense_layers=3))
 
 
+# GPT-OSS 120B (openai/gpt-oss-120b config.json): 36 layers, hidden 2880, 64 heads / 8 KV heads of 64, sliding window
+# 128 on every other layer (Megatron-Bridge 067f987d models/gpt_oss/gpt_oss_bridge.py:86-88), 128 experts top-4
+GPT_OSS = dict(name="gpt-oss-120b", num_layers=36, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64,
+               num_kv_heads=8, head_dim=64, vocab_size=201088,
+               moe=dict(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+               attention=dict(sliding_window=128, full_attention_every=2, sinks=True))
+
+
 def spec(model: dict, gpus: int, seq: int = 4096, gbs: int = 1024, precision: str = "bf16", **assumptions) -> Spec:
     return validate_spec(dict(model=model, training=dict(seq_len=seq, global_batch_size=gbs, precision=precision),
                               cluster=dict(gpu="H100-SXM-80GB" if precision == "bf16" else "H800", num_gpus=gpus),

@@ -49,3 +49,39 @@ def test_mtp_layer_on_the_last_stage():
     assert arch.mtp_flops(4096) == pytest.approx(per_token)
     assert mtp.last_extra_flops - base.last_extra_flops == pytest.approx(4096 * per_token)
     assert mtp.last_extra_bytes > base.last_extra_bytes + base.moe.states_bytes
+
+
+def test_sliding_window_attention_flops_by_hand():
+    """Window 128 at s = 4096: query i sees min(i, 128) keys, mean (128·129/2 + (4096 - 128)·128) / 4096 =
+    (8256 + 507,904) / 4096 = 126.015625 (Megatron-Bridge 067f987d training/utils/flop_utils.py:762-763 counts
+    128 - 128·127/(2·4096), the same). Layers 1, 3, ..., 35 are windowed (layer % 2 != 0): 18 of 36. Per token
+    fwd+bwd, width 6 · (4096 + 4096) = 49,152: full causal 49,152 · 2048 = 100,663,296; windowed 49,152 ·
+    126.015625 = 6,193,920; the mean over the layers 53,428,608."""
+    arch = Architecture(ModelSpec.model_validate(physics.GPT_OSS))
+    assert Architecture.window_keys_per_query(4096, 128) == 126.015625
+    assert arch.windowed_layer_fraction == 0.5
+    assert arch.attention_core_flops(4096) == 53_428_608
+    full = Architecture(ModelSpec.model_validate({**physics.GPT_OSS, "attention": None}))
+    assert full.attention_core_flops(4096) == 100_663_296
+    # unfused attention computes every score whatever the mask: no saving
+    assert arch.attention_core_flops(4096, full_scores=True) == full.attention_core_flops(4096, full_scores=True) \
+        == 49_152 * 4096
+    # the whole model: 18 layers save 100,663,296 - 6,193,920 = 94,469,376 FLOPs per token each
+    saved = full.model_flops_per_token(4096) - arch.model_flops_per_token(4096)
+    assert saved == 18 * 94_469_376
+
+
+@pytest.mark.parametrize("window, every, fraction", [(4096, None, 1.0), (8192, 2, 0.5), (128, 4, 27 / 36),
+                                                     (128, 37, 1.0), (1, 1, 0.0)])
+def test_window_pattern_and_a_window_past_the_sequence(window, every, fraction):
+    """A window of at least s is plain causal attention ((s + 1)/2 keys, capped at s·causal_fraction = s/2: no
+    change); window_attn_skip_freq N windows the layers l with l % N != 0 (N = 4: 27 of 36; N = 1: none; N past
+    the layer count: all)."""
+    arch = Architecture(ModelSpec.model_validate({**physics.GPT_OSS, "attention": dict(sliding_window=window,
+                                                                                 full_attention_every=every)}))
+    assert arch.windowed_layer_fraction == pytest.approx(fraction)
+    full = Architecture(ModelSpec.model_validate({**physics.GPT_OSS, "attention": None}))
+    if window >= 4096 or fraction == 0.0:
+        assert arch.attention_core_flops(4096) == full.attention_core_flops(4096)
+    else:
+        assert arch.attention_core_flops(4096) < full.attention_core_flops(4096)

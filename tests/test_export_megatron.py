@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"], default="allgather")
     p.add_argument("--moe-expert-capacity-factor", type=float)
     p.add_argument("--pipeline-model-parallel-layout")
+    # core_v0.15.3 arguments.py:1571-1580 (window size: tuple_type "a,b"; skip frequency: moe_freq_type)
+    p.add_argument("--softmax-type", choices=["learnable", "vanilla", "off-by-one"], default="vanilla")
+    p.add_argument("--window-size", type=lambda x: tuple(int(v) for v in x.strip("()").split(",")))
+    p.add_argument("--window-attn-skip-freq")
     for name in ("group-query-attention", "swiglu", "untie-embeddings-and-output-weights", "sequence-parallel",
                  "tp-comm-overlap", "use-distributed-optimizer", "use-megatron-fsdp", "overlap-grad-reduce",
                  "overlap-param-gather", "bf16", "moe-enable-deepep"):
@@ -305,3 +309,26 @@ def test_pool_plans_pass_megatron_validation():
         argv = megatron_tokens(export.text)
         assert argv == megatron_argv(spec, plan) and "PARPLAN_HOST_ORDER" not in " ".join(argv)
         assert megatron_violations(argv, plan.num_gpus, _env(export.text)) == [], plan
+
+
+def test_sliding_window_and_sinks_are_exported_never_dropped():
+    """model.attention goes out as Megatron's own flags (core_v0.15.3 arguments.py:1571-1580): --softmax-type
+    learnable, --window-size w-1,0 (window_size (127, 0) for GPT-OSS's 128 keys, as Megatron-Bridge 067f987d
+    gpt_oss_bridge.py:87 sets it) and --window-attn-skip-freq N; the arguments still pass Megatron's validation."""
+    from parplan.client.spec_io import parse_spec
+    from parplan.costmodel.evaluate import evaluate
+
+    spec = parse_spec("model: {num_layers: 36, hidden_size: 2880, ffn_hidden_size: 2880, num_attention_heads: 64, "
+                      "num_kv_heads: 8, head_dim: 64, vocab_size: 201088, moe: {num_experts: 128, top_k: 4, "
+                      "expert_ffn_hidden_size: 2880}, attention: {sliding_window: 128, full_attention_every: 2, "
+                      "sinks: true}}\ntraining: {seq_len: 4096, global_batch_size: 1280}\n"
+                      "cluster: {gpu: H100-SXM-80GB, num_gpus: 64}\n"
+                      "plan: {tp: 1, pp: 4, ep: 8, micro_batch_size: 1, schedule: 1f1b}\n")
+    plan = evaluate(spec, spec.plan).plan
+    argv = megatron_argv(spec, plan)
+    value = lambda flag: argv[argv.index(flag) + 1]  # noqa: E731
+    assert value("--softmax-type") == "learnable"
+    assert value("--window-size") == "127,0" and value("--window-attn-skip-freq") == "2"
+    assert _check(spec, plan) == []
+    plain = spec.model_copy(update={"model": spec.model.model_copy(update={"attention": None})})
+    assert not {"--softmax-type", "--window-size", "--window-attn-skip-freq"} & set(megatron_argv(plain, plan))

@@ -175,3 +175,27 @@ def test_gpt_neox_attention_biases_counted_once():
     h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     without = omitted_parameters({**cfg, "attention_bias": False})
     assert sum(omitted_parameters(cfg).values()) - sum(without.values()) == L * 4 * h
+
+
+@pytest.mark.parametrize("types, expected", [
+    # GPT-OSS (openai/gpt-oss-120b config.json): sliding, full, sliding, ... over 36 layers
+    (["sliding_attention", "full_attention"] * 18, dict(sliding_window=128, full_attention_every=2, sinks=True)),
+    # Gemma-3's 5:1 pattern: every sixth layer full
+    ((["sliding_attention"] * 5 + ["full_attention"]) * 6, dict(sliding_window=128, full_attention_every=6, sinks=True)),
+    (["sliding_attention"] * 36, dict(sliding_window=128, full_attention_every=None, sinks=True)),
+    # a pattern Megatron's window_attn_skip_freq integer cannot state: left full (sinks still mapped)
+    (["full_attention", "sliding_attention"] * 18, dict(sliding_window=None, full_attention_every=None, sinks=True)),
+])
+def test_layer_types_map_to_model_attention(types, expected):
+    cfg = dict(model_type="gpt_oss", num_hidden_layers=36, hidden_size=2880, intermediate_size=2880,
+               num_attention_heads=64, num_key_value_heads=8, head_dim=64, vocab_size=201088, num_local_experts=128,
+               num_experts_per_tok=4, sliding_window=128, layer_types=types)
+    model = ModelSpec.model_validate(model_from_hf_config(cfg).fields)
+    assert model.attention.model_dump() == expected
+
+
+def test_configs_without_layer_types_keep_full_attention():
+    """Mistral-7B v0.1 and Gemma-2 state a sliding_window but no layer_types; Qwen2.5 turns it off: all stay full."""
+    for name in ("mistral-7b-v0.1", "gemma-2-9b", "qwen2.5-72b", "qwen3-30b-a3b"):
+        _, model, _ = _model(name)
+        assert model.attention is None, name

@@ -18,7 +18,7 @@ from parplan.client.contract import plan_result_to_dict
 from parplan.client.spec_io import load_spec_file, spec_from_data
 from parplan.costmodel.assumptions import KNOBS
 from parplan.costmodel.evaluate import Evaluation, Metrics, StageReport
-from parplan.costmodel.spec import (ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
+from parplan.costmodel.spec import (AttentionSpec, ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
                                     Spec, TrainingSpec)
 from parplan.server import convert
 from parplan.frameworks.loader import validate_spec
@@ -45,7 +45,7 @@ def test_generated_code_is_fresh(tmp_path):
 
 # model -> message: every field of the library's types has a proto field of the same name
 PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, {"preset", "hf_config_json"}), (MoESpec, pb.MoESpec, set()),
-         (MLASpec, pb.MLASpec, set()), (FrameworkSpec, pb.FrameworkSpec, set()), (Timing, pb.Timing, set()),
+         (MLASpec, pb.MLASpec, set()), (AttentionSpec, pb.AttentionSpec, set()), (FrameworkSpec, pb.FrameworkSpec, set()), (Timing, pb.Timing, set()),
          (TrainingSpec, pb.TrainingSpec, set()), (ClusterSpec, pb.ClusterSpec, set()),
          (SearchSpec, pb.SearchSpec, set()), (PlanSpec, pb.PlanSpec, set()), (Plan, pb.Plan, set()),
          (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, {"headroom_gib"}),  # headroom_gib: the JSON's, derived
@@ -177,6 +177,16 @@ def test_new_model_and_search_fields_round_trip():
     spec = spec_from_data(data)
     assert _round_trip_spec(spec.model_dump(mode="json", exclude_none=True)) == spec
     assert convert.spec_to_message(data).search.stage_split == pb.STAGE_SPLIT_FIRST_LAST
+
+
+@pytest.mark.parametrize("attention", [dict(sliding_window=128, full_attention_every=2, sinks=True),
+                                       dict(sliding_window=4096), dict(sinks=False)])
+def test_attention_fields_round_trip(attention):
+    data = load_spec_file(LAYOUT_SPEC).model_dump(mode="json", exclude_none=True)
+    data["model"]["attention"] = attention
+    spec = spec_from_data(data)
+    assert spec.model.attention is not None
+    assert _round_trip_spec(spec.model_dump(mode="json", exclude_none=True)) == spec
 
 
 @pytest.mark.parametrize("moe", [dict(dispatcher="flex", dispatcher_backend="hybridep", capacity_factor=1.25),

@@ -20,3 +20,22 @@ def test_spec_errors_name_the_field():
         memory_dims.spec(search=dict(zero_replicas=[]))
     with pytest.raises(ValidationError, match="optimizer_offload_fraction"):
         PlanSpec(optimizer_offload_fraction=2.0)
+
+
+def test_attention_section_errors_name_the_field():
+    """model.attention is strict: a window pattern without a window, a zero window, a window past the sequence
+    limit and an unknown key are errors naming the field."""
+    import physics_cases as physics
+
+    def spec(attention):
+        return physics.spec({**physics.GPT_OSS, "attention": attention}, 64)
+
+    assert spec(dict(sliding_window=128, full_attention_every=2, sinks=True)).model.attention.sliding_window == 128
+    with pytest.raises(ValidationError, match="attention.full_attention_every needs attention.sliding_window"):
+        spec(dict(full_attention_every=2))
+    with pytest.raises(ValidationError, match="sliding_window"):
+        spec(dict(sliding_window=0))
+    with pytest.raises(ValidationError, match="sliding_window"):
+        spec(dict(sliding_window=10**12))
+    with pytest.raises(ValidationError, match="window_size"):
+        spec(dict(window_size=128))

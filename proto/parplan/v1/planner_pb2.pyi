@@ -235,8 +235,18 @@ class MLASpec(_message.Message):
     v_head_dim: int
     def __init__(self, q_lora_rank: _Optional[int] = ..., kv_lora_rank: _Optional[int] = ..., qk_nope_head_dim: _Optional[int] = ..., qk_rope_head_dim: _Optional[int] = ..., v_head_dim: _Optional[int] = ...) -> None: ...
 
+class AttentionSpec(_message.Message):
+    __slots__ = ("sliding_window", "full_attention_every", "sinks")
+    SLIDING_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    FULL_ATTENTION_EVERY_FIELD_NUMBER: _ClassVar[int]
+    SINKS_FIELD_NUMBER: _ClassVar[int]
+    sliding_window: int
+    full_attention_every: int
+    sinks: bool
+    def __init__(self, sliding_window: _Optional[int] = ..., full_attention_every: _Optional[int] = ..., sinks: _Optional[bool] = ...) -> None: ...
+
 class ModelSpec(_message.Message):
-    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe", "mla", "num_mtp_layers", "preset", "hf_config_json")
+    __slots__ = ("name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "vocab_size", "gated_mlp", "tie_embeddings", "moe", "mla", "num_mtp_layers", "preset", "hf_config_json", "attention")
     NAME_FIELD_NUMBER: _ClassVar[int]
     NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -252,6 +262,7 @@ class ModelSpec(_message.Message):
     NUM_MTP_LAYERS_FIELD_NUMBER: _ClassVar[int]
     PRESET_FIELD_NUMBER: _ClassVar[int]
     HF_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     num_layers: int
     hidden_size: int
@@ -267,7 +278,8 @@ class ModelSpec(_message.Message):
     num_mtp_layers: int
     preset: str
     hf_config_json: str
-    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ..., mla: _Optional[_Union[MLASpec, _Mapping]] = ..., num_mtp_layers: _Optional[int] = ..., preset: _Optional[str] = ..., hf_config_json: _Optional[str] = ...) -> None: ...
+    attention: AttentionSpec
+    def __init__(self, name: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., ffn_hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., head_dim: _Optional[int] = ..., vocab_size: _Optional[int] = ..., gated_mlp: _Optional[bool] = ..., tie_embeddings: _Optional[bool] = ..., moe: _Optional[_Union[MoESpec, _Mapping]] = ..., mla: _Optional[_Union[MLASpec, _Mapping]] = ..., num_mtp_layers: _Optional[int] = ..., preset: _Optional[str] = ..., hf_config_json: _Optional[str] = ..., attention: _Optional[_Union[AttentionSpec, _Mapping]] = ...) -> None: ...
 
 class TrainingSpec(_message.Message):
     __slots__ = ("seq_len", "global_batch_size", "precision")
