@@ -154,13 +154,19 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-oracle", action="store_true")
     ap.add_argument("--out", type=Path, help="also write the table to this file")
+    ap.add_argument("--only", help="the scenarios whose name contains this text (e.g. DeepSeek)")
     args = ap.parse_args(argv)
     stamp = (f"# python benchmarks/solver_speed.py{' --quick' if args.quick else ''} --workers {args.workers}"
-             f"{' --no-oracle' if args.no_oracle else ''}"
+             f"{' --no-oracle' if args.no_oracle else ''}{f' --only {args.only!r}' if args.only else ''}"
              f"  ({platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')})")
     print(stamp)
     print(HEADER)
-    rows = run(QUICK if args.quick else SCENARIOS, args.workers, not args.no_oracle)
+    scenarios = QUICK if args.quick else SCENARIOS
+    if args.only:
+        scenarios = [s for s in scenarios if args.only in s[0]]
+        if not scenarios:
+            ap.error(f"--only: no scenario name contains {args.only!r}")
+    rows = run(scenarios, args.workers, not args.no_oracle)
     times = [r["cpsat_s"] for r in rows]
     times10 = [r["cpsat10_s"] for r in rows]
     ex = [r["exhaustive_s"] for r in rows if r["exhaustive_s"] is not None]
@@ -174,7 +180,7 @@ def main(argv=None) -> int:
         summary += (f"\nexhaustive oracle: median {statistics.median(ex):.2f} s, max {max(ex):.2f} s; top 10 median "
                     f"{statistics.median(ex10):.2f} s\nCP-SAT / oracle: worst {ratio:.2f}x (goal: <= 2x on every scenario)")
     summary += f"\nsame K best step times (top 1 and top 10): {sum(1 for r in rows if r['same'])}/{len(rows)}"
-    if not args.quick:
+    if not args.quick and not args.only:
         fs, points = frontier_seconds(args.workers)
         summary += f"\n70B / 64 H100 time x memory frontier: {points} points in {fs:.2f} s (goal: <= 5 s)"
     print(summary)
