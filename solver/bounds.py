@@ -27,18 +27,13 @@ from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, StageTable, schedule_units
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
-    """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit).
+    """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit; module docstring).
 
-    Every unit's time at an integer layer count l is bounded below by the nondecreasing
-    ``T_u(l) = a·l + d + κ·max(0, σ·l + c - cap) + e_u(l)``, up to the largest count that fits with every layer
-    recomputed; ``e_u(l) = min_{l' ≥ l} exposure_u(l')`` is the least paired all-to-all a DualPipe rank of at
-    least l layers leaves exposed (:attr:`StageTable.t_pair`; 0 elsewhere). The slowest unit takes at least the
-    least τ at which the units' largest counts ``max{l : T_u(l) ≤ τ}`` add up to the model's layers (the count
-    sum is nondecreasing in τ: bisection over integer τ, O(units) memory without an exposure table, the call's
-    deadline checked at every step), with every unit at its least layers. Relaxing the grid, shared counts, the
-    recompute working set and the split within a DualPipe rank only lowers the bound. The units' summed time is at
-    least every layer's time without recompute plus each unit's least exposure; the DP term at least the mean
-    unit's.
+    Unit time at integer count l is at least the nondecreasing ``T_u(l) = a·l + d + κ·max(0, σ·l + c - cap) +
+    e_u(l)`` up to the count that fits all recomputed, ``e_u(l) = min_{l' ≥ l} t_pair[u, l']`` (DualPipe's least
+    exposure; 0 elsewhere); the slowest unit takes at least the least τ whose counts ``max{l : T_u(l) ≤ τ}`` sum to
+    the layers (bisection over integer τ, O(units) memory without an exposure table, the deadline checked each
+    step). The summed time: every layer without recompute plus each unit's least exposure; DP: the mean unit's.
     """
     n, L = t.num_units, t.num_layers
     a = np.maximum(t.t_layer.astype(float), 1e-9)
