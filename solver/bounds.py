@@ -62,16 +62,15 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     kap = np.where(fin, kappa, 0.0)
     most = np.floor(np.minimum(np.where(fin, l_full, np.minimum(l_mem0, l_full)), L) + 1e-9).astype(np.int64)
 
-    def time_at(l: np.ndarray) -> np.ndarray:
-        return a * l + d + kap * np.maximum(0.0, sig * l - room)
+    def time_at(l: np.ndarray) -> np.ndarray:  # l: (n,) or (n, k), one row per unit
+        col = (slice(None),) + (None,) * (np.ndim(l) - 1)
+        return a[col] * l + d[col] + kap[col] * np.maximum(0.0, sig[col] * l - room[col])
 
     exposed = least_exposure = None
     if t.t_pair is not None:  # T_u over every count (the exposure table is this size already)
         e = np.minimum.accumulate(t.t_pair[:, ::-1].astype(float), axis=1)[:, ::-1]
-        counts = np.arange(L + 1, dtype=float)[None, :]
-        grid = a[:, None] * counts + d[:, None] + kap[:, None] * np.maximum(0.0, sig[:, None] * counts
-                                                                            - room[:, None]) + e
-        exposed = np.where(counts <= most[:, None], grid, np.inf)
+        counts = np.broadcast_to(np.arange(L + 1, dtype=float), (n, L + 1))
+        exposed = np.where(counts <= most[:, None], time_at(counts) + e, np.inf)
         least_exposure = e[np.arange(n), np.clip(lo, 0, L)]
 
     def unit_time(l: np.ndarray) -> np.ndarray:
