@@ -73,7 +73,7 @@ def evaluate_cases(cases: Sequence[Case], a: Optional[Assumptions] = None) -> li
             "published_mfu": c.published_mfu, "predicted_mfu": p.mfu, "error_points": p.mfu - c.published_mfu,
             "ratio": c.published_step_time_s / p.step_time_s,
             "published_memory_gib": c.published_memory_gib, "predicted_memory_gib": p.peak_memory_gib,
-            "fits": p.fits,
+            "fits": p.fits, "software_baseline_of": c.baseline_of,  # scored, not fitted (fit.SOFTWARE_BASELINE)
         })
     return out
 
@@ -191,6 +191,9 @@ def render(records: list[dict[str, Any]], summary: dict[str, Any], loso: Optiona
     w("published step time comes from the row's own metric (MFU, HFU counting the recompute forward, TFLOP/s, or")
     w("tokens/s). err pt = predicted - published MFU (in-sample: default preset); LOSO pt = the same with the knobs")
     w("fitted without the row's source.")
+    for r in records:
+        if r.get("software_baseline_of"):
+            w(f"Scored, not fitted (a software baseline of {r['software_baseline_of']}'s plan): {r['id']}")
     w("")
     ins = summary["in_sample"]
     w("Summary (|MFU error| in points)")

@@ -48,9 +48,10 @@ def main(argv=None) -> int:
     for label, a, values in (("MLPerf held out", assumptions_with(values), values),
                              ("MLPerf in", resolve_assumptions(None), None)):
         if values is None:
-            out.append(f"{label}: the committed calibration (costmodel/calibration.py, fitted on all {len(cases)} rows)")
+            out.append(f"{label}: the committed calibration (costmodel/calibration.py, fitted on "
+                       f"{sum(c.baseline_of is None for c in cases)} of the {len(cases)} rows: software baselines are scored only)")
         else:
-            out.append(f"{label}: fitted on {len(train)} rows; " + ", ".join(
+            out.append(f"{label}: fitted on {sum(c.baseline_of is None for c in train)} rows; " + ", ".join(
                 f"{k} {values[k]:.4f}" for k in sorted(values) if "blackwell" in k or "fp8" in k or "hopper" in k))
         out += generation_lines(cases, a, label)
         mfu = error_stats([predict(c, a).mfu - c.published_mfu for c in held])
