@@ -50,7 +50,7 @@ from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, s
 # the names other modules import from here (Link, ZeroGroup, LayerCost, tier_links, link and cp_attention_comm live
 # in comm.py and layer_costs.py, where the pieces of choice_costs read them)
 __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
-           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
+           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "layer_pieces", "link",
            "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
@@ -262,12 +262,7 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     layers, the first/last stage extras, the stage boundary, the working set, and the post-passes."""
     arch = arch or Architecture(spec.model)
     c = choice
-    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
-    rates = GemmRates.of(ctx)
-    acts = Activations.of(ctx, rates)
-    layer_comm = LayerComm.of(ctx, rates)
-    dense = dense_layer_cost(ctx, rates, acts, layer_comm)
-    moe = moe_layer_cost(ctx, rates, acts, layer_comm)
+    ctx, rates, acts, layer_comm, dense, moe = layer_pieces(spec, c, gpu, a, arch)
     ends = end_stage_costs(ctx, rates, dense, moe, last_stage_inflight(c) if spec.model.num_mtp_layers else 0.0)
     p2p_s, stage_io_bytes = pipeline_boundary(ctx)
     workspace, recompute_workspace = stage_workspace(ctx, acts, layer_comm.cp)
@@ -295,6 +290,18 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     if c.activation_offload_layers:
         costs = apply_activation_offload(costs, spec, gpu, a)
     return costs
+
+
+def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture):
+    """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
+    pieces of :func:`choice_costs`, before its stage extras and post-passes (the solver's layer bound reads the
+    layers alone: solver/bounds.py ``layer_time_lb_s``)."""
+    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
+    rates = GemmRates.of(ctx)
+    acts = Activations.of(ctx, rates)
+    layer_comm = LayerComm.of(ctx, rates)
+    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
+            moe_layer_cost(ctx, rates, acts, layer_comm))
 
 
 def _runtime_fields(spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> dict[str, float]:
