@@ -39,7 +39,8 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.hardware import GIB, GPU
-from parplan.costmodel.paired_overlap import ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s
+from parplan.costmodel.paired_overlap import (ChunkWork, dualpipe_rank_exposed_s, dualpipe_step_counts,
+                                             dualpipev_rank_exposed_s, rank_exposed_s)
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
 from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
@@ -129,6 +130,16 @@ class ChoiceCosts:
         pair = dualpipe_rank_exposed_s if schedule is Schedule.DUALPIPE else dualpipev_rank_exposed_s
         c = self.choice
         return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
+
+    def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple):
+        """:meth:`rank_exposed_s` of every DualPipe rank 0..p/2-1 at once: ``a`` and ``b`` (dense, MoE) int arrays
+        whose first axis (length p/2, or 1 to broadcast) is the rank, the same floats element-wise as rank by rank
+        (:func:`~parplan.costmodel.paired_overlap.dualpipe_step_counts`). DualPipe with an all-to-all only."""
+        c = self.choice
+        if Schedule(c.schedule) is not Schedule.DUALPIPE or self.moe is None or self.moe.a2a_s == 0.0:
+            raise ValueError("every rank at once: DualPipe with an EP all-to-all only")
+        return rank_exposed_s(self.chunk_work(*a), self.chunk_work(*b), self.fwd_share,
+                              dualpipe_step_counts(c.pp, c.num_microbatches), c.num_microbatches)
 
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:

@@ -79,6 +79,15 @@ def dualpipe_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork
     return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
 
 
+def dualpipe_step_counts(pp: int, microbatches: int) -> dict[str, np.ndarray]:
+    """:func:`step_order_counts` of every DualPipe rank 0..pp/2-1 as :func:`dualpipe_rank_exposed_s` reads them
+    (rank r < pp/2 is its own half rank), each count an int array of shape (pp/2, 1, 1): the first axis the rank,
+    so :func:`rank_exposed_s` prices every rank at once, element-wise the same floats as rank by rank."""
+    n = pp // 2
+    rows = [step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1) for h in range(n)]
+    return {key: np.array([r[key] for r in rows], np.int64).reshape(n, 1, 1) for key in rows[0]}
+
+
 def dualpipev_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,
                              fwd_share: float) -> float:
     """DualPipeV rank ``rank`` of ``pp`` ranks (chunk 0 = stage rank, chunk 1 = stage 2pp-1-rank), every
