@@ -32,6 +32,8 @@ from __future__ import annotations
 from copy import copy
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from parplan.costmodel import dualpipev
 from parplan.costmodel.activation_offload import apply_activation_offload
 from parplan.costmodel.architecture import Architecture
@@ -39,8 +41,8 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.hardware import GIB, GPU
-from parplan.costmodel.paired_overlap import (ChunkWork, dualpipe_rank_exposed_s, dualpipe_step_counts,
-                                             dualpipev_rank_exposed_s, rank_exposed_s)
+from parplan.costmodel.paired_overlap import (ChunkWork, counted_exposed_s, dualpipe_rank_exposed_s,
+                                             dualpipe_step_counts, dualpipev_rank_exposed_s, pair_exposed_s)
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
 from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
@@ -131,15 +133,21 @@ class ChoiceCosts:
         c = self.choice
         return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
-    def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple):
-        """:meth:`rank_exposed_s` of every DualPipe rank 0..p/2-1 at once: ``a`` and ``b`` (dense, MoE) int arrays
-        whose first axis (length p/2, or 1 to broadcast) is the rank, the same floats element-wise as rank by rank
-        (:func:`~parplan.costmodel.paired_overlap.dualpipe_step_counts`). DualPipe with an all-to-all only."""
+    def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple, rank_class=None):
+        """:meth:`rank_exposed_s` of every DualPipe rank 0..p/2-1 at once, the same floats element-wise as rank by
+        rank (:func:`~parplan.costmodel.paired_overlap.dualpipe_step_counts`): ``a`` and ``b`` (dense, MoE) int
+        arrays whose first axis is the rank, or with ``rank_class`` (an int array, one entry per rank) the rank's
+        row of them (ranks of equal work share their pairings' exposure). DualPipe with an all-to-all only."""
         c = self.choice
         if Schedule(c.schedule) is not Schedule.DUALPIPE or self.moe is None or self.moe.a2a_s == 0.0:
             raise ValueError("every rank at once: DualPipe with an EP all-to-all only")
-        return rank_exposed_s(self.chunk_work(*a), self.chunk_work(*b), self.fwd_share,
-                              dualpipe_step_counts(c.pp, c.num_microbatches), c.num_microbatches)
+        c0, c1 = self.chunk_work(*a), self.chunk_work(*b)
+        p01, p10 = pair_exposed_s(c0, c1, self.fwd_share), pair_exposed_s(c1, c0, self.fwd_share)
+        a0, a1 = np.asarray(c0.a2a_s), np.asarray(c1.a2a_s)
+        if rank_class is not None:
+            p01, p10, a0, a1 = (np.asarray(x)[rank_class] for x in (p01, p10, a0, a1))
+        return counted_exposed_s(p01, p10, a0, a1, dualpipe_step_counts(c.pp, c.num_microbatches),
+                                 c.num_microbatches)
 
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:
@@ -197,11 +205,26 @@ class ChoiceCosts:
         return t_stage_s * bubble_factor(self.choice, a, self.weight_grad_share)
 
 
+# bubble_factor's answers by (schedule, pp, vpp, assumptions, weight_grad_share), all it reads (Assumptions frozen,
+# held by identity beside the answer); cleared past BUBBLE_CACHE_MAX entries
+_BUBBLE_CACHE: dict = {}
+BUBBLE_CACHE_MAX = 1 << 16
+
+
 def bubble_factor(c: Choice, a: Assumptions, weight_grad_share: float = 1.0) -> float:
     """The schedule's bubble in units of the slowest unit's per-micro-batch time
     (:meth:`~parplan.costmodel.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B); with the default
-    ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds)."""
-    return PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
+    ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds). Memoized on what it
+    reads (the solver asks it for every choice)."""
+    key = (c.schedule, c.pp, c.vpp, id(a), weight_grad_share)
+    hit = _BUBBLE_CACHE.get(key)
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    out = PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
+    if len(_BUBBLE_CACHE) >= BUBBLE_CACHE_MAX:
+        _BUBBLE_CACHE.clear()
+    _BUBBLE_CACHE[key] = (a, out)
+    return out
 
 
 def weight_grad_share(arch: Architecture, dense: LayerCost, moe: LayerCost | None) -> float:

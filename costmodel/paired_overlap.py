@@ -65,8 +65,16 @@ def rank_exposed_s(c0: ChunkWork, c1: ChunkWork, fwd_share: float, counts: dict[
     """A rank's exposed all-to-all per micro-batch (its step's total over ``microbatches``): each F&B pairing
     leaves :func:`pair_exposed_s`, each lone forward or backward chunk its half of the chunk's all-to-all in
     full (``counts``: :func:`step_order_counts`; phase 0 = ``c0``)."""
-    total = (counts["FB01"] * pair_exposed_s(c0, c1, fwd_share) + counts["FB10"] * pair_exposed_s(c1, c0, fwd_share)
-             + (counts["F0"] + counts["B0"]) * c0.a2a_s / 2 + (counts["F1"] + counts["B1"]) * c1.a2a_s / 2)
+    return counted_exposed_s(pair_exposed_s(c0, c1, fwd_share), pair_exposed_s(c1, c0, fwd_share), c0.a2a_s, c1.a2a_s,
+                             counts, microbatches)
+
+
+def counted_exposed_s(pair_01, pair_10, a2a_0, a2a_1, counts: dict, microbatches: int):
+    """:func:`rank_exposed_s` from its two pairings' exposure (``pair_01``: phase 0's forward beside phase 1's
+    backward) and the chunks' all-to-all (``a2a_0``, ``a2a_1``), so that ranks whose chunks do the same work share
+    their pairings' exposure (element-wise; paired_split.dualpipe_exposure_table)."""
+    total = (counts["FB01"] * pair_01 + counts["FB10"] * pair_10
+             + (counts["F0"] + counts["B0"]) * a2a_0 / 2 + (counts["F1"] + counts["B1"]) * a2a_1 / 2)
     return total / microbatches
 
 

@@ -78,6 +78,9 @@ def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers
     return expo, first, every
 
 
+RANK_CLASSES_FROM = 5  # ranks (p/2) from which dualpipe_exposure_table prices the two classes of rank once
+
+
 def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: bool, time_unit_ns: int,
                             every_split: bool):
     """:func:`paired_exposure_table` of a DualPipe choice, every rank at once (axes: rank, total, phase-0 layers;
@@ -85,10 +88,15 @@ def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: 
     totals = np.arange(L + 1, dtype=np.int64)[None, :, None]
     la = np.arange(L + 1, dtype=np.int64)[None, None, :]  # candidate phase-0 layers per total
     lb = totals - la
-    dense = np.zeros((n, 1, 1), np.int64)
-    dense[0] = k
-    d_a = np.minimum(dense, la)
-    seconds = costs.dualpipe_ranks_exposed_s((d_a, la - d_a), (dense - d_a, lb - (dense - d_a)))
+    # two classes of rank: rank 0 holds the k dense layers on its phase-0 stage, every other rank none, so the
+    # ranks past 0 do the same work at every split and share their pairings' exposure (rank_class: worth its
+    # gathers from RANK_CLASSES_FROM ranks on)
+    rank_class = np.minimum(np.arange(n), 1) if n >= RANK_CLASSES_FROM else np.arange(n)
+    dense_cls = np.where(np.arange(int(rank_class.max()) + 1) == 0, k, 0).astype(np.int64).reshape(-1, 1, 1)
+    d_a = np.minimum(dense_cls, la)
+    seconds = costs.dualpipe_ranks_exposed_s((d_a, la - d_a), (dense_cls - d_a, lb - (dense_cls - d_a)),
+                                             rank_class if n >= RANK_CLASSES_FROM else None)
+    dense = dense_cls[rank_class]
     units = np.rint(np.asarray(seconds, float) * (1e9 / time_unit_ns)).astype(np.int64)
     units = np.broadcast_to(units, (n, L + 1, L + 1))
     ok = np.broadcast_to((la == totals // 2) if even else (la >= np.maximum(dense, 1)) & (lb >= 1), units.shape)
