@@ -290,13 +290,14 @@ def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
     return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
 
 
-def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None) -> ChoiceCosts:
+def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None,
+                 memo: dict | None = None) -> ChoiceCosts:
     """Every coefficient of the stage-affine model for one choice, composed from its pieces (module docstring):
     the context and links, the GEMM rates, the activations, a layer's TP/CP communication, the dense and MoE
     layers, the first/last stage extras, the stage boundary, the working set, and the post-passes."""
     arch = arch or Architecture(spec.model)
     c = choice
-    ctx, rates, acts, layer_comm, dense, moe = layer_pieces(spec, c, gpu, a, arch)
+    ctx, rates, acts, layer_comm, dense, moe = layer_pieces(spec, c, gpu, a, arch, memo)
     ends = end_stage_costs(ctx, rates, dense, moe, last_stage_inflight(c) if spec.model.num_mtp_layers else 0.0)
     p2p_s, stage_io_bytes = pipeline_boundary(ctx)
     workspace, recompute_workspace = stage_workspace(ctx, acts, layer_comm.cp)
@@ -326,12 +327,13 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     return costs
 
 
-def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture):
+def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None = None):
     """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
     pieces of :func:`choice_costs`, before its stage extras and post-passes (the solver's layer bound reads the
-    layers alone: solver/bounds.py ``layer_time_lb_s``)."""
+    layers alone: solver/bounds.py ``layer_sum_s``). ``memo``: pieces shared by the choices of one spec, GPU,
+    assumptions and architecture (:meth:`GemmRates.of`), the same values as without it."""
     ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
-    rates = GemmRates.of(ctx)
+    rates = GemmRates.of(ctx, memo)
     acts = Activations.of(ctx, rates)
     layer_comm = LayerComm.of(ctx, rates)
     return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),

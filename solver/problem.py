@@ -48,6 +48,7 @@ class Problem:
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
     quick_factor: np.ndarray | None = None  # m + the least bubble per choice (the quick bound's; layer_bound's)
     _layer_sums: dict = field(default_factory=dict)  # bounds.layer_sum_s by bounds.layer_key
+    _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -116,11 +117,11 @@ class Problem:
             # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
             # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
             if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
-                costs = choice_costs(spec, c, self.gpu, a, self.arch)
+                costs = choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
                 if base not in self._base_costs:
-                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch)
+                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
                 costs = with_schedule(self._base_costs[base], c)
             self._costs[i] = costs
         return costs
@@ -146,7 +147,7 @@ class Problem:
             if costs is not None:
                 dense, moe_cost = costs.dense, costs.moe
             else:
-                dense, moe_cost = layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch)[4:]
+                dense, moe_cost = layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch, self._memo)[4:]
             layer_s = layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
             self._layer_sums[key] = layer_s
         return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), schedule_units(c.schedule, c.pp).count,

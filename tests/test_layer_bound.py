@@ -88,3 +88,17 @@ def test_doubling_the_layer_time_breaks_the_bound(monkeypatch):
     real = bounds.layer_bound
     monkeypatch.setattr("parplan.solver.problem.layer_bound", lambda s, *a: real(2 * s, *a))
     assert _violations(p, sample)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_shared_pieces_change_no_cost(name):
+    """choice_costs with one memo across many choices (as a Problem shares it) equals choice_costs without, field by
+    field (ChoiceCosts and LayerCost compare every field exactly)."""
+    p = _problem(name)
+    memo: dict = {}
+    sample = _sample(p, 500, seed=13)
+    for i in sample:
+        c = p.choices[i]
+        assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == \
+            choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch), c
+    assert len(memo) < len(sample)  # shared: fewer entries than choices
