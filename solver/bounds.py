@@ -3,6 +3,10 @@
 Quick bound: every stage's mean share of the model FLOPs at the fastest rate the assumptions allow, times
 (m + bubble); memory: the mean stage's weights, gradients and optimizer states.
 
+Layer bound (:func:`layer_bound`, the search's next bound once a plan is known): every layer's compute, TP and EP
+time at the least bubble, shared by the choices of one :func:`layer_key` and at most the mean-unit bound
+(tables.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
+
 Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
 time is at least ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte saved, plus
