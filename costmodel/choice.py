@@ -32,6 +32,8 @@ from __future__ import annotations
 from copy import copy
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from parplan.costmodel import dualpipev
 from parplan.costmodel.activation_offload import apply_activation_offload
 from parplan.costmodel.architecture import Architecture
@@ -39,7 +41,8 @@ from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel.comm import Link, ZeroGroup, cp_attention_comm, link, tier_links
 from parplan.costmodel.degrees import Choice
 from parplan.costmodel.hardware import GIB, GPU
-from parplan.costmodel.paired_overlap import ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s
+from parplan.costmodel.paired_overlap import (ChunkWork, counted_exposed_s, dualpipe_rank_exposed_s,
+                                             dualpipe_step_counts, dualpipev_rank_exposed_s, pair_exposed_s)
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
                                            dense_layer_cost, moe_layer_cost)
 from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
@@ -50,7 +53,7 @@ from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, s
 # the names other modules import from here (Link, ZeroGroup, LayerCost, tier_links, link and cp_attention_comm live
 # in comm.py and layer_costs.py, where the pieces of choice_costs read them)
 __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
-           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "link",
+           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "layer_pieces", "link",
            "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
@@ -130,6 +133,22 @@ class ChoiceCosts:
         c = self.choice
         return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
+    def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple, rank_class=None):
+        """:meth:`rank_exposed_s` of every DualPipe rank 0..p/2-1 at once, the same floats element-wise as rank by
+        rank (:func:`~parplan.costmodel.paired_overlap.dualpipe_step_counts`): ``a`` and ``b`` (dense, MoE) int
+        arrays whose first axis is the rank, or with ``rank_class`` (an int array, one entry per rank) the rank's
+        row of them (ranks of equal work share their pairings' exposure). DualPipe with an all-to-all only."""
+        c = self.choice
+        if Schedule(c.schedule) is not Schedule.DUALPIPE or self.moe is None or self.moe.a2a_s == 0.0:
+            raise ValueError("every rank at once: DualPipe with an EP all-to-all only")
+        c0, c1 = self.chunk_work(*a), self.chunk_work(*b)
+        p01, p10 = pair_exposed_s(c0, c1, self.fwd_share), pair_exposed_s(c1, c0, self.fwd_share)
+        a0, a1 = np.asarray(c0.a2a_s), np.asarray(c1.a2a_s)
+        if rank_class is not None:
+            p01, p10, a0, a1 = (np.asarray(x)[rank_class] for x in (p01, p10, a0, a1))
+        return counted_exposed_s(p01, p10, a0, a1, dualpipe_step_counts(c.pp, c.num_microbatches),
+                                 c.num_microbatches)
+
     # ---- pipeline schedule terms
     def inflight(self, stage: int) -> float:
         """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
@@ -186,11 +205,26 @@ class ChoiceCosts:
         return t_stage_s * bubble_factor(self.choice, a, self.weight_grad_share)
 
 
+# bubble_factor's answers by (schedule, pp, vpp, assumptions, weight_grad_share), all it reads (Assumptions frozen,
+# held by identity beside the answer); cleared past BUBBLE_CACHE_MAX entries
+_BUBBLE_CACHE: dict = {}
+BUBBLE_CACHE_MAX = 1 << 16
+
+
 def bubble_factor(c: Choice, a: Assumptions, weight_grad_share: float = 1.0) -> float:
     """The schedule's bubble in units of the slowest unit's per-micro-batch time
     (:meth:`~parplan.costmodel.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B); with the default
-    ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds)."""
-    return PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
+    ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds). Memoized on what it
+    reads (the solver asks it for every choice)."""
+    key = (c.schedule, c.pp, c.vpp, id(a), weight_grad_share)
+    hit = _BUBBLE_CACHE.get(key)
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    out = PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
+    if len(_BUBBLE_CACHE) >= BUBBLE_CACHE_MAX:
+        _BUBBLE_CACHE.clear()
+    _BUBBLE_CACHE[key] = (a, out)
+    return out
 
 
 def weight_grad_share(arch: Architecture, dense: LayerCost, moe: LayerCost | None) -> float:
@@ -256,18 +290,14 @@ def nvlink_domain_size(spec: Spec, gpu: GPU) -> int:
     return min(gpu.nvlink_domain_size, spec.cluster.gpus_per_node)
 
 
-def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None) -> ChoiceCosts:
+def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Architecture | None = None,
+                 memo: dict | None = None) -> ChoiceCosts:
     """Every coefficient of the stage-affine model for one choice, composed from its pieces (module docstring):
     the context and links, the GEMM rates, the activations, a layer's TP/CP communication, the dense and MoE
     layers, the first/last stage extras, the stage boundary, the working set, and the post-passes."""
     arch = arch or Architecture(spec.model)
     c = choice
-    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
-    rates = GemmRates.of(ctx)
-    acts = Activations.of(ctx, rates)
-    layer_comm = LayerComm.of(ctx, rates)
-    dense = dense_layer_cost(ctx, rates, acts, layer_comm)
-    moe = moe_layer_cost(ctx, rates, acts, layer_comm)
+    ctx, rates, acts, layer_comm, dense, moe = layer_pieces(spec, c, gpu, a, arch, memo)
     ends = end_stage_costs(ctx, rates, dense, moe, last_stage_inflight(c) if spec.model.num_mtp_layers else 0.0)
     p2p_s, stage_io_bytes = pipeline_boundary(ctx)
     workspace, recompute_workspace = stage_workspace(ctx, acts, layer_comm.cp)
@@ -295,6 +325,19 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
     if c.activation_offload_layers:
         costs = apply_activation_offload(costs, spec, gpu, a)
     return costs
+
+
+def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None = None):
+    """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
+    pieces of :func:`choice_costs`, before its stage extras and post-passes (the solver's layer bound reads the
+    layers alone: solver/bounds.py ``layer_sum_s``). ``memo``: pieces shared by the choices of one spec, GPU,
+    assumptions and architecture (:meth:`GemmRates.of`), the same values as without it."""
+    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
+    rates = GemmRates.of(ctx, memo)
+    acts = Activations.of(ctx, rates)
+    layer_comm = LayerComm.of(ctx, rates)
+    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
+            moe_layer_cost(ctx, rates, acts, layer_comm))
 
 
 def _runtime_fields(spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> dict[str, float]:

@@ -103,8 +103,9 @@ class DataParallel:
         """Exposed per-step DP time of the (params, group) parts of one layer, with the optimizer offload's
         host round trip (never hidden by compute: it runs between the last backward and the next forward)."""
         fwd_share, exposed = self.fwd_share, self.comm.exposed
-        grad_s = sum(p_ * self.dp_comm_per_param(g_)[0] for p_, g_ in parts)
-        weight_s = sum(p_ * self.dp_comm_per_param(g_)[1] for p_, g_ in parts)
+        per_param = [(p_, self.dp_comm_per_param(g_)) for p_, g_ in parts]  # each group's (gradient, weight) once
+        grad_s = sum(p_ * s[0] for p_, s in per_param)
+        weight_s = sum(p_ * s[1] for p_, s in per_param)
         out = (exposed(grad_s, self.overlap, layer_compute_s * (1.0 - fwd_share))
                + exposed(weight_s, self.overlap, layer_compute_s * fwd_share))
         if self.offload_per_param_s:

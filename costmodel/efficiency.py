@@ -141,10 +141,31 @@ def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> 
     return 1.0 + a.matmul_shape_penalty * ridge_flops_per_byte(gpu, a) * (1.0 / m + 1.0 / k + 1.0 / n)
 
 
+# linear_seconds_per_flop's answers by their arguments (a pure function of them; Assumptions and GPU are frozen,
+# held by identity beside the answer so an id is never reused for another object while its entry lives): the
+# solver asks it for the same GEMM shapes across thousands of choices. Cleared past SPF_CACHE_MAX entries.
+_SPF_CACHE: dict = {}
+SPF_CACHE_MAX = 1 << 16
+
+
 def linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_flops: float,
                             gemms: list[tuple[float, float, float, float]]) -> float:
     """Seconds per FLOP of a group of GEMMs, each ``(flops_weight, M, K, N)``: the FLOP-weighted mean of
-    ``shape_factor / (P·e_max)``. With κ = 0 it is exactly ``1 / (P·e_max)``."""
+    ``shape_factor / (P·e_max)``. With κ = 0 it is exactly ``1 / (P·e_max)``. Memoized on its arguments
+    (:data:`_SPF_CACHE`): the same floats in the same order, so the same answer bit for bit."""
+    key = (id(a), id(gpu), precision, peak_flops, tuple(tuple(g) for g in gemms))
+    hit = _SPF_CACHE.get(key)
+    if hit is not None and hit[0] is a and hit[1] is gpu:
+        return hit[2]
+    out = _linear_seconds_per_flop(a, gpu, precision, peak_flops, gemms)
+    if len(_SPF_CACHE) >= SPF_CACHE_MAX:
+        _SPF_CACHE.clear()
+    _SPF_CACHE[key] = (a, gpu, out)
+    return out
+
+
+def _linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_flops: float,
+                             gemms: list[tuple[float, float, float, float]]) -> float:
     base = 1.0 / (peak_flops * max_linear_efficiency(a, gpu, precision))
     if a.matmul_shape_penalty == 0:
         return base

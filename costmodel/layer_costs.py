@@ -126,7 +126,24 @@ class GemmRates:
     attn_core_s: float  # the attention core (QK^T, AV), fwd+bwd
 
     @staticmethod
-    def of(ctx: ChoiceContext) -> "GemmRates":
+    def of(ctx: ChoiceContext, memo: dict | None = None) -> "GemmRates":
+        """The rates of ``ctx``'s choice; with ``memo`` (one per spec, GPU, assumptions and architecture: the
+        solver's Problem) shared by the choices of equal (tp, cp, micro-batch size, CP comm type, CP a2a level),
+        all of the choice it reads (the token counts and GEMM shapes follow from them)."""
+        key = None
+        if memo is not None:
+            c = ctx.c
+            key = ("GemmRates", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a)
+            hit = memo.get(key)
+            if hit is not None:
+                return GemmRates(ctx, *hit)
+        out = GemmRates._of(ctx)
+        if key is not None:
+            memo[key] = (out.up, out.attn_gemms, out.spf_dense, out.attn_core_s)
+        return out
+
+    @staticmethod
+    def _of(ctx: ChoiceContext) -> "GemmRates":
         a, gpu, c, m, arch, h, M = ctx.a, ctx.gpu, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.M
         # CP comm type: the sequence one attention kernel call sees (context_parallel.py)
         # the attention core's mean head dim (d_qk + d_v)/2: the QKᵀ and PV widths per head (MLA: 192 and 128)

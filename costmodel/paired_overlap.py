@@ -65,8 +65,16 @@ def rank_exposed_s(c0: ChunkWork, c1: ChunkWork, fwd_share: float, counts: dict[
     """A rank's exposed all-to-all per micro-batch (its step's total over ``microbatches``): each F&B pairing
     leaves :func:`pair_exposed_s`, each lone forward or backward chunk its half of the chunk's all-to-all in
     full (``counts``: :func:`step_order_counts`; phase 0 = ``c0``)."""
-    total = (counts["FB01"] * pair_exposed_s(c0, c1, fwd_share) + counts["FB10"] * pair_exposed_s(c1, c0, fwd_share)
-             + (counts["F0"] + counts["B0"]) * c0.a2a_s / 2 + (counts["F1"] + counts["B1"]) * c1.a2a_s / 2)
+    return counted_exposed_s(pair_exposed_s(c0, c1, fwd_share), pair_exposed_s(c1, c0, fwd_share), c0.a2a_s, c1.a2a_s,
+                             counts, microbatches)
+
+
+def counted_exposed_s(pair_01, pair_10, a2a_0, a2a_1, counts: dict, microbatches: int):
+    """:func:`rank_exposed_s` from its two pairings' exposure (``pair_01``: phase 0's forward beside phase 1's
+    backward) and the chunks' all-to-all (``a2a_0``, ``a2a_1``), so that ranks whose chunks do the same work share
+    their pairings' exposure (element-wise; paired_split.dualpipe_exposure_table)."""
+    total = (counts["FB01"] * pair_01 + counts["FB10"] * pair_10
+             + (counts["F0"] + counts["B0"]) * a2a_0 / 2 + (counts["F1"] + counts["B1"]) * a2a_1 / 2)
     return total / microbatches
 
 
@@ -77,6 +85,15 @@ def dualpipe_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork
     n, h = pp // 2, min(rank, pp - 1 - rank)
     counts = step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1)
     return rank_exposed_s(c0, c1, fwd_share, counts, microbatches)
+
+
+def dualpipe_step_counts(pp: int, microbatches: int) -> dict[str, np.ndarray]:
+    """:func:`step_order_counts` of every DualPipe rank 0..pp/2-1 as :func:`dualpipe_rank_exposed_s` reads them
+    (rank r < pp/2 is its own half rank), each count an int array of shape (pp/2, 1, 1): the first axis the rank,
+    so :func:`rank_exposed_s` prices every rank at once, element-wise the same floats as rank by rank."""
+    n = pp // 2
+    rows = [step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1) for h in range(n)]
+    return {key: np.array([r[key] for r in rows], np.int64).reshape(n, 1, 1) for key in rows[0]}
 
 
 def dualpipev_rank_exposed_s(pp: int, rank: int, microbatches: int, c0: ChunkWork, c1: ChunkWork,

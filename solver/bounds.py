@@ -3,6 +3,10 @@
 Quick bound: every stage's mean share of the model FLOPs at the fastest rate the assumptions allow, times
 (m + bubble); memory: the mean stage's weights, gradients and optimizer states.
 
+Layer bound (:func:`layer_bound`, the search's next bound once a plan is known): every layer's compute, TP and EP
+time at the least bubble, shared by the choices of one :func:`layer_key` and at most the mean-unit bound
+(tables.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
+
 Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
 time is at least ``a·l + d + κ·max(0, σ·l + c - cap)`` with κ the cheapest recompute time per byte saved, plus
@@ -14,17 +18,21 @@ DualPipe rank only lowers the bound, so a choice whose bound exceeds a known pla
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
+from parplan.costmodel import moe_comm
+from parplan.costmodel.choice import Choice, LayerCost, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
 from parplan.solver.deadline import check
-from parplan.solver.tables import KIB, StageTable, schedule_units
+from parplan.solver.tables import KIB, NS, Scale, StageTable, schedule_units
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit; module docstring).
@@ -148,3 +156,40 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
         states *= schedule_units(c.schedule, c.pp).stages_per_unit  # a DualPipe rank holds two stages
         mem[i] = np.floor(states * (1 - 1e-9) / KIB)
     return step_lb_s, mem
+
+
+# ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
+def layer_key(c: Choice) -> tuple | None:
+    """The Choice fields that fix a layer's compute, TP and EP times (``LayerCost.compute_s``, ``tp_s``, ``ep_s`` of
+    the dense and the MoE layer; costmodel/layer_costs.py): the token counts (tp, cp, micro-batch size), SP, the
+    GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
+    granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
+    all-to-all), the FP8 dispatch, and the links' tiers (the world size). Not the DP, ZeRO, PP or micro-batch
+    count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
+    changes the compute time by the stage (costmodel/activation_offload.py). tests/test_bounds.py checks the
+    times equal across choices of one key."""
+    if c.activation_offload_layers:
+        return None
+    return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
+            Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
+            c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus)
+
+
+def layer_sum_s(dense: LayerCost, moe: LayerCost | None, num_layers: int, k_dense_model: int) -> float:
+    """Every layer's compute, TP and EP time without recompute, per micro-batch (seconds): the part of the
+    mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
+    terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
+    products of non-negative terms are monotone, so this is at most that sum."""
+    main, k = (moe, k_dense_model) if moe is not None else (dense, 0)
+    return k * (dense.compute_s + dense.tp_s + dense.ep_s) + (num_layers - k) * (main.compute_s + main.tp_s + main.ep_s)
+
+
+def layer_bound(layer_s: float, pp: int, factor: float, units: int, num_layers: int, scale: Scale) -> float:
+    """A lower bound of ``Problem.mean_bound`` (``weight·lb_time``, tables.mean_unit_bound) from
+    :func:`layer_sum_s` alone. Time: ``lb_time = max(0, round(mean·NS/unit) - 2L - 4p)`` with ``mean ≥
+    layer_s/p``. Weight: ``M + S·units = round(W(m + w_max)) + units·round(W·w_sum·stages_per_unit) ≥ W(m + β) -
+    (1 + units)/2``, as ``w_max + p·w_sum = β`` (schedule.stage_bubble_weights, units·stages_per_unit = p) and β
+    is least at ``weight_grad_share`` 1 (``factor`` = m + that β, the quick bound's; schedule.bubble_beta)."""
+    t = math.floor(layer_s / pp * NS / scale.time_unit_ns * (1 - 1e-9)) - 1 - 2 * num_layers - 4 * pp
+    w = scale.weight * factor * (1 - 1e-12) - (1 + units)
+    return float(max(0, t)) * max(0.0, w)

@@ -41,6 +41,15 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
     c = costs.choice
     if not pipe.schedule.paired or costs.moe is None or costs.moe.a2a_s == 0.0:
         return None, None, None
+    if pipe.schedule is Schedule.DUALPIPE and c.pp >= 2:
+        return dualpipe_exposure_table(costs, pipe.count, num_layers, k, even, time_unit_ns, every_split)
+    return exposure_table_by_rank(costs, pipe, num_layers, k, even, time_unit_ns, every_split)
+
+
+def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
+                           time_unit_ns: int, every_split: bool = False):
+    """:func:`paired_exposure_table` rank by rank (``ChoiceCosts.rank_exposed_s``): DualPipeV's, and the reference
+    the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/test_tables.py)."""
     L, n = num_layers, pipe.count
     totals = np.arange(L + 1, dtype=np.int64)
     expo = np.zeros((n, L + 1), np.int64)
@@ -67,6 +76,35 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
         first[u] = best
         expo[u] = np.where(ok.any(axis=1), units[totals, best], 0)
     return expo, first, every
+
+
+RANK_CLASSES_FROM = 5  # ranks (p/2) from which dualpipe_exposure_table prices the two classes of rank once
+
+
+def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: bool, time_unit_ns: int,
+                            every_split: bool):
+    """:func:`paired_exposure_table` of a DualPipe choice, every rank at once (axes: rank, total, phase-0 layers;
+    ``ChoiceCosts.dualpipe_ranks_exposed_s``): element-wise the same floats and integers as rank by rank."""
+    totals = np.arange(L + 1, dtype=np.int64)[None, :, None]
+    la = np.arange(L + 1, dtype=np.int64)[None, None, :]  # candidate phase-0 layers per total
+    lb = totals - la
+    # two classes of rank: rank 0 holds the k dense layers on its phase-0 stage, every other rank none, so the
+    # ranks past 0 do the same work at every split and share their pairings' exposure (rank_class: worth its
+    # gathers from RANK_CLASSES_FROM ranks on)
+    rank_class = np.minimum(np.arange(n), 1) if n >= RANK_CLASSES_FROM else np.arange(n)
+    dense_cls = np.where(np.arange(int(rank_class.max()) + 1) == 0, k, 0).astype(np.int64).reshape(-1, 1, 1)
+    d_a = np.minimum(dense_cls, la)
+    seconds = costs.dualpipe_ranks_exposed_s((d_a, la - d_a), (dense_cls - d_a, lb - (dense_cls - d_a)),
+                                             rank_class if n >= RANK_CLASSES_FROM else None)
+    dense = dense_cls[rank_class]
+    units = np.rint(np.asarray(seconds, float) * (1e9 / time_unit_ns)).astype(np.int64)
+    units = np.broadcast_to(units, (n, L + 1, L + 1))
+    ok = np.broadcast_to((la == totals // 2) if even else (la >= np.maximum(dense, 1)) & (lb >= 1), units.shape)
+    every = np.where(ok, units, ILLEGAL) if every_split else None
+    units = np.where(ok, units, np.iinfo(np.int64).max)
+    first = units.argmin(axis=2)
+    expo = np.where(ok.any(axis=2), np.take_along_axis(units, first[:, :, None], axis=2)[:, :, 0], 0)
+    return expo.astype(np.int64), first.astype(np.int64), every
 
 
 def pair_split(t: "StageTable", u: int, layers):

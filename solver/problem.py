@@ -15,16 +15,16 @@ import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, usable_memory_bytes,
-                                     with_schedule)
+from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_pieces,
+                                     usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec import Plan, Spec
-from parplan.solver.bounds import quick_bounds
+from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
 from parplan.solver.deadline import budget
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
-                                   rank_split, first_of)
+                                   rank_split, first_of, schedule_units)
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -46,6 +46,9 @@ class Problem:
     scale: Scale
     quick_lb: np.ndarray  # lower bound of U per choice, from the choice alone (float)
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
+    quick_factor: np.ndarray | None = None  # m + the least bubble per choice (the quick bound's; layer_bound's)
+    _layer_sums: dict = field(default_factory=dict)  # bounds.layer_sum_s by bounds.layer_key
+    _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -76,7 +79,7 @@ class Problem:
         q_lb = np.floor(np.array([scale.objective_of_seconds(s) for s in step_lb_s]) * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
-                       arch, scale, np.maximum(q_lb, 0), q_mem)
+                       arch, scale, np.maximum(q_lb, 0), q_mem, factors)
 
     @property
     def choices(self) -> list[Choice]:
@@ -114,11 +117,11 @@ class Problem:
             # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
             # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
             if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
-                costs = choice_costs(spec, c, self.gpu, a, self.arch)
+                costs = choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
                 if base not in self._base_costs:
-                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch)
+                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
                 costs = with_schedule(self._base_costs[base], c)
             self._costs[i] = costs
         return costs
@@ -129,6 +132,26 @@ class Problem:
         weight, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
                                 moe.first_dense_layers if moe else 0, moe is not None, self.scale)
         return float(weight) * lb
+
+    def layer_bound(self, i: int) -> float:
+        """A lower bound of :meth:`mean_bound` from the choice's layer times alone (bounds.layer_bound), shared by
+        every choice of one bounds.layer_key (0 without one): the search's bound between the quick and the mean."""
+        c = self.choices[i]
+        key = layer_key(c)
+        if key is None or self.quick_factor is None:
+            return 0.0
+        layer_s = self._layer_sums.get(key)
+        if layer_s is None:
+            moe = self.spec.model.moe
+            costs = self._costs.get(i)
+            if costs is not None:
+                dense, moe_cost = costs.dense, costs.moe
+            else:
+                dense, moe_cost = layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch, self._memo)[4:]
+            layer_s = layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
+            self._layer_sums[key] = layer_s
+        return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), schedule_units(c.schedule, c.pp).count,
+                           self.num_layers, self.scale)
 
     def order(self, cap_kib: int) -> list[int]:
         """Choices that may fit under ``cap_kib``, by their quick bound (ties by index)."""

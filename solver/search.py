@@ -181,7 +181,8 @@ class Searcher:
         P = self.p
         kbest: list[int] = []  # max-heap (negated) of the k least U found
         solved: list[tuple[int, int, RowSolution]] = []  # (U, choice, solution) of every choice solved in reach
-        # candidates by their best known bound: the quick one, then the table's mean-unit bound, then the relaxation
+        # candidates by their best known bound: the quick one, the layer bound (once a plan is known), the table's
+        # mean-unit bound, then the relaxation
         queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
         heapq.heapify(queue)
         unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
@@ -203,7 +204,7 @@ class Searcher:
                 bound, i = heapq.heappop(probes)
                 if i in done:
                     continue
-                level = 2
+                level = 3
             else:
                 heapq.heappop(queue)
                 if i in done:
@@ -211,16 +212,8 @@ class Searcher:
             try:
                 if self._stop():
                     raise TimeUp()
-                if level == 0:  # the table's mean-unit bound (no recompute, perfect balance): from the costs alone
-                    mean = max(bound, P.mean_bound(i))
-                    heapq.heappush(queue, (mean, 1, i))
-                    heapq.heappush(probes, (mean, i))
-                    bounded += 1
-                    continue
-                if level == 1:  # the continuous relaxation: memory and recomputation included
-                    lb = self.bound(i, cap)
-                    if np.isfinite(lb):
-                        heapq.heappush(queue, (max(bound, lb), 2, i))
+                if level < 3:  # a tighter bound first (_tighten); the choice is solved at level 3
+                    bounded += self._tighten(i, level, bound, cap, bool(solved), queue, probes)
                     continue
                 sol = self.solve_choice(i, cap, cutoff=None if probe else limit)
                 done.add(i)
@@ -253,6 +246,29 @@ class Searcher:
             status = "FEASIBLE" if found else "UNKNOWN"
             bound = min(unresolved, float(found[0].U)) if found else (unresolved if np.isfinite(unresolved) else None)
         return SearchOutcome(status, found, bound, self.solved)
+
+    def _tighten(self, i: int, level: int, bound: float, cap: int, plan_known: bool, queue: list,
+                 probes: list) -> int:
+        """Choice ``i``'s next bound, queued at the next level; 1 where it was the mean-unit bound (the probes
+        count those), else 0. Level 0: the layer bound (layer times shared by many choices), only once a plan is
+        known (no probe can come), so the choices solved and their order are unchanged by it; level ≤ 1: the
+        table's mean-unit bound (no recompute, perfect balance) from the costs alone, over the quick bound alone
+        (the layer bound is at most it); level 2: the continuous relaxation, memory and recomputation included."""
+        P = self.p
+        if level == 0 and plan_known:
+            layer = P.layer_bound(i)
+            if layer > bound:
+                heapq.heappush(queue, (layer, 1, i))
+                return 0
+        if level <= 1:
+            mean = max(float(P.quick_lb[i]), P.mean_bound(i))
+            heapq.heappush(queue, (mean, 2, i))
+            heapq.heappush(probes, (mean, i))
+            return 1
+        lb = self.bound(i, cap)
+        if np.isfinite(lb):
+            heapq.heappush(queue, (max(bound, lb), 3, i))
+        return 0
 
     def _rank(self, solved: list[tuple[int, int, RowSolution]], k: int, cap: int) -> list[Found]:
         """The k best of the solved choices: U, then each one's least peak (whole MiB), then the choice index.
