@@ -297,7 +297,10 @@ def check_headroom(model: cp_model.CpModel) -> int:
     """The largest magnitude any linear expression of ``model`` (and its objective) can take over the variables'
     domains; raises :class:`ModelOverflow` at 2^62 or more."""
     proto = model.proto
-    bound = [max(abs(var.domain[0]), abs(var.domain[-1])) for var in proto.variables]
+    bound = []
+    for i, var in enumerate(proto.variables):  # a deep pipeline's model has many: the call's cancel is checked
+        check_every(i)
+        bound.append(max(abs(var.domain[0]), abs(var.domain[-1])))
     worst = 0
     exprs = [(c.linear.vars, c.linear.coeffs, 0) for c in proto.constraints if c.has_linear()]
     exprs += [(proto.objective.vars, proto.objective.coeffs, int(proto.objective.offset))]
