@@ -19,6 +19,16 @@ def test_solver_speed_quick_agrees_with_the_oracle(capsys):
     assert "same K best step times (top 1 and top 10): 3/3" in out
 
 
+def test_search_breakdown_times_every_stage_and_restores_the_classes(capsys):
+    from parplan.solver import problem, search
+
+    before = (problem.Problem.__dict__["mean_bound"], search.Searcher.__dict__["_cpsat"])
+    assert _load("search_breakdown").main(["--only", "8B / 8 H100"]) == 0
+    out = capsys.readouterr().out
+    assert "top 1 OPTIMAL" in out and "CP-SAT solve" in out and " 0 calls" not in out.split("build")[1].splitlines()[0]
+    assert (problem.Problem.__dict__["mean_bound"], search.Searcher.__dict__["_cpsat"]) == before
+
+
 def test_sweep_benchmark_quick(capsys):
     assert _load("sweep").main(["--quick", "--jobs", "2"]) == 0
     out = capsys.readouterr().out

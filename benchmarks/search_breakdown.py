@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Where one solver_speed scenario's top-1 call spends its time: wall-clock timers around the search's stages.
+
+    python benchmarks/search_breakdown.py [--only DeepSeek] [--top 1]
+
+Wraps Problem.build (the space and quick bounds), Problem.layer_bound, Problem.mean_bound (the mean-unit bound from
+a choice's full costs), Problem.table (a choice's integer table), Searcher.bound (the continuous relaxation, its
+table included) and Searcher._cpsat (one per-choice CP-SAT solve) with timers, then runs the scenario as
+benchmarks/solver_speed.py does (CP-SAT, 2 workers). The timers add a little overhead; the total is the call's wall
+time with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main(argv=None) -> int:
+    import solver_speed as ss
+    from parplan.frameworks.loader import validate_spec
+    from parplan.solver import problem, search
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="DeepSeek", help="the scenario whose name contains this text")
+    ap.add_argument("--top", type=int, default=1)
+    args = ap.parse_args(argv)
+    seconds, calls = collections.Counter(), collections.Counter()
+
+    def timed(owner, name: str, key: str) -> None:
+        f = getattr(owner, name)
+
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                seconds[key] += time.perf_counter() - t0
+                calls[key] += 1
+        setattr(owner, name, wrapper)
+
+    saved = [(owner, n, owner.__dict__[n]) for owner, n in ((problem.Problem, "layer_bound"),
+             (problem.Problem, "mean_bound"), (problem.Problem, "table"), (problem.Problem, "build"),
+             (search.Searcher, "bound"), (search.Searcher, "_cpsat"))]
+    try:
+        for name, key in (("layer_bound", "layer bound"), ("mean_bound", "mean-unit bound"), ("table", "table")):
+            timed(problem.Problem, name, key)
+        timed(search.Searcher, "bound", "relaxation (tables included)")
+        timed(search.Searcher, "_cpsat", "CP-SAT solve")
+        build = problem.Problem.build
+        problem.Problem.build = staticmethod(lambda *a, **k: _timed_call(build, seconds, calls, "build", *a, **k))
+        name, raw = next(s for s in ss.SCENARIOS if args.only in s[0])
+        res, wall = ss._solve(validate_spec(raw), "cpsat", args.top, 2)
+    finally:  # the classes as they were (the smoke test runs this in the test process)
+        for owner, n, attr in saved:
+            setattr(owner, n, attr)
+    print(f"{name}: top {args.top} {res.status} in {wall:.2f} s")
+    for key in ("build", "layer bound", "mean-unit bound", "table", "relaxation (tables included)", "CP-SAT solve"):
+        print(f"  {key:30s} {calls[key]:7d} calls {seconds[key]:7.2f} s")
+    return 0
+
+
+def _timed_call(f, seconds, calls, key, *a, **k):
+    t0 = time.perf_counter()
+    try:
+        return f(*a, **k)
+    finally:
+        seconds[key] += time.perf_counter() - t0
+        calls[key] += 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
