@@ -35,14 +35,7 @@ def main(argv=None) -> int:
     def timed(owner, name: str, key: str) -> None:
         f = getattr(owner, name)
 
-        def wrapper(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                seconds[key] += time.perf_counter() - t0
-                calls[key] += 1
-        setattr(owner, name, wrapper)
+        setattr(owner, name, lambda *a, **k: _timed_call(f, seconds, calls, key, *a, **k))
 
     saved = [(owner, n, owner.__dict__[n]) for owner, n in ((problem.Problem, "layer_bound"),
              (problem.Problem, "mean_bound"), (problem.Problem, "table"), (problem.Problem, "build"),
