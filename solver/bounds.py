@@ -166,7 +166,7 @@ def layer_key(c: Choice) -> tuple | None:
     granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
     all-to-all), the FP8 dispatch, and the links' tiers (the world size). Not the DP, ZeRO, PP or micro-batch
     count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
-    changes the compute time by the stage (costmodel/activation_offload.py). tests/test_bounds.py checks the
+    changes the compute time by the stage (costmodel/activation_offload.py). tests/test_layer_bound.py checks the
     times equal across choices of one key."""
     if c.activation_offload_layers:
         return None

@@ -41,7 +41,7 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
     c = costs.choice
     if not pipe.schedule.paired or costs.moe is None or costs.moe.a2a_s == 0.0:
         return None, None, None
-    if pipe.schedule is Schedule.DUALPIPE and c.pp >= 2:
+    if pipe.schedule is Schedule.DUALPIPE and c.pp >= 2 and pipe.count * (num_layers + 1) ** 2 <= VECTOR_TABLE_MAX:
         return dualpipe_exposure_table(costs, pipe.count, num_layers, k, even, time_unit_ns, every_split)
     return exposure_table_by_rank(costs, pipe, num_layers, k, even, time_unit_ns, every_split)
 
@@ -49,7 +49,7 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
 def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
                            time_unit_ns: int, every_split: bool = False):
     """:func:`paired_exposure_table` rank by rank (``ChoiceCosts.rank_exposed_s``): DualPipeV's, and the reference
-    the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/test_tables.py)."""
+    the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/test_dualpipe_table.py)."""
     L, n = num_layers, pipe.count
     totals = np.arange(L + 1, dtype=np.int64)
     expo = np.zeros((n, L + 1), np.int64)
@@ -79,6 +79,9 @@ def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers
 
 
 RANK_CLASSES_FROM = 5  # ranks (p/2) from which dualpipe_exposure_table prices the two classes of rank once
+# every rank at once holds a few (ranks, L+1, L+1) arrays where rank by rank holds one rank's: past this many entries
+# (32 MiB an int64 array) the table is built rank by rank, so a deep MoE model's table is no larger than before
+VECTOR_TABLE_MAX = 1 << 22
 
 
 def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: bool, time_unit_ns: int,

@@ -45,3 +45,20 @@ def test_every_rank_at_once_equals_rank_by_rank(dsv3):
                     else:
                         assert w.dtype == g.dtype == np.int64 and w.shape == g.shape
                         assert np.array_equal(w, g), (costs.choice, even, every)
+
+
+def test_a_table_past_the_size_limit_is_built_rank_by_rank(dsv3, monkeypatch):
+    """Past VECTOR_TABLE_MAX entries (ranks x (L+1)^2) paired_exposure_table builds rank by rank, not all ranks at
+    once: the same table, without the all-rank arrays."""
+    from parplan.solver import paired_split
+
+    p = dsv3
+    k = p.spec.model.moe.first_dense_layers
+    i = next(i for i in p.order(p.cap_kib) if p.choices[i].schedule == "dualpipe")
+    costs = p.costs(i)
+    pipe = schedule_units(costs.choice.schedule, costs.choice.pp)
+    want = paired_exposure_table(costs, pipe, p.num_layers, k, False, p.scale.time_unit_ns, True)
+    monkeypatch.setattr(paired_split, "VECTOR_TABLE_MAX", 0)
+    monkeypatch.setattr(paired_split, "dualpipe_exposure_table", lambda *a, **kw: pytest.fail("built all at once"))
+    got = paired_split.paired_exposure_table(costs, pipe, p.num_layers, k, False, p.scale.time_unit_ns, True)
+    assert all(np.array_equal(w, g) for w, g in zip(want, got))
