@@ -85,26 +85,25 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         out = time_at(l.astype(float))
         return out if exposed is None else exposed[np.arange(n), np.clip(l, 0, L)]
 
-    def layers_at(tau: float) -> int:  # Σ_u max{l ≤ most_u : T_u(l) ≤ τ}
+    def layers_at(tau: np.ndarray) -> np.ndarray:  # Σ_u max{l ≤ most_u : T_u(l) ≤ τ} at each τ of a 1-D array
         check()
         if exposed is not None:
-            return int((exposed <= tau).sum()) - n
-        l_a = (tau - d) / a
-        l_b = (tau - d + kap * room) / (a + kap * sig)
-        frac = np.where(l_a <= l_mem0, l_a, np.where(fin, l_b, l_mem0))
-        return int(np.minimum(np.floor(frac + 1e-9), most).sum())
+            return (exposed[:, :, None] <= tau).sum(axis=(0, 1)) - n
+        l_a = (tau - d[:, None]) / a[:, None]
+        l_b = (tau - d[:, None] + (kap * room)[:, None]) / (a + kap * sig)[:, None]
+        frac = np.where(l_a <= l_mem0[:, None], l_a, np.where(fin[:, None], l_b, l_mem0[:, None]))
+        return np.minimum(np.floor(frac + 1e-9), most[:, None]).sum(axis=0)
 
     tau_lo = float(unit_time(lo).max())
     tau_hi = float(np.ceil(unit_time(most).max()))
-    if not np.isfinite(tau_hi) or layers_at(tau_hi) < L:
+    if not np.isfinite(tau_hi) or layers_at(np.array([tau_hi]))[0] < L:
         return float("inf")  # every unit capped below the model's layers
-    low, high = float(np.floor(tau_lo)) - 1.0, tau_hi  # layers_at(high) ≥ L; low falls short or is below τ_lo
-    while high - low > 1.0:
-        mid = float(np.floor((low + high) / 2))
-        if mid >= tau_lo and layers_at(mid) >= L:
-            high = mid
-        else:
-            low = mid
+    low = float(np.floor(tau_lo)) - 1.0  # layers_at(tau_hi) ≥ L; low falls short or is below τ_lo
+    if exposed is not None:  # the counts reach L at the (L + n)-th least entry (each row counts from l = 0)
+        kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
+        high = max(float(np.ceil(kth)), float(np.ceil(tau_lo)), low + 1.0)
+    else:
+        high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
@@ -112,6 +111,25 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     if least_exposure is not None and t.S > 0:
         time_sum += float(np.floor(least_exposure.sum()))
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+
+
+SEARCH_POINTS = 64  # τ values least_integer_reaching tries at once: each round narrows the interval 64-fold
+
+
+def least_integer_reaching(reached, low: float, high: float) -> float:
+    """The least integer τ in (low, high] at which the nondecreasing predicate ``reached`` (element-wise over an
+    array of τ) holds, given that it holds at ``high``: a search over integers that tries :data:`SEARCH_POINTS` of
+    them per round (the answer of a bisection, in a few NumPy calls instead of one per halving)."""
+    while high - low > 1.0:
+        steps = np.arange(1, SEARCH_POINTS, dtype=float)
+        points = np.unique(np.floor(low + (high - low) * steps / SEARCH_POINTS))
+        points = points[(points > low) & (points < high)]
+        if not len(points):
+            points = np.arange(low + 1.0, high)
+        ok = reached(points)
+        j = int(np.argmax(ok)) if ok.any() else len(points)
+        low, high = (points[j - 1] if j else low), (points[j] if j < len(points) else high)
+    return high
 
 
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,

@@ -19,12 +19,13 @@ from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
 from parplan.solver.deadline import budget
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
-                                   rank_split, first_of, schedule_units)
+                                   rank_split, first_of, schedule_units, with_exposure)
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -89,7 +90,20 @@ class Problem:
         """Choice ``i``'s table under the problem's stage split and recompute rule, or under the ones given."""
         split = self.options.stage_split if split is None else split
         uniform = self.options.uniform_recompute if uniform is None else uniform
-        key = (i, split, uniform)
+        key = (i, split, uniform, True)
+        t = self._tables.get(key)
+        if t is None:
+            t = with_exposure(self.table_without_exposure(i, split, uniform), self.costs(i))
+            self._tables[key] = t
+        return t
+
+    def table_without_exposure(self, i: int, split: StageSplit | None = None,
+                               uniform: bool | None = None) -> StageTable:
+        """Choice ``i``'s table less its paired exposure (tables.build_table): the search's first relaxation
+        reads it; :meth:`table` adds the exposure to it."""
+        split = self.options.stage_split if split is None else split
+        uniform = self.options.uniform_recompute if uniform is None else uniform
+        key = (i, split, uniform, False)
         t = self._tables.get(key)
         if t is None:
             # sized before it is built: a table that would pass the memory budget first empties the cache (tables
@@ -104,9 +118,15 @@ class Problem:
             moe = self.spec.model.moe
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,
-                            recompute_all=self.options.recompute_all_layers)
+                            recompute_all=self.options.recompute_all_layers, exposure=False)
             self._tables[key] = t
         return t
+
+    def exposed(self, i: int) -> bool:
+        """Whether choice ``i``'s table prices a paired exposure (a paired schedule's all-to-all beside its partner
+        stage's compute, tables.with_exposure): :meth:`table` then adds to :meth:`table_without_exposure`."""
+        moe = self.costs(i).moe
+        return Schedule(self.choices[i].schedule).paired and moe is not None and moe.a2a_s != 0.0
 
     def costs(self, i: int) -> ChoiceCosts:
         """Choice ``i``'s costs (computed once)."""

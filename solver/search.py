@@ -40,6 +40,9 @@ PROBE_EVERY = 512
 # (exactly, by sorting; solver/oracle) -- a rare model CP-SAT cannot close quickly (e.g. Llama-3 70B's TP4 PP8
 # interleaved full-recompute choice under a cutoff, still open after 40 s) no longer holds the whole call
 CPSAT_CHOICE_S = 5.0
+# the queue's levels (Searcher.best): 0 quick bound, 1 layer bound, 2 mean-unit bound, 3 relaxation without the paired
+# exposure (DualPipe's), then the full relaxation; a choice queued at SOLVE is solved when it comes first
+SOLVE = 4
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ class Searcher:
                 bound, i = heapq.heappop(probes)
                 if i in done:
                     continue
-                level = 3
+                level = SOLVE
             else:
                 heapq.heappop(queue)
                 if i in done:
@@ -212,7 +215,7 @@ class Searcher:
             try:
                 if self._stop():
                     raise TimeUp()
-                if level < 3:  # a tighter bound first (_tighten); the choice is solved at level 3
+                if level < SOLVE:  # a tighter bound first (_tighten); the choice is solved at level SOLVE
                     bounded += self._tighten(i, level, bound, cap, bool(solved), queue, probes)
                     continue
                 sol = self.solve_choice(i, cap, cutoff=None if probe else limit)
@@ -253,7 +256,9 @@ class Searcher:
         count those), else 0. Level 0: the layer bound (layer times shared by many choices), only once a plan is
         known (no probe can come), so the choices solved and their order are unchanged by it; level ≤ 1: the
         table's mean-unit bound (no recompute, perfect balance) from the costs alone, over the quick bound alone
-        (the layer bound is at most it); level 2: the continuous relaxation, memory and recomputation included."""
+        (the layer bound is at most it); level 2: the continuous relaxation, memory and recomputation included, of
+        the table without its paired exposure (the cheaper part of a DualPipe table), level 3: with it (skipped where
+        the choice leaves none exposed: the same table)."""
         P = self.p
         if level == 0 and plan_known:
             layer = P.layer_bound(i)
@@ -265,9 +270,14 @@ class Searcher:
             heapq.heappush(queue, (mean, 2, i))
             heapq.heappush(probes, (mean, i))
             return 1
+        if level == 2 and P.exposed(i):  # the relaxation without the exposure first (the table's cheaper part)
+            lb = max(float(P.quick_lb[i]), relaxed_bound(P.table_without_exposure(i), cap))
+            if np.isfinite(lb):  # infinite: nothing fits, with the exposure neither
+                heapq.heappush(queue, (max(bound, lb), 3, i))
+            return 0
         lb = self.bound(i, cap)
         if np.isfinite(lb):
-            heapq.heappush(queue, (max(bound, lb), 3, i))
+            heapq.heappush(queue, (max(bound, lb), SOLVE, i))
         return 0
 
     def _rank(self, solved: list[tuple[int, int, RowSolution]], k: int, cap: int) -> list[Found]:

@@ -33,7 +33,7 @@ down: never under-estimated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -279,8 +279,11 @@ def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
 
 
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
-                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False) -> StageTable:
-    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE).
+                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False,
+                exposure: bool = True) -> StageTable:
+    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE); without
+    ``exposure``, the table less its paired exposure (:func:`with_exposure` adds it): what the search's first
+    relaxation reads, the exposure costing most of a DualPipe table's time.
 
     Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
     + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
@@ -340,11 +343,7 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
             m_const_u[0] += k * (int(m_saved[0]) - s_d_u)
         t_rc, m_saved = np.zeros(n, np.int64), np.zeros(n, np.int64)
         t_rd_u = s_d_u = ws_u = 0
-    t_pair, pair_first, t_split = paired_exposure_table(
-        costs, pipe, num_layers, k, fixed is not None, scale.time_unit_ns,
-        every_split=c.recompute == "full" and not all_layers)
-    return StageTable(
-        t_pair=t_pair, pair_first=pair_first, t_split=t_split,
+    table = StageTable(
         choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute and not all_layers,
         dualpipe=dualpipe,
         grid=1 if dualpipe else g, k_dense=k, layers_min=lo, layers_fixed=fixed, t_layer=t_layer,
@@ -353,6 +352,20 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
         t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
         dense_first=not dualpipe, free_moe_recompute=free, recompute_all=all_layers, m_workspace=ws_u,
         M=M, scale=scale, lb_time=lb_time, S=S)
+    return with_exposure(table, costs) if exposure else table
+
+
+def with_exposure(t: StageTable, costs: ChoiceCosts) -> StageTable:
+    """Table ``t`` (built without its exposure, :func:`build_table`) with each unit's paired exposure
+    (:func:`paired_exposure_table`); ``t`` itself where the choice leaves none (no paired schedule, a dense model, no
+    all-to-all)."""
+    c = t.choice
+    t_pair, pair_first, t_split = paired_exposure_table(
+        costs, schedule_units(c.schedule, c.pp), t.num_layers, t.k_dense, t.layers_fixed is not None,
+        t.scale.time_unit_ns, every_split=c.recompute == "full" and not t.recompute_all)
+    if t_pair is None:
+        return t
+    return replace(t, t_pair=t_pair, pair_first=pair_first, t_split=t_split)
 
 
 @dataclass(frozen=True)
