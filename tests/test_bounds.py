@@ -11,13 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from conftest import small_specs
 from parplan.client.spec_io import load_spec
 from parplan.frameworks.loader import validate_spec
-from parplan.solver.bounds import relaxed_bound
+from parplan.solver.bounds import least_integer_reaching, relaxed_bound
 from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
+from parplan.solver.tables import with_exposure
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -69,7 +71,38 @@ def test_dualpipe_bound_counts_the_least_exposed_all_to_all():
         assert bound >= 0.97 * U, (t.choice, bound / U)
         hidden = relaxed_bound(replace(t, t_pair=np.zeros_like(t.t_pair)), p.cap_kib)
         assert hidden < bound, (t.choice, hidden / U)
+        # the search's first relaxation (the table less its exposure) is a weaker bound, and the table it is
+        # built from gives back the full table once the exposure is added
+        assert relaxed_bound(p.table_without_exposure(i), p.cap_kib) <= bound
+        assert p.table_without_exposure(i).t_pair is None
+        assert all(np.array_equal(x, y) for x, y in zip(_arrays(t), _arrays(with_exposure(
+            p.table_without_exposure(i), p.costs(i)))))
     assert seen >= 1
+
+
+def _arrays(t):
+    return [t.t_pair, t.pair_first, t.t_split, t.t_layer, t.t_const, t.m_layer, t.m_const, t.m_saved]
+
+
+def _bisection(reached, low: float, high: float) -> float:
+    """The reference least_integer_reaching replaces: halving (low, high] one τ at a time."""
+    while high - low > 1.0:
+        mid = float(np.floor((low + high) / 2))
+        if reached(np.array([mid]))[0]:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-10**6, 10**6), st.integers(1, 10**12), st.integers(0, 10**12))
+def test_integer_search_gives_the_bisections_answer(low, width, threshold):
+    """least_integer_reaching finds what bisection finds for every threshold predicate τ ≥ t within (low, high]."""
+    high = low + width
+    t = low + threshold % (width + 1)
+    reached = lambda tau: np.asarray(tau) >= t  # noqa: E731
+    assert least_integer_reaching(reached, float(low), float(high)) == _bisection(reached, float(low), float(high))
 
 
 def test_a_unit_that_cannot_hold_its_least_layers_makes_the_bound_infinite():
