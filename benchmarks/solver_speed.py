@@ -5,8 +5,8 @@
 Each scenario is solved with default assumptions and the whole default search space (``search:`` omitted;
 per-stage layer and recompute counts). The table prints the legal choices, the choices solved exactly,
 CP-SAT's wall time (top 1, top 10) and status, the oracle's (top 1, top 10), whether both found the same K
-best step times, and the plan. The summary checks the goals: CP-SAT median ≤ 1 s and max ≤ 10 s to a proven
-optimum, top-10 median ≤ 2 s, CP-SAT no slower than twice the oracle on any scenario, and the 70B / 64 H100
+best step times, and the plan. The summary checks the goals: CP-SAT median ≤ 0.5 s and max ≤ 3 s to a proven
+optimum (issue 21; the two-pool goal is benchmarks/pools.py's), top-10 median ≤ 2 s, CP-SAT no slower than twice the oracle on any scenario, and the 70B / 64 H100
 time × memory frontier in ≤ 5 s. ``--quick`` runs three small scenarios (the CI smoke).
 """
 
@@ -171,7 +171,8 @@ def main(argv=None) -> int:
     times10 = [r["cpsat10_s"] for r in rows]
     ex = [r["exhaustive_s"] for r in rows if r["exhaustive_s"] is not None]
     summary = (f"\nCP-SAT to proven optimum: median {statistics.median(times):.2f} s, max {max(times):.2f} s "
-               f"over {len(rows)} scenarios (goal on 2 cores: median <= 1 s, max <= 10 s)"
+               f"over {len(rows)} scenarios (goal on 2 cores: median <= 0.5 s, max <= 3 s: "
+               f"{'met' if statistics.median(times) <= 0.5 and max(times) <= 3 else 'NOT MET'})"
                f"\nCP-SAT top 10: median {statistics.median(times10):.2f} s, max {max(times10):.2f} s (goal: median <= 2 s); "
                f"top 10 / top 1: max {max(b / a for a, b in zip(times, times10)):.2f}x")
     if ex:

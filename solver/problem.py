@@ -144,7 +144,14 @@ class Problem:
                     self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
                 costs = with_schedule(self._base_costs[base], c)
             self._costs[i] = costs
+            key = layer_key(c)  # its layer times are every choice's of its layer key (layer_bound reads them)
+            if key is not None and key not in self._layer_sums:
+                self._layer_sums[key] = self._layer_sum(costs.dense, costs.moe)
         return costs
+
+    def _layer_sum(self, dense, moe_cost) -> float:
+        moe = self.spec.model.moe
+        return layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
 
     def mean_bound(self, i: int) -> float:
         """(M + S·units)·lb_time of choice ``i``'s table (tables.mean_unit_bound), from its costs alone."""
@@ -155,20 +162,17 @@ class Problem:
 
     def layer_bound(self, i: int) -> float:
         """A lower bound of :meth:`mean_bound` from the choice's layer times alone (bounds.layer_bound), shared by
-        every choice of one bounds.layer_key (0 without one): the search's bound between the quick and the mean."""
+        every choice of one bounds.layer_key (0 without one): the search's bound between the quick and the mean. The
+        layer times are read off the first choice of the key whose costs are computed (:meth:`costs`), else computed
+        (costmodel.choice.layer_pieces, the same values: tests/test_layer_bound.py)."""
         c = self.choices[i]
         key = layer_key(c)
         if key is None or self.quick_factor is None:
             return 0.0
-        layer_s = self._layer_sums.get(key)
+        layer_s = self._layer_sums.get(key)  # set by the first choice of the key whose costs or layers are known
         if layer_s is None:
-            moe = self.spec.model.moe
-            costs = self._costs.get(i)
-            if costs is not None:
-                dense, moe_cost = costs.dense, costs.moe
-            else:
-                dense, moe_cost = layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch, self._memo)[4:]
-            layer_s = layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
+            layer_s = self._layer_sum(*layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch,
+                                                    self._memo)[4:])
             self._layer_sums[key] = layer_s
         return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), schedule_units(c.schedule, c.pp).count,
                            self.num_layers, self.scale)
