@@ -226,12 +226,39 @@ def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
         model.add(v.layers[u] - first >= 1)
     lo = int(t.layers_min[u])
     hi = lo + max(0, L - int(t.layers_min.sum()))
-    legal = np.argwhere(t.t_split[u, lo:hi + 1] != ILLEGAL)  # (layers - lo, first) of every split the rank can take
-    tuples = [(int(l) + lo, int(f), int(t.t_split[u, int(l) + lo, int(f)])) for l, f in legal]
+    tuples = undominated_splits(t, u, lo, hi)
     expo = model.new_int_var(0, max(e for _, _, e in tuples), f"split_exposure_{u}")
     model.add_allowed_assignments([v.layers[u], first, expo], tuples)
     v.split.append(first)
     return expo, first
+
+
+def undominated_splits(t: StageTable, u: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """(layers, phase-0 layers, exposure) of DualPipe rank ``u``'s legal splits at ``lo..hi`` layers, less those
+    another split of the same layers dominates: no less exposure and no more room for the recompute the model
+    lets the split hold (:func:`_paired_split`, :func:`_recomputing_stages`: under uniform recompute both stages
+    hold r, so the smaller stage's layers; rank 0 with the dense layers, stage p-1's MoE layers; else the larger
+    stage, which recomputes first and so decides how many stages hold a working set). Replacing a dominated split
+    by its dominator keeps every constraint and lowers no term, so the model's optimum and least peak stay."""
+    out = []
+    for l in range(lo, hi + 1):
+        row = t.t_split[u, l]
+        firsts = np.nonzero(row != ILLEGAL)[0]
+        if not len(firsts):
+            continue
+        if t.uniform_recompute:
+            room = np.minimum(firsts, l - firsts)
+        elif u == 0 and t.k_dense:
+            room = l - firsts
+        else:
+            room = np.maximum(firsts, l - firsts)
+        expo = row[firsts]
+        best_room = -1
+        for j in np.lexsort((-room, expo)):  # least exposure first, then most room
+            if room[j] > best_room or (room[j] == best_room and expo[j] == last_expo):
+                out.append((l, int(firsts[j]), int(expo[j])))
+                best_room, last_expo = int(room[j]), int(expo[j])
+    return out
 
 
 def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):

@@ -101,3 +101,57 @@ def test_fixing_the_variables_matches_the_table_rules(drawn, data):
     x = Assignment(layers, rec, dense)
     ok = not assignment_violations(t, x, cap)
     assert _fixed(t, cap, x) == ("OPTIMAL" if ok else "INFEASIBLE"), (t.choice, x, assignment_violations(t, x, cap))
+
+
+@st.composite
+def dualpipe_split_tables(draw):
+    """Tiny DualPipe MoE tables with whole-layer recompute: their split is a variable (StageTable.t_split); the
+    memory draws include caps where recompute decides the split, and caps where nothing fits."""
+    L = draw(st.integers(4, 9))
+    model = {**TINY, "num_layers": L, "moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512,
+                                                  first_dense_layers=draw(st.integers(0, 2)))}
+    pp = draw(st.sampled_from([2, 4]))
+    spec = validate_spec(dict(
+        framework="any", model=model, training=dict(seq_len=2048, global_batch_size=8 * pp),
+        cluster=dict(gpu="H100-SXM-80GB", num_gpus=2 * pp, memory_gib=draw(st.sampled_from([1.1, 1.2, 1.3, 1.5, 2.0, 6.0]))),
+        search=dict(micro_batch_size=[1], pp=[pp], tp=[1], cp=[1], ep=[2], schedules=["dualpipe"],
+                    recompute=["full"], uniform_recompute=draw(st.booleans()))))
+    problem = Problem.build(spec)
+    if not problem.choices:
+        return None
+    t = problem.table(draw(st.integers(0, len(problem.choices) - 1)))
+    return (problem, t) if t.t_split is not None else None
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(drawn=dualpipe_split_tables())
+def test_dropping_dominated_splits_keeps_the_optimum_and_least_peak(drawn):
+    """cpsat.undominated_splits: every split it drops has a kept split of the same layers with no more exposure and
+    no less room, and the model over the kept splits finds the brute force's least U and least peak at it."""
+    assume(drawn is not None)
+    problem, t = drawn
+    cap = problem.cap_kib
+    for u in range(t.num_units):
+        lo = int(t.layers_min[u])
+        hi = lo + max(0, t.num_layers - int(t.layers_min.sum()))
+        kept = set(cpsat.undominated_splits(t, u, lo, hi))
+        for l in range(lo, hi + 1):
+            for f in range(t.num_layers + 1):
+                e = int(t.t_split[u, l, f])
+                if e == -1 or (l, f, e) in kept:
+                    continue
+                assert any(kl == l and ke <= e and _room(t, u, l, kf) >= _room(t, u, l, f) for kl, kf, ke in kept)
+    bf = table_brute_force(t, cap)
+    cp = cpsat.solve(t, cap, CPSAT, 30)
+    assert (bf is None) == (cp.status == "INFEASIBLE"), (t.choice, bf, cp.status)
+    if bf is not None:
+        assert cp.value == bf[0]
+        assert cpsat.solve(t, cap, CPSAT, 30, hold_objective=cp.value).value == bf[1]
+
+
+def _room(t, u: int, l: int, f: int) -> int:
+    """The recompute a split lets its rank hold, as undominated_splits ranks it."""
+    if t.uniform_recompute:
+        return min(f, l - f)
+    return l - f if u == 0 and t.k_dense else max(f, l - f)
