@@ -34,7 +34,8 @@ from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assi
 Method = Literal["cpsat", "exhaustive"]
 # while no plan is known, every this many mean-unit bounds the search solves the choice of least bound among those
 # bounded so far (a probe): a plan early, so a call cut short by its time limit answers FEASIBLE, not UNKNOWN; the
-# probed choice is then done and skipped when its turn comes (the search stays exact: a probe only adds a solution)
+# probed choice is then done and skipped when its turn comes (the search stays exact: a probe only adds a solution).
+# A candidate whose relaxation says nothing fits is done without a solve, and the next one is probed at once
 PROBE_EVERY = 512
 # CP-SAT's share of the call's time for one choice's model: past it, the exhaustive oracle solves the same table
 # (exactly, by sorting; solver/oracle) -- a rare model CP-SAT cannot close quickly (e.g. Llama-3 70B's TP4 PP8
@@ -110,6 +111,11 @@ class Searcher:
         if key not in self._lb:
             self._lb[key] = max(float(self.p.quick_lb[i]), relaxed_bound(self.p.table(i), cap))
         return self._lb[key]
+
+    def relaxed_without_exposure(self, i: int, cap: int) -> float:
+        """The continuous relaxation of choice ``i``'s table less its paired exposure (bounds.relaxed_bound; the
+        table itself where the choice leaves none exposed): infinite exactly where nothing fits either way."""
+        return relaxed_bound(self.p.table_without_exposure(i), cap)
 
     def solve_choice(self, i: int, cap: int, cutoff: Optional[int] = None) -> Optional[RowSolution]:
         """The least-U assignment of choice ``i`` under ``cap`` (None: nothing fits, or nothing reaches
@@ -203,9 +209,8 @@ class Searcher:
                 break
             probe = not solved and bounded >= PROBE_EVERY and bool(probes)
             if probe:  # no plan yet after many bounds: solve the most promising choice bounded so far (anytime)
-                bounded = 0
                 bound, i = heapq.heappop(probes)
-                if i in done:
+                if i in done:  # the next candidate at once
                     continue
                 level = SOLVE
             else:
@@ -218,6 +223,11 @@ class Searcher:
                 if level < SOLVE:  # a tighter bound first (_tighten); the choice is solved at level SOLVE
                     bounded += self._tighten(i, level, bound, cap, bool(solved), queue, probes)
                     continue
+                if probe:
+                    if not np.isfinite(self.relaxed_without_exposure(i, cap)):  # nothing fits: done unsolved,
+                        done.add(i)  # and the next candidate at once
+                        continue
+                    bounded = 0
                 sol = self.solve_choice(i, cap, cutoff=None if probe else limit)
                 done.add(i)
             except OverBudget:  # this choice's structures do not fit the memory budget: left unsolved, bound kept
@@ -271,7 +281,7 @@ class Searcher:
             heapq.heappush(probes, (mean, i))
             return 1
         if level == 2 and P.exposed(i):  # the relaxation without the exposure first (the table's cheaper part)
-            lb = max(float(P.quick_lb[i]), relaxed_bound(P.table_without_exposure(i), cap))
+            lb = max(float(P.quick_lb[i]), self.relaxed_without_exposure(i, cap))
             if np.isfinite(lb):  # infinite: nothing fits, with the exposure neither
                 heapq.heappush(queue, (max(bound, lb), 3, i))
             return 0
