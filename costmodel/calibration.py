@@ -8,37 +8,37 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8331,
-    "matmul_efficiency_hopper": 0.7808,
-    "fp8_matmul_efficiency_hopper": 0.6637,
-    "attention_efficiency_ampere": 0.5945,
-    "attention_efficiency_hopper": 0.2788,
-    "attention_efficiency_flash2": 0.2066,
-    "matmul_shape_penalty": 1.3553,
-    "attention_seq_penalty": 1403.3788,
-    "intra_node_bandwidth_efficiency": 0.7954,
-    "inter_node_bandwidth_efficiency": 0.8773,
-    "hierarchical_collective_efficiency": 0.6544,
-    "intra_node_latency_factor": 1.8025,
-    "inter_node_latency_factor": 0.4717,
-    "tp_comm_overlap": 0.9824,
-    "dp_comm_overlap": 0.485,
-    "zero_microbatch_comm_overlap": 0.2243,
-    "pp_comm_overlap": 0.2976,
-    "activation_traffic_passes": 6.2966,
-    "fp8_attention_speedup": 1.6857,
+    "matmul_efficiency_ampere": 0.8301,
+    "matmul_efficiency_hopper": 0.776,
+    "fp8_matmul_efficiency_hopper": 0.6673,
+    "attention_efficiency_ampere": 0.5951,
+    "attention_efficiency_hopper": 0.2787,
+    "attention_efficiency_flash2": 0.2068,
+    "matmul_shape_penalty": 1.3246,
+    "attention_seq_penalty": 1344.6592,
+    "intra_node_bandwidth_efficiency": 0.7947,
+    "inter_node_bandwidth_efficiency": 0.8774,
+    "hierarchical_collective_efficiency": 0.6726,
+    "intra_node_latency_factor": 1.8084,
+    "inter_node_latency_factor": 0.475,
+    "tp_comm_overlap": 0.9857,
+    "dp_comm_overlap": 0.4683,
+    "zero_microbatch_comm_overlap": 0.2214,
+    "pp_comm_overlap": 0.2897,
+    "activation_traffic_passes": 6.2794,
+    "fp8_attention_speedup": 1.683,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0157,
-    "blackwell_fp8_matmul_ratio": 1.1405,
-    "blackwell_attention_ratio": 0.9498,
+    "blackwell_matmul_ratio": 1.0148,
+    "blackwell_fp8_matmul_ratio": 1.136,
+    "blackwell_attention_ratio": 0.9436,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7931,
-    "fp8_matmul_efficiency_blackwell": 0.7569,
-    "attention_efficiency_blackwell": 0.2648,
+    "matmul_efficiency_blackwell": 0.7875,
+    "fp8_matmul_efficiency_blackwell": 0.7581,
+    "attention_efficiency_blackwell": 0.263,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

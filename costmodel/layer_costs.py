@@ -25,6 +25,7 @@ from parplan.costmodel.data_parallel import DataParallel
 from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gbps, linear_seconds_per_flop,
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GPU
+from parplan.costmodel.fp8_transpose import transpose_seconds
 from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes)
@@ -124,6 +125,7 @@ class GemmRates:
     attn_gemms: list[tuple[float, float, float, float]]
     spf_dense: float  # seconds per linear FLOP of the dense layer (attention + MLP GEMMs)
     attn_core_s: float  # the attention core (QK^T, AV), fwd+bwd
+    fp8_transpose_s: float = 0.0  # the dense layer's transposed FP8 copies on a TN-only generation (fp8_transpose.py)
 
     @staticmethod
     def of(ctx: ChoiceContext, memo: dict | None = None) -> "GemmRates":
@@ -139,7 +141,7 @@ class GemmRates:
                 return GemmRates(ctx, *hit)
         out = GemmRates._of(ctx)
         if key is not None:
-            memo[key] = (out.up, out.attn_gemms, out.spf_dense, out.attn_core_s)
+            memo[key] = (out.up, out.attn_gemms, out.spf_dense, out.attn_core_s, out.fp8_transpose_s)
         return out
 
     @staticmethod
@@ -169,7 +171,8 @@ class GemmRates:
             d_head, s_rank, seq = m.head_size, ctx.s_rank, ctx.seq
             attn_core_s = ctx.tokens_gpu * arch.attention_core_flops(seq, full_scores=True) * linear_seconds_per_flop(
                 a, gpu, ctx.precision, ctx.peak, [(1.0, s_rank, d_head, seq), (1.0, s_rank, seq, d_head)])
-        return GemmRates(ctx, up, attn_gemms, spf_dense, attn_core_s)
+        fp8_transpose_s = transpose_seconds(a, gpu, ctx.precision, ctx.hbm_Bps, attn_gemms + mlp_gemms)
+        return GemmRates(ctx, up, attn_gemms, spf_dense, attn_core_s, fp8_transpose_s)
 
     def spf(self, gemms: list[tuple[float, float, float, float]]) -> float:
         ctx = self.ctx
@@ -372,7 +375,7 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     dense_params_gpu = dense_layer_params_gpu(ctx)
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
     dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
-    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token)
+    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
     rc_comm = ctx.recompute_comm(lc.tp_layer_fwd_s, lc.cp.fwd_s, 0.0)
     return LayerCost(
         compute_s=dense_compute + acts.selective_s,
@@ -417,7 +420,12 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
     moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
                                + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
                                + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
-    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token)
+    # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this GPU
+    # (experts/ep experts of M_e rows each, the busiest rank's load)
+    expert_rows = M_e * moe.num_experts / c.ep * moe_busiest_load(ctx)
+    transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
+                                   nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
+    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
         reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
