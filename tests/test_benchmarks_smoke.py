@@ -53,3 +53,18 @@ def test_bridge_harness_maps_recipes_and_counts_recompute_as_megatron_does():
     assert fp.bridge_recomputed(got) == [4, 4]
     assert fp.bridge_recomputed({**got, "recompute_method": "uniform", "recompute_num_layers": 1}) == [6, 8]
     assert fp.bridge_recomputed({**got, "recompute_granularity": "selective"}) == [0, 0]
+
+
+def test_answers_digest_tells_a_changed_plan_from_a_changed_count(tmp_path, capsys):
+    import json
+
+    mod = _load("answers_digest")
+    old = {"s top1": {"plans": [{"step": 1.0}], "stats": {"choices_searched": 9}}}
+    fewer = {"s top1": {"plans": [{"step": 1.0}], "stats": {"choices_searched": 3}}}
+    other = {"s top1": {"plans": [{"step": 1.5}], "stats": {"choices_searched": 9}}}
+    for name, d in (("old", old), ("fewer", fewer), ("other", other)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(d))
+    assert mod.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "fewer.json")]) == 0
+    assert "plans same; stats {'choices_searched': (9, 3)}" in capsys.readouterr().out
+    assert mod.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "other.json")]) == 1
+    assert "PLANS DIFFER" in capsys.readouterr().out
