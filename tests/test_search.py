@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import small_specs, spec_repr
+from solver_checks import REL_TOL
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import search
 from parplan.solver.cpsat import SolverControls
@@ -58,8 +59,9 @@ def test_per_choice_fallback_to_the_oracle_is_exact(no_explanations, monkeypatch
 
 def test_a_call_cut_short_answers_feasible_with_a_plan():
     """DeepSeek-V3 on 2,048 H800 (benchmarks/solver_speed.py's scenario: ~30k choices, thousands bounded before any
-    is solved in the search's own order) asked for its 10 best under a 5 s limit (it proves its optimum in about 7 s and
-    its 10 best in about 27 s on 2 cores, benchmarks/results/solver_speed.txt): a plan, FEASIBLE, with a bound below it."""
+    is solved in the search's own order) asked for its 10 best under a 5 s limit (it proves its optimum in about 3.4 s
+    and its 10 best in about 9.4 s on 2 cores, benchmarks/results/solver_speed.txt): a plan, FEASIBLE (the ten best
+    not proven), with a bound at most its step time (the solver's own value where the best one is proven, gap 0)."""
     from benchmarks.solver_speed import SCENARIOS
 
     name, raw = SCENARIOS[-1]
@@ -67,5 +69,6 @@ def test_a_call_cut_short_answers_feasible_with_a_plan():
     res = optimize(validate_spec(raw), top_k=10, controls=SolverControls(workers=1, deterministic=True,
                                                                          time_limit_s=5))
     assert res.status == "FEASIBLE" and res.plans
-    assert res.stats.best_bound is not None and 0 < res.stats.gap < 1
-    assert res.stats.best_bound < res.plans[0].metrics.step_time_s
+    assert res.stats.best_bound is not None and 0 <= res.stats.gap < 1
+    # the bound is in the solver's integer units, the step time the float evaluator's (they agree within REL_TOL)
+    assert res.stats.best_bound <= res.plans[0].metrics.step_time_s * (1 + REL_TOL)
