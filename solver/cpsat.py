@@ -253,7 +253,7 @@ def undominated_splits(t: StageTable, u: int, lo: int, hi: int) -> list[tuple[in
         else:
             room = np.maximum(firsts, l - firsts)
         expo = row[firsts]
-        best_room = -1
+        best_room, last_expo = -1, -1
         for j in np.lexsort((-room, expo)):  # least exposure first, then most room
             if room[j] > best_room or (room[j] == best_room and expo[j] == last_expo):
                 out.append((l, int(firsts[j]), int(expo[j])))
