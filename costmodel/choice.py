@@ -121,16 +121,21 @@ class ChoiceCosts:
             return ChunkWork(dense * self.dense.compute_s, 0.0 * dense)
         return ChunkWork(dense * self.dense.compute_s + moe * self.moe.compute_s, moe * self.moe.a2a_s)
 
+    @property
+    def paired_exposure(self) -> bool:
+        """Whether a rank's all-to-all is priced beside its partner stage's compute (:meth:`rank_exposed_s`): a
+        paired schedule (DualPipe, DualPipeV) on an MoE model whose all-to-all takes time."""
+        return Schedule(self.choice.schedule).paired and self.moe is not None and self.moe.a2a_s != 0.0
+
     def rank_exposed_s(self, rank: int, a: tuple[int, int], b: tuple[int, int]) -> float:
         """The EP all-to-all rank ``rank`` leaves exposed per micro-batch when its phase-0 and phase-1 stages
         (DualPipe: stages min(rank, p-1-rank) and max) or chunks (DualPipeV) hold ``a`` and ``b`` (dense, MoE)
         layers: what each pairing's compute cannot cover, the lone chunks' in full (costmodel/paired_overlap.py);
         0 for the other schedules, whose layers carry their own ``ep_s``."""
-        schedule = Schedule(self.choice.schedule)
-        if not schedule.paired or self.moe is None or self.moe.a2a_s == 0.0:
+        if not self.paired_exposure:
             return 0.0
-        pair = dualpipe_rank_exposed_s if schedule is Schedule.DUALPIPE else dualpipev_rank_exposed_s
         c = self.choice
+        pair = dualpipe_rank_exposed_s if Schedule(c.schedule) is Schedule.DUALPIPE else dualpipev_rank_exposed_s
         return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
     def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple, rank_class=None):
@@ -139,7 +144,7 @@ class ChoiceCosts:
         arrays whose first axis is the rank, or with ``rank_class`` (an int array, one entry per rank) the rank's
         row of them (ranks of equal work share their pairings' exposure). DualPipe with an all-to-all only."""
         c = self.choice
-        if Schedule(c.schedule) is not Schedule.DUALPIPE or self.moe is None or self.moe.a2a_s == 0.0:
+        if Schedule(c.schedule) is not Schedule.DUALPIPE or not self.paired_exposure:
             raise ValueError("every rank at once: DualPipe with an EP all-to-all only")
         c0, c1 = self.chunk_work(*a), self.chunk_work(*b)
         p01, p10 = pair_exposed_s(c0, c1, self.fwd_share), pair_exposed_s(c1, c0, self.fwd_share)

@@ -39,7 +39,7 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
     value is every split's exposure, ``[u, total, phase-0 layers]``, :data:`ILLEGAL` where the rank cannot take
     it; else None."""
     c = costs.choice
-    if not pipe.schedule.paired or costs.moe is None or costs.moe.a2a_s == 0.0:
+    if not costs.paired_exposure:
         return None, None, None
     if pipe.schedule is Schedule.DUALPIPE and c.pp >= 2 and pipe.count * (num_layers + 1) ** 2 <= VECTOR_TABLE_MAX:
         return dualpipe_exposure_table(costs, pipe.count, num_layers, k, even, time_unit_ns, every_split)

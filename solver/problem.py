@@ -19,7 +19,6 @@ from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
-from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
 from parplan.solver.deadline import budget
@@ -88,8 +87,7 @@ class Problem:
 
     def table(self, i: int, split: StageSplit | None = None, uniform: bool | None = None) -> StageTable:
         """Choice ``i``'s table under the problem's stage split and recompute rule, or under the ones given."""
-        split = self.options.stage_split if split is None else split
-        uniform = self.options.uniform_recompute if uniform is None else uniform
+        split, uniform = self._rule(split, uniform)
         key = (i, split, uniform, True)
         t = self._tables.get(key)
         if t is None:
@@ -101,8 +99,7 @@ class Problem:
                                uniform: bool | None = None) -> StageTable:
         """Choice ``i``'s table less its paired exposure (tables.build_table): the search's first relaxation
         reads it; :meth:`table` adds the exposure to it."""
-        split = self.options.stage_split if split is None else split
-        uniform = self.options.uniform_recompute if uniform is None else uniform
+        split, uniform = self._rule(split, uniform)
         key = (i, split, uniform, False)
         t = self._tables.get(key)
         if t is None:
@@ -122,11 +119,15 @@ class Problem:
             self._tables[key] = t
         return t
 
+    def _rule(self, split: StageSplit | None, uniform: bool | None) -> tuple[StageSplit, bool]:
+        """The stage split and recompute rule given, else the problem's."""
+        return (self.options.stage_split if split is None else split,
+                self.options.uniform_recompute if uniform is None else uniform)
+
     def exposed(self, i: int) -> bool:
         """Whether choice ``i``'s table prices a paired exposure (a paired schedule's all-to-all beside its partner
         stage's compute, tables.with_exposure): :meth:`table` then adds to :meth:`table_without_exposure`."""
-        moe = self.costs(i).moe
-        return Schedule(self.choices[i].schedule).paired and moe is not None and moe.a2a_s != 0.0
+        return self.costs(i).paired_exposure
 
     def costs(self, i: int) -> ChoiceCosts:
         """Choice ``i``'s costs (computed once)."""
