@@ -336,10 +336,12 @@ def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architec
     """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
     pieces of :func:`choice_costs`, before its stage extras and post-passes (the solver's layer bound reads the
     layers alone: solver/bounds.py ``layer_sum_s``). ``memo``: pieces shared by the choices of one spec, GPU,
-    assumptions and architecture (:meth:`GemmRates.of`), the same values as without it."""
-    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a))
+    assumptions and architecture (:meth:`GemmRates.of`, :meth:`Activations.of`, :meth:`~comm.Comm.of`), the same values
+    as without it (tests/test_layer_bound.py)."""
+    ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a),
+                           memo)
     rates = GemmRates.of(ctx, memo)
-    acts = Activations.of(ctx, rates)
+    acts = Activations.of(ctx, rates, memo)
     layer_comm = LayerComm.of(ctx, rates)
     return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
             moe_layer_cost(ctx, rates, acts, layer_comm))

@@ -9,6 +9,7 @@ the expert parameters (HSDP included), the EP all-to-all, the TP/ETP rings and t
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -89,7 +90,26 @@ class Comm:
     dispatch_bytes: float  # per dispatched element (moe_comm.py; the combine is BF16)
 
     @staticmethod
-    def of(c: Choice, gpu: GPU, a: Assumptions, domain: int) -> "Comm":
+    def of(c: Choice, gpu: GPU, a: Assumptions, domain: int, memo: dict | None = None) -> "Comm":
+        """The communication of ``c``; with ``memo`` (one per GPU and assumptions: the solver's Problem, as
+        layer_costs.GemmRates.of's) shared by the choices of equal degrees, ZeRO replicas, SP, CP comm type and FP8
+        dispatch, all of the choice it reads, each copy holding its own choice (DataParallel.of reads its
+        optimizer fields)."""
+        if memo is None:
+            return Comm._of(c, gpu, a, domain)
+        key = ("Comm", c.tp, c.cp, c.pp, c.dp, c.ep, c.etp, c.zero_replicas, c.sequence_parallel_on, c.cp_comm_type,
+               c.moe_fp8_dispatch, domain)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = Comm._of(c, gpu, a, domain)
+        if hit.c is c:
+            return hit
+        out = copy(hit)
+        object.__setattr__(out, "c", c)
+        return out
+
+    @staticmethod
+    def _of(c: Choice, gpu: GPU, a: Assumptions, domain: int) -> "Comm":
         n = c.num_gpus
         nv, net = tier_links(gpu, a)
 

@@ -91,7 +91,8 @@ class ChoiceContext:
 
     @staticmethod
     def of(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, domain: int,
-           zero: int) -> "ChoiceContext":
+           zero: int, memo: dict | None = None) -> "ChoiceContext":
+        """``memo``: as :meth:`GemmRates.of`'s, shared with :meth:`Comm.of` (the links of equal degrees)."""
         precision = spec.training.precision
         peak = gpu.peak_tflops(precision) * 1e12
         rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
@@ -99,7 +100,7 @@ class ChoiceContext:
         s_rank = seq // c.cp
         tokens_tp_group = c.micro_batch_size * s_rank
         fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
-        comm = Comm.of(c, gpu, a, domain)
+        comm = Comm.of(c, gpu, a, domain, memo)
         return ChoiceContext(
             spec=spec, c=c, gpu=gpu, a=a, arch=arch, m=spec.model, h=spec.model.hidden_size, seq=seq, domain=domain,
             precision=precision, peak=peak, rate=rate, zero=zero, s_rank=s_rank, tokens_tp_group=tokens_tp_group,
@@ -215,7 +216,22 @@ class Activations:
     selective_s: float  # extra time from selective recompute, per layer and micro-batch
 
     @staticmethod
-    def of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
+    def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "Activations":
+        """The activations of ``ctx``'s choice; with ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of
+        equal GemmRates key, SP, recompute granularity, EP and ETP, all of the choice it reads (the busiest EP
+        rank's load and the routed experts' widths: :func:`moe_mlp_activation_per_token`)."""
+        if memo is None:
+            return Activations._of(ctx, rates)
+        c = ctx.c
+        key = ("Activations", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+               c.ep, c.etp)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = Activations._of(ctx, rates)
+        return out
+
+    @staticmethod
+    def _of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
         a, c, m, arch, h, sp = ctx.a, ctx.c, ctx.m, ctx.arch, ctx.h, ctx.sp
         policy = selective_policy(a, m.mla is not None)
         per_op_sac = (c.recompute == "selective" and policy == "alternate_matmuls"
