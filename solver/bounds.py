@@ -25,7 +25,7 @@ import numpy as np
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel import moe_comm
-from parplan.costmodel.choice import Choice, LayerCost, bubble_factor, effective_zero_stage
+from parplan.costmodel.choice import Choice, LayerCost, bubble_factor
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
@@ -132,16 +132,21 @@ def least_integer_reaching(reached, low: float, high: float) -> float:
     return high
 
 
-def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
-                 arch: Architecture) -> tuple[np.ndarray, np.ndarray]:
+def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, arch: Architecture,
+                 factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Lower bounds computed from a choice alone, before its coefficient table is built.
 
     Step time (seconds): every stage's mean share of the model FLOPs at the fastest rate the assumptions
     allow, times (m + bubble); no communication, no recomputation. Memory (KiB): the mean stage's weights,
     gradients and optimizer states (no activations). Both are lower bounds of the full model's values.
+    ``factors``: each choice's m + bubble_factor (Problem.build's ``quick_factor``), computed here if not given.
+    Array arithmetic over every choice in the order the scalar formulas apply it (the same floats: IEEE operations
+    are element-wise), the model states by ``memory.model_state_bytes`` over the choices of one ZeRO stage, optimizer
+    state dtype and offload share.
     """
     if not choices:
         return np.zeros(0), np.zeros(0)
+    check()
     seq = spec.training.seq_len
     peak = gpu.peak_tflops(spec.training.precision) * 1e12
     effs = [a.matmul_efficiency]
@@ -154,26 +159,37 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions,
     flops_token = arch.model_flops_per_token(seq, a.attention_flops_causal_fraction)
     expert_total = arch.num_moe_layers * arch.expert_params_per_layer
     other_total = arch.total_params - expert_total
-    step_lb_s = np.empty(len(choices))
-    mem = np.empty(len(choices))
-    for i, c in enumerate(choices):
-        if i % 1024 == 0:
-            check()
-        tokens_gpu = c.micro_batch_size * (seq // c.cp) / c.tp
-        t_mean_s = tokens_gpu * flops_token / fastest / c.pp
-        step_lb_s[i] = (c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9)
-        g_dense = c.dense_shard  # HSDP: the shard group (the whole DP·CP group when zero_replicas is 1)
-        g_expert = c.expert_shard
-        zero = effective_zero_stage(c.zero_stage, c.pp, a)
-        o = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
-        f = c.optimizer_offload_fraction
-        states = (model_state_bytes(other_total / c.tp / c.pp, zero, g_dense, a.weight_bytes,
-                                    a.grad_bytes, o, f, a.zero3_resident_weight_bytes)
-                  + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, g_expert,
-                                      a.weight_bytes, a.grad_bytes, o, f, a.zero3_resident_weight_bytes))
-        states *= schedule_units(c.schedule, c.pp).stages_per_unit  # a DualPipe rank holds two stages
-        mem[i] = np.floor(states * (1 - 1e-9) / KIB)
-    return step_lb_s, mem
+    if factors is None:
+        factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in choices])
+    tp, cp, pp, dp, ep, etp, mbs, zero_stage, replicas = np.array(
+        [(c.tp, c.cp, c.pp, c.dp, c.ep, c.etp, c.micro_batch_size, c.zero_stage, c.zero_replicas) for c in choices],
+        dtype=np.int64).T
+    tokens_gpu = mbs * (seq // cp) / tp
+    t_mean_s = tokens_gpu * flops_token / fastest / pp
+    step_lb_s = factors * t_mean_s * (1 - 1e-9)
+    g_dense = np.maximum(1, dp * cp // replicas)  # Choice.dense_shard, Choice.expert_shard
+    g_expert = np.maximum(1, (tp * cp * dp) // (ep * etp) // replicas)
+    # effective_zero_stage, and the parameters of a stage on one GPU
+    zero = np.where((zero_stage >= 2) & (pp > 1) & a.zero_unsharded_across_microbatches_with_pp, 1, zero_stage)
+    dense_params, expert_params = other_total / tp / pp, expert_total / (ep * etp) / pp
+    units: dict = {}  # schedule_units' stages_per_unit by (schedule, pp): a DualPipe rank holds two stages
+    per_unit = np.array([units[k] if k in units else units.setdefault(k, schedule_units(*k).stages_per_unit)
+                         for k in ((c.schedule, c.pp) for c in choices)])
+    group_ids: dict = {}  # (optimizer state dtypes, offload share) -> id
+    group = np.array([group_ids.setdefault((c.optimizer_states, c.optimizer_offload_fraction), len(group_ids))
+                      for c in choices])
+    states = np.empty(len(choices))
+    for (opt_states, f), g in group_ids.items():
+        o = optimizer_state_bytes(opt_states, a.optimizer_bytes)
+        for z in np.unique(zero[group == g]):
+            sel = (group == g) & (zero == z)
+            states[sel] = (model_state_bytes(dense_params[sel], int(z), g_dense[sel], a.weight_bytes, a.grad_bytes,
+                                             o, f, a.zero3_resident_weight_bytes)
+                           + model_state_bytes(expert_params[sel], int(z), g_expert[sel], a.weight_bytes,
+                                               a.grad_bytes, o, f, a.zero3_resident_weight_bytes))
+    states *= per_unit
+    check()
+    return step_lb_s, np.floor(states * (1 - 1e-9) / KIB)
 
 
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)

@@ -67,9 +67,9 @@ class Problem:
         space = enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)
         arch = Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
-        step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch)
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
             if space.choices else np.ones(1)
+        step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
         if len(step_lb_s):
             best = int(np.argmin(step_lb_s))
             stage_ns = step_lb_s[best] / factors[best] * 1e9

@@ -385,6 +385,8 @@ class _Expansion:
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
                       and (moe is None or moe.first_dense_layers == 0))
         self.framework = spec_profile(spec) is not None  # its rules beyond the intersected options (ETP ∈ {1, TP})
+        self._layouts: dict[int, list] = {}  # schedule_layouts by pp (all else it reads is the expansion's)
+        self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
 
     def heads(self, n: int, tp: int, cp: int, pp: int, dp: int):
         """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
@@ -399,8 +401,10 @@ class _Expansion:
                 self.tally.reject(why)
                 continue
             for mbs, num_microbatches in batch_splits(gbs, dp, opts, self.tally):
-                for schedule, vpp, first_trim, last_trim in schedule_layouts(pp, num_layers, opts, self.pruned,
-                                                                             self.trims):
+                layouts = self._layouts.get(pp)
+                if layouts is None:
+                    layouts = self._layouts[pp] = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims))
+                for schedule, vpp, first_trim, last_trim in layouts:
                     head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
                                   num_microbatches=num_microbatches, vpp=vpp, schedule=schedule,
                                   first_chunk_trim=first_trim, last_chunk_trim=last_trim, cp_comm_type=kind)
@@ -417,7 +421,11 @@ class _Expansion:
         sps = sequence_parallel_values(head.tp, self.opts)
         expert_group = (head.tp * head.cp * head.dp) // (head.ep * head.etp) if spec.model.moe else 1
         trimmed = head.first_chunk_trim or head.last_chunk_trim
-        for z in zero_stages_at(pruned, self.opts, self.a, head.pp, head.dp * head.cp, expert_group):
+        groups = (head.pp, head.dp * head.cp, expert_group)
+        zeros = self._zero_stages.get(groups)
+        if zeros is None:
+            zeros = self._zero_stages[groups] = zero_stages_at(pruned, self.opts, self.a, *groups)
+        for z in zeros:
             for replicas, states, offload in pruned.memory_dims:
                 mem = head.but(zero_stage=z, zero_replicas=replicas, optimizer_states=states,
                                optimizer_offload_fraction=offload)
