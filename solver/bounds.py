@@ -18,6 +18,7 @@ DualPipe rank only lowers the bound, so a choice whose bound exceeds a known pla
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -205,8 +206,13 @@ def layer_key(c: Choice) -> tuple | None:
     if c.activation_offload_layers:
         return None
     return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
-            Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
-            c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus)
+            *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus)
+
+
+@functools.lru_cache(maxsize=None)
+def _schedule_terms(schedule: str, a2a_overlap: bool) -> tuple[bool, bool]:
+    """(paired, hides the all-to-all) of a schedule as moe_layer_cost reads them (:func:`layer_key`'s)."""
+    return Schedule(schedule).paired, moe_comm.overlaps_all_to_all(schedule, a2a_overlap)
 
 
 def layer_sum_s(dense: LayerCost, moe: LayerCost | None, num_layers: int, k_dense_model: int) -> float:

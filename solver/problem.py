@@ -8,6 +8,7 @@ sharing one count, as Megatron's ``--decoder-first/last-pipeline-num-layers`` ex
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -175,7 +176,7 @@ class Problem:
             layer_s = self._layer_sum(*layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch,
                                                     self._memo)[4:])
             self._layer_sums[key] = layer_s
-        return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), schedule_units(c.schedule, c.pp).count,
+        return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), unit_count(c.schedule, c.pp),
                            self.num_layers, self.scale)
 
     def order(self, cap_kib: int) -> list[int]:
@@ -199,6 +200,12 @@ class Problem:
     def evaluation(self, i: int, x: Assignment) -> Evaluation:
         """The float evaluator's verdict on choice ``i`` with assignment ``x`` (every answer is re-evaluated)."""
         return self.evaluate(self.plan(i, x))
+
+
+@functools.lru_cache(maxsize=None)
+def unit_count(schedule: str, pp: int) -> int:
+    """tables.schedule_units(schedule, pp).count (the layer bound asks it for every choice it bounds)."""
+    return schedule_units(schedule, pp).count
 
 
 def trimmed_layout(c: Choice, stage_layers: list[int]) -> list[list[int]] | None:
