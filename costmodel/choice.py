@@ -20,7 +20,7 @@ same coefficients, integer-scaled, so both always agree. Sources of every term a
 * the DP/ZeRO exposure, the optimizer offload and the model states (:class:`~data_parallel.DataParallel`);
 * the GEMM rates and the attention core (:class:`~layer_costs.GemmRates`), the activation bytes per token
   (:class:`~layer_costs.Activations`), a layer's TP and CP communication (:class:`~layer_costs.LayerComm`);
-* the dense and the MoE layer (:func:`~layer_costs.dense_layer_cost`, :func:`~layer_costs.moe_layer_cost`);
+* the dense and the MoE layer (:func:`~layer_costs.dense_layer_cost`, :func:`~moe_layer.moe_layer_cost`);
 * the first / last stage extras with MTP, the stage boundary and the per-stage working set
   (:mod:`stage_extras`);
 * post-passes that move terms between the stage extras and the layers (:func:`_spread_embedding`) or change
@@ -44,7 +44,8 @@ from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.paired_overlap import (ChunkWork, counted_exposed_s, dualpipe_rank_exposed_s,
                                              dualpipe_step_counts, dualpipev_rank_exposed_s, pair_exposed_s)
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
-                                           dense_layer_cost, moe_layer_cost)
+                                           dense_layer_cost)
+from parplan.costmodel.moe_layer import MoeLayerTimes, moe_layer_cost
 from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec import Spec
@@ -53,7 +54,7 @@ from parplan.costmodel.stage_extras import end_stage_costs, pipeline_boundary, s
 # the names other modules import from here (Link, ZeroGroup, LayerCost, tier_links, link and cp_attention_comm live
 # in comm.py and layer_costs.py, where the pieces of choice_costs read them)
 __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_factor", "choice_costs",
-           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "layer_pieces", "link",
+           "cp_attention_comm", "device_memory_bytes", "effective_zero_stage", "inflight_microbatches", "last_stage_inflight", "layer_pieces", "layer_times", "link",
            "nvlink_domain_size", "tier_links", "usable_memory_bytes", "with_schedule"]
 
 def inflight_microbatches(c: Choice, stage: int) -> float:
@@ -334,17 +335,29 @@ def choice_costs(spec: Spec, choice: Choice, gpu: GPU, a: Assumptions, arch: Arc
 
 def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None = None):
     """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
-    pieces of :func:`choice_costs`, before its stage extras and post-passes (the solver's layer bound reads the
-    layers alone: solver/bounds.py ``layer_sum_s``). ``memo``: pieces shared by the choices of one spec, GPU,
-    assumptions and architecture (:meth:`GemmRates.of`, :meth:`Activations.of`, :meth:`~comm.Comm.of`), the same values
-    as without it (tests/test_layer_bound.py)."""
+    pieces of :func:`choice_costs`, before its stage extras and post-passes. ``memo``: pieces shared by the choices
+    of one spec, GPU, assumptions and architecture (:meth:`GemmRates.of`, :meth:`Activations.of`,
+    :meth:`~comm.Comm.of`, :meth:`~moe_layer.MoeLayerTimes.of`), the same values as without it
+    (tests/test_layer_bound.py)."""
+    ctx, rates, acts, layer_comm = _layer_context(spec, c, gpu, a, arch, memo)
+    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
+            moe_layer_cost(ctx, rates, acts, layer_comm, memo))
+
+
+def layer_times(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None = None):
+    """(dense layer, MoE layer times or None) of one choice: the ``compute_s``, ``tp_s`` and ``ep_s`` that
+    :func:`layer_pieces`' layers hold (the solver's layer bound reads them alone: solver/bounds.py ``layer_sum_s``),
+    without the MoE layer's ZeRO/DP and state terms (:class:`~moe_layer.MoeLayerTimes`)."""
+    ctx, rates, acts, layer_comm = _layer_context(spec, c, gpu, a, arch, memo)
+    moe = MoeLayerTimes.of(ctx, rates, acts, layer_comm, memo) if spec.model.moe is not None else None
+    return dense_layer_cost(ctx, rates, acts, layer_comm), moe
+
+
+def _layer_context(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None):
     ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a),
                            memo)
     rates = GemmRates.of(ctx, memo)
-    acts = Activations.of(ctx, rates, memo)
-    layer_comm = LayerComm.of(ctx, rates)
-    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
-            moe_layer_cost(ctx, rates, acts, layer_comm))
+    return ctx, rates, Activations.of(ctx, rates, memo), LayerComm.of(ctx, rates)
 
 
 def _runtime_fields(spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """One layer of a choice on one GPU, per micro-batch: its GEMM rates, its activations, its TP and CP
-communication, and the dense and MoE :class:`LayerCost` built from them (the pieces of
-:func:`parplan.costmodel.choice.choice_costs`).
+communication, and the dense :class:`LayerCost` built from them (the pieces of
+:func:`parplan.costmodel.choice.choice_costs`; the MoE layer's: :mod:`moe_layer`).
 
 :class:`ChoiceContext` holds what every piece reads (the spec, the choice, the GPU, the assumptions, the
 architecture, the token counts and the choice's :class:`~parplan.costmodel.comm.Comm` and
@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parplan.costmodel import moe_comm, moe_dispatch
-from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
+from parplan.costmodel import moe_dispatch
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, selective_policy
 from parplan.costmodel.comm import Comm, cp_attention_comm
@@ -26,7 +25,6 @@ from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gb
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.fp8_transpose import transpose_seconds
-from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes)
 from parplan.costmodel.spec import ModelSpec, Spec
@@ -410,80 +408,4 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         model_flops=dense_flops,
         recompute_flops=dense_flops * fwd_share,
         linear_s=dense_linear,
-    )
-
-
-def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> LayerCost | None:
-    """An MoE layer (None for a dense model): the non-expert and routed-expert GEMMs, the EP all-to-all and the
-    expert-TP collectives, ZeRO/DP over the dense and the expert-DP groups."""
-    moe = ctx.m.moe
-    if moe is None:
-        return None
-    a, c, arch, dp, comm, h, M = ctx.a, ctx.c, ctx.arch, ctx.dp, ctx.comm, ctx.h, ctx.M
-    tokens_gpu, tokens_tp_group, fwd_share, up, spf = ctx.tokens_gpu, ctx.tokens_tp_group, ctx.fwd_share, rates.up, rates.spf
-    dense_grp, expert_grp = comm.dense_group, comm.expert_group
-    nonexpert_gpu, expert_gpu = moe_params_gpu(ctx)
-    moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
-                                    + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
-    f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
-    # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
-    M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
-    shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
-                    (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-    nonexpert = rates.attn_gemms + shared_gemms
-    router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
-    expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
-                               + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
-                               + arch.moe_layer_expert_flops * moe_busiest_load(ctx) * spf(expert_gemms))
-    # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this GPU
-    # (experts/ep experts of M_e rows each, the busiest rank's load)
-    expert_rows = M_e * moe.num_experts / c.ep * moe_busiest_load(ctx)
-    transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
-                                   nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
-    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
-    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
-    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
-        reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
-        moe_compute /= 1.0 - reserved
-        moe_linear /= 1.0 - reserved
-    a2a = comm.all_to_all_s(tokens_gpu * h, moe)
-    # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
-    # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
-    # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
-    if Schedule(c.schedule).paired:
-        ep_layer = 0.0
-    elif c.moe_a2a_overlap:
-        ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
-    else:
-        ep_layer = comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-    # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
-    # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
-    # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
-    # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
-    etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
-    shared_blocks = 1 if moe.num_shared_experts else 0
-    tp_moe = (1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one
-    tp_moe_fwd = (1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one
-    rc_comm_m = ctx.recompute_comm(tp_moe_fwd, lc.cp.fwd_s, ep_layer)
-    parts = [(nonexpert_gpu, dense_grp), (expert_gpu, expert_grp)]
-    return LayerCost(
-        compute_s=moe_compute + acts.selective_s,
-        tp_s=tp_moe,
-        cp_s=lc.cp.total_s,
-        ep_s=ep_layer,
-        zero_s=dp.zero_exposed(parts, moe_compute),
-        recompute_s=moe_compute * fwd_share + sum(rc_comm_m),
-        recompute_comm=rc_comm_m,
-        selective_s=acts.selective_s,
-        states_bytes=(dp.states(nonexpert_gpu, dense_grp) + dp.states(expert_gpu, expert_grp)
-                      + dp.fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
-                                            + expert_gpu)),
-        act_bytes=tokens_tp_group * (acts.moe_per_token + acts.stored_gathered),
-        act_recomputed_bytes=tokens_tp_group * acts.recomputed_per_token,
-        dp_s=dp.dp_exposed(parts, moe_compute),
-        model_flops=moe_model_flops,
-        recompute_flops=moe_model_flops * fwd_share,
-        linear_s=moe_linear,
-        a2a_s=2 * a2a if Schedule(c.schedule).paired else 0.0,
     )

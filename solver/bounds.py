@@ -196,7 +196,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
 def layer_key(c: Choice) -> tuple | None:
     """The Choice fields that fix a layer's compute, TP and EP times (``LayerCost.compute_s``, ``tp_s``, ``ep_s`` of
-    the dense and the MoE layer; costmodel/layer_costs.py): the token counts (tp, cp, micro-batch size), SP, the
+    the dense and the MoE layer; costmodel/layer_costs.py, costmodel/moe_layer.py): the token counts (tp, cp, micro-batch size), SP, the
     GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
     granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
     all-to-all), the FP8 dispatch, and the links' tiers (the world size). Not the DP, ZeRO, PP or micro-batch
@@ -215,11 +215,12 @@ def _schedule_terms(schedule: str, a2a_overlap: bool) -> tuple[bool, bool]:
     return Schedule(schedule).paired, moe_comm.overlaps_all_to_all(schedule, a2a_overlap)
 
 
-def layer_sum_s(dense: LayerCost, moe: LayerCost | None, num_layers: int, k_dense_model: int) -> float:
+def layer_sum_s(dense: LayerCost, moe, num_layers: int, k_dense_model: int) -> float:
     """Every layer's compute, TP and EP time without recompute, per micro-batch (seconds): the part of the
     mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
     terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
-    products of non-negative terms are monotone, so this is at most that sum."""
+    products of non-negative terms are monotone, so this is at most that sum. ``moe``: the MoE LayerCost, its
+    moe_layer.MoeLayerTimes (the same three terms: costmodel.choice.layer_times) or None."""
     main, k = (moe, k_dense_model) if moe is not None else (dense, 0)
     return k * (dense.compute_s + dense.tp_s + dense.ep_s) + (num_layers - k) * (main.compute_s + main.tp_s + main.ep_s)
 

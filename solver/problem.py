@@ -16,7 +16,7 @@ import numpy as np
 
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_pieces,
+from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_times,
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluate import Evaluation, evaluate
 from parplan.costmodel.hardware import GPU, resolve_gpu
@@ -166,15 +166,14 @@ class Problem:
         """A lower bound of :meth:`mean_bound` from the choice's layer times alone (bounds.layer_bound), shared by
         every choice of one bounds.layer_key (0 without one): the search's bound between the quick and the mean. The
         layer times are read off the first choice of the key whose costs are computed (:meth:`costs`), else computed
-        (costmodel.choice.layer_pieces, the same values: tests/test_layer_bound.py)."""
+        (costmodel.choice.layer_times, the same values: tests/test_layer_bound.py)."""
         c = self.choices[i]
         key = layer_key(c)
         if key is None or self.quick_factor is None:
             return 0.0
         layer_s = self._layer_sums.get(key)  # set by the first choice of the key whose costs or layers are known
         if layer_s is None:
-            layer_s = self._layer_sum(*layer_pieces(self.spec, c, self.gpu, self.assumptions, self.arch,
-                                                    self._memo)[4:])
+            layer_s = self._layer_sum(*layer_times(self.spec, c, self.gpu, self.assumptions, self.arch, self._memo))
             self._layer_sums[key] = layer_s
         return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), unit_count(c.schedule, c.pp),
                            self.num_layers, self.scale)

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from benchmarks.solver_speed import SCENARIOS
-from parplan.costmodel.choice import choice_costs
+from parplan.costmodel.choice import choice_costs, layer_times
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import bounds
 from parplan.solver.bounds import layer_key, layer_sum_s
@@ -99,7 +99,14 @@ def test_the_shared_pieces_change_no_cost(name):
     sample = _sample(p, 500, seed=13)
     for i in sample:
         c = p.choices[i]
-        assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == \
-            choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch), c
+        fresh = choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch)
+        assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == fresh, c
+        # the layer bound's layer times (costmodel.choice.layer_times): the same three terms, with the memo or not
+        for m in (memo, None):
+            for times, layer in zip(layer_times(p.spec, c, p.gpu, p.assumptions, p.arch, m), (fresh.dense, fresh.moe)):
+                assert (times is None) == (layer is None)
+                if layer is not None:
+                    assert (times.compute_s, times.tp_s, times.ep_s) == (layer.compute_s, layer.tp_s, layer.ep_s), c
     kinds = Counter(key[0] for key in memo)  # shared: each piece has fewer entries than choices
-    assert set(kinds) == {"GemmRates", "Activations", "Comm"} and max(kinds.values()) < len(sample), kinds
+    expected = {"GemmRates", "Activations", "Comm"} | ({"MoeLayerTimes"} if p.spec.model.moe else set())
+    assert set(kinds) == expected and max(kinds.values()) < len(sample), kinds

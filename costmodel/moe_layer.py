@@ -1,0 +1,141 @@
+"""One MoE layer of a choice on one GPU, per micro-batch (a piece of :func:`parplan.costmodel.choice.choice_costs`,
+beside :func:`~parplan.costmodel.layer_costs.dense_layer_cost`): the non-expert and routed-expert GEMMs, the EP
+all-to-all and the expert-TP collectives (:class:`MoeLayerTimes`, shared by the choices whose layer shapes, links
+and schedule terms agree), then its ZeRO/DP and state terms over the dense and the expert-DP groups
+(:func:`moe_layer_cost`). Sources: DeepSeek-V3 §3.2.2 (the SMs an overlapped schedule reserves), Megatron-Core
+moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_dispatch`, :mod:`paired_overlap`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parplan.costmodel import moe_comm
+from parplan.costmodel.fp8_transpose import transpose_seconds
+from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
+                                           moe_busiest_load, moe_params_gpu)
+from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
+from parplan.costmodel.schedule import Schedule
+
+
+@dataclass(frozen=True)
+class MoeLayerTimes:
+    """An MoE layer's FLOPs, times and activations, before its ZeRO/DP and state terms: all that the token counts,
+    GEMM and all-to-all shapes, the TP/ETP/EP links and the schedule's EP terms fix (:meth:`of`'s memo key)."""
+
+    model_flops: float  # per micro-batch on this GPU, no recompute
+    linear_s: float  # the linear GEMMs' part of window_s
+    window_s: float  # the layer's compute without selective recompute: the window its ZeRO/DP traffic hides in
+    compute_s: float  # LayerCost.compute_s: window_s and selective recompute's extra time
+    tp_s: float  # TP and ETP collectives, fwd+bwd
+    tp_fwd_s: float  # their forward part (what a recomputed forward repeats)
+    ep_s: float  # exposed EP all-to-all (0 under a paired schedule)
+    a2a_s: float  # the all-to-all, none hidden, under a paired schedule (else 0)
+    act_bytes: float  # stored activations per in-flight micro-batch
+
+    @staticmethod
+    def of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+           memo: dict | None = None) -> "MoeLayerTimes":
+        """The times of ``ctx``'s choice; with ``memo`` (layer_costs.GemmRates.of's) shared by the choices of equal
+        Activations key, schedule terms (paired; hiding the all-to-all), all-to-all overlap, FP8 dispatch, world
+        size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the degrees, the
+        world size and the domain: comm.Comm.of)."""
+        if memo is None:
+            return MoeLayerTimes._of(ctx, rates, acts, lc)
+        c = ctx.c
+        key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+               c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
+               c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = MoeLayerTimes._of(ctx, rates, acts, lc)
+        return out
+
+    @staticmethod
+    def _of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> "MoeLayerTimes":
+        moe = ctx.m.moe
+        a, c, arch, comm, h, M = ctx.a, ctx.c, ctx.arch, ctx.comm, ctx.h, ctx.M
+        tokens_gpu, up, spf = ctx.tokens_gpu, rates.up, rates.spf
+        moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
+                                        + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
+        f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
+        # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
+        M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
+        shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
+                        (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
+        nonexpert = rates.attn_gemms + shared_gemms
+        router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
+        expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
+        busiest = moe_busiest_load(ctx)
+        moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
+                                   + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
+                                   + arch.moe_layer_expert_flops * busiest * spf(expert_gemms))
+        # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this
+        # GPU (experts/ep experts of M_e rows each, the busiest rank's load)
+        expert_rows = M_e * moe.num_experts / c.ep * busiest
+        transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
+                                       nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
+        moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
+        overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
+        if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
+            reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
+            moe_compute /= 1.0 - reserved
+            moe_linear /= 1.0 - reserved
+        a2a = comm.all_to_all_s(tokens_gpu * h, moe)
+        # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
+        # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
+        # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
+        paired = Schedule(c.schedule).paired
+        if paired:
+            ep_layer = 0.0
+        elif c.moe_a2a_overlap:
+            ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
+        else:
+            ep_layer = comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
+        # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
+        # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
+        # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
+        # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
+        etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
+        shared_blocks = 1 if moe.num_shared_experts else 0
+        return MoeLayerTimes(
+            model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
+            compute_s=moe_compute + acts.selective_s,
+            tp_s=(1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one,
+            tp_fwd_s=(1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one,
+            ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
+            act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered))
+
+
+def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+                   memo: dict | None = None) -> LayerCost | None:
+    """An MoE layer (None for a dense model): its :class:`MoeLayerTimes` (shared through ``memo``), ZeRO/DP over the
+    dense and the expert-DP groups, its states, and what a full recompute repeats."""
+    moe = ctx.m.moe
+    if moe is None:
+        return None
+    t = MoeLayerTimes.of(ctx, rates, acts, lc, memo)
+    c, arch, dp, h, fwd_share = ctx.c, ctx.arch, ctx.dp, ctx.h, ctx.fwd_share
+    nonexpert_gpu, expert_gpu = moe_params_gpu(ctx)
+    rc_comm_m = ctx.recompute_comm(t.tp_fwd_s, lc.cp.fwd_s, t.ep_s)
+    parts = [(nonexpert_gpu, ctx.comm.dense_group), (expert_gpu, ctx.comm.expert_group)]
+    return LayerCost(
+        compute_s=t.compute_s,
+        tp_s=t.tp_s,
+        cp_s=lc.cp.total_s,
+        ep_s=t.ep_s,
+        zero_s=dp.zero_exposed(parts, t.window_s),
+        recompute_s=t.window_s * fwd_share + sum(rc_comm_m),
+        recompute_comm=rc_comm_m,
+        selective_s=acts.selective_s,
+        states_bytes=(dp.states(nonexpert_gpu, ctx.comm.dense_group) + dp.states(expert_gpu, ctx.comm.expert_group)
+                      + dp.fp8_weight_cache(nonexpert_gpu - (arch.norm_params_per_layer + h * moe.num_experts) / c.tp
+                                            + expert_gpu)),
+        act_bytes=t.act_bytes,
+        act_recomputed_bytes=ctx.tokens_tp_group * acts.recomputed_per_token,
+        dp_s=dp.dp_exposed(parts, t.window_s),
+        model_flops=t.model_flops,
+        recompute_flops=t.model_flops * fwd_share,
+        linear_s=t.linear_s,
+        a2a_s=t.a2a_s,
+    )
