@@ -9,7 +9,6 @@ the expert parameters (HSDP included), the EP all-to-all, the TP/ETP rings and t
 
 from __future__ import annotations
 
-from copy import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,8 +103,9 @@ class Comm:
             hit = memo[key] = Comm._of(c, gpu, a, domain)
         if hit.c is c:
             return hit
-        out = copy(hit)
-        object.__setattr__(out, "c", c)
+        out = object.__new__(Comm)  # a copy holding ``c`` (dataclasses.replace without re-running __init__)
+        out.__dict__.update(hit.__dict__)
+        out.__dict__["c"] = c
         return out
 
     @staticmethod

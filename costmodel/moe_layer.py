@@ -41,47 +41,26 @@ class MoeLayerTimes:
         size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the degrees, the
         world size and the domain: comm.Comm.of)."""
         if memo is None:
-            return MoeLayerTimes._of(ctx, rates, acts, lc)
+            return MoeLayerTimes._of(ctx, rates, acts, lc, None)
         c = ctx.c
         key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
                c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
                c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
         out = memo.get(key)
         if out is None:
-            out = memo[key] = MoeLayerTimes._of(ctx, rates, acts, lc)
+            out = memo[key] = MoeLayerTimes._of(ctx, rates, acts, lc, memo)
         return out
 
     @staticmethod
-    def _of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> "MoeLayerTimes":
-        moe = ctx.m.moe
-        a, c, arch, comm, h, M = ctx.a, ctx.c, ctx.arch, ctx.comm, ctx.h, ctx.M
-        tokens_gpu, up, spf = ctx.tokens_gpu, rates.up, rates.spf
-        moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
-                                        + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
-        f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
-        # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
-        M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
-        shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
-                        (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-        nonexpert = rates.attn_gemms + shared_gemms
-        router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
-        expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
-        busiest = moe_busiest_load(ctx)
-        moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
-                                   + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
-                                   + arch.moe_layer_expert_flops * busiest * spf(expert_gemms))
-        # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this
-        # GPU (experts/ep experts of M_e rows each, the busiest rank's load)
-        expert_rows = M_e * moe.num_experts / c.ep * busiest
-        transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
-                                       nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
-        moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
+    def _of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+            memo: dict | None) -> "MoeLayerTimes":
+        a, c, moe = ctx.a, ctx.c, ctx.m.moe
+        moe_model_flops, moe_linear, moe_compute, a2a, etp_one = _moe_shape_terms(ctx, rates, acts, memo)
         overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
         if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
             reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
             moe_compute /= 1.0 - reserved
             moe_linear /= 1.0 - reserved
-        a2a = comm.all_to_all_s(tokens_gpu * h, moe)
         # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
         # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
         # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
@@ -91,12 +70,7 @@ class MoeLayerTimes:
         elif c.moe_a2a_overlap:
             ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
         else:
-            ep_layer = comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-        # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
-        # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
-        # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
-        # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
-        etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
+            ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
         shared_blocks = 1 if moe.num_shared_experts else 0
         return MoeLayerTimes(
             model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
@@ -105,6 +79,55 @@ class MoeLayerTimes:
             tp_fwd_s=(1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one,
             ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
             act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered))
+
+
+def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
+                     memo: dict | None) -> tuple[float, float, float, float, float]:
+    """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective) of an MoE layer before the
+    schedule's terms (the SMs an overlapped schedule reserves, the all-to-all's exposure): with ``memo``, shared by
+    the choices of equal Activations key, FP8 dispatch, world size and domain (MoeLayerTimes.of's key less the
+    schedule terms)."""
+    c = ctx.c
+    key = None
+    if memo is not None:
+        key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+               c.ep, c.etp, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    moe = ctx.m.moe
+    a, arch, comm, h, M = ctx.a, ctx.arch, ctx.comm, ctx.h, ctx.M
+    tokens_gpu, up, spf = ctx.tokens_gpu, rates.up, rates.spf
+    moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops + arch.moe_layer_expert_flops
+                                    + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
+    f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
+    # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
+    M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
+    shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
+                    (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
+    nonexpert = rates.attn_gemms + shared_gemms
+    router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
+    expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
+    busiest = moe_busiest_load(ctx)
+    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
+                               + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
+                               + arch.moe_layer_expert_flops * busiest * spf(expert_gemms))
+    # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this
+    # GPU (experts/ep experts of M_e rows each, the busiest rank's load)
+    expert_rows = M_e * moe.num_experts / c.ep * busiest
+    transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
+                                   nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
+    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
+    a2a = comm.all_to_all_s(tokens_gpu * h, moe)
+    # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
+    # experts and reduce-scatters their outputs (and the transposes backward): four collectives of
+    # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
+    # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
+    etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
+    out = (moe_model_flops, moe_linear, moe_compute, a2a, etp_one)
+    if key is not None:
+        memo[key] = out
+    return out
 
 
 def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
