@@ -86,14 +86,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         out = time_at(l.astype(float))
         return out if exposed is None else exposed[np.arange(n), np.clip(l, 0, L)]
 
-    def layers_at(tau: np.ndarray) -> np.ndarray:  # Σ_u max{l ≤ most_u : T_u(l) ≤ τ} at each τ of a 1-D array
-        check()
-        if exposed is not None:
-            return (exposed[:, :, None] <= tau).sum(axis=(0, 1)) - n
-        l_a = (tau - d[:, None]) / a[:, None]
-        l_b = (tau - d[:, None] + (kap * room)[:, None]) / (a + kap * sig)[:, None]
-        frac = np.where(l_a <= l_mem0[:, None], l_a, np.where(fin[:, None], l_b, l_mem0[:, None]))
-        return np.minimum(np.floor(frac + 1e-9), most[:, None]).sum(axis=0)
+    layers_at = _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed)
 
     tau_lo = float(unit_time(lo).max())
     tau_hi = float(np.ceil(unit_time(most).max()))
@@ -114,7 +107,30 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
+def _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed):
+    """relaxed_bound's ``layers_at``: Σ_u max{l ≤ most_u : T_u(l) ≤ τ} at each τ of a 1-D array (the deadline checked
+    each call), its per-unit columns formed once (the same floats as formed on every call)."""
+    n = len(a)
+    d_col, a_col, l_mem0_col, most_col = d[:, None], a[:, None], l_mem0[:, None], most[:, None]
+    kr_col, slope_col, fin_col = (kap * room)[:, None], (a + kap * sig)[:, None], fin[:, None]
+    all_fin = bool(fin.all())
+
+    def layers_at(tau: np.ndarray) -> np.ndarray:
+        check()
+        if exposed is not None:
+            return (exposed[:, :, None] <= tau).sum(axis=(0, 1)) - n
+        rel = tau - d_col
+        l_a = rel / a_col
+        l_b = (rel + kr_col) / slope_col
+        frac = np.where(l_a <= l_mem0_col, l_a, l_b if all_fin else np.where(fin_col, l_b, l_mem0_col))
+        return np.minimum(np.floor(frac + 1e-9), most_col).sum(axis=0)
+
+    return layers_at
+
+
 SEARCH_POINTS = 64  # τ values least_integer_reaching tries at once: each round narrows the interval 64-fold
+_STEPS = np.arange(1, SEARCH_POINTS, dtype=float)
+_FIRST = np.ones(1, dtype=bool)
 
 
 def least_integer_reaching(reached, low: float, high: float) -> float:
@@ -122,8 +138,8 @@ def least_integer_reaching(reached, low: float, high: float) -> float:
     array of τ) holds, given that it holds at ``high``: a search over integers that tries :data:`SEARCH_POINTS` of
     them per round (the answer of a bisection, in a few NumPy calls instead of one per halving)."""
     while high - low > 1.0:
-        steps = np.arange(1, SEARCH_POINTS, dtype=float)
-        points = np.unique(np.floor(low + (high - low) * steps / SEARCH_POINTS))
+        points = np.floor(low + (high - low) * _STEPS / SEARCH_POINTS)  # nondecreasing: np.unique is the
+        points = points[np.concatenate((_FIRST, points[1:] != points[:-1]))]  # first of each run
         points = points[(points > low) & (points < high)]
         if not len(points):
             points = np.arange(low + 1.0, high)
