@@ -385,13 +385,14 @@ class _Expansion:
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
                       and (moe is None or moe.first_dense_layers == 0))
         self.framework = spec_profile(spec) is not None  # its rules beyond the intersected options (ETP ∈ {1, TP})
-        self._layouts: dict[int, list] = {}  # schedule_layouts by pp (all else it reads is the expansion's)
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
 
     def heads(self, n: int, tp: int, cp: int, pp: int, dp: int):
         """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
         spec, opts = self.spec, self.opts
         gbs, num_layers = spec.training.global_batch_size, spec.model.num_layers
+        layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims))  # each (ep, etp)'s
+        ruled: dict = {}  # schedule_violations by (mbs, m, schedule, vpp): all it reads but the degrees fixed here
         for (ep, etp), kind in expert_degrees(n, tp, cp, dp, spec.model.moe, opts):
             # rules on the degrees alone: checked once for all batch splits and schedules
             probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
@@ -401,14 +402,14 @@ class _Expansion:
                 self.tally.reject(why)
                 continue
             for mbs, num_microbatches in batch_splits(gbs, dp, opts, self.tally):
-                layouts = self._layouts.get(pp)
-                if layouts is None:
-                    layouts = self._layouts[pp] = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims))
                 for schedule, vpp, first_trim, last_trim in layouts:
-                    head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
-                                  num_microbatches=num_microbatches, vpp=vpp, schedule=schedule,
-                                  first_chunk_trim=first_trim, last_chunk_trim=last_trim, cp_comm_type=kind)
-                    why = schedule_violations(spec, head)
+                    why = ruled.get((mbs, num_microbatches, schedule, vpp))
+                    if not why:
+                        head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
+                                      num_microbatches=num_microbatches, vpp=vpp, schedule=schedule,
+                                      first_chunk_trim=first_trim, last_chunk_trim=last_trim, cp_comm_type=kind)
+                        if why is None:
+                            why = ruled[(mbs, num_microbatches, schedule, vpp)] = schedule_violations(spec, head)
                     if why:
                         self.tally.reject(why)
                         continue
