@@ -44,8 +44,8 @@ from parplan.costmodel.hardware import GIB, GPU
 from parplan.costmodel.paired_overlap import (ChunkWork, counted_exposed_s, dualpipe_rank_exposed_s,
                                              dualpipe_step_counts, dualpipev_rank_exposed_s, pair_exposed_s)
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
-                                           dense_layer_cost)
-from parplan.costmodel.moe_layer import MoeLayerTimes, moe_layer_cost
+                                           dense_layer_cost, dense_layer_times)
+from parplan.costmodel.moe_layer import moe_layer_cost, moe_layer_times
 from parplan.costmodel.runtime_memory import device_reserve, runtime_memory
 from parplan.costmodel.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec import Spec
@@ -337,27 +337,27 @@ def layer_pieces(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architec
     """(context, GEMM rates, activations, layer communication, dense layer, MoE layer) of one choice: the first
     pieces of :func:`choice_costs`, before its stage extras and post-passes. ``memo``: pieces shared by the choices
     of one spec, GPU, assumptions and architecture (:meth:`GemmRates.of`, :meth:`Activations.of`,
-    :meth:`~comm.Comm.of`, :meth:`~moe_layer.MoeLayerTimes.of`), the same values as without it
+    :meth:`~comm.Comm.of`, :meth:`LayerComm.of`, the layers' times), the same values as without it
     (tests/test_layer_bound.py)."""
     ctx, rates, acts, layer_comm = _layer_context(spec, c, gpu, a, arch, memo)
-    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm),
+    return (ctx, rates, acts, layer_comm, dense_layer_cost(ctx, rates, acts, layer_comm, memo),
             moe_layer_cost(ctx, rates, acts, layer_comm, memo))
 
 
 def layer_times(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None = None):
-    """(dense layer, MoE layer times or None) of one choice: the ``compute_s``, ``tp_s`` and ``ep_s`` that
-    :func:`layer_pieces`' layers hold (the solver's layer bound reads them alone: solver/bounds.py ``layer_sum_s``),
-    without the MoE layer's ZeRO/DP and state terms (:class:`~moe_layer.MoeLayerTimes`)."""
+    """(dense layer times, MoE layer times or None) of one choice (:class:`~layer_costs.LayerTimes`): the
+    ``compute_s``, ``tp_s`` and ``ep_s`` that :func:`layer_pieces`' layers hold (the solver's layer bound reads them
+    alone: solver/bounds.py ``layer_sum_s``), without the layers' ZeRO/DP and state terms."""
     ctx, rates, acts, layer_comm = _layer_context(spec, c, gpu, a, arch, memo)
-    moe = MoeLayerTimes.of(ctx, rates, acts, layer_comm, memo) if spec.model.moe is not None else None
-    return dense_layer_cost(ctx, rates, acts, layer_comm), moe
+    moe = moe_layer_times(ctx, rates, acts, layer_comm, memo) if spec.model.moe is not None else None
+    return dense_layer_times(ctx, rates, acts, layer_comm, memo), moe
 
 
 def _layer_context(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, memo: dict | None):
     ctx = ChoiceContext.of(spec, c, gpu, a, arch, nvlink_domain_size(spec, gpu), effective_zero_stage(c.zero_stage, c.pp, a),
                            memo)
     rates = GemmRates.of(ctx, memo)
-    return ctx, rates, Activations.of(ctx, rates, memo), LayerComm.of(ctx, rates)
+    return ctx, rates, Activations.of(ctx, rates, memo), LayerComm.of(ctx, rates, memo)
 
 
 def _runtime_fields(spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> dict[str, float]:

@@ -325,7 +325,22 @@ class LayerComm:
         return 2 * 2 * self.tp_one_s
 
     @staticmethod
-    def of(ctx: ChoiceContext, rates: GemmRates) -> "LayerComm":
+    def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "LayerComm":
+        """:meth:`_of`; with ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of equal GemmRates key, SP,
+        world size and domain, all of the choice it reads (the TP and CP links follow from tp, cp, the world size
+        and the domain: comm.Comm.of)."""
+        if memo is None:
+            return LayerComm._of(ctx, rates)
+        c = ctx.c
+        key = ("LayerComm", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.num_gpus,
+               ctx.domain)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = LayerComm._of(ctx, rates)
+        return out
+
+    @staticmethod
+    def _of(ctx: ChoiceContext, rates: GemmRates) -> "LayerComm":
         """Communication per layer per micro-batch (fwd+bwd), seed 001 §3 / seed 003.
 
         TP collectives per block (attention or MLP), each a ring all-gather / reduce-scatter of one b·s·h
@@ -380,32 +395,73 @@ def moe_params_gpu(ctx: ChoiceContext) -> tuple[float, float]:
     return arch.moe_layer_nonexpert_params / c.tp, arch.expert_params_per_layer / (c.ep * c.etp)
 
 
-def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> LayerCost:
-    """A dense layer: attention and MLP GEMMs at their shapes' rates, the attention core, the elementwise
-    traffic; its TP and CP communication; its ZeRO-2/3 and DP exposure; its states and activations."""
-    a, c, arch, dp = ctx.a, ctx.c, ctx.arch, ctx.dp
-    tokens_gpu, tokens_tp_group, fwd_share = ctx.tokens_gpu, ctx.tokens_tp_group, ctx.fwd_share
+def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+                     memo: dict | None = None) -> LayerCost:
+    """A dense layer: its :func:`dense_layer_times` (shared through ``memo``), its ZeRO-2/3 and DP exposure, its
+    states, and what a full recompute repeats."""
+    c, arch, dp, fwd_share = ctx.c, ctx.arch, ctx.dp, ctx.fwd_share
+    t = dense_layer_times(ctx, rates, acts, lc, memo)
     dense_grp = ctx.comm.dense_group
     dense_params_gpu = dense_layer_params_gpu(ctx)
-    dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
-    dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
-    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
-    rc_comm = ctx.recompute_comm(lc.tp_layer_fwd_s, lc.cp.fwd_s, 0.0)
+    rc_comm = ctx.recompute_comm(t.tp_fwd_s, lc.cp.fwd_s, 0.0)
     return LayerCost(
-        compute_s=dense_compute + acts.selective_s,
-        tp_s=lc.tp_layer_s,
+        compute_s=t.compute_s,
+        tp_s=t.tp_s,
         cp_s=lc.cp.total_s,
         ep_s=0.0,
-        zero_s=dp.zero_exposed([(dense_params_gpu, dense_grp)], dense_compute),
-        recompute_s=dense_compute * fwd_share + sum(rc_comm),
+        zero_s=dp.zero_exposed([(dense_params_gpu, dense_grp)], t.window_s),
+        recompute_s=t.window_s * fwd_share + sum(rc_comm),
         recompute_comm=rc_comm,
         selective_s=acts.selective_s,
         states_bytes=dp.states(dense_params_gpu, dense_grp)
         + dp.fp8_weight_cache(dense_params_gpu - arch.norm_params_per_layer / c.tp),
-        act_bytes=tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered),
-        act_recomputed_bytes=tokens_tp_group * acts.recomputed_per_token,
-        dp_s=dp.dp_exposed([(dense_params_gpu, dense_grp)], dense_compute),
-        model_flops=dense_flops,
-        recompute_flops=dense_flops * fwd_share,
-        linear_s=dense_linear,
+        act_bytes=t.act_bytes,
+        act_recomputed_bytes=ctx.tokens_tp_group * acts.recomputed_per_token,
+        dp_s=dp.dp_exposed([(dense_params_gpu, dense_grp)], t.window_s),
+        model_flops=t.model_flops,
+        recompute_flops=t.model_flops * fwd_share,
+        linear_s=t.linear_s,
     )
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """A layer's FLOPs, times and activations before its ZeRO/DP and state terms: all that its token counts, GEMM
+    and all-to-all shapes, links and the schedule's EP terms fix (:func:`dense_layer_times`,
+    moe_layer.moe_layer_times), each as its :class:`LayerCost` holds it."""
+
+    model_flops: float  # per micro-batch on this GPU, no recompute
+    linear_s: float  # the linear GEMMs' part of window_s
+    window_s: float  # the layer's compute without selective recompute: the window its ZeRO/DP traffic hides in
+    compute_s: float  # LayerCost.compute_s: window_s and selective recompute's extra time
+    tp_s: float  # TP (and ETP) collectives, fwd+bwd
+    tp_fwd_s: float  # their forward part (what a recomputed forward repeats)
+    ep_s: float  # exposed EP all-to-all (0 under a paired schedule)
+    a2a_s: float  # the all-to-all, none hidden, under a paired schedule (else 0)
+    act_bytes: float  # stored activations per in-flight micro-batch
+
+
+def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+                      memo: dict | None = None) -> LayerTimes:
+    """A dense layer's :class:`LayerTimes`: attention and MLP GEMMs at their shapes' rates, the attention core, the
+    elementwise traffic, its TP collectives. With ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of equal
+    GemmRates key, SP, recompute granularity, world size and domain: all of the choice it reads (Activations' dense
+    terms read no EP degree; the TP link follows from tp, the world size and the domain)."""
+    c = ctx.c
+    key = None
+    if memo is not None:
+        key = ("DenseLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp,
+               c.recompute, c.num_gpus, ctx.domain)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+    a, arch, tokens_gpu = ctx.a, ctx.arch, ctx.tokens_gpu
+    dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
+    dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
+    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
+    out = LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
+                     compute_s=dense_compute + acts.selective_s, tp_s=lc.tp_layer_s, tp_fwd_s=lc.tp_layer_fwd_s,
+                     ep_s=0.0, a2a_s=0.0, act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered))
+    if key is not None:
+        memo[key] = out
+    return out

@@ -1,6 +1,6 @@
 """One MoE layer of a choice on one GPU, per micro-batch (a piece of :func:`parplan.costmodel.choice.choice_costs`,
 beside :func:`~parplan.costmodel.layer_costs.dense_layer_cost`): the non-expert and routed-expert GEMMs, the EP
-all-to-all and the expert-TP collectives (:class:`MoeLayerTimes`, shared by the choices whose layer shapes, links
+all-to-all and the expert-TP collectives (:func:`moe_layer_times`, shared by the choices whose layer shapes, links
 and schedule terms agree), then its ZeRO/DP and state terms over the dense and the expert-DP groups
 (:func:`moe_layer_cost`). Sources: DeepSeek-V3 §3.2.2 (the SMs an overlapped schedule reserves), Megatron-Core
 moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_dispatch`, :mod:`paired_overlap`.
@@ -8,84 +8,66 @@ moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from parplan.costmodel import moe_comm
 from parplan.costmodel.fp8_transpose import transpose_seconds
-from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
+from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
                                            moe_busiest_load, moe_params_gpu)
 from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
 from parplan.costmodel.schedule import Schedule
 
 
-@dataclass(frozen=True)
-class MoeLayerTimes:
-    """An MoE layer's FLOPs, times and activations, before its ZeRO/DP and state terms: all that the token counts,
-    GEMM and all-to-all shapes, the TP/ETP/EP links and the schedule's EP terms fix (:meth:`of`'s memo key)."""
+def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+                    memo: dict | None = None) -> LayerTimes:
+    """An MoE layer's :class:`~layer_costs.LayerTimes`; with ``memo`` (layer_costs.GemmRates.of's) shared by the
+    choices of equal Activations key, schedule terms (paired; hiding the all-to-all), all-to-all overlap, FP8
+    dispatch, world size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the
+    degrees, the world size and the domain: comm.Comm.of)."""
+    if memo is None:
+        return _moe_layer_times(ctx, rates, acts, lc, None)
+    c = ctx.c
+    key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+           c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
+           c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = _moe_layer_times(ctx, rates, acts, lc, memo)
+    return out
 
-    model_flops: float  # per micro-batch on this GPU, no recompute
-    linear_s: float  # the linear GEMMs' part of window_s
-    window_s: float  # the layer's compute without selective recompute: the window its ZeRO/DP traffic hides in
-    compute_s: float  # LayerCost.compute_s: window_s and selective recompute's extra time
-    tp_s: float  # TP and ETP collectives, fwd+bwd
-    tp_fwd_s: float  # their forward part (what a recomputed forward repeats)
-    ep_s: float  # exposed EP all-to-all (0 under a paired schedule)
-    a2a_s: float  # the all-to-all, none hidden, under a paired schedule (else 0)
-    act_bytes: float  # stored activations per in-flight micro-batch
 
-    @staticmethod
-    def of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
-           memo: dict | None = None) -> "MoeLayerTimes":
-        """The times of ``ctx``'s choice; with ``memo`` (layer_costs.GemmRates.of's) shared by the choices of equal
-        Activations key, schedule terms (paired; hiding the all-to-all), all-to-all overlap, FP8 dispatch, world
-        size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the degrees, the
-        world size and the domain: comm.Comm.of)."""
-        if memo is None:
-            return MoeLayerTimes._of(ctx, rates, acts, lc, None)
-        c = ctx.c
-        key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-               c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
-               c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
-        out = memo.get(key)
-        if out is None:
-            out = memo[key] = MoeLayerTimes._of(ctx, rates, acts, lc, memo)
-        return out
-
-    @staticmethod
-    def _of(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
-            memo: dict | None) -> "MoeLayerTimes":
-        a, c, moe = ctx.a, ctx.c, ctx.m.moe
-        moe_model_flops, moe_linear, moe_compute, a2a, etp_one = _moe_shape_terms(ctx, rates, acts, memo)
-        overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
-        if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
-            reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
-            moe_compute /= 1.0 - reserved
-            moe_linear /= 1.0 - reserved
-        # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
-        # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
-        # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
-        paired = Schedule(c.schedule).paired
-        if paired:
-            ep_layer = 0.0
-        elif c.moe_a2a_overlap:
-            ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
-        else:
-            ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-        shared_blocks = 1 if moe.num_shared_experts else 0
-        return MoeLayerTimes(
-            model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
-            compute_s=moe_compute + acts.selective_s,
-            tp_s=(1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one,
-            tp_fwd_s=(1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one,
-            ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
-            act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered))
+def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
+                     memo: dict | None) -> LayerTimes:
+    a, c, moe = ctx.a, ctx.c, ctx.m.moe
+    moe_model_flops, moe_linear, moe_compute, a2a, etp_one = _moe_shape_terms(ctx, rates, acts, memo)
+    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
+    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
+        reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
+        moe_compute /= 1.0 - reserved
+        moe_linear /= 1.0 - reserved
+    # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
+    # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
+    # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
+    paired = Schedule(c.schedule).paired
+    if paired:
+        ep_layer = 0.0
+    elif c.moe_a2a_overlap:
+        ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
+    else:
+        ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
+    shared_blocks = 1 if moe.num_shared_experts else 0
+    return LayerTimes(
+        model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
+        compute_s=moe_compute + acts.selective_s,
+        tp_s=(1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one,
+        tp_fwd_s=(1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one,
+        ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
+        act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered))
 
 
 def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
                      memo: dict | None) -> tuple[float, float, float, float, float]:
     """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective) of an MoE layer before the
     schedule's terms (the SMs an overlapped schedule reserves, the all-to-all's exposure): with ``memo``, shared by
-    the choices of equal Activations key, FP8 dispatch, world size and domain (MoeLayerTimes.of's key less the
+    the choices of equal Activations key, FP8 dispatch, world size and domain (moe_layer_times' key less the
     schedule terms)."""
     c = ctx.c
     key = None
@@ -132,12 +114,12 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
 
 def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
                    memo: dict | None = None) -> LayerCost | None:
-    """An MoE layer (None for a dense model): its :class:`MoeLayerTimes` (shared through ``memo``), ZeRO/DP over the
+    """An MoE layer (None for a dense model): its :func:`moe_layer_times` (shared through ``memo``), ZeRO/DP over the
     dense and the expert-DP groups, its states, and what a full recompute repeats."""
     moe = ctx.m.moe
     if moe is None:
         return None
-    t = MoeLayerTimes.of(ctx, rates, acts, lc, memo)
+    t = moe_layer_times(ctx, rates, acts, lc, memo)
     c, arch, dp, h, fwd_share = ctx.c, ctx.arch, ctx.dp, ctx.h, ctx.fwd_share
     nonexpert_gpu, expert_gpu = moe_params_gpu(ctx)
     rc_comm_m = ctx.recompute_comm(t.tp_fwd_s, lc.cp.fwd_s, t.ep_s)

@@ -26,7 +26,7 @@ import numpy as np
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel import moe_comm
-from parplan.costmodel.choice import Choice, LayerCost, bubble_factor
+from parplan.costmodel.choice import Choice, bubble_factor
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
@@ -231,12 +231,13 @@ def _schedule_terms(schedule: str, a2a_overlap: bool) -> tuple[bool, bool]:
     return Schedule(schedule).paired, moe_comm.overlaps_all_to_all(schedule, a2a_overlap)
 
 
-def layer_sum_s(dense: LayerCost, moe, num_layers: int, k_dense_model: int) -> float:
+def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
     """Every layer's compute, TP and EP time without recompute, per micro-batch (seconds): the part of the
     mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
     terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
-    products of non-negative terms are monotone, so this is at most that sum. ``moe``: the MoE LayerCost, its
-    moe_layer.MoeLayerTimes (the same three terms: costmodel.choice.layer_times) or None."""
+    products of non-negative terms are monotone, so this is at most that sum. ``dense``, ``moe``: the layers'
+    LayerCosts or their layer_costs.LayerTimes (the same three terms: costmodel.choice.layer_times); ``moe`` None
+    for a dense model."""
     main, k = (moe, k_dense_model) if moe is not None else (dense, 0)
     return k * (dense.compute_s + dense.tp_s + dense.ep_s) + (num_layers - k) * (main.compute_s + main.tp_s + main.ep_s)
 
