@@ -104,9 +104,8 @@ class Choice(ParallelDims):
     def but(self, **changes) -> "Choice":
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
         makes one per candidate; a Choice is a plain record with no validation of its own)."""
-        unknown = changes.keys() - self.__dataclass_fields__.keys()
-        if unknown:
-            raise TypeError(f"Choice has no field(s) {sorted(unknown)}")
+        if not changes.keys() <= self.__dataclass_fields__.keys():  # a subset test builds no set
+            raise TypeError(f"Choice has no field(s) {sorted(changes.keys() - self.__dataclass_fields__.keys())}")
         new = object.__new__(Choice)
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)

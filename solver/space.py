@@ -452,7 +452,7 @@ class _Expansion:
                 cc = c.but(moe_fp8_dispatch=fp8, moe_a2a_overlap=overlap) if (fp8 or overlap) else c
                 if overlap:  # the overlap forbids full recomputation
                     cc = self.pruned.none_back(cc)
-                why = moe_comm_violations(self.spec, cc)
+                why = moe_comm_violations(self.spec, cc) if (fp8 or overlap) else []  # its rules read only these
                 if why:
                     self.tally.reject(why)
                     continue
