@@ -31,7 +31,8 @@ Hand values (fwd+bwd, ms), only where a public figure exists:
 * All-to-all: deepseek-ai/DeepEP@ebfe47e README (H800, CX7 400 Gb/s, "the DeepSeek-V3/R1 pretraining setting
   (4096 tokens per batch, 7168 hidden, top-4 groups, top-8 experts, FP8 dispatching and BF16 combining)"): internode
   EP64 dispatch 46 GB/s, combine 45 GB/s RDMA, at the model's remote nodes per token (costmodel/moe_dispatch.py).
-* SM reservation: DeepSeek-V3 §3.2.2, 20 of 132 SMs: the hand compute x (132/112 - 1).
+* SM reservation: DeepSeek-V3 §3.2.2, 20 of 132 SMs, held while the dispatch/combine kernels run
+  (costmodel/moe_comm.py reserved_sm_time_s) beside the hand GEMMs and attention and the hand all-to-all.
 * Host / launch time: the model has no such term; none is published for these runs.
 """
 
@@ -156,7 +157,7 @@ def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
                                    + [(0, rows, h, up * f_e / c.etp), (0, rows, f_e / c.etp, h)])
     before = lin_s + rates.attn_core_s + traffic + transposes
     reserved = moe_comm.sm_fraction(a) if c.ep > 1 and moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap) else 0.0
-    sm_s = before * (1 / (1 - reserved) - 1)
+    sm_s = moe_comm.reserved_sm_time_s(before, 2 * ctx.comm.all_to_all_s(tok * h, moe), reserved)
     t = [Term("attention core (BF16)", f"s {ctx.seq}, d_qk+d_v {(arch.q_dim + arch.o_dim) / ctx.m.num_attention_heads:.0f}",
               attn_flops / 1e12, attn_eff, 1e3 * rates.attn_core_s, 1e3 * rates.attn_core_s * fwd),
          Term("elementwise traffic", f"{acts.moe_traffic_per_token / 1e3:.0f} kB/token x {a.activation_traffic_passes:.2f} passes",
@@ -205,7 +206,8 @@ def hand_values(row_id: str, ctx, terms: list[Term]) -> None:
         a2a.hand_src = f"DeepEP@ebfe47e 46/45 GB/s, {nodes:.2f} remote nodes, FP8 dispatch"
         hand_compute = sum(t.hand_ms or 0.0 for t in terms if t.tflop and t.hand_ms)
         sm = by["reserved SMs"]
-        sm.hand_ms, sm.hand_src = hand_compute * (1 / (1 - DSV3_RESERVED_SMS) - 1), "§3.2.2 20/132 SMs on the hand GEMMs+attention"
+        sm.hand_ms = moe_comm.reserved_sm_time_s(hand_compute, a2a.hand_ms, DSV3_RESERVED_SMS)
+        sm.hand_src = "§3.2.2 20/132 SMs beside the hand all-to-all"
 
 
 def breakdown(row_id: str) -> tuple[list[str], dict]:

@@ -426,12 +426,13 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
     transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
                                    nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
     moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
-    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
-    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
-        reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
-        moe_compute /= 1.0 - reserved
-        moe_linear /= 1.0 - reserved
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
+    overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
+    if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
+        # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
+        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, moe_comm.sm_fraction(a)) / moe_compute
+        moe_compute *= slowed
+        moe_linear *= slowed
     # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
     # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
     # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
