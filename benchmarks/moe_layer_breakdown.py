@@ -3,8 +3,8 @@
 
     python benchmarks/moe_layer_breakdown.py [--out benchmarks/results/moe_layer_breakdown.txt]
 
-For three rows -- DeepSeek-V3 as published (``deepseek-v3-production-2048xh800``, in the fit), Qwen3-30B-A3B on 16
-H100 and GPT-OSS 120B on 64 H100 (``data/heldout-runs.yaml``, never fitted) -- it rebuilds the row's choice under
+For four rows -- DeepSeek-V3 as published (``deepseek-v3-production-2048xh800``, in the fit), Qwen3-30B-A3B on 16
+H100, GPT-OSS 120B on 64 H100 and Qwen3-30B-A3B on 8 B200 (``data/heldout-runs.yaml``, never fitted) -- it rebuilds the row's choice under
 the committed calibration (benchmarks/fit.py ``prepare_cases``, the row's assumption overrides applied) and splits
 the MoE layer's :class:`~parplan.costmodel.layer_costs.LayerCost` of one micro-batch on one GPU into the terms
 ``costmodel/layer_costs.py moe_layer_cost`` adds: every GEMM with its (M, K, N) on this GPU, the efficiency the
@@ -62,7 +62,8 @@ from parplan.costmodel.schedule import Schedule  # noqa: E402
 HELDOUT = ROOT / "benchmarks" / "data" / "heldout-runs.yaml"
 OUT = RESULTS / "moe_layer_breakdown.txt"
 DSV3 = "deepseek-v3-production-2048xh800"
-ROWS = (DSV3, "bridge260401-h100-qwen3-30b-a3b-16gpu-fp8", "bridge260401-h100-gptoss-120b-64gpu-bf16")
+ROWS = (DSV3, "bridge260401-h100-qwen3-30b-a3b-16gpu-fp8", "bridge260401-h100-gptoss-120b-64gpu-bf16",
+        "bridge260401-b200-qwen3-30b-a3b-8gpu-mxfp8", "bridge260401-b200-gptoss-120b-64gpu-bf16")  # B200: 4x the tokens per launch
 
 # DeepGEMM@55ab91f README, H800 SXM5, forward TFLOPS at M = 4096 (normal) / 4 groups x 8192 (contiguous grouped)
 DEEPGEMM_TFLOPS = {"q_down": 1009.0, "kv_down": 1009.0, "q_up": 1125.0, "kv_up": 751.0, "o_proj": 1426.0,
@@ -243,9 +244,10 @@ def breakdown(row_id: str) -> tuple[list[str], dict]:
         lines.append(f"  terms with a hand value: model {covered:.2f} ms, hand {hand:.2f} ms ({covered / hand:.2f} x)")
     pub_step = out["step_time_s"] * out["ratio"]
     per = case.spec.model.num_layers / c.pp * c.num_microbatches
-    lines.append(f"  step: predicted {out['step_time_s']:.2f} s, published {pub_step:.2f} s: "
-                 f"{1e3 * (pub_step - out['step_time_s']) / per:+.2f} ms per layer and micro-batch "
-                 f"({per:.0f} layer-micro-batches per stage)")
+    gap_ms = 1e3 * (pub_step - out["step_time_s"]) / per
+    lines.append(f"  step: predicted {out['step_time_s']:.2f} s, published {pub_step:.2f} s: {gap_ms:+.2f} ms per layer "
+                 f"and micro-batch ({per:.0f} layer-micro-batches per stage, bubble ignored), "
+                 f"{gap_ms * 4096 / ctx.tokens_gpu:+.2f} ms per 4096 tokens")
     return lines, {"compute_ms": 1e3 * total_s, "a2a_ms": a2a}
 
 
