@@ -353,6 +353,12 @@ if __name__ == "__main__":  # python tests/test_dualpipe_sim.py: the measured ba
         low, high, inside = _band(form=form)
         print(f"dwell paths over {name} (6 dwells) / simulated step over 500 draws: {low:.3f} .. {high:.3f}, "
               f"{inside} in 0.98-1.05")
+    for schedule, ranks, m in (("dualpipe", 16, 64), ("dualpipe", 16, 256), ("dualpipev", 8, 32),
+                               ("dualpipev", 8, 128)):
+        n = ranks if schedule == "dualpipe" else 2 * ranks
+        graph = op_graph(schedule, [1.0] * n, [0.0] * n, m, FWD_SHARE, 0.3)
+        print(f"{schedule} on {ranks} ranks, m = {m}: {sum(map(len, graph.orders))} operations, at most "
+              f"{max(map(len, _events(graph)))} event operations per rank (_events, where dwells may begin or end)")
     for with_comm in (True, False):
         low, high, inside = _band(comm=with_comm, compute=(0.95, 1.05))
         print(f"closed form, stage compute 0.95-1.05, all-to-all {with_comm}: {low:.3f} .. {high:.3f}, "
