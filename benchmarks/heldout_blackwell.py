@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             if src == MLPERF:
                 groups.setdefault(f"MLPerf {gen}", []).append(e)
         for g in sorted(groups):
-            out.append(f"  leave-one-source-out median |throughput error| {g:18s} {percentile(groups[g], 50):5.1f} %  "
+            out.append(f"  leave-one-source-out median |throughput error| {g:18s} {percentile(groups[g], 50):5.2f} %  "
                        f"({len(groups[g])} rows)")
         s = record["summary"]["loso"]
         out.append(f"  leave-one-source-out |MFU error|: median {s['median']:.2f} points, p90 {s['p90']:.2f}")

@@ -8,36 +8,36 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8301,
-    "matmul_efficiency_hopper": 0.776,
+    "matmul_efficiency_ampere": 0.8305,
+    "matmul_efficiency_hopper": 0.775,
     "fp8_matmul_efficiency_hopper": 0.6673,
-    "attention_efficiency_ampere": 0.5951,
-    "attention_efficiency_hopper": 0.2787,
-    "attention_efficiency_flash2": 0.2068,
-    "matmul_shape_penalty": 1.3246,
-    "attention_seq_penalty": 1344.6592,
-    "intra_node_bandwidth_efficiency": 0.7947,
-    "inter_node_bandwidth_efficiency": 0.8774,
-    "hierarchical_collective_efficiency": 0.6726,
-    "intra_node_latency_factor": 1.8084,
-    "inter_node_latency_factor": 0.475,
-    "tp_comm_overlap": 0.9857,
-    "dp_comm_overlap": 0.4683,
-    "zero_microbatch_comm_overlap": 0.2214,
-    "pp_comm_overlap": 0.2897,
-    "activation_traffic_passes": 6.2794,
-    "fp8_attention_speedup": 1.683,
+    "attention_efficiency_ampere": 0.5942,
+    "attention_efficiency_hopper": 0.2786,
+    "attention_efficiency_flash2": 0.2073,
+    "matmul_shape_penalty": 1.3373,
+    "attention_seq_penalty": 1368.0554,
+    "intra_node_bandwidth_efficiency": 0.7953,
+    "inter_node_bandwidth_efficiency": 0.8761,
+    "hierarchical_collective_efficiency": 0.6768,
+    "intra_node_latency_factor": 1.8074,
+    "inter_node_latency_factor": 0.4758,
+    "tp_comm_overlap": 0.9958,
+    "dp_comm_overlap": 0.4701,
+    "zero_microbatch_comm_overlap": 0.2249,
+    "pp_comm_overlap": 0.2724,
+    "activation_traffic_passes": 6.2308,
+    "fp8_attention_speedup": 1.6833,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
     "blackwell_matmul_ratio": 1.0148,
-    "blackwell_fp8_matmul_ratio": 1.136,
-    "blackwell_attention_ratio": 0.9436,
+    "blackwell_fp8_matmul_ratio": 1.1365,
+    "blackwell_attention_ratio": 0.9441,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7875,
-    "fp8_matmul_efficiency_blackwell": 0.7581,
+    "matmul_efficiency_blackwell": 0.7865,
+    "fp8_matmul_efficiency_blackwell": 0.7584,
     "attention_efficiency_blackwell": 0.263,
 }
 

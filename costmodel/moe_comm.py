@@ -20,9 +20,10 @@ step is hidden by the attention/mlp computation in the backward step, and vice v
 megatron/core/pipeline_parallel/combined_1f1b.py ``combined_1f1b_schedule_for_no_pipelining``) -- the
 pairing of DualPipe's F&B chunk, so what stays exposed is what the paired compute cannot cover
 (costmodel/paired_overlap.py ``same_chunk_exposed_s``). Off, ``assumptions.ep_comm_overlap``.
-The overlapped schedules (DualPipe, DualPipeV, this flag) pay for it: they reserve SMs for the dispatch/combine
-kernels (:func:`sm_fraction`; DeepSeek-V3 §3.2.2: 20 of the H800's 132 SMs), which slows the MoE layers'
-compute; the other schedules run the all-to-all between computations and reserve none.
+The overlapped schedules (DualPipe, DualPipeV, this flag) pay for it: the dispatch/combine kernels hold SMs
+(:func:`sm_fraction`; DeepSeek-V3 §3.2.2: 20 of the H800's 132 SMs) while they run, which slows the MoE layers'
+compute beside them (:func:`reserved_sm_time_s`); the other schedules run the all-to-all between computations
+and slow nothing.
 Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
 the 1f1b stages" (megatron/core/pipeline_parallel/schedules.py:966-970: ``num_warmup_microbatches + 1``);
 with pp 1 the combined schedule runs micro-batch i+1's forward beside micro-batch i's backward (combined_1f1b.py,
@@ -62,6 +63,21 @@ def sm_fraction(a) -> float:
     """Share of the SMs an overlapped schedule reserves for dispatch/combine: ``ep_comm_sm_fraction``, by default
     (None) DeepSeek-V3's 20/132 (§3.2.2; a documented assumption for every overlapped schedule)."""
     return DEEPSEEK_V3_COMM_SMS if a.ep_comm_sm_fraction is None else a.ep_comm_sm_fraction
+
+
+def reserved_sm_time_s(compute_s: float, comm_s: float, fraction: float) -> float:
+    """Extra compute time of a layer whose ``compute_s`` (on every SM) runs beside ``comm_s`` of dispatch/combine
+    kernels that hold ``fraction`` of the SMs while they run.
+
+    The SMs are held for a kernel's duration, not for the step: DeepEP's high-throughput kernels launch
+    ``config.num_sms`` blocks on the communication stream (deepseek-ai/DeepEP@ebfe47e csrc/deep_ep.cpp:477,
+    ``Buffer.num_sms = 20`` at deep_ep/buffer.py:30, DeepSeek-V3 §3.2.2's 20 SMs) and free them when the transfer
+    ends. So the compute runs on 1 - x of the SMs for the ``comm_s`` beside it and on all of them after:
+    C + x·A when the compute outlasts the communication ((1 - x)·A <= C), else C/(1 - x) - C (the compute runs
+    entirely beside it): x·min(A, C/(1 - x))."""
+    if fraction <= 0 or compute_s <= 0:
+        return 0.0
+    return fraction * min(comm_s, compute_s / (1.0 - fraction))
 
 
 def a2a_overlap_violations(c, num_mtp_layers: int, is_moe: bool) -> list[str]:

@@ -2,7 +2,7 @@
 beside :func:`~parplan.costmodel.layer_costs.dense_layer_cost`): the non-expert and routed-expert GEMMs, the EP
 all-to-all and the expert-TP collectives (:func:`moe_layer_times`, shared by the choices whose layer shapes, links
 and schedule terms agree), then its ZeRO/DP and state terms over the dense and the expert-DP groups
-(:func:`moe_layer_cost`). Sources: DeepSeek-V3 §3.2.2 (the SMs an overlapped schedule reserves), Megatron-Core
+(:func:`moe_layer_cost`). Sources: DeepSeek-V3 §3.2.2 (the SMs an overlapped schedule's all-to-all holds), Megatron-Core
 moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_dispatch`, :mod:`paired_overlap`.
 """
 
@@ -39,10 +39,11 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     a, c, moe = ctx.a, ctx.c, ctx.m.moe
     moe_model_flops, moe_linear, moe_compute, a2a, etp_one = _moe_shape_terms(ctx, rates, acts, memo)
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
-    if c.ep > 1 and overlapped:  # SMs reserved for the dispatch/combine kernels compute nothing, and only the
-        reserved = moe_comm.sm_fraction(a)  # overlapped schedules reserve them (DeepSeek-V3 §3.2.2)
-        moe_compute /= 1.0 - reserved
-        moe_linear /= 1.0 - reserved
+    if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
+        # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
+        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, moe_comm.sm_fraction(a)) / moe_compute
+        moe_compute *= slowed
+        moe_linear *= slowed
     # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
     # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
     # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
@@ -66,7 +67,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
 def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
                      memo: dict | None) -> tuple[float, float, float, float, float]:
     """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective) of an MoE layer before the
-    schedule's terms (the SMs an overlapped schedule reserves, the all-to-all's exposure): with ``memo``, shared by
+    schedule's terms (the SMs an overlapped schedule's all-to-all holds, its exposure): with ``memo``, shared by
     the choices of equal Activations key, FP8 dispatch, world size and domain (moe_layer_times' key less the
     schedule terms)."""
     c = ctx.c

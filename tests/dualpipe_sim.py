@@ -30,33 +30,34 @@ class Op:
     kind: str  # "F", "B", "FB", "W"
     phases: tuple[int, ...]  # F/B: (phase,); FB: (forward phase, backward phase)
     zb: bool = False
+    step: int = 0  # the step (1-8) of dualpipe.py:358-417 / dualpipev.py:330-395 the operation belongs to
 
 
 def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
-    ops: list[Op] = [Op("F", (0,))] * ((n - r - 1) * 2)  # Step 1: nF0
+    ops: list[Op] = [Op("F", (0,), step=1)] * ((n - r - 1) * 2)  # Step 1: nF0
     for _ in range(r + 1):  # Step 2: nF0F1
-        ops += [Op("F", (0,)), Op("F", (1,))]
+        ops += [Op("F", (0,), step=2), Op("F", (1,), step=2)]
     for _ in range(n - r - 1):  # Step 3: nB1W1F1 (zero bubble)
-        ops += [Op("B", (1,), zb=True), Op("W", ()), Op("F", (1,))]
+        ops += [Op("B", (1,), zb=True, step=3), Op("W", (), step=3), Op("F", (1,), step=3)]
     for i in range(main):  # Step 4: nF0B1F1B0
         if i == 0 and unoverlapped_first:  # "We don't overlap these two chunks to further reduce bubble size."
-            ops += [Op("F", (0,)), Op("B", (1,))]
+            ops += [Op("F", (0,), step=4), Op("B", (1,), step=4)]
         else:
-            ops.append(Op("FB", (0, 1)))
-        ops.append(Op("FB", (1, 0)))
+            ops.append(Op("FB", (0, 1), step=4))
+        ops.append(Op("FB", (1, 0), step=4))
     for _ in range(n - r - 1):  # Step 5: nB1F1B0
-        ops += [Op("B", (1,)), Op("FB", (1, 0))]
+        ops += [Op("B", (1,), step=5), Op("FB", (1, 0), step=5)]
     zb = False
     for i in range(r + 1):  # Step 6: nB1B0, the second half with zero bubble
         if i == (r + 1) // 2 and r % 2 == 1:
             zb = True
-        ops.append(Op("B", (1,), zb=zb))
+        ops.append(Op("B", (1,), zb=zb, step=6))
         if i == (r + 1) // 2 and r % 2 == 0:
             zb = True
-        ops.append(Op("B", (0,), zb=zb))
+        ops.append(Op("B", (0,), zb=zb, step=6))
     for _ in range(n - r - 1):  # Step 7: nWB0
-        ops += [Op("W", ()), Op("B", (0,), zb=True)]
-    ops += [Op("W", ())] * (r + 1)  # Step 8: nW
+        ops += [Op("W", (), step=7), Op("B", (0,), zb=True, step=7)]
+    ops += [Op("W", (), step=8)] * (r + 1)  # Step 8: nW
     return ops
 
 
@@ -80,6 +81,40 @@ def phase_stages(schedule: str, ranks: int, r: int) -> tuple[int, int]:
     return r, 2 * ranks - 1 - r
 
 
+def pass_stage(schedule: str, ranks: int, r: int, phase: int) -> tuple[int, int]:
+    """(flow, model stage) of rank ``r``'s phase ``phase``: DualPipe's phase 0 is the flow entering at the rank's
+    own end (flow 0 enters at rank 0, where model stage s lies on rank s; flow 1 at rank p-1, stage s on rank
+    p-1-s; dualpipe.py:355-356); DualPipeV has one flow, chunk 0 = stage r, chunk 1 = stage 2P-1-r."""
+    if schedule == "dualpipe":
+        flow = phase if r < ranks // 2 else 1 - phase
+        return flow, (r if flow == 0 else ranks - 1 - r)
+    return 0, (r if phase == 0 else 2 * ranks - 1 - r)
+
+
+def _parts(op: Op) -> list[tuple[str, int]]:
+    """The (kind, phase) chunk passes an operation runs: an F&B pair both, a weight chunk none."""
+    if op.kind == "FB":
+        return [("F", op.phases[0]), ("B", op.phases[1])]
+    return [] if op.kind == "W" else [(op.kind, op.phases[0])]
+
+
+def _duration(op: Op, parts: list[tuple[str, int]], C: list[float], X: list[float], f: float, w: float,
+              deferred: list[float]) -> float:
+    """An operation's duration (module docstring); ``parts`` its (kind, model stage) passes, ``deferred`` the
+    rank's queued weight-gradient work (FIFO as ``WeightGradStore``): a zero-bubble backward appends, W pops."""
+    if op.kind == "W":
+        return deferred.pop(0)
+    if op.kind == "FB":
+        (_, sa), (_, sb) = parts
+        return f * C[sa] + (1 - f) * C[sb] + pair_exposed_s(ChunkWork(C[sa], X[sa]), ChunkWork(C[sb], X[sb]), f)
+    kind, s = parts[0]
+    compute = f * C[s] if kind == "F" else (1 - f) * C[s]
+    if kind == "B" and op.zb:
+        deferred.append(w * compute)
+        compute *= 1 - w
+    return compute + X[s] / 2
+
+
 def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[list[tuple[str, int]]],
          C: list[float], X: list[float], f: float, w: float) -> "Simulated":
     """List-schedule every rank's ops; ``stage_of(rank, phase)`` -> (flow, stage); ``next_stage(flow, s)`` the
@@ -97,19 +132,14 @@ def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[lis
         nxt = next_stage(flow, s)
         return done.get(("F", flow, s, j)) if nxt is None else done.get(("B", flow, nxt, j))
 
-    def work(s):
-        return ChunkWork(C[s], X[s])
-
     moved = True
     while moved:
         moved = False
         for r in range(ranks):
             while ptr[r] < len(orders[r]):
                 op = orders[r][ptr[r]]
-                parts = [("F", op.phases[0]), ("B", op.phases[1])] if op.kind == "FB" else (
-                    [(op.kind, op.phases[0])] if op.kind != "W" else [])
                 keys, starts = [], [free[r]]
-                for kind, phase in parts:
+                for kind, phase in _parts(op):
                     flow, s = stage_of(r, phase)
                     j = counters[r].get((kind, phase), 0)
                     t = ready(kind, flow, s, j)
@@ -119,18 +149,7 @@ def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[lis
                     keys.append((kind, flow, s, j, phase))
                 else:
                     start = max(starts)
-                    if op.kind == "W":
-                        dur = deferred[r].pop(0)
-                    elif op.kind == "FB":
-                        (_, _, sa, _, _), (_, _, sb, _, _) = keys
-                        dur = f * C[sa] + (1 - f) * C[sb] + pair_exposed_s(work(sa), work(sb), f)
-                    else:
-                        kind, _, s, _, _ = keys[0]
-                        compute = f * C[s] if kind == "F" else (1 - f) * C[s]
-                        if kind == "B" and op.zb:
-                            deferred[r].append(w * compute)
-                            compute *= 1 - w
-                        dur = compute + X[s] / 2
+                    dur = _duration(op, [(kind, s) for kind, _, s, _, _ in keys], C, X, f, w, deferred[r])
                     free[r] = start + dur
                     busy[r] += dur
                     for kind, flow, s, j, phase in keys:
@@ -159,12 +178,10 @@ def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float
     entering at rank 0 and stage p-1-r of the flow entering at rank p-1; for the first half of the ranks phase 0
     is the first flow, for the second half the other (dualpipe.py:355-356)."""
     p = len(C)
-    half = p // 2
     orders = step_orders("dualpipe", p, m)
 
     def stage_of(r, phase):
-        flow = phase if r < half else 1 - phase
-        return flow, (r if flow == 0 else p - 1 - r)
+        return pass_stage("dualpipe", p, r, phase)
 
     def next_stage(flow, s):  # model stage s of flow 0 is on rank s, of flow 1 on rank p-1-s; stages by model index
         return None if s == p - 1 else s + 1
@@ -184,8 +201,50 @@ def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: floa
     orders = step_orders("dualpipev", P, m)
 
     def stage_of(r, phase):
-        return 0, (r if phase == 0 else 2 * P - 1 - r)
+        return pass_stage("dualpipev", P, r, phase)
 
     mbs = [{0: m, 1: m} for _ in range(P)]
     return _run(orders, stage_of, lambda _, s: None if s == 2 * P - 1 else s + 1,
                 lambda _, s: None if s == 0 else s - 1, mbs, C, X, f, w)
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """The step orders as a dependency graph: ``orders[r][i]`` rank r's i-th operation, ``durations_s[r][i]`` its
+    duration (:func:`_duration`), ``inputs[r][i]`` the (rank, index) operations whose outputs it reads (the
+    previous stage's forward, the next stage's backward, or for the model's last stage its own forward)."""
+    orders: list[list[Op]]
+    durations_s: list[list[float]]
+    inputs: list[list[list[tuple[int, int]]]]
+
+
+def op_graph(schedule: str, C: list[float], X: list[float], m: int, f: float, w: float) -> OpGraph:
+    """The :class:`OpGraph` of ``schedule`` over ``len(C)`` model stages (DualPipe: one per rank; DualPipeV: two);
+    its longest path (an operation's start: the latest of its rank's previous operation and its inputs) is the
+    step :func:`simulate_dualpipe` / :func:`simulate_dualpipev` list-schedule."""
+    stages = len(C)
+    ranks = stages if schedule == "dualpipe" else stages // 2
+    orders = step_orders(schedule, ranks, m)
+    made: dict = {}
+    durations: list[list[float]] = []
+    needs: list[list[list[tuple]]] = []
+    for r, ops in enumerate(orders):
+        seen: dict = {}
+        deferred: list[float] = []
+        durations.append([])
+        needs.append([])
+        for i, op in enumerate(ops):
+            parts, need = [], []
+            for kind, phase in _parts(op):
+                flow, s = pass_stage(schedule, ranks, r, phase)
+                j = seen.get((kind, phase), 0)
+                seen[(kind, phase)] = j + 1
+                made[(kind, flow, s, j)] = (r, i)
+                parts.append((kind, s))
+                if kind == "F" and s > 0:
+                    need.append(("F", flow, s - 1, j))
+                elif kind == "B":
+                    need.append(("F", flow, s, j) if s == stages - 1 else ("B", flow, s + 1, j))
+            durations[r].append(_duration(op, parts, C, X, f, w, deferred))
+            needs[r].append(need)
+    return OpGraph(orders, durations, [[[made[k] for k in need] for need in rank] for rank in needs])

@@ -1,6 +1,7 @@
 """CI smoke of the speed benchmark: three small scenarios, CP-SAT and the oracle must agree."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -9,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, mod)  # a module's dataclasses look themselves up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -68,3 +70,20 @@ def test_answers_digest_tells_a_changed_plan_from_a_changed_count(tmp_path, caps
     assert "plans same; stats {'choices_searched': (9, 3)}" in capsys.readouterr().out
     assert mod.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "other.json")]) == 1
     assert "PLANS DIFFER" in capsys.readouterr().out
+
+
+def test_moe_layer_breakdown_adds_up_to_the_layer_and_prices_deepseek_v3_shapes_by_hand(capsys):
+    """benchmarks/moe_layer_breakdown.py: its terms add up to LayerCost.compute_s (it asserts so), and DeepSeek-V3's
+    routed up-projection is the shape worked by hand: EP64 gives 256/64 = 4 local experts of M_e = 64·4096·8/256 =
+    8192 rows, K = 7168, N = 2·2048 (gate and up), 6·8·2·7168·2048·4096 = 5.773 TFLOP fwd+bwd at the mean load."""
+    mod = _load("moe_layer_breakdown")
+    lines, totals = mod.breakdown(mod.DSV3)
+    row = next(x for x in lines if x.strip().startswith("expert_up"))
+    assert "4 local" in row and "8192 x 7168 x 4096" in row
+    busiest = float(row.split("busiest x")[1].split(")")[0])
+    tflop = float(row.split("8192 x 7168 x 4096")[1].split()[0])
+    assert abs(tflop / busiest - 6 * 8 * 2 * 7168 * 2048 * 4096 / 1e12) < 0.01 * busiest
+    # the hand column for it is DeepGEMM@55ab91f's 1346 TFLOPS at the mean load: 5.773 TFLOP / 1346 TFLOP/s
+    hand = float(row.split("8192 x 7168 x 4096")[1].split()[5])
+    assert abs(hand - 1e3 * 5.773 / 1346) < 0.02
+    assert totals["a2a_ms"] > 0 and totals["compute_ms"] > 0

@@ -1,4 +1,4 @@
-"""Per-layer costs (costmodel/layer_costs.py): SMs reserved for the all-to-all slow the MoE layer's compute.
+"""Per-layer costs (costmodel/layer_costs.py): SMs held by the all-to-all kernels slow the MoE layer's compute beside them.
 """
 
 from __future__ import annotations
@@ -11,18 +11,34 @@ import physics_cases as physics
 
 
 def test_sms_reserved_for_communication_slow_moe_compute():
-    """20 of H800's 132 SMs reserved for the all-to-all (DeepSeek-V3 §3.2.2, the default for overlapped
-    schedules): DualPipe's MoE layer computes 132/112 = 1.1786 x as long as with no reservation (fraction 0);
-    dense layers are unchanged; 1F1B, which overlaps nothing, reserves none whatever the knob says."""
+    """20 of H800's 132 SMs held by the dispatch/combine kernels while they run (DeepSeek-V3 §3.2.2, the default for
+    overlapped schedules; DeepEP@ebfe47e csrc/deep_ep.cpp:477 launches them on num_sms blocks): DualPipe's MoE layer
+    computes (20/132)·min(A, C·132/112) longer than with no reservation (fraction 0), A its all-to-all (a2a_s,
+    fwd+bwd) and C its compute on every SM; dense layers are unchanged; 1F1B, which overlaps nothing, reserves none
+    whatever the knob says."""
     spec, c = physics.dsv3()
     sm = physics.costs(spec, c)
     spec_none, _ = physics.dsv3(ep_comm_sm_fraction=0.0)
     base = physics.costs(spec_none, c)
-    ratio = (sm.moe.compute_s - sm.moe.selective_s) / (base.moe.compute_s - base.moe.selective_s)
-    assert ratio == pytest.approx(132 / 112)
+    C, A = base.moe.compute_s - base.moe.selective_s, base.moe.a2a_s
+    assert sm.moe.a2a_s == pytest.approx(A)
+    assert sm.moe.compute_s - base.moe.compute_s == pytest.approx(20 / 132 * min(A, C * 132 / 112))
     assert sm.dense.compute_s == pytest.approx(base.dense.compute_s)
     one = replace(c, schedule="1f1b")
     assert physics.costs(spec, one).moe.compute_s == pytest.approx(physics.costs(spec_none, one).moe.compute_s)
+
+
+def test_reserved_sms_slow_only_the_compute_beside_the_kernels():
+    """moe_comm.reserved_sm_time_s worked by hand: 10 ms of compute beside 4 ms of dispatch/combine holding 20 % of
+    the SMs does 0.8 x 4 = 3.2 ms of its work in those 4 ms and the other 6.8 ms after them on every SM: 10.8 ms,
+    0.8 ms more. Beside 20 ms of communication the compute never leaves the reduced SMs: 10/0.8 = 12.5 ms, 2.5 ms
+    more (the old whole-layer 1/(1 - x), now an upper bound). No SMs held, no communication: nothing."""
+    from parplan.costmodel.moe_comm import reserved_sm_time_s
+
+    assert reserved_sm_time_s(10.0, 4.0, 0.2) == pytest.approx(0.8)
+    assert reserved_sm_time_s(10.0, 20.0, 0.2) == pytest.approx(2.5)
+    assert reserved_sm_time_s(10.0, 12.5, 0.2) == pytest.approx(2.5)  # the two branches meet at A = C/(1 - x)
+    assert reserved_sm_time_s(10.0, 4.0, 0.0) == 0.0 and reserved_sm_time_s(10.0, 0.0, 0.2) == 0.0
 
 
 def test_narrow_heads_slow_the_attention_core():

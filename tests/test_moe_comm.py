@@ -102,7 +102,8 @@ def test_fp8_dispatch_dominates_bf16_exactly():
 
 def test_a2a_overlap_cost_by_hand():
     """Off: exposed = 2·a2a (ep_comm_overlap 0), MoE compute C at full speed. On (Megatron-Core's combined 1F1B,
-    costmodel/paired_overlap.py): the compute runs on 112 of 132 SMs (C' = C·132/112, DeepSeek-V3 §3.2.2) and a
+    costmodel/paired_overlap.py): the compute beside the 2·a2a of dispatch/combine runs on 112 of 132 SMs
+    (C' = C + (20/132)·min(2·a2a, C·132/112), DeepSeek-V3 §3.2.2, moe_comm.reserved_sm_time_s) and a
     layer's forward beside another micro-batch's backward of the same layer leaves
     max(0, a2a - (1-f)·C') + max(0, a2a - f·C') with f = 1/3 (each pass moves one a2a)."""
     spec = moe_dims.spec(moe_dims.MOE, gbs=32)
@@ -110,7 +111,8 @@ def test_a2a_overlap_cost_by_hand():
     off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
     a2a = off.ep_s / 2
     compute_on = on.compute_s
-    assert (compute_on - on.selective_s) / (off.compute_s - off.selective_s) == pytest.approx(132 / 112)
+    C = off.compute_s - off.selective_s
+    assert compute_on - on.selective_s - C == pytest.approx(20 / 132 * min(2 * a2a, C * 132 / 112))
     f = 1 / 3
     assert on.ep_s == pytest.approx(max(0.0, a2a - (1 - f) * compute_on) + max(0.0, a2a - f * compute_on))
     assert on.ep_s < off.ep_s
