@@ -18,6 +18,7 @@ from parplan.costmodel.collectives import all_to_all_time_s, ring_gather_time_s
 from parplan.costmodel.context_parallel import (CpComm, a2a_group_size, allgather_comm, ring_aggregate_s,
                                                 ring_exposed_s, ulysses_all_to_all_s, ulysses_comm)
 from parplan.costmodel.hardware import GPU, nvlink_busbw_gbps
+from parplan.costmodel.memo import memoized
 from parplan.costmodel.mesh import ep_members_per_domain, span_within_domain
 
 if TYPE_CHECKING:  # pragma: no cover  (the costs read a choice by attribute; no import cycle with costmodel.choice)
@@ -98,9 +99,7 @@ class Comm:
             return Comm._of(c, gpu, a, domain)
         key = ("Comm", c.tp, c.cp, c.pp, c.dp, c.ep, c.etp, c.zero_replicas, c.sequence_parallel_on, c.cp_comm_type,
                c.moe_fp8_dispatch, domain)
-        hit = memo.get(key)
-        if hit is None:
-            hit = memo[key] = Comm._of(c, gpu, a, domain)
+        hit = memoized(memo, key, lambda: Comm._of(c, gpu, a, domain))
         if hit.c is c:
             return hit
         out = object.__new__(Comm)  # a copy holding ``c`` (dataclasses.replace without re-running __init__)

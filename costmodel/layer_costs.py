@@ -25,6 +25,7 @@ from parplan.costmodel.efficiency import (attention_efficiency, hbm_bandwidth_gb
                                           max_linear_efficiency)
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.fp8_transpose import transpose_seconds
+from parplan.costmodel.memo import memoized
 from parplan.costmodel.memory import (alternate_matmul_activation_items, dense_layer_activation_items,
                                      mlp_activation_bytes)
 from parplan.costmodel.spec import ModelSpec, Spec
@@ -218,15 +219,10 @@ class Activations:
         """The activations of ``ctx``'s choice; with ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of
         equal GemmRates key, SP, recompute granularity, EP and ETP, all of the choice it reads (the busiest EP
         rank's load and the routed experts' widths: :func:`moe_mlp_activation_per_token`)."""
-        if memo is None:
-            return Activations._of(ctx, rates)
         c = ctx.c
         key = ("Activations", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
                c.ep, c.etp)
-        out = memo.get(key)
-        if out is None:
-            out = memo[key] = Activations._of(ctx, rates)
-        return out
+        return memoized(memo, key, lambda: Activations._of(ctx, rates))
 
     @staticmethod
     def _of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
@@ -329,15 +325,10 @@ class LayerComm:
         """:meth:`_of`; with ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of equal GemmRates key, SP,
         world size and domain, all of the choice it reads (the TP and CP links follow from tp, cp, the world size
         and the domain: comm.Comm.of)."""
-        if memo is None:
-            return LayerComm._of(ctx, rates)
         c = ctx.c
         key = ("LayerComm", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.num_gpus,
                ctx.domain)
-        out = memo.get(key)
-        if out is None:
-            out = memo[key] = LayerComm._of(ctx, rates)
-        return out
+        return memoized(memo, key, lambda: LayerComm._of(ctx, rates))
 
     @staticmethod
     def _of(ctx: ChoiceContext, rates: GemmRates) -> "LayerComm":

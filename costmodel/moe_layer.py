@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from parplan.costmodel import moe_comm
 from parplan.costmodel.fp8_transpose import transpose_seconds
+from parplan.costmodel.memo import memoized
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
                                            moe_busiest_load, moe_params_gpu)
 from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
@@ -22,16 +23,11 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     choices of equal Activations key, schedule terms (paired; hiding the all-to-all), all-to-all overlap, FP8
     dispatch, world size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the
     degrees, the world size and the domain: comm.Comm.of)."""
-    if memo is None:
-        return _moe_layer_times(ctx, rates, acts, lc, None)
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
            c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
-    out = memo.get(key)
-    if out is None:
-        out = memo[key] = _moe_layer_times(ctx, rates, acts, lc, memo)
-    return out
+    return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
 
 def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,

@@ -61,13 +61,18 @@ def test_dsv3_lopsided_split_is_slower_by_the_exposure_worked_by_hand():
     assert lop.metrics.breakdown_s["ep"] > bal.metrics.breakdown_s["ep"]
 
 
-def _mixtral_plan(schedule: str) -> tuple[Spec, PlanSpec]:
-    spec = validate_spec(dict(
+def _mixtral_spec() -> Spec:
+    """Mixtral 8x7B on 64 H100 (examples/mixtral-8x7b-64xh100.yaml's model) in the research space."""
+    return validate_spec(dict(
         framework="any",
         model=dict(name="mixtral-8x7b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
                    num_attention_heads=32, num_kv_heads=8, vocab_size=32000, gated_mlp=True, tie_embeddings=False,
                    moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336)),
         training=dict(seq_len=4096, global_batch_size=512), cluster=dict(gpu="H100-SXM-80GB", num_gpus=64)))
+
+
+def _mixtral_plan(schedule: str) -> tuple[Spec, PlanSpec]:
+    spec = _mixtral_spec()
     return spec, PlanSpec(tp=2, pp=4, dp=8, ep=8, schedule=schedule, micro_batch_size=1, num_microbatches=64,
                           vpp=2 if schedule == "interleaved" else 1)
 
@@ -177,14 +182,8 @@ def test_split_recomputes_on_the_larger_stage_first():
     assert brute_force(spec, best.metrics.step_time_s * (1 - REL_TOL)) is None
 
 
-def _mixtral_dualpipe_pp8(stage_layers: list[int]):
-    spec = validate_spec(dict(
-        framework="any",
-        model=dict(name="mixtral-8x7b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336,
-                   num_attention_heads=32, num_kv_heads=8, vocab_size=32000, gated_mlp=True, tie_embeddings=False,
-                   moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336)),
-        training=dict(seq_len=4096, global_batch_size=512), cluster=dict(gpu="H100-SXM-80GB", num_gpus=64)))
-    return spec, PlanSpec(tp=1, pp=8, dp=8, ep=8, schedule="dualpipe", micro_batch_size=1, num_microbatches=64,
+def _mixtral_dualpipe_pp8(stage_layers: list[int]) -> tuple[Spec, PlanSpec]:
+    return _mixtral_spec(), PlanSpec(tp=1, pp=8, dp=8, ep=8, schedule="dualpipe", micro_batch_size=1, num_microbatches=64,
                           stage_layers=stage_layers)
 
 

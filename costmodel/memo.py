@@ -1,0 +1,22 @@
+"""The per-problem memo of the cost model's shared pieces.
+
+The solver's Problem holds one dict per spec, GPU, assumptions and architecture and passes it to the pieces many
+choices share (``comm.Comm.of``, ``layer_costs.GemmRates.of`` / ``Activations.of`` / ``LayerComm.of``,
+``moe_layer.moe_layer_times``). Each piece's key names every field of the choice it reads, so a hit is exactly
+the piece that choice would build (``tests/test_layer_bound.py::test_the_shared_pieces_change_no_cost``)."""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+def memoized(memo: Optional[dict], key: Hashable, build: Callable[[], T]) -> T:
+    """``memo[key]``, built by ``build()`` on a miss; ``build()`` alone without a memo."""
+    if memo is None:
+        return build()
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = build()
+    return hit
