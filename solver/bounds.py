@@ -149,6 +149,19 @@ def least_integer_reaching(reached, low: float, high: float) -> float:
     return high
 
 
+def fastest_flops_per_s(spec: Spec, gpu: GPU, a: Assumptions) -> float:
+    """The fastest rate any FLOP of the model runs at under the assumptions: the GEMM rate of the training
+    precision, or the attention core's where that is higher (quick_bounds prices every FLOP at it)."""
+    peak = gpu.peak_tflops(spec.training.precision) * 1e12
+    effs = [a.matmul_efficiency]
+    if spec.training.precision == "fp8" and a.fp8_matmul_efficiency is not None:
+        effs = [a.fp8_matmul_efficiency]
+    rates = [peak * e for e in effs]
+    if a.attention_efficiency is not None:
+        rates.append(gpu.peak_bf16_tflops * 1e12 * a.attention_efficiency)
+    return max(rates)
+
+
 def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, arch: Architecture,
                  factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Lower bounds computed from a choice alone, before its coefficient table is built.
@@ -165,14 +178,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
         return np.zeros(0), np.zeros(0)
     check()
     seq = spec.training.seq_len
-    peak = gpu.peak_tflops(spec.training.precision) * 1e12
-    effs = [a.matmul_efficiency]
-    if spec.training.precision == "fp8" and a.fp8_matmul_efficiency is not None:
-        effs = [a.fp8_matmul_efficiency]
-    rates = [peak * e for e in effs]
-    if a.attention_efficiency is not None:
-        rates.append(gpu.peak_bf16_tflops * 1e12 * a.attention_efficiency)
-    fastest = max(rates)
+    fastest = fastest_flops_per_s(spec, gpu, a)
     flops_token = arch.model_flops_per_token(seq, a.attention_flops_causal_fraction)
     expert_total = arch.num_moe_layers * arch.expert_params_per_layer
     other_total = arch.total_params - expert_total

@@ -111,3 +111,65 @@ def test_a_unit_that_cannot_hold_its_least_layers_makes_the_bound_infinite():
     t = p.table(0)
     assert math.isinf(relaxed_bound(t, 0))
     assert solve_table(t, 0) is None
+
+
+def _quick_bounds_one_by_one(spec, choices, gpu, a, arch):
+    """bounds.quick_bounds written per choice from the Choice's own fields (dense_shard, expert_shard) and
+    costmodel's effective_zero_stage / model_state_bytes / schedule_units: the reference its array form matches."""
+    from parplan.costmodel.choice import bubble_factor, effective_zero_stage
+    from parplan.costmodel.memory import model_state_bytes
+    from parplan.costmodel.optimizer_states import optimizer_state_bytes
+    from parplan.solver.bounds import fastest_flops_per_s
+    from parplan.solver.tables import KIB, schedule_units
+    seq = spec.training.seq_len
+    fastest = fastest_flops_per_s(spec, gpu, a)
+    flops_token = arch.model_flops_per_token(seq, a.attention_flops_causal_fraction)
+    expert_total = arch.num_moe_layers * arch.expert_params_per_layer
+    other_total = arch.total_params - expert_total
+    step, mem = [], []
+    for c in choices:
+        t_mean_s = c.micro_batch_size * (seq // c.cp) / c.tp * flops_token / fastest / c.pp
+        step.append((c.num_microbatches + bubble_factor(c, a)) * t_mean_s * (1 - 1e-9))
+        zero = effective_zero_stage(c.zero_stage, c.pp, a)
+        o = optimizer_state_bytes(c.optimizer_states, a.optimizer_bytes)
+        f = c.optimizer_offload_fraction
+        states = (model_state_bytes(other_total / c.tp / c.pp, zero, c.dense_shard, a.weight_bytes, a.grad_bytes, o,
+                                    f, a.zero3_resident_weight_bytes)
+                  + model_state_bytes(expert_total / (c.ep * c.etp) / c.pp, zero, c.expert_shard, a.weight_bytes,
+                                      a.grad_bytes, o, f, a.zero3_resident_weight_bytes))
+        mem.append(np.floor(states * schedule_units(c.schedule, c.pp).stages_per_unit * (1 - 1e-9) / KIB))
+    return np.array(step), np.array(mem)
+
+
+def test_quick_bounds_equal_their_per_choice_formulas():
+    """quick_bounds (one array expression over every choice) against the per-choice formulas on a space with every
+    memory dimension (ZeRO 1-3 with and without PP, HSDP replicas, optimizer state dtypes and offload), expert
+    parallelism and DualPipe (two stages per rank): the same floats."""
+    from parplan.costmodel.assumptions import resolve_assumptions
+    from parplan.costmodel.architecture import Architecture
+    from parplan.costmodel.hardware import resolve_gpu
+    from parplan.solver.bounds import quick_bounds
+    spec = validate_spec(dict(
+        framework="any",
+        model=dict(name="tiny-moe", num_layers=8, hidden_size=1024, ffn_hidden_size=2048, num_attention_heads=8,
+                   vocab_size=32000, gated_mlp=True, tie_embeddings=False,
+                   moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=1024, first_dense_layers=1)),
+        training=dict(seq_len=2048, global_batch_size=64),
+        cluster=dict(gpu="H100-SXM-80GB", num_gpus=16, gpus_per_node=8),
+        search=dict(zero_stages=[1, 2, 3], zero_replicas=[1, 2], optimizer_states=["fp32/bf16/bf16", "fp16/fp8/fp8"],
+                    optimizer_offload_fractions=[0.0, 0.5], schedules=["1f1b", "dualpipe"])))
+    p = Problem.build(spec)
+    # the space keeps ZeRO-2/3 only without PP (with it they act as ZeRO-1: effective_zero_stage); quick_bounds is
+    # also asked of choices built elsewhere, so add those
+    choices = p.choices + [c.but(zero_stage=z) for c in p.choices[::25] if c.pp > 1 for z in (2, 3)]
+    # the dimensions are exercised (the space keeps the optimizer state dtypes that are not dominated)
+    assert {(c.zero_stage, c.zero_replicas) for c in choices} == {(z, r) for z in (1, 2, 3) for r in (1, 2)}
+    assert {c.zero_stage for c in choices if c.pp > 1} == {1, 2, 3}
+    assert {c.optimizer_offload_fraction for c in choices} == {0.0, 0.5}
+    assert {(c.schedule, c.pp > 1) for c in choices} >= {("1f1b", False), ("1f1b", True), ("dualpipe", True)}
+    assert any(c.ep > 1 for c in choices)
+    gpu, a = resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions)
+    arch = Architecture(spec.model)
+    step, mem = quick_bounds(spec, choices, gpu, a, arch)
+    want_step, want_mem = _quick_bounds_one_by_one(spec, choices, gpu, a, arch)
+    assert np.array_equal(step, want_step) and np.array_equal(mem, want_mem)
