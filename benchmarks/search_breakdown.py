@@ -60,7 +60,25 @@ def main(argv=None) -> int:
     for key in ("build", "layer bound", "mean-unit bound", "table less its exposure", "table",
                 "relaxation (tables included)", "CP-SAT solve"):
         print(f"  {key:30s} {calls[key]:7d} calls {seconds[key]:7.2f} s")
+    if res.plans:
+        legal, open_ = _choices_below(validate_spec(raw), res.plans[0].metrics.step_time_s)
+        print(f"  choices: {legal} legal, {open_} within the memory bound with a quick bound below the optimum")
     return 0
+
+
+def _choices_below(spec, optimum_s: float) -> tuple[int, int]:
+    """(legal choices, those whose quick bounds (solver/bounds.py quick_bounds: the model FLOPs at the fastest rate,
+    the mean stage's model states) are within the usable memory and below ``optimum_s``): what the search must
+    bound past its quick bound."""
+    from parplan.costmodel.architecture import Architecture
+    from parplan.costmodel.assumptions import resolve_assumptions
+    from parplan.costmodel.hardware import resolve_gpu
+    from parplan.solver.bounds import quick_bounds
+    from parplan.solver.problem import Problem
+    p = Problem.build(spec)
+    gpu, a = resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions)
+    step_s, mem_kib = quick_bounds(spec, p.choices, gpu, a, Architecture(spec.model))
+    return len(p.choices), int(((mem_kib <= p.cap_kib) & (step_s < optimum_s)).sum())
 
 
 def _timed_call(f, seconds, calls, key, *a, **k):
