@@ -11,8 +11,10 @@ import random
 from collections import Counter, defaultdict
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
 
 from benchmarks.solver_speed import SCENARIOS
+from conftest import small_specs
 from parplan.costmodel.choice import choice_costs, layer_times
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import bounds
@@ -111,3 +113,41 @@ def test_the_shared_pieces_change_no_cost(name):
     expected = {"GemmRates", "Activations", "Comm", "LayerComm", "DenseLayerTimes"} | (
         {"MoeLayerTimes", "MoeShapeTerms"} if p.spec.model.moe else set())
     assert set(kinds) == expected and max(kinds.values()) < len(sample), kinds
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=small_specs(memory_dims=True))
+def test_one_memo_over_a_random_space_changes_no_cost(spec):
+    """The memo's keys name every field their pieces read, on random specs (dense and MoE, MLA, MTP, dispatchers,
+    CP, HSDP, optimizer dtypes and offload, every schedule): choice_costs over all of a problem's choices with one
+    shared memo, in the space's order, equals choice_costs without a memo."""
+    p = Problem.build(spec)
+    assume(p.choices)
+    _one_memo_changes_no_cost(p, p.choices[::max(1, len(p.choices) // 150)])
+
+
+def test_one_memo_over_the_ep_communication_choices_changes_no_cost():
+    """The same over every choice of an FP8 MoE spec whose space holds FP8 dispatch and the all-to-all overlap on
+    and off at EP 2-8 under 1F1B, interleaved and DualPipe (the random specs rarely draw FP8 dispatch)."""
+    spec = validate_spec(dict(
+        framework="any",
+        model=dict(name="tiny-moe", num_layers=4, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
+                   vocab_size=8000, gated_mlp=True, tie_embeddings=False,
+                   moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=512, first_dense_layers=1)),
+        training=dict(seq_len=1024, global_batch_size=16, precision="fp8"),
+        cluster=dict(gpu="H100-SXM-80GB", num_gpus=8, gpus_per_node=4),
+        search=dict(moe_fp8_dispatch=[False, True], moe_a2a_overlap=[False, True], ep=[2, 4, 8],
+                    schedules=["1f1b", "interleaved", "dualpipe"])))
+    p = Problem.build(spec)
+    # the space keeps FP8 dispatch only (BF16 dispatch moves twice the bytes at the same memory): add the BF16 twins
+    choices = [d for c in p.choices for d in (c, c.but(moe_fp8_dispatch=not c.moe_fp8_dispatch))]
+    assert {(c.moe_fp8_dispatch, c.moe_a2a_overlap) for c in choices} == {(f, o) for f in (0, 1) for o in (0, 1)}
+    _one_memo_changes_no_cost(p, choices)
+
+
+def _one_memo_changes_no_cost(p: Problem, choices) -> None:
+    memo: dict = {}
+    for c in choices:
+        assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == \
+            choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch), c
