@@ -26,7 +26,7 @@ import numpy as np
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions
 from parplan.costmodel import moe_comm
-from parplan.costmodel.choice import Choice, bubble_factor
+from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
@@ -184,17 +184,15 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
     other_total = arch.total_params - expert_total
     if factors is None:
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in choices])
-    tp, cp, pp, dp, ep, etp, mbs, zero_stage, replicas = np.array(
-        [(c.tp, c.cp, c.pp, c.dp, c.ep, c.etp, c.micro_batch_size, c.zero_stage, c.zero_replicas) for c in choices],
-        dtype=np.int64).T
+    # the shards and the ZeRO stage paid from the choice's own rules (Choice.dense_shard / expert_shard,
+    # effective_zero_stage), the arithmetic on arrays
+    tp, cp, pp, ep, etp, mbs, zero, g_dense, g_expert = np.array(
+        [(c.tp, c.cp, c.pp, c.ep, c.etp, c.micro_batch_size, effective_zero_stage(c.zero_stage, c.pp, a),
+          c.dense_shard, c.expert_shard) for c in choices], dtype=np.int64).T
     tokens_gpu = mbs * (seq // cp) / tp
     t_mean_s = tokens_gpu * flops_token / fastest / pp
     step_lb_s = factors * t_mean_s * (1 - 1e-9)
-    g_dense = np.maximum(1, dp * cp // replicas)  # Choice.dense_shard, Choice.expert_shard
-    g_expert = np.maximum(1, (tp * cp * dp) // (ep * etp) // replicas)
-    # effective_zero_stage, and the parameters of a stage on one GPU
-    zero = np.where((zero_stage >= 2) & (pp > 1) & a.zero_unsharded_across_microbatches_with_pp, 1, zero_stage)
-    dense_params, expert_params = other_total / tp / pp, expert_total / (ep * etp) / pp
+    dense_params, expert_params = other_total / tp / pp, expert_total / (ep * etp) / pp  # a stage's, on one GPU
     units: dict = {}  # schedule_units' stages_per_unit by (schedule, pp): a DualPipe rank holds two stages
     per_unit = np.array([units[k] if k in units else units.setdefault(k, schedule_units(*k).stages_per_unit)
                          for k in ((c.schedule, c.pp) for c in choices)])
