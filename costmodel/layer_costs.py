@@ -439,20 +439,17 @@ def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, l
     GemmRates key, SP, recompute granularity, world size and domain: all of the choice it reads (Activations' dense
     terms read no EP degree; the TP link follows from tp, the world size and the domain)."""
     c = ctx.c
-    key = None
-    if memo is not None:
-        key = ("DenseLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp,
-               c.recompute, c.num_gpus, ctx.domain)
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
+    key = ("DenseLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+           c.num_gpus, ctx.domain)
+    return memoized(memo, key, lambda: _dense_layer_times(ctx, rates, acts, lc))
+
+
+def _dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm) -> LayerTimes:
     a, arch, tokens_gpu = ctx.a, ctx.arch, ctx.tokens_gpu
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
     dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
     dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
-    out = LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
-                     compute_s=dense_compute + acts.selective_s, tp_s=lc.tp_layer_s, tp_fwd_s=lc.tp_layer_fwd_s,
-                     ep_s=0.0, a2a_s=0.0, act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered))
-    if key is not None:
-        memo[key] = out
-    return out
+    return LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
+                      compute_s=dense_compute + acts.selective_s, tp_s=lc.tp_layer_s, tp_fwd_s=lc.tp_layer_fwd_s,
+                      ep_s=0.0, a2a_s=0.0,
+                      act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered))

@@ -20,13 +20,12 @@ from parplan.costmodel.schedule import Schedule
 def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
                     memo: dict | None = None) -> LayerTimes:
     """An MoE layer's :class:`~layer_costs.LayerTimes`; with ``memo`` (layer_costs.GemmRates.of's) shared by the
-    choices of equal Activations key, schedule terms (paired; hiding the all-to-all), all-to-all overlap, FP8
-    dispatch, world size and NVLink domain: all of the choice it reads (the EP, ETP and TP links follow from the
-    degrees, the world size and the domain: comm.Comm.of)."""
+    choices of equal Activations key, schedule terms (paired, and the all-to-all overlap: together whether it hides
+    the all-to-all, moe_comm.overlaps_all_to_all), FP8 dispatch, world size and NVLink domain: all of the choice it
+    reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.ep, c.etp, Schedule(c.schedule).paired, moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap),
-           c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+           c.ep, c.etp, Schedule(c.schedule).paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
 
@@ -67,13 +66,14 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     the choices of equal Activations key, FP8 dispatch, world size and domain (moe_layer_times' key less the
     schedule terms)."""
     c = ctx.c
-    key = None
-    if memo is not None:
-        key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-               c.ep, c.etp, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
-        hit = memo.get(key)
-        if hit is not None:
-            return hit
+    key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
+           c.ep, c.etp, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+    return memoized(memo, key, lambda: _moe_shape_terms_of(ctx, rates, acts))
+
+
+def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
+                        acts: Activations) -> tuple[float, float, float, float, float]:
+    c = ctx.c
     moe = ctx.m.moe
     a, arch, comm, h, M = ctx.a, ctx.arch, ctx.comm, ctx.h, ctx.M
     tokens_gpu, up, spf = ctx.tokens_gpu, rates.up, rates.spf
@@ -103,10 +103,7 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
     # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
     etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
-    out = (moe_model_flops, moe_linear, moe_compute, a2a, etp_one)
-    if key is not None:
-        memo[key] = out
-    return out
+    return moe_model_flops, moe_linear, moe_compute, a2a, etp_one
 
 
 def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
