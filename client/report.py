@@ -293,7 +293,8 @@ def framework_line(entry) -> str:
         return f"{entry.framework}: {entry.status}" + (f" ({entry.reason})" if entry.reason else "")
     p, m = entry.best.plan, entry.best.metrics
     vs = "" if entry.vs_best is None else f"{entry.vs_best * 100:+.1f} %, "
-    line = (f"{entry.framework}: {vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
+    unproven = "" if entry.status == "OPTIMAL" else f"{entry.status}, the best found in the time it had: "
+    line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
             f"{m.step_time_s:.3f} s ({_short_plan(p)})")
     differs = getattr(entry, "differs", ())
     return line + (f"; differs in {', '.join(differs)}" if differs else "; same plan and conventions")

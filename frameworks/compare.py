@@ -13,12 +13,14 @@ is an ``INVALID`` line naming ``framework``, with no solve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_profile, _tp_values
 
 ANY = "any"  # the framework-neutral research space (ZB-H1, DualPipe)
+LEAST_SOLVE_S = 0.05  # a per-framework solve with less time left than this is not started
 
 
 @dataclass(frozen=True)
@@ -92,18 +94,30 @@ def spec_for_framework(spec, name: str):
     return validate_spec(data)
 
 
-def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, **optimize_args) -> list[FrameworkBest]:
+def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, deadline: Optional[float] = None,
+                       **optimize_args) -> list[FrameworkBest]:
     """For each framework (default :func:`other_frameworks`), the best plan of ``spec`` under it, compared with
-    ``result.plans[0]`` (``optimize_args``: method, controls, ... as given to ``solver.planner.optimize``)."""
+    ``result.plans[0]`` (``optimize_args``: method, controls, ... as given to ``solver.planner.optimize``).
+    ``deadline`` (``time.monotonic()``): when the whole call must end; each framework's solve gets an equal share
+    of the time left (its controls' ``time_limit_s``), and one reached with less than :data:`LEAST_SOLVE_S` left is
+    UNKNOWN, not solved."""
     from parplan.costmodel.errors import ParplanError
     from parplan.solver.planner import optimize
 
     ref = result.plans[0].metrics.step_time_s if result.plans else None
+    names = list(frameworks if frameworks is not None else other_frameworks(spec))
     out = []
-    for name in frameworks if frameworks is not None else other_frameworks(spec):
+    for i, name in enumerate(names):
+        args = optimize_args
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left < LEAST_SOLVE_S:
+                out.append(FrameworkBest(name, "UNKNOWN", reason="not solved: the call's time limit was spent"))
+                continue
+            args = dict(optimize_args, controls=replace(optimize_args["controls"], time_limit_s=left / (len(names) - i)))
         try:
             other = spec_for_framework(spec, name)
-            got = optimize(other, top_k=1, **optimize_args)
+            got = optimize(other, top_k=1, **args)
         except (ParplanError, ValueError) as err:
             out.append(FrameworkBest(name, "INVALID", reason=str(err).splitlines()[0]))
             continue

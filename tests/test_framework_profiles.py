@@ -315,3 +315,32 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
     free = optimize(validate_spec({**data, "framework": "any"}))
     assert free.plans[0].plan.schedule in ("zb-h1", "dualpipe", "dualpipev")
     assert free.plans[0].metrics.step_time_s == pytest.approx(others["any"]["step_time_s"])
+
+
+def test_per_framework_solves_share_what_the_call_has_left(monkeypatch):
+    """The per-framework solves run within the call's limit: each gets an equal share of the time left before the
+    deadline as its controls' time limit, and a framework reached with no time left is UNKNOWN and not solved."""
+    import time
+
+    from parplan.frameworks.compare import best_per_framework
+    from parplan.solver import planner
+    from parplan.solver.cpsat import SolverControls
+
+    spec = validate_spec(yaml.safe_load(LLAMA.read_text()))
+    result = optimize(spec)
+    controls = SolverControls(time_limit_s=60, workers=1, deterministic=True)
+    calls: list[tuple[float, float]] = []  # (time left at the call, its time limit)
+    real = planner.optimize
+
+    def recording(spec, deadline_at, **kwargs):
+        calls.append((deadline_at - time.monotonic(), kwargs["controls"].time_limit_s))
+        return real(spec, **kwargs)
+
+    spent = best_per_framework(spec, result, deadline=time.monotonic() - 1, controls=controls)
+    assert [e.status for e in spent] == ["UNKNOWN"] * 4 and all("time limit" in e.reason for e in spent)
+    deadline = time.monotonic() + 40
+    monkeypatch.setattr(planner, "optimize", lambda spec, **kw: recording(spec, deadline, **kw))
+    got = best_per_framework(spec, result, deadline=deadline, controls=controls)
+    assert [e.status for e in got] == ["OPTIMAL"] * 4 and len(calls) == 4
+    for i, (left, limit) in enumerate(calls):  # an equal share of what is left among the frameworks still to run
+        assert limit == pytest.approx(left / (4 - i), rel=0.05)
