@@ -219,8 +219,7 @@ def optimize(
                                       "peak memory or vs GPU count", case_sensitive=False),
     output_format: ResultFormat = typer.Option(ResultFormat.table, "--format", "-f", case_sensitive=False,
                                                help="table (for people), json (docs/spec.md) or yaml"),
-    time_limit: float = typer.Option(60.0, "--time-limit", help="the call's limit, seconds (0 < t ≤ 86400): the "
-                                     "search, then the per-framework solves share what is left"),
+    time_limit: float = typer.Option(60.0, "--time-limit", help="the whole call's limit, seconds (0 < t ≤ 86400)"),
     method: Method = typer.Option(Method.cpsat, "--method", case_sensitive=False,
                                   help="cpsat, or exhaustive (the oracle; fine for small spaces)"),
     workers: int = typer.Option(0, "--workers", help="CP-SAT workers (0: all cores; at most 256)"),
@@ -242,8 +241,7 @@ def optimize(
     server: str = typer.Option(None, "--server", metavar="HOST:PORT", help="solve on a `solver-cli serve` "
                                "server (token: $PARPLAN_AUTH_TOKEN, TLS roots: $PARPLAN_TLS_CA_FILE)"),
     per_framework: bool = typer.Option(True, "--per-framework/--no-per-framework", help="also the best plan on "
-                                       "each other profiled framework (and 'any'), one more solve each within "
-                                       "--time-limit"),
+                                       "each other profiled framework and 'any' (a solve each, in the time left)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
@@ -253,16 +251,13 @@ def optimize(
         spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
         if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
             export_cli.check_plot(spec)
-        solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic,
-                      seed=seed)
-        started = time.monotonic()
+        solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
+        deadline = time.monotonic() + time_limit  # the whole call's: the search, then the per-framework solves
         result, controls = _solve(spec, server, top, axis, solver, budget_kw, progress)
         others = None
-        if per_framework and server is None and result.plans:  # within what the call's limit leaves
+        if per_framework and server is None and result.plans:
             from parplan.frameworks.compare import best_per_framework
-
-            others = best_per_framework(spec, result, deadline=started + time_limit, method=method.value,
-                                        controls=controls)
+            others = best_per_framework(spec, result, deadline=deadline, method=method.value, controls=controls)
         if plot:
             export_cli.plot_frontier(result, plot, spec)
         if export or emit:
