@@ -60,6 +60,8 @@ def metrics_to_dict(evaluation: Evaluation) -> dict[str, Any]:
     out = {key: data[key] for key in METRIC_KEYS}
     out["breakdown_s"] = {key: data["breakdown_s"][key] for key in BREAKDOWN_KEYS if key in data["breakdown_s"]}
     out.update({key: value for key, value in data.items() if key not in out})
+    if out.get("step_order_step_s") is None:  # DualPipe / DualPipeV only, as the proto's optional field
+        out.pop("step_order_step_s", None)
     if "memory_outside_ledger_gib" in out:  # a map in key order (as protobuf's)
         out["memory_outside_ledger_gib"] = dict(sorted(out["memory_outside_ledger_gib"].items()))
     return out

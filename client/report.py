@@ -105,6 +105,9 @@ def metrics_table(evaluation: Evaluation) -> Table:
     table.add_column("note")
     peak_stage = max(range(len(m.stage_memory_gib)), key=m.stage_memory_gib.__getitem__) if m.stage_memory_gib else 0
     table.add_row("step time (s)", _num(m.step_time_s, 3), "")
+    if m.step_order_step_s is not None:  # DualPipe / DualPipeV: the upstream step order over this plan's stages
+        table.add_row("step by step order (s)", _num(m.step_order_step_s, 3),
+                      f"{(m.step_order_step_s / m.step_time_s - 1) * 100:+.1f} % vs the searched closed form")
     table.add_row("MFU (%)", _num(100 * m.mfu, 2), "model FLOPs / (step · GPUs · dense peak)")
     table.add_row("HFU (%)", _num(100 * m.hfu, 2), "including recomputation")
     table.add_row("tokens/s", _num(m.tokens_per_s, 0), "whole cluster")

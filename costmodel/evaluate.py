@@ -17,6 +17,7 @@ from parplan.costmodel import dualpipev
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
+from parplan.costmodel.dualpipe_steps import StageWork, step_order_s
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
@@ -74,6 +75,9 @@ class Metrics(_Out):
     # every term outside the tensor ledger, GiB per GPU: cuda_context and allocator_fragmentation (left out of
     # usable_memory_gib), nccl_buffers, userbuffers and te_workspaces (each stage's runtime_buffers_gib)
     memory_outside_ledger_gib: dict[str, float] = {}
+    # DualPipe / DualPipeV: the step by the upstream step order over this plan's per-stage times
+    # (costmodel/dualpipe_steps.py) beside step_time_s's closed form, which the search optimizes; else None
+    step_order_step_s: Optional[float] = None
 
 
 class Evaluation(_Out):
@@ -331,6 +335,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     stages = [stage_totals(costs, i, d, e, r) for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
     ranks = paired_exposure(costs, PipelineUnits.of(c), classes, schedule_rows(PipelineUnits.of(c), stages))
     step, breakdown = step_time(costs, a, ranks)
+    by_order = paired_step_order_s(costs, a, classes, stages, max(r.dp_s for r in ranks))
     stage_reports = [stage_report(plan, costs, i, r, d, e) for i, (r, (d, e)) in enumerate(zip(ranks, classes))]
     mem = [s.memory_gib for s in stage_reports]
     usable_gib = costs.usable_memory_bytes / GIB
@@ -338,7 +343,8 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     for i, g in enumerate(mem):
         if g > usable_gib:
             violations.append(f"stage {i} needs {g:.1f} GiB, more than the {usable_gib:.1f} GiB usable per GPU")
-    metrics = step_metrics(spec, costs, a, stages, step, breakdown, mem)
+    metrics = step_metrics(spec, costs, a, stages, step, breakdown, mem).model_copy(
+        update={"step_order_step_s": by_order})
     return Evaluation(plan=plan, metrics=metrics, stages=stage_reports, violations=violations,
                       runs_on=runs_on(spec, plan))
 
@@ -378,6 +384,37 @@ def paired_exposure(costs: ChoiceCosts, units: PipelineUnits, classes: list[tupl
             b = (dense - a[0], moe - a[1])
         out.append(row.model_copy(update={"ep_s": row.ep_s + costs.rank_exposed_s(i, a, b)}))
     return out
+
+
+def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[int, int]],
+                        stages: list[StageTotals], dp_exposed_s: float) -> Optional[float]:
+    """A DualPipe or DualPipeV plan's step by its step order (costmodel/dualpipe_steps.py, the longest path) plus
+    the exposed DP term, or None for other schedules. Per model stage: C its layers' compute (what hides a
+    partner's all-to-all, :meth:`ChoiceCosts.chunk_work`), X their all-to-all, E the rest of its time per
+    micro-batch. A DualPipeV rank's two chunks split as :func:`paired_exposure` splits them; the rank's
+    embedding goes to chunk 0 and its head and loss to chunk 1 (rank 0), its other time by layers."""
+    c = costs.choice
+    units = PipelineUnits.of(c)
+    if not units.schedule.paired:
+        return None
+    work = [(costs.chunk_work(*k), st.time_s) for k, st in zip(classes, stages)]
+    if units.schedule is Schedule.DUALPIPE:
+        C, X, E = [w.compute_s for w, _ in work], [w.a2a_s for w, _ in work], [t - w.compute_s for w, t in work]
+    else:
+        P = c.pp
+        C, X, E = [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P)
+        for r, ((dense, moe), (_, time_s)) in enumerate(zip(classes, work)):
+            first, _ = dualpipev.chunk_split(dense + moe, dense)
+            ends = (costs.first_extra_time_s, costs.last_extra_time_s) if r == 0 else (0.0, 0.0)
+            lead = (min(dense, first), first - min(dense, first))
+            chunks = (lead, (dense - lead[0], moe - lead[1]))
+            parts = [costs.chunk_work(*k) for k in chunks]
+            rest = time_s - sum(p.compute_s for p in parts) - sum(ends)
+            for phase, (s, k, p) in enumerate(zip((r, 2 * P - 1 - r), chunks, parts)):
+                share = sum(k) / (dense + moe) if dense + moe else 0.5
+                C[s], X[s], E[s] = p.compute_s, p.a2a_s, rest * share + ends[phase]
+    w = a.zb_weight_grad_fraction * min(1.0, max(0.0, costs.weight_grad_share))
+    return step_order_s(c.schedule, StageWork(C, X, costs.fwd_share, w, E), c.num_microbatches) + dp_exposed_s
 
 
 def step_time(costs: ChoiceCosts, a: Assumptions, ranks: list[StageTotals]) -> tuple[float, dict[str, float]]:

@@ -87,6 +87,7 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["memory_margin_gib"].full_name,  # no margin
                              pb.StageReport.DESCRIPTOR.fields_by_name["headroom_gib"].full_name,  # no margin
+                             pb.Metrics.DESCRIPTOR.fields_by_name["step_order_step_s"].full_name,  # not DualPipe
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})
 

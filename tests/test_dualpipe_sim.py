@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from dualpipe_sim import OpGraph, op_graph, phase_stages, simulate_dualpipe, simulate_dualpipev, step_orders
 from parplan.costmodel.assumptions import Assumptions
+from parplan.costmodel.dualpipe_steps import longest_path_s, topological_order
 from parplan.costmodel.paired_overlap import (ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s,
                                               pair_exposed_s, step_order_counts)
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
@@ -85,31 +86,6 @@ def _fill_busy_drain_step(schedule: str, C: list[float], X: list[float], m: int,
     return best
 
 
-def _topological(g: OpGraph) -> list[tuple[int, int]]:
-    """Every (rank, index) operation after its rank's previous one and its inputs (the order the ranks run)."""
-    ptr, done, order = [0] * len(g.orders), set(), []
-    moved = True
-    while moved:
-        moved = False
-        for r, ops in enumerate(g.orders):
-            while ptr[r] < len(ops) and all(src in done for src in g.inputs[r][ptr[r]]):
-                order.append((r, ptr[r]))
-                done.add((r, ptr[r]))
-                ptr[r] += 1
-                moved = True
-    assert len(order) == sum(len(ops) for ops in g.orders), "the step order deadlocked"
-    return order
-
-
-def _longest_path_s(g: OpGraph) -> float:
-    """The longest path through :class:`OpGraph` (operations weighted by their durations)."""
-    end: dict = {}
-    for r, i in _topological(g):
-        end[(r, i)] = g.durations_s[r][i] + max([end[src] for src in g.inputs[r][i]]
-                                                + ([end[(r, i - 1)]] if i else [0.0]))
-    return max(end.values())
-
-
 def _events(g: OpGraph) -> list[set[int]]:
     """Per rank, the indices of the first and of the last operation of each type (kind, phases, zero-bubble)
     within each of the eight steps: where a rank's run of like operations begins and ends."""
@@ -147,7 +123,7 @@ def _dwell_path_s(g: OpGraph, dwells: int) -> float:
     # best[(r, i)][k]: the longest family path ending at (r, i) after k dwells, arriving on a pass whose move
     # may enter anywhere (0) or only at a first-of-type operation (1), or inside a dwell (2)
     best: dict = {}
-    for r, i in _topological(g):
+    for r, i in topological_order(g):
         d, row = g.durations_s[r][i], [[neg] * 3 for _ in range(dwells + 1)]
         row[0][0] = d  # a path may start at any operation
         for src in g.inputs[r][i]:
@@ -244,7 +220,7 @@ def test_op_graph_longest_path_is_the_simulated_step(case):
     simulated step (two separate codings of the step orders' dependencies)."""
     schedule, C, X, m, w = case
     graph = op_graph(schedule, C, X, m, FWD_SHARE, w)
-    assert _longest_path_s(graph) == pytest.approx(_simulate(schedule, C, X, m, w).step_s, rel=1e-12)
+    assert longest_path_s(graph) == pytest.approx(_simulate(schedule, C, X, m, w).step_s, rel=1e-12)
 
 
 @settings(max_examples=80, deadline=None)

@@ -318,3 +318,21 @@ def test_proto_round_trip_of_the_new_fields():
     today = plan_to_dict(memory_dims.plan(spec))
     assert "zero_replicas" not in today  # the default plan's dict (and golden outputs) are unchanged
     assert convert.message_to_dict(convert.fill_message(pb.Plan(), today), omit_unset=False) == today
+
+
+def test_dualpipe_evaluation_round_trips_with_its_step_order_step():
+    """A DualPipe plan's ``metrics.step_order_step_s`` (costmodel/dualpipe_steps.py) goes onto the proto's optional
+    field and back; a 1F1B plan's stays unset both ways."""
+    from parplan.client.contract import plan_entry
+    from parplan.costmodel.evaluate import evaluate
+
+    spec = moe_dims.spec()
+    for plan, has_it in ((PlanSpec(pp=4, dp=2, schedule="dualpipe", num_microbatches=16), True),
+                         (PlanSpec(pp=4, dp=2, num_microbatches=8), False)):
+        ev = evaluate(spec, plan)
+        entry = plan_entry(ev)
+        message = pb.Evaluation.FromString(convert.fill_message(pb.Evaluation(), entry).SerializeToString())
+        assert message.metrics.HasField("step_order_step_s") is has_it
+        back = convert.message_to_dict(message, omit_unset=False)
+        assert back == entry
+        assert Evaluation.model_validate(back).metrics.step_order_step_s == ev.metrics.step_order_step_s

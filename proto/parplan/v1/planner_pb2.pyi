@@ -581,7 +581,7 @@ class Plan(_message.Message):
     def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ..., stage_pools: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Metrics(_message.Message):
-    __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits", "memory_outside_ledger_gib")
+    __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits", "memory_outside_ledger_gib", "step_order_step_s")
     class BreakdownSEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -607,6 +607,7 @@ class Metrics(_message.Message):
     USABLE_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
     FITS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_OUTSIDE_LEDGER_GIB_FIELD_NUMBER: _ClassVar[int]
+    STEP_ORDER_STEP_S_FIELD_NUMBER: _ClassVar[int]
     step_time_s: float
     mfu: float
     tokens_per_s: float
@@ -618,7 +619,8 @@ class Metrics(_message.Message):
     usable_memory_gib: float
     fits: bool
     memory_outside_ledger_gib: _containers.ScalarMap[str, float]
-    def __init__(self, step_time_s: _Optional[float] = ..., mfu: _Optional[float] = ..., tokens_per_s: _Optional[float] = ..., peak_memory_gib: _Optional[float] = ..., stage_memory_gib: _Optional[_Iterable[float]] = ..., breakdown_s: _Optional[_Mapping[str, float]] = ..., hfu: _Optional[float] = ..., model_tflops_per_gpu: _Optional[float] = ..., usable_memory_gib: _Optional[float] = ..., fits: _Optional[bool] = ..., memory_outside_ledger_gib: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    step_order_step_s: float
+    def __init__(self, step_time_s: _Optional[float] = ..., mfu: _Optional[float] = ..., tokens_per_s: _Optional[float] = ..., peak_memory_gib: _Optional[float] = ..., stage_memory_gib: _Optional[_Iterable[float]] = ..., breakdown_s: _Optional[_Mapping[str, float]] = ..., hfu: _Optional[float] = ..., model_tflops_per_gpu: _Optional[float] = ..., usable_memory_gib: _Optional[float] = ..., fits: _Optional[bool] = ..., memory_outside_ledger_gib: _Optional[_Mapping[str, float]] = ..., step_order_step_s: _Optional[float] = ...) -> None: ...
 
 class StageReport(_message.Message):
     __slots__ = ("index", "layers", "dense_layers", "moe_layers", "recomputed_layers", "inflight_microbatches", "time_per_microbatch_s", "compute_s", "recompute_s", "tp_s", "cp_s", "ep_s", "pp_s", "zero_s", "dp_s", "model_states_gib", "activations_gib", "logits_gib", "workspace_gib", "pipeline_buffers_gib", "memory_gib", "headroom_gib", "runtime_buffers_gib")

@@ -1,0 +1,210 @@
+"""DualPipe's and DualPipeV's step orders as a dependency graph, and the step its longest path gives.
+
+The step orders are deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:358-417``
+(``DualPipe.step``, Steps 1-8, with ``half_rank`` and the middle ranks' un-overlapped first main step) and
+``dualpipe/dualpipev.py:330-395`` (``DualPipeV.step``, the same eight steps with ``rank`` and the last rank's
+un-overlapped first main step). Each rank runs its operations in that order, each once its input is ready (the
+previous stage's forward, the next stage's backward, or for the model's last stage its own forward) and the rank
+is free, so the step is the longest path through the graph whose edges are a rank's consecutive operations and
+each operation's inputs (:func:`longest_path_s`). An operation's duration, stage s having per micro-batch layer
+compute ``C[s]`` (forward share ``f``), all-to-all ``X[s]`` (forward + backward, none hidden) and other time
+``E[s]`` (recomputation, TP/CP collectives, pipeline send/receive, ZeRO traffic, the embedding and the head:
+split F : B as the compute, hiding nothing):
+
+* a forward or backward chunk alone: its share of ``C + E`` plus half the chunk's all-to-all; ``enable_zb``
+  backwards leave the weight-gradient share ``w`` of their backward to a later ``_weight_chunk``;
+* an overlapped F&B chunk (``_forward_backward_chunk``): both shares plus what each one's layer compute cannot
+  cover of the other's all-to-all (:func:`~parplan.costmodel.paired_overlap.pair_exposed_s`);
+* a weight chunk: the deferred share ``w`` of a zero-bubble backward (FIFO, as ``WeightGradStore``).
+
+The evaluator reports this step beside its closed form for DualPipe and DualPipeV plans
+(``Metrics.step_order_step_s``, costmodel/evaluate.py); ``tests/dualpipe_sim.py`` list-schedules the same step
+orders as a second coding, and ``tests/test_dualpipe_sim.py`` measures the closed form against both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from parplan.costmodel.paired_overlap import ChunkWork, pair_exposed_s
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # "F", "B", "FB", "W"
+    phases: tuple[int, ...]  # F/B: (phase,); FB: (forward phase, backward phase)
+    zb: bool = False
+    step: int = 0  # the step (1-8) of dualpipe.py:358-417 / dualpipev.py:330-395 the operation belongs to
+
+
+def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
+    ops: list[Op] = [Op("F", (0,), step=1)] * ((n - r - 1) * 2)  # Step 1: nF0
+    for _ in range(r + 1):  # Step 2: nF0F1
+        ops += [Op("F", (0,), step=2), Op("F", (1,), step=2)]
+    for _ in range(n - r - 1):  # Step 3: nB1W1F1 (zero bubble)
+        ops += [Op("B", (1,), zb=True, step=3), Op("W", (), step=3), Op("F", (1,), step=3)]
+    for i in range(main):  # Step 4: nF0B1F1B0
+        if i == 0 and unoverlapped_first:  # "We don't overlap these two chunks to further reduce bubble size."
+            ops += [Op("F", (0,), step=4), Op("B", (1,), step=4)]
+        else:
+            ops.append(Op("FB", (0, 1), step=4))
+        ops.append(Op("FB", (1, 0), step=4))
+    for _ in range(n - r - 1):  # Step 5: nB1F1B0
+        ops += [Op("B", (1,), step=5), Op("FB", (1, 0), step=5)]
+    zb = False
+    for i in range(r + 1):  # Step 6: nB1B0, the second half with zero bubble
+        if i == (r + 1) // 2 and r % 2 == 1:
+            zb = True
+        ops.append(Op("B", (1,), zb=zb, step=6))
+        if i == (r + 1) // 2 and r % 2 == 0:
+            zb = True
+        ops.append(Op("B", (0,), zb=zb, step=6))
+    for _ in range(n - r - 1):  # Step 7: nWB0
+        ops += [Op("W", (), step=7), Op("B", (0,), zb=True, step=7)]
+    ops += [Op("W", (), step=8)] * (r + 1)  # Step 8: nW
+    return ops
+
+
+def step_orders(schedule: str, ranks: int, m: int) -> list[list[Op]]:
+    """Every rank's operations in step order: DualPipe on ``ranks`` = p ranks (``half_rank`` = min(r, p-1-r),
+    dualpipe.py:358-417), DualPipeV on ``ranks`` = P ranks (dualpipev.py:330-395)."""
+    if schedule == "dualpipe":
+        half = ranks // 2
+        return [_orders(half, h, m // 2 - ranks + h + 1, unoverlapped_first=(h == half - 1))
+                for h in (min(r, ranks - 1 - r) for r in range(ranks))]
+    return [_orders(ranks, r, m - 2 * ranks + r + 1, unoverlapped_first=(r == ranks - 1)) for r in range(ranks)]
+
+
+def phase_stages(schedule: str, ranks: int, r: int) -> tuple[int, int]:
+    """(phase 0, phase 1) of rank ``r`` as model stage indices (the index of ``C`` and ``X``): DualPipe's phase 0
+    is stage min(r, p-1-r) of the flow entering at the rank's own end, phase 1 stage p-1-min(r, p-1-r)
+    (dualpipe.py:355-356); DualPipeV's chunk 0 is stage r, chunk 1 stage 2P-1-r."""
+    if schedule == "dualpipe":
+        h = min(r, ranks - 1 - r)
+        return h, ranks - 1 - h
+    return r, 2 * ranks - 1 - r
+
+
+def pass_stage(schedule: str, ranks: int, r: int, phase: int) -> tuple[int, int]:
+    """(flow, model stage) of rank ``r``'s phase ``phase``: DualPipe's phase 0 is the flow entering at the rank's
+    own end (flow 0 enters at rank 0, where model stage s lies on rank s; flow 1 at rank p-1, stage s on rank
+    p-1-s; dualpipe.py:355-356); DualPipeV has one flow, chunk 0 = stage r, chunk 1 = stage 2P-1-r."""
+    if schedule == "dualpipe":
+        flow = phase if r < ranks // 2 else 1 - phase
+        return flow, (r if flow == 0 else ranks - 1 - r)
+    return 0, (r if phase == 0 else 2 * ranks - 1 - r)
+
+
+def op_parts(op: Op) -> list[tuple[str, int]]:
+    """The (kind, phase) chunk passes an operation runs: an F&B pair both, a weight chunk none."""
+    if op.kind == "FB":
+        return [("F", op.phases[0]), ("B", op.phases[1])]
+    return [] if op.kind == "W" else [(op.kind, op.phases[0])]
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """Per model stage, per micro-batch: layer compute ``C`` (hides a partner's all-to-all), all-to-all ``X`` and
+    other time ``E`` (module docstring), with forward share ``f`` and zero-bubble weight share ``w``."""
+    C: Sequence[float]
+    X: Sequence[float]
+    f: float
+    w: float
+    E: Optional[Sequence[float]] = None
+
+    def other(self, s: int) -> float:
+        return 0.0 if self.E is None else self.E[s]
+
+
+def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferred: list[float]) -> float:
+    """An operation's duration (module docstring); ``parts`` its (kind, model stage) passes, ``deferred`` the
+    rank's queued weight-gradient work (FIFO as ``WeightGradStore``): a zero-bubble backward appends, W pops."""
+    C, X, f, w = work.C, work.X, work.f, work.w
+    if op.kind == "W":
+        return deferred.pop(0)
+    if op.kind == "FB":
+        (_, sa), (_, sb) = parts
+        return (f * (C[sa] + work.other(sa)) + (1 - f) * (C[sb] + work.other(sb))
+                + pair_exposed_s(ChunkWork(C[sa], X[sa]), ChunkWork(C[sb], X[sb]), f))
+    kind, s = parts[0]
+    time = f * (C[s] + work.other(s)) if kind == "F" else (1 - f) * (C[s] + work.other(s))
+    if kind == "B" and op.zb:
+        deferred.append(w * time)
+        time *= 1 - w
+    return time + X[s] / 2
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """The step orders as a dependency graph: ``orders[r][i]`` rank r's i-th operation, ``durations_s[r][i]`` its
+    duration (:func:`op_duration_s`), ``inputs[r][i]`` the (rank, index) operations whose outputs it reads (the
+    previous stage's forward, the next stage's backward, or for the model's last stage its own forward)."""
+    orders: list[list[Op]]
+    durations_s: list[list[float]]
+    inputs: list[list[list[tuple[int, int]]]]
+
+
+def op_graph(schedule: str, work: StageWork, m: int) -> OpGraph:
+    """The :class:`OpGraph` of ``schedule`` over ``len(work.C)`` model stages (DualPipe: one per rank; DualPipeV:
+    two) and ``m`` micro-batches (DualPipe: half from each end)."""
+    stages = len(work.C)
+    ranks = stages if schedule == "dualpipe" else stages // 2
+    orders = step_orders(schedule, ranks, m)
+    made: dict = {}
+    durations: list[list[float]] = []
+    needs: list[list[list[tuple]]] = []
+    for r, ops in enumerate(orders):
+        seen: dict = {}
+        deferred: list[float] = []
+        durations.append([])
+        needs.append([])
+        for i, op in enumerate(ops):
+            parts, need = [], []
+            for kind, phase in op_parts(op):
+                flow, s = pass_stage(schedule, ranks, r, phase)
+                j = seen.get((kind, phase), 0)
+                seen[(kind, phase)] = j + 1
+                made[(kind, flow, s, j)] = (r, i)
+                parts.append((kind, s))
+                if kind == "F" and s > 0:
+                    need.append(("F", flow, s - 1, j))
+                elif kind == "B":
+                    need.append(("F", flow, s, j) if s == stages - 1 else ("B", flow, s + 1, j))
+            durations[r].append(op_duration_s(op, parts, work, deferred))
+            needs[r].append(need)
+    return OpGraph(orders, durations, [[[made[k] for k in need] for need in rank] for rank in needs])
+
+
+def topological_order(g: OpGraph) -> list[tuple[int, int]]:
+    """Every (rank, index) operation after its rank's previous one and its inputs (the order the ranks run)."""
+    ptr, done, order = [0] * len(g.orders), set(), []
+    moved = True
+    while moved:
+        moved = False
+        for r, ops in enumerate(g.orders):
+            while ptr[r] < len(ops) and all(src in done for src in g.inputs[r][ptr[r]]):
+                order.append((r, ptr[r]))
+                done.add((r, ptr[r]))
+                ptr[r] += 1
+                moved = True
+    if len(order) != sum(len(ops) for ops in g.orders):
+        raise AssertionError("the step order deadlocked")
+    return order
+
+
+def longest_path_s(g: OpGraph) -> float:
+    """The longest path through ``g`` (operations weighted by their durations): the step the ranks take when each
+    operation starts as soon as its rank's previous operation and its inputs are done."""
+    end: dict = {}
+    for r, i in topological_order(g):
+        start = end[(r, i - 1)] if i else 0.0
+        for src in g.inputs[r][i]:
+            start = max(start, end[src])
+        end[(r, i)] = start + g.durations_s[r][i]
+    return max(end.values())
+
+
+def step_order_s(schedule: str, work: StageWork, m: int) -> float:
+    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``."""
+    return longest_path_s(op_graph(schedule, work, m))
