@@ -99,6 +99,10 @@ def deepseek_check(starts: int = 1) -> list[str]:
             f"  per MoE layer and micro-batch: all-to-all : compute {ratio:.2f} (forward {ratio_fwd:.2f}; goal 0.8-1.25, "
             "DeepSeek-V3 §3.2.1 'approximately 1:1')",
             "  step " + f"{out['step_time_s']:.2f} s = " + " + ".join(f"{k} {v:.2f}" for k, v in b.items() if v),
+            f"  DualPipe's step order over the plan's per-stage times (metrics.step_order_step_s): "
+            f"{out['step_order_step_s']:.2f} s, {(out['step_order_step_s'] / out['step_time_s'] - 1) * 100:+.1f} % "
+            f"over the closed form ({out['ratio'] * out['step_time_s'] / out['step_order_step_s']:.3f} x the "
+            "published tokens/s at that step)",
             f"  {'MET' if ok else 'NOT MET'}"]
 
 

@@ -5,7 +5,8 @@
 
 * ``examples/mixtral-8x7b-64xh100.yaml``: Mixtral 8x7B on 64 H100, 4K sequences (the default framework,
   Megatron-Core, with the best plan on each other framework and on ``any``).
-  Then the same without pipeline parallelism (TP1 PP1 EP8, micro-batch 1 pinned, the rest completed).
+  Then the same without pipeline parallelism (TP1 PP1 EP8, micro-batch 1 pinned, the rest completed), and the
+  research space's DualPipe plan with the split the solver returns and with the balanced split (evaluated).
 * ``examples/deepseek-v3-2048xh800.yaml``: DeepSeek-V3 (MLA, MTP, FP8, the flex dispatcher, node-limited routing)
   on 2,048 H800, the same; then the research space (``framework: any``) on its own with its breakdown and top 3,
   and DeepSeek's published degrees (TP1 PP16 EP64 DualPipe) evaluated in that space with the rest completed.
@@ -48,6 +49,15 @@ def main() -> int:
         text = run(["evaluate", str(path), "--complete", "--deterministic", "--time-limit", "100"])
         parts.append(text.replace(str(path), "examples/mixtral-8x7b-64xh100.yaml + plan: {tp: 1, cp: 1, pp: 1, ep: 8, "
                                                "micro_batch_size: 1}"))
+        # Mixtral's research-space DualPipe plan (the per-framework line "any") with the split the solver returns
+        # and with the balanced one: the closed form ties them, the step order (metrics.step_order_step_s) does not
+        for layers in ([7, 7, 7, 7, 1, 1, 1, 1], [4] * 8):
+            plan = dict(tp=1, cp=1, pp=8, dp=8, ep=8, micro_batch_size=1, num_microbatches=64, schedule="dualpipe",
+                        stage_layers=layers)
+            path.write_text(yaml.safe_dump({**mixtral, "framework": "any", "plan": plan}, sort_keys=False))
+            parts.append(run(["evaluate", str(path)]).replace(
+                str(path), f"examples/mixtral-8x7b-64xh100.yaml + framework: any + plan: DualPipe TP1 PP8 DP8 EP8, "
+                           f"stage_layers {layers}"))
         path = Path(tmp) / "deepseek-v3-2048xh800-any.yaml"
         path.write_text(yaml.safe_dump({**data, "framework": "any"}, sort_keys=False))
         text = run(["optimize", str(path), "--deterministic", "--time-limit", "100", "--no-per-framework", "--top", "3"])

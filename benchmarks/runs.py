@@ -251,6 +251,7 @@ def compare(row: dict, preset: str = "default", complete_unfit: bool | str = Tru
         tflops_accounting=("hardware (hfu x peak)" if hw else "model") if metric == "tflops" else None,
         predictions=predictions,
         step_time_s=m.step_time_s,
+        step_order_step_s=m.step_order_step_s,  # DualPipe / DualPipeV: the step by the upstream step order
         breakdown_s=m.breakdown_s,
         predicted_mfu_pct=100.0 * m.mfu,
         predicted_hfu_pct=100.0 * m.hfu,
