@@ -205,6 +205,19 @@ def longest_path_s(g: OpGraph) -> float:
     return max(end.values())
 
 
+def step_order_defined(schedule: str, ranks: int, m: int) -> bool:
+    """Whether the upstream step order exists for ``m`` micro-batches on ``ranks`` ranks: DualPipe asserts an even
+    rank count and an even ``num_chunks >= num_ranks * 2`` (half from each end), DualPipeV ``num_chunks >=
+    num_ranks * 2`` (dualpipe.py / dualpipev.py ``step``; costmodel/legality.py states the same rules)."""
+    if schedule == "dualpipe":
+        return ranks >= 2 and ranks % 2 == 0 and m % 2 == 0 and m >= 2 * ranks
+    return ranks >= 1 and m >= 2 * ranks
+
+
 def step_order_s(schedule: str, work: StageWork, m: int) -> float:
-    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``."""
+    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``; a ValueError where the
+    step order does not exist (:func:`step_order_defined`)."""
+    ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
+    if not step_order_defined(schedule, ranks, m):
+        raise ValueError(f"{schedule} has no step order for {m} micro-batches on {ranks} ranks")
     return longest_path_s(op_graph(schedule, work, m))

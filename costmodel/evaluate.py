@@ -17,7 +17,7 @@ from parplan.costmodel import dualpipev
 from parplan.costmodel.architecture import Architecture
 from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.choice import Choice, ChoiceCosts, LayerCost, choice_costs, nvlink_domain_size
-from parplan.costmodel.dualpipe_steps import StageWork, step_order_s
+from parplan.costmodel.dualpipe_steps import StageWork, step_order_defined, step_order_s
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.legality import choice_violations, framework_stage_violations, stage_violations
@@ -392,11 +392,12 @@ def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[
     the exposed DP term, or None for other schedules. Per model stage: C its layers' compute (what hides a
     partner's all-to-all, :meth:`ChoiceCosts.chunk_work`), X their all-to-all, E the rest of its time per
     micro-batch. A DualPipeV rank's two chunks split as :func:`paired_exposure` splits them; the rank's
-    embedding goes to chunk 0 and its head and loss to chunk 1 (rank 0), its other time by layers."""
+    embedding goes to chunk 0 and its head and loss to chunk 1 (rank 0), its other time by layers. None where the
+    step order does not exist (an odd or too small micro-batch count: the plan's violations name the rule)."""
     c = costs.choice
     units = PipelineUnits.of(c)
-    if not units.schedule.paired:
-        return None
+    if not units.schedule.paired or not step_order_defined(c.schedule, c.pp, c.num_microbatches):
+        return None  # other schedules; a plan breaking the schedule's micro-batch rule (its violations say so)
     work = [(costs.chunk_work(*k), st.time_s) for k, st in zip(classes, stages)]
     if units.schedule is Schedule.DUALPIPE:
         C, X, E = [w.compute_s for w, _ in work], [w.a2a_s for w, _ in work], [t - w.compute_s for w, t in work]

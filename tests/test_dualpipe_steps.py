@@ -126,3 +126,16 @@ def test_other_schedules_have_no_step_order_step():
     ev = evaluate(spec, PlanSpec(pp=4, dp=2, schedule="dualpipe", num_microbatches=16))
     assert metrics_to_dict(ev)["step_order_step_s"] == ev.metrics.step_order_step_s
 
+
+
+def test_a_plan_breaking_the_micro_batch_rule_has_no_step_order():
+    """DualPipe needs an even m >= 2·pp (dualpipe.py asserts it): the evaluator still prices the plan and names the
+    rule among its violations, and reports no step-order step; step_order_s refuses the count outright."""
+    spec = moe_dims.spec()
+    for m in (6, 7):  # below 2·pp = 8; odd
+        ev = evaluate(spec, PlanSpec(pp=4, dp=2, schedule="dualpipe", num_microbatches=m))
+        assert any("num_microbatches" in v for v in ev.violations)
+        assert ev.metrics.step_order_step_s is None
+        with pytest.raises(ValueError, match="no step order"):
+            step_order_s("dualpipe", StageWork([1.0] * 4, [0.0] * 4, 1 / 3, 0.0), m)
+    assert evaluate(spec, PlanSpec(pp=4, dp=2, schedule="dualpipe", num_microbatches=8)).metrics.step_order_step_s
