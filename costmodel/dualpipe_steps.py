@@ -24,8 +24,11 @@ orders as a second coding, and ``tests/test_dualpipe_sim.py`` measures the close
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
+
+import numpy as np
 
 from parplan.costmodel.paired_overlap import ChunkWork, pair_exposed_s
 
@@ -214,10 +217,66 @@ def step_order_defined(schedule: str, ranks: int, m: int) -> bool:
     return ranks >= 1 and m >= 2 * ranks
 
 
+@dataclass(frozen=True)
+class _Structure:
+    """The step order's graph without durations, in topological order: per operation its kind (0 F, 1 B, 2 F&B,
+    3 W), its stage (F&B: the forward's; W: the zero-bubble backward whose share it runs, FIFO per rank), the F&B's
+    backward stage, whether it is a zero-bubble backward, and its predecessors' positions."""
+    kind: np.ndarray
+    stage: np.ndarray
+    stage_b: np.ndarray
+    zb: np.ndarray
+    preds: tuple[tuple[int, ...], ...]
+
+
+_KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
+
+
+@functools.lru_cache(maxsize=32)
+def _structure(schedule: str, ranks: int, m: int) -> _Structure:
+    stages = ranks if schedule == "dualpipe" else 2 * ranks
+    g = op_graph(schedule, StageWork([1.0] * stages, [0.0] * stages, 0.5, 0.0), m)  # the edges; durations unused
+    order = topological_order(g)
+    pos = {node: k for k, node in enumerate(order)}
+    kind, stage, stage_b, zb, preds = [], [], [], [], []
+    queues: list[list[int]] = [[] for _ in g.orders]  # per rank, the stages of zero-bubble backwards not yet run
+    for r, i in order:
+        op = g.orders[r][i]
+        parts = [pass_stage(schedule, ranks, r, phase)[1] for _, phase in op_parts(op)]
+        if op.kind == "W":
+            parts = [queues[r].pop(0)]
+        elif op.kind == "B" and op.zb:
+            queues[r].append(parts[0])
+        kind.append(_KIND[op.kind])
+        stage.append(parts[0])
+        stage_b.append(parts[1] if len(parts) > 1 else 0)
+        zb.append(op.zb)
+        preds.append(tuple(pos[src] for src in g.inputs[r][i]) + ((pos[(r, i - 1)],) if i else ()))
+    return _Structure(np.array(kind), np.array(stage), np.array(stage_b), np.array(zb, bool), tuple(preds))
+
+
+def _durations_s(st: _Structure, work: StageWork) -> list[float]:
+    """Every operation's duration (:func:`op_duration_s`'s, element-wise over the structure)."""
+    C, X = np.asarray(work.C, float), np.asarray(work.X, float)
+    T = C + (np.zeros_like(C) if work.E is None else np.asarray(work.E, float))
+    f, w, a, b = work.f, work.w, st.stage, st.stage_b
+    lone_f = f * T[a] + X[a] / 2
+    lone_b = np.where(st.zb, (1 - f) * T[a] * (1 - w), (1 - f) * T[a]) + X[a] / 2
+    pair = (f * T[a] + (1 - f) * T[b] + np.maximum(0.0, X[a] / 2 - (1 - f) * C[b])
+            + np.maximum(0.0, X[b] / 2 - f * C[a]))
+    weight = w * ((1 - f) * T[a])
+    return np.choose(st.kind, [lone_f, lone_b, pair, weight]).tolist()
+
+
 def step_order_s(schedule: str, work: StageWork, m: int) -> float:
-    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``; a ValueError where the
-    step order does not exist (:func:`step_order_defined`)."""
+    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``: :func:`longest_path_s` of
+    :func:`op_graph`, over the graph's structure cached per (schedule, ranks, m) and the durations computed
+    element-wise; a ValueError where the step order does not exist (:func:`step_order_defined`)."""
     ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
     if not step_order_defined(schedule, ranks, m):
         raise ValueError(f"{schedule} has no step order for {m} micro-batches on {ranks} ranks")
-    return longest_path_s(op_graph(schedule, work, m))
+    st = _structure(schedule, ranks, m)
+    dur, end = _durations_s(st, work), []
+    for d, pred in zip(dur, st.preds):
+        end.append(d + max((end[p] for p in pred), default=0.0))
+    return max(end)
