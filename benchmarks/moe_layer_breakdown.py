@@ -157,7 +157,7 @@ def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
     transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps, rates.attn_gemms + shared
                                    + [(0, rows, h, up * f_e / c.etp), (0, rows, f_e / c.etp, h)])
     before = lin_s + rates.attn_core_s + traffic + transposes
-    reserved = moe_comm.sm_fraction(a) if c.ep > 1 and moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap) else 0.0
+    reserved = moe_comm.sm_fraction(a, ctx.gpu, ctx.m.moe) if c.ep > 1 and moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap) else 0.0
     sm_s = moe_comm.reserved_sm_time_s(before, 2 * ctx.comm.all_to_all_s(tok * h, moe), reserved)
     t = [Term("attention core (BF16)", f"s {ctx.seq}, d_qk+d_v {(arch.q_dim + arch.o_dim) / ctx.m.num_attention_heads:.0f}",
               attn_flops / 1e12, attn_eff, 1e3 * rates.attn_core_s, 1e3 * rates.attn_core_s * fwd),

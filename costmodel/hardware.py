@@ -36,6 +36,7 @@ class GPU:
     # share of the rated dense peak the tensor cores sustain, relative to the generation's reference part:
     # SUSTAINED_RATE_FRACTION below, cited (1: the part the generation's efficiency knobs describe)
     sustained_rate_fraction: float = 1.0
+    sm_count: Optional[int] = None  # streaming multiprocessors: SM_COUNT below, cited (None: not in the catalog)
 
     def peak_tflops(self, precision: str) -> float:
         if precision == "fp8":
@@ -95,6 +96,19 @@ BOARD_POWER_W: dict[str, tuple[float, str]] = {
     "GB300-NVL72": (1400.0, "verda.com/blog/gb300-nvl72-architecture: GB300 max TDP 1.4 kW (GB200 1.2 kW)"),
     "MI300X": (750.0, "AMD Instinct MI300X datasheet: peak total board power 750 W (OAM)"),
 }
+# Streaming multiprocessors per GPU and their source: the share of the GPU that the EP dispatch/combine kernels hold
+# while they run (costmodel/moe_comm.py sm_fraction: the dispatcher's SMs over these).
+SM_COUNT: dict[str, tuple[int, str]] = {
+    "A100-SXM-80GB": (108, "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs"),
+    "A100-SXM-40GB": (108, "NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs"),
+    "H100-SXM-80GB": (132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs (SXM5)"),
+    "H800": (132, "DeepSeek-V3 report (arXiv 2412.19437) §3.2.2: 20 of the 132 SMs available in the H800"),
+    "H200-SXM-141GB": (132, "NVIDIA H200 datasheet: the H100 SXM's GH100 configuration, 132 SMs"),
+    "B200": (148, "chipsandcheese.com, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025): 74 SMs enabled "
+                  "per die, 148 per GPU"),
+}
+CATALOG = {name: replace(gpu, sm_count=SM_COUNT[name][0], sources=gpu.sources + (f"SMs: {SM_COUNT[name][1]}",))
+           if name in SM_COUNT else gpu for name, gpu in CATALOG.items()}
 CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
                          sources=gpu.sources + (f"board power: {BOARD_POWER_W[name][1]}",))
            if name in BOARD_POWER_W else gpu for name, gpu in CATALOG.items()}

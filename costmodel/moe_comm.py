@@ -19,9 +19,10 @@ co-schedules one micro-batch's forward with another's backward, layer by layer, 
 step is hidden by the attention/mlp computation in the backward step, and vice versa" (same commit,
 megatron/core/pipeline_parallel/combined_1f1b.py ``combined_1f1b_schedule_for_no_pipelining``) -- the
 pairing of DualPipe's F&B chunk, so what stays exposed is what the paired compute cannot cover
-(costmodel/paired_overlap.py ``same_chunk_exposed_s``). Off, ``assumptions.ep_comm_overlap``.
+(costmodel/paired_overlap.py ``same_chunk_exposed_s``; its warm-up forwards and cool-down backwards run alone,
+``combined_1f1b_exposed_s``). Off, ``assumptions.ep_comm_overlap``.
 The overlapped schedules (DualPipe, DualPipeV, this flag) pay for it: the dispatch/combine kernels hold SMs
-(:func:`sm_fraction`; DeepSeek-V3 §3.2.2: 20 of the H800's 132 SMs) while they run, which slows the MoE layers'
+(:func:`sm_fraction`: the dispatcher's SMs over the GPU's; DeepSeek-V3 §3.2.2: 20 of the H800's 132) while they run, which slows the MoE layers'
 compute beside them (:func:`reserved_sm_time_s`); the other schedules run the all-to-all between computations
 and slow nothing.
 Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
@@ -50,7 +51,6 @@ def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
     return FP8_DISPATCH_BYTES_PER_ELEMENT if fp8_dispatch else knob_bytes
 
 
-DEEPSEEK_V3_COMM_SMS = 20 / 132  # DeepSeek-V3 §3.2.2: "only 20 SMs" of the H800's 132 for communication
 
 
 def overlaps_all_to_all(schedule: str, a2a_overlap: bool) -> bool:
@@ -59,10 +59,20 @@ def overlaps_all_to_all(schedule: str, a2a_overlap: bool) -> bool:
     return Schedule(schedule).paired or a2a_overlap
 
 
-def sm_fraction(a) -> float:
-    """Share of the SMs an overlapped schedule reserves for dispatch/combine: ``ep_comm_sm_fraction``, by default
-    (None) DeepSeek-V3's 20/132 (§3.2.2; a documented assumption for every overlapped schedule)."""
-    return DEEPSEEK_V3_COMM_SMS if a.ep_comm_sm_fraction is None else a.ep_comm_sm_fraction
+DEFAULT_DISPATCHER_SMS = 20  # DeepEP Buffer.num_sms (deepseek-ai/DeepEP@ebfe47e deep_ep/buffer.py:30); Megatron's default
+REFERENCE_SM_COUNT = 132  # the H800's, for a GPU whose SM count the catalog does not hold
+
+
+def sm_fraction(a, gpu=None, moe=None) -> float:
+    """Share of the SMs an overlapped schedule reserves for dispatch/combine: the ``ep_comm_sm_fraction`` knob
+    where set; else the dispatcher's SMs (``moe.dispatcher_sms``, default 20: DeepEP's and DeepSeek-V3's §3.2.2)
+    over the GPU's (``gpu.sm_count``, costmodel/hardware.py SM_COUNT; 132 where unknown): 20/132 on H800 and H100,
+    20/148 on B200, Megatron-Bridge's HybridEP recipes' 32 (perf_recipes/_common.py:88-89 at 067f987d) 32/132."""
+    if a.ep_comm_sm_fraction is not None:
+        return a.ep_comm_sm_fraction
+    sms = getattr(moe, "dispatcher_sms", None) or DEFAULT_DISPATCHER_SMS
+    total = getattr(gpu, "sm_count", None) or REFERENCE_SM_COUNT
+    return min(sms / total, 0.99)
 
 
 def reserved_sm_time_s(compute_s: float, comm_s: float, fraction: float) -> float:

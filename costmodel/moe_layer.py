@@ -13,7 +13,7 @@ from parplan.costmodel.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
                                            moe_busiest_load, moe_params_gpu)
-from parplan.costmodel.paired_overlap import ChunkWork, same_chunk_exposed_s
+from parplan.costmodel.paired_overlap import ChunkWork, combined_1f1b_exposed_s, combined_1f1b_lone_share
 from parplan.costmodel.schedule import Schedule
 
 
@@ -25,7 +25,8 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.ep, c.etp, Schedule(c.schedule).paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+           c.ep, c.etp, Schedule(c.schedule).paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
+           (c.pp, c.vpp, c.num_microbatches) if c.moe_a2a_overlap else None)  # combined 1F1B's lone passes
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
 
@@ -36,17 +37,19 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
         # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
-        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, moe_comm.sm_fraction(a)) / moe_compute
+        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, moe_comm.sm_fraction(a, ctx.gpu, moe)) / moe_compute
         moe_compute *= slowed
         moe_linear *= slowed
     # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
     # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
-    # layer with itself; otherwise the ep_comm_overlap share, bounded by the layer's compute
+    # layer with itself, its warm-up forwards and cool-down backwards alone; otherwise the ep_comm_overlap share,
+    # bounded by the layer's compute
     paired = Schedule(c.schedule).paired
     if paired:
         ep_layer = 0.0
     elif c.moe_a2a_overlap:
-        ep_layer = same_chunk_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share)
+        ep_layer = combined_1f1b_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share,
+                                           combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches))
     else:
         ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
     shared_blocks = 1 if moe.num_shared_experts else 0

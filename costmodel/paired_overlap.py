@@ -19,7 +19,8 @@ exposes its all-to-all in full. The rank's exposure per micro-batch is their sum
 (:func:`rank_exposed_s`): about ``(exposed(F_a, B_b) + exposed(F_b, B_a)) / 2`` for a DualPipe rank, whose
 stages each run half the micro-batches, and both pairs in full for a DualPipeV rank, whose micro-batches pass
 both chunks, plus the fill and drain's lone chunks. Megatron's combined 1F1B pairs a layer with itself,
-``exposed(F_l, B_l)`` per micro-batch (:func:`same_chunk_exposed_s`). A lopsided split (3 dense layers beside
+``exposed(F_l, B_l)`` per micro-batch (:func:`same_chunk_exposed_s`), and runs its warm-up forwards and cool-down
+backwards alone (:func:`combined_1f1b_exposed_s`). A lopsided split (3 dense layers beside
 27 MoE layers) leaves the MoE stage's all-to-all beside little compute. ``tests/test_dualpipe_sim.py`` checks the
 step time this gives against a discrete-event simulation of both step orders.
 """
@@ -108,3 +109,25 @@ def same_chunk_exposed_s(layer: ChunkWork, fwd_share: float) -> float:
     """Megatron-Core's combined 1F1B (``plan.moe_a2a_overlap``): one micro-batch's forward of a layer beside
     another's backward of the same layer, one pair per micro-batch; affine in a stage's layers."""
     return pair_exposed_s(layer, layer, fwd_share)
+
+
+def combined_1f1b_lone_share(pp: int, vpp: int, microbatches: int) -> float:
+    """Share of a layer's forward (and of its backward) passes that Megatron-Core's combined 1F1B runs alone, their
+    all-to-all beside no other micro-batch's compute. Without pipelining the first micro-batch's forward and the
+    last one's backward run alone (NVIDIA/Megatron-LM@d98e8a64 ``pipeline_parallel/combined_1f1b.py:76``,
+    ``:119``): 1 of m. Interleaved, rank r's warm-up forwards and its cool-down backwards are plain steps:
+    2(p-r-1) + (v-1)·p + 1 of its m·v chunk passes (``schedules.py:964-970``: the +1 is the overlap's extra
+    warm-up micro-batch), capped at m·v; the share is the ranks' mean (one MoE layer cost serves every stage)."""
+    if pp <= 1:
+        return min(1.0, 1.0 / max(1, microbatches))
+    total = microbatches * max(1, vpp)
+    return sum(min(total, 2 * (pp - r - 1) + (max(1, vpp) - 1) * pp + 1) for r in range(pp)) / (pp * total)
+
+
+def combined_1f1b_exposed_s(layer: ChunkWork, fwd_share: float, lone_share: float) -> float:
+    """One layer's exposed all-to-all per micro-batch under Megatron-Core's combined 1F1B: the paired passes leave
+    :func:`same_chunk_exposed_s`, the lone ones (``lone_share``, :func:`combined_1f1b_lone_share`) their whole
+    all-to-all (a lone forward and a lone backward together move ``layer.a2a_s``)."""
+    paired = same_chunk_exposed_s(layer, fwd_share)
+    return paired + lone_share * (layer.a2a_s - paired)
+

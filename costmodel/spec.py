@@ -86,6 +86,11 @@ class MoESpec(_Limited):
         None, gt=0, description="expert capacity factor (Megatron-Core --moe-expert-capacity-factor, DeepSpeed-MoE "
         "capacity_factor): tokens beyond this x the mean per expert are dropped, so the busiest EP rank receives at "
         "most this x the mean; None: no token dropping")
+    dispatcher_sms: Optional[PositiveInt] = Field(
+        None, le=1024, description="SMs the dispatch/combine kernels hold while they run beside compute under an "
+        "overlapped schedule (DualPipe, DualPipeV, plan.moe_a2a_overlap): Megatron-Core --moe-deepep-num-sms / "
+        "--moe-hybridep-num-sms (--moe-flex-dispatcher-num-sms from core_v0.19.0), DeepEP Buffer.num_sms; None: 20, "
+        "DeepEP's default and DeepSeek-V3's (§3.2.2). Of the GPU's SMs (costmodel/moe_comm.py sm_fraction)")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoESpec":

@@ -126,6 +126,11 @@ def bridge_overrides(spec: Spec, plan: Plan) -> tuple[list[tuple[str, object]], 
     if s.overlap_moe_expert_parallel_comm or spec.model.moe is not None:  # CommOverlapConfig's key, reset for MoE:
         # the MoE perf recipes turn it on, and Bridge asserts EP > 1 with it (training/comm_overlap.py:479 at v0.6.0)
         out.append(("comm_overlap.overlap_moe_expert_parallel_comm", bool(s.overlap_moe_expert_parallel_comm)))
+    moe = spec.model.moe
+    if moe is not None and moe.dispatcher == "flex" and moe.dispatcher_sms is not None:
+        warnings.append(f"dispatcher_sms {moe.dispatcher_sms}: set model.moe_{moe.dispatcher_backend}_num_sms = "
+                        f"{moe.dispatcher_sms} in the recipe (Megatron-Core's flag of that name; no verified "
+                        f"Megatron-Bridge key)")
     if s.tp_comm_overlap:
         warnings.append("TP communication overlap: Megatron-Bridge configures it in the comm_overlap group of its "
                         "recipes (no single verified key); set it in the recipe")

@@ -289,7 +289,7 @@ def model_args(spec: Spec) -> list[str]:
         # --moe-expert-capacity-factor); HybridEP is --moe-flex-dispatcher-backend hybridep from core_v0.16.0 (3df20090)
         _flag(out, "--moe-token-dispatcher-type", m.moe.dispatcher)
         if m.moe.dispatcher == "flex":
-            _flag(out, "--moe-enable-deepep")
+            _flex_backend(out, m.moe)
         if m.moe.capacity_factor is not None:
             _flag(out, "--moe-expert-capacity-factor", m.moe.capacity_factor)
     if m.mla is not None:  # _add_network_size_args / _add_mla_args, arguments.py:1664 and 3165-3176 at core_v0.15.3
@@ -310,6 +310,22 @@ def model_args(spec: Spec) -> list[str]:
     if m.num_mtp_layers:  # arguments.py:1666 at core_v0.15.3; validate_args needs rope position embeddings (1186-1190)
         _flag(out, "--mtp-num-layers", m.num_mtp_layers)
     return out
+
+
+def _flex_backend(out: list[str], moe) -> None:
+    """The flex dispatcher's backend and SMs: DeepEP as ``--moe-enable-deepep`` (core_v0.15.3 arguments.py:3135;
+    still accepted, deprecated, through core_v0.19.0 transformer_config.py:1589-1598), HybridEP as
+    ``--moe-flex-dispatcher-backend hybridep`` (the config dataclass's flag from core_v0.16.0, 3df20090; with
+    ``--moe-enable-deepep`` Megatron refuses it, "Only one backend"), ``dispatcher_sms`` as ``--moe-deepep-num-sms``
+    (arguments.py:3137 at core_v0.15.3) or ``--moe-hybridep-num-sms`` (core_v0.16.0), both routed to
+    ``moe_flex_dispatcher_num_sms`` at core_v0.19.0 (transformer_config.py:1792-1810)."""
+    hybrid = moe.dispatcher_backend == "hybridep"
+    if hybrid:
+        _flag(out, "--moe-flex-dispatcher-backend", "hybridep")
+    else:
+        _flag(out, "--moe-enable-deepep")
+    if moe.dispatcher_sms is not None:
+        _flag(out, "--moe-hybridep-num-sms" if hybrid else "--moe-deepep-num-sms", moe.dispatcher_sms)
 
 
 def parallel_args(s: MegatronSettings) -> list[str]:

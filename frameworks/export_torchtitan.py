@@ -181,6 +181,9 @@ def _expert_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str, o
         # (PyTorch all-to-all), 'deepep', 'hybridep'; it has no all-gather dispatcher
         if moe.dispatcher == "flex":
             par["expert_parallel_comm_backend"] = moe.dispatcher_backend
+            if moe.dispatcher_sms is not None:
+                warnings.append(f"dispatcher_sms {moe.dispatcher_sms}: torchtitan's config has no SM count for its "
+                                f"{moe.dispatcher_backend} backend (config_utils.py:370-377); the backend's default runs")
         elif moe.dispatcher == "allgather":
             warnings.append("dispatcher allgather: torchtitan has no all-gather token dispatcher (config_utils.py:370-377); "
                             "exported as the standard all-to-all")

@@ -100,7 +100,8 @@ def _megatron_parser() -> argparse.ArgumentParser:
                  "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
                  "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                  "--recompute-num-layers", "--micro-batch-size", "--global-batch-size",
-                 "--num-distributed-optimizer-instances", "--cpu-offloading-num-layers"):
+                 "--num-distributed-optimizer-instances", "--cpu-offloading-num-layers", "--moe-deepep-num-sms",
+                 "--moe-hybridep-num-sms", "--moe-flex-dispatcher-num-sms"):
         p.add_argument(flag, type=int)
     p.add_argument("--optimizer-offload-fraction", type=float)
     p.add_argument("--moe-expert-capacity-factor", type=float)
@@ -119,13 +120,18 @@ def _megatron_parser() -> argparse.ArgumentParser:
 
 
 def _moe_dispatch(args: argparse.Namespace) -> dict[str, Any]:
-    """model.moe's dispatcher, backend and capacity factor from Megatron's flags (Megatron's default dispatcher,
-    allgather, when none is given; flex's backend deepep unless --moe-flex-dispatcher-backend hybridep)."""
+    """model.moe's dispatcher, backend, capacity factor and dispatcher SMs from Megatron's flags (Megatron's default
+    dispatcher, allgather, when none is given; flex's backend deepep unless --moe-flex-dispatcher-backend hybridep)."""
     out: dict[str, Any] = {"dispatcher": args.moe_token_dispatcher_type or "allgather"}
     if args.moe_flex_dispatcher_backend in ("deepep", "hybridep"):
         out["dispatcher_backend"] = args.moe_flex_dispatcher_backend
     if args.moe_expert_capacity_factor is not None and args.moe_expert_capacity_factor > 0:
         out["capacity_factor"] = args.moe_expert_capacity_factor
+    # the flex dispatcher's SMs: the unified flag first (core_v0.19.0), else the backend's own
+    backend_sms = args.moe_hybridep_num_sms if out.get("dispatcher_backend") == "hybridep" else args.moe_deepep_num_sms
+    sms = args.moe_flex_dispatcher_num_sms or backend_sms
+    if sms:
+        out["dispatcher_sms"] = sms
     return out
 
 

@@ -219,14 +219,17 @@ def layer_key(c: Choice) -> tuple | None:
     the dense and the MoE layer; costmodel/layer_costs.py, costmodel/moe_layer.py): the token counts (tp, cp, micro-batch size), SP, the
     GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
     granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
-    all-to-all), the FP8 dispatch, and the links' tiers (the world size). Not the DP, ZeRO, PP or micro-batch
+    all-to-all), the FP8 dispatch, and the links' tiers (the world size); under combined 1F1B (moe_a2a_overlap)
+    also the PP degree, virtual stages and micro-batch count, which set its lone passes
+    (costmodel/paired_overlap.py combined_1f1b_lone_share). Otherwise not the DP, ZeRO, PP or micro-batch
     count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
     changes the compute time by the stage (costmodel/activation_offload.py). tests/test_layer_bound.py checks the
     times equal across choices of one key."""
     if c.activation_offload_layers:
         return None
     return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
-            *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus)
+            *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
+            (c.pp, c.vpp, c.num_microbatches) if c.moe_a2a_overlap else None)
 
 
 @functools.lru_cache(maxsize=None)

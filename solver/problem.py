@@ -138,7 +138,8 @@ class Problem:
             spec, a = self.spec, self.assumptions
             # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
             # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
-            if c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved"):
+            if (c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved")
+                    or c.moe_a2a_overlap):  # combined 1F1B's lone passes read pp, vpp and m (moe_layer.py)
                 costs = choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
             else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
                 base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)

@@ -143,6 +143,10 @@ def test_moe_recipe_facts_are_mapped():
     assert busiest_rank_load(16, ex.overrides["moe_load_imbalance"], 8) == pytest.approx(
         random_routing_busiest_load(4096 * 8, 16))
     assert "moe_router_force_load_balancing" in ex.assumed["moe_load_imbalance"]
+    # the dispatcher's SMs the recipes set (perf_recipes/_common.py:88-89; qwen/b200/qwen3_moe.py:328-330)
+    assert ex.spec.model.moe.dispatcher_sms == 32
+    b200 = runs.express(by_id["bridge260401-b200-qwen3-30b-a3b-8gpu-mxfp8"])
+    assert b200.plan.moe_a2a_overlap and b200.spec.model.moe.dispatcher_sms == 64
     row = dict(by_id["bridge260401-h100-qwen3-30b-a3b-16gpu-fp8"], moe_router_force_load_balancing=False)
     assert "moe_load_imbalance" not in runs.express(row).overrides
 

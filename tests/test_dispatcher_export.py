@@ -29,6 +29,23 @@ def test_megatron_dispatcher_round_trip(moe):
     assert back.dispatcher == moe["dispatcher"] and back.capacity_factor == moe.get("capacity_factor")
 
 
+@pytest.mark.parametrize("backend, sms", [("deepep", 24), ("hybridep", 32), ("hybridep", None)])
+def test_megatron_flex_backend_and_sms_round_trip(backend, sms):
+    """HybridEP goes out as --moe-flex-dispatcher-backend hybridep, never beside --moe-enable-deepep (Megatron refuses
+    both: "Only one backend"); the dispatcher's SMs as the backend's own flag; all read back, and the export passes
+    the argument rules of tests/test_export_megatron.py."""
+    from test_export_megatron import _check
+    spec, plan = _moe_case(dispatcher="flex", dispatcher_backend=backend, dispatcher_sms=sms)
+    text = export_plan(spec, plan, "megatron").text
+    assert ("--moe-enable-deepep" in text) == (backend == "deepep")
+    assert ("--moe-flex-dispatcher-backend hybridep" in text) == (backend == "hybridep")
+    flag = "--moe-hybridep-num-sms" if backend == "hybridep" else "--moe-deepep-num-sms"
+    assert (f"{flag} {sms}" in text) == (sms is not None)
+    back = spec_from_megatron(text, spec).model.moe
+    assert (back.dispatcher, back.dispatcher_backend, back.dispatcher_sms) == ("flex", backend, sms)
+    assert _check(spec, plan) == []
+
+
 def test_megatron_import_without_the_flag_is_megatrons_allgather():
     spec, plan = _moe_case()
     text = export_plan(spec, plan, "megatron").text.replace("--moe-token-dispatcher-type alltoall", "")
@@ -40,3 +57,12 @@ def test_torchtitan_comm_backend():
     assert 'expert_parallel_comm_backend = "hybridep"' in export_plan(spec, plan, "torchtitan").text
     spec, plan = _moe_case(dispatcher="alltoall")
     assert "expert_parallel_comm_backend" not in export_plan(spec, plan, "torchtitan").text
+
+
+def test_dispatcher_sms_where_no_verified_key_is_a_warning():
+    """torchtitan and Megatron-Bridge get the dispatcher's SMs as a warning naming what to set, not a silent drop."""
+    spec, plan = _moe_case(dispatcher="flex", dispatcher_backend="hybridep", dispatcher_sms=32)
+    titan = export_plan(spec, plan, "torchtitan")
+    assert any("dispatcher_sms 32" in w for w in titan.warnings)
+    bridge = export_plan(spec, plan, "megatron-bridge")
+    assert any("model.moe_hybridep_num_sms = 32" in w for w in bridge.warnings)

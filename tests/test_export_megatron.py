@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     # core_v0.15.3 arguments.py:3131-3142
     p.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall", "flex"], default="allgather")
     p.add_argument("--moe-expert-capacity-factor", type=float)
+    p.add_argument("--moe-deepep-num-sms", type=int)  # core_v0.15.3 arguments.py:3137
+    # core_v0.16.0 (3df20090): the config dataclass's flags for HybridEP
+    p.add_argument("--moe-flex-dispatcher-backend", choices=["deepep", "hybridep"])
+    p.add_argument("--moe-hybridep-num-sms", type=int)
     p.add_argument("--pipeline-model-parallel-layout")
     # core_v0.15.3 arguments.py:1571-1580 (window size: tuple_type "a,b"; skip frequency: moe_freq_type)
     p.add_argument("--softmax-type", choices=["learnable", "vanilla", "off-by-one"], default="vanilla")
@@ -131,6 +135,12 @@ def megatron_violations(argv: list[str], world_size: int, env: dict[str, str]) -
             out.append("middle layers not divisible by middle stages")
         elif middle and vpp and (rest // middle) % vpp:
             out.append("middle stage layers not divisible by vpp")
+    # TransformerConfig.__post_init__ (core_v0.16.0 transformer_config.py:1063-1068): DeepEP only under flex, and
+    # not beside another backend
+    if args.moe_enable_deepep and args.moe_token_dispatcher_type != "flex":
+        out.append("--moe-enable-deepep without --moe-token-dispatcher-type flex")
+    if args.moe_enable_deepep and args.moe_flex_dispatcher_backend == "hybridep":
+        out.append("--moe-enable-deepep beside --moe-flex-dispatcher-backend hybridep (only one backend)")
     if args.overlap_param_gather and not (args.use_distributed_optimizer or args.use_megatron_fsdp):
         out.append("--overlap-param-gather without distributed optimizer / Megatron-FSDP")
     if args.overlap_param_gather and not args.overlap_grad_reduce:

@@ -95,7 +95,8 @@ def test_deepseek_v3_maps_moe_and_reports_mla_and_mtp():
                                           shared_expert_ffn_hidden_size=None, first_dense_layers=3,
                                           max_nodes_per_token=None,  # n_group/topk_group are groups, not nodes
                                           # config.json names no dispatcher or capacity: the defaults
-                                          dispatcher="alltoall", dispatcher_backend="deepep", capacity_factor=None)
+                                          dispatcher="alltoall", dispatcher_backend="deepep", capacity_factor=None,
+                                          dispatcher_sms=None)
     for field in ("mla", "num_mtp_layers"):
         if field in ModelSpec.model_fields:  # once costmodel/spec.py has the field, the mapping fills it
             assert getattr(model, field)

@@ -105,7 +105,9 @@ def test_a2a_overlap_cost_by_hand():
     costmodel/paired_overlap.py): the compute beside the 2·a2a of dispatch/combine runs on 112 of 132 SMs
     (C' = C + (20/132)·min(2·a2a, C·132/112), DeepSeek-V3 §3.2.2, moe_comm.reserved_sm_time_s) and a
     layer's forward beside another micro-batch's backward of the same layer leaves
-    max(0, a2a - (1-f)·C') + max(0, a2a - f·C') with f = 1/3 (each pass moves one a2a)."""
+    P = max(0, a2a - (1-f)·C') + max(0, a2a - f·C') with f = 1/3 (each pass moves one a2a); of the 4 micro-batches
+    the first forward and the last backward run alone (combined_1f1b.py:76, :119), exposing their a2a each:
+    (3·P + 2·a2a) / 4 per micro-batch."""
     spec = moe_dims.spec(moe_dims.MOE, gbs=32)
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
     off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
@@ -114,8 +116,22 @@ def test_a2a_overlap_cost_by_hand():
     C = off.compute_s - off.selective_s
     assert compute_on - on.selective_s - C == pytest.approx(20 / 132 * min(2 * a2a, C * 132 / 112))
     f = 1 / 3
-    assert on.ep_s == pytest.approx(max(0.0, a2a - (1 - f) * compute_on) + max(0.0, a2a - f * compute_on))
+    paired = max(0.0, a2a - (1 - f) * compute_on) + max(0.0, a2a - f * compute_on)
+    assert on.ep_s == pytest.approx((3 * paired + 2 * a2a) / 4)
     assert on.ep_s < off.ep_s
+
+
+def test_combined_1f1b_lone_passes_by_hand():
+    """Megatron-Core's combined 1F1B runs alone, without pipelining, 1 of m forwards and backwards; interleaved,
+    rank r's 2(p-r-1) + (v-1)·p + 1 warm-up forwards and as many cool-down backwards of its m·v chunk passes
+    (schedules.py:964-970), capped at m·v. p = 2, v = 2, m = 4: ranks 0 and 1 run 5 and 3 of 8, mean 4/8; p = 4,
+    v = 2, m = 2: 11, 9, 7, 5 capped at 4 each: all alone."""
+    from parplan.costmodel.paired_overlap import ChunkWork, combined_1f1b_exposed_s, combined_1f1b_lone_share
+    assert combined_1f1b_lone_share(1, 1, 16) == pytest.approx(1 / 16)
+    assert combined_1f1b_lone_share(2, 2, 4) == pytest.approx(0.5)
+    assert combined_1f1b_lone_share(4, 2, 2) == 1.0
+    layer = ChunkWork(3.0, 2.4)  # f = 1/3: P = max(0, 1.2 - 2) + max(0, 1.2 - 1) = 0.2
+    assert combined_1f1b_exposed_s(layer, 1 / 3, 0.25) == pytest.approx(0.2 + 0.25 * (2.4 - 0.2))
 
 
 def test_a2a_overlap_holds_one_more_layer_or_chunk():
@@ -176,3 +192,26 @@ def test_megatron_a2a_overlap_round_trips():
     back = spec_from_megatron(mexport(spec, ev.plan).text, spec.model_copy(update={"plan": None}))
     again = evaluate(back)
     assert again.plan.moe_a2a_overlap and again.metrics.step_time_s == pytest.approx(ev.metrics.step_time_s)
+
+
+def test_dispatcher_sms_over_the_gpus_sms_by_hand():
+    """The SMs an overlapped schedule's dispatch/combine kernels hold: model.moe.dispatcher_sms (default 20, DeepEP's
+    and DeepSeek-V3 §3.2.2's) over the GPU's SMs (costmodel/hardware.py SM_COUNT: 132 on H800/H100, 148 on B200;
+    132 where the catalog has none); the ep_comm_sm_fraction knob, where set, wins. Megatron-Bridge's Qwen3-30B-A3B
+    B200 recipe holds 64 (perf_recipes/qwen/b200/qwen3_moe.py:328-330 at 067f987d): 64/148 = 0.432 of the SMs, and
+    the MoE layer's compute beside its all-to-all A runs x·min(A, C/(1-x)) longer."""
+    from parplan.costmodel.assumptions import resolve_assumptions
+    from parplan.costmodel.moe_comm import reserved_sm_time_s, sm_fraction
+    from parplan.costmodel.hardware import GPU
+    from parplan.costmodel.spec import ClusterSpec, MoESpec
+    a = resolve_assumptions(None)
+    moe = MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=768)
+    h800, b200 = resolve_gpu(ClusterSpec(gpu="H800", num_gpus=8)), resolve_gpu(ClusterSpec(gpu="B200", num_gpus=8))
+    assert sm_fraction(a, h800, moe) == pytest.approx(20 / 132)
+    assert sm_fraction(a, b200, moe) == pytest.approx(20 / 148)
+    assert sm_fraction(a, b200, moe.model_copy(update={"dispatcher_sms": 64})) == pytest.approx(64 / 148)
+    custom = GPU("custom", 80.0, 80, 1000.0, 2000.0, 8, 450.0, 50.0)
+    assert sm_fraction(a, custom, moe) == pytest.approx(20 / 132)
+    assert sm_fraction(a.model_copy(update={"ep_comm_sm_fraction": 0.3}), b200, moe) == 0.3
+    # the layer's compute on B200 with 64 SMs held: C = 3 ms beside A = 2 ms -> 0.432·min(2, 3/0.568) = 0.865 ms
+    assert reserved_sm_time_s(3.0, 2.0, 64 / 148) == pytest.approx(64 / 148 * 2.0)
