@@ -41,31 +41,34 @@ class Op:
     step: int = 0  # the step (1-8) of dualpipe.py:358-417 / dualpipev.py:330-395 the operation belongs to
 
 
+_op = functools.lru_cache(maxsize=None)(Op)  # one shared instance per distinct operation (Op is frozen)
+
+
 def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
-    ops: list[Op] = [Op("F", (0,), step=1)] * ((n - r - 1) * 2)  # Step 1: nF0
+    ops: list[Op] = [_op("F", (0,), step=1)] * ((n - r - 1) * 2)  # Step 1: nF0
     for _ in range(r + 1):  # Step 2: nF0F1
-        ops += [Op("F", (0,), step=2), Op("F", (1,), step=2)]
+        ops += [_op("F", (0,), step=2), _op("F", (1,), step=2)]
     for _ in range(n - r - 1):  # Step 3: nB1W1F1 (zero bubble)
-        ops += [Op("B", (1,), zb=True, step=3), Op("W", (), step=3), Op("F", (1,), step=3)]
+        ops += [_op("B", (1,), zb=True, step=3), _op("W", (), step=3), _op("F", (1,), step=3)]
     for i in range(main):  # Step 4: nF0B1F1B0
         if i == 0 and unoverlapped_first:  # "We don't overlap these two chunks to further reduce bubble size."
-            ops += [Op("F", (0,), step=4), Op("B", (1,), step=4)]
+            ops += [_op("F", (0,), step=4), _op("B", (1,), step=4)]
         else:
-            ops.append(Op("FB", (0, 1), step=4))
-        ops.append(Op("FB", (1, 0), step=4))
+            ops.append(_op("FB", (0, 1), step=4))
+        ops.append(_op("FB", (1, 0), step=4))
     for _ in range(n - r - 1):  # Step 5: nB1F1B0
-        ops += [Op("B", (1,), step=5), Op("FB", (1, 0), step=5)]
+        ops += [_op("B", (1,), step=5), _op("FB", (1, 0), step=5)]
     zb = False
     for i in range(r + 1):  # Step 6: nB1B0, the second half with zero bubble
         if i == (r + 1) // 2 and r % 2 == 1:
             zb = True
-        ops.append(Op("B", (1,), zb=zb, step=6))
+        ops.append(_op("B", (1,), zb=zb, step=6))
         if i == (r + 1) // 2 and r % 2 == 0:
             zb = True
-        ops.append(Op("B", (0,), zb=zb, step=6))
+        ops.append(_op("B", (0,), zb=zb, step=6))
     for _ in range(n - r - 1):  # Step 7: nWB0
-        ops += [Op("W", (), step=7), Op("B", (0,), zb=True, step=7)]
-    ops += [Op("W", (), step=8)] * (r + 1)  # Step 8: nW
+        ops += [_op("W", (), step=7), _op("B", (0,), zb=True, step=7)]
+    ops += [_op("W", (), step=8)] * (r + 1)  # Step 8: nW
     return ops
 
 
@@ -234,25 +237,70 @@ _KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
 
 @functools.lru_cache(maxsize=32)
 def _structure(schedule: str, ranks: int, m: int) -> _Structure:
+    """:func:`op_graph`'s edges with integer ids, in a topological order (Kahn's algorithm)."""
     stages = ranks if schedule == "dualpipe" else 2 * ranks
-    g = op_graph(schedule, StageWork([1.0] * stages, [0.0] * stages, 0.5, 0.0), m)  # the edges; durations unused
-    order = topological_order(g)
-    pos = {node: k for k, node in enumerate(order)}
-    kind, stage, stage_b, zb, preds = [], [], [], [], []
-    queues: list[list[int]] = [[] for _ in g.orders]  # per rank, the stages of zero-bubble backwards not yet run
-    for r, i in order:
-        op = g.orders[r][i]
-        parts = [pass_stage(schedule, ranks, r, phase)[1] for _, phase in op_parts(op)]
-        if op.kind == "W":
-            parts = [queues[r].pop(0)]
-        elif op.kind == "B" and op.zb:
-            queues[r].append(parts[0])
-        kind.append(_KIND[op.kind])
-        stage.append(parts[0])
-        stage_b.append(parts[1] if len(parts) > 1 else 0)
-        zb.append(op.zb)
-        preds.append(tuple(pos[src] for src in g.inputs[r][i]) + ((pos[(r, i - 1)],) if i else ()))
-    return _Structure(np.array(kind), np.array(stage), np.array(stage_b), np.array(zb, bool), tuple(preds))
+    orders = step_orders(schedule, ranks, m)
+    start = [0]
+    for ops in orders:
+        start.append(start[-1] + len(ops))
+    made: dict = {}
+    kind, stage, stage_b, zb, needs = [], [], [], [], []
+    parts_of: dict = {}
+    for r, ops in enumerate(orders):
+        seen: dict = {}
+        queue: list[int] = []  # the stages of the rank's zero-bubble backwards not yet weighted (FIFO)
+        where = [pass_stage(schedule, ranks, r, phase) for phase in (0, 1)]
+        for i, op in enumerate(ops):
+            parts, need = [], []
+            if op not in parts_of:
+                parts_of[op] = op_parts(op)
+            for k, phase in parts_of[op]:
+                flow, st = where[phase]
+                j = seen.get((k, phase), 0)
+                seen[(k, phase)] = j + 1
+                made[(k, flow, st, j)] = start[r] + i
+                parts.append(st)
+                if k == "F" and st > 0:
+                    need.append(("F", flow, st - 1, j))
+                elif k == "B":
+                    need.append(("F", flow, st, j) if st == stages - 1 else ("B", flow, st + 1, j))
+            if op.kind == "W":
+                parts = [queue.pop(0)]
+            elif op.kind == "B" and op.zb:
+                queue.append(parts[0])
+            kind.append(_KIND[op.kind])
+            stage.append(parts[0])
+            stage_b.append(parts[1] if len(parts) > 1 else 0)
+            zb.append(op.zb)
+            needs.append(need + ([start[r] + i - 1] if i else []))
+    preds = [[made[x] if isinstance(x, tuple) else x for x in need] for need in needs]
+    order = _kahn(preds)
+    at = [0] * len(order)
+    for k, node in enumerate(order):
+        at[node] = k
+    return _Structure(np.array(kind)[order], np.array(stage)[order], np.array(stage_b)[order],
+                      np.array(zb, bool)[order], tuple(tuple(at[p] for p in preds[n]) for n in order))
+
+
+def _kahn(preds: list[list[int]]) -> list[int]:
+    """A topological order of the nodes whose predecessors are ``preds`` (an AssertionError on a cycle)."""
+    succ: list[list[int]] = [[] for _ in preds]
+    indegree = [len(p) for p in preds]
+    for n, ps in enumerate(preds):
+        for p in ps:
+            succ[p].append(n)
+    ready = [n for n, d in enumerate(indegree) if d == 0]
+    order = []
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for t in succ[n]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                ready.append(t)
+    if len(order) != len(preds):
+        raise AssertionError("the step order deadlocked")
+    return order
 
 
 def _durations_s(st: _Structure, work: StageWork) -> list[float]:
