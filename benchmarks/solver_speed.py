@@ -68,9 +68,11 @@ QUICK = [SCENARIOS[0], SCENARIOS[2], SCENARIOS[8]]
 
 
 def _solve(spec, method: str, k: int, workers: int):
+    from parplan.costmodel.dualpipe_steps import clear_structure_cache
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
+    clear_structure_cache()  # each call builds the DualPipe step orders it reports, as a fresh process would
     t0 = time.perf_counter()
     res = optimize(spec, method=method, top_k=k, controls=SolverControls(workers=workers, time_limit_s=120))
     return res, time.perf_counter() - t0

@@ -303,6 +303,12 @@ def _kahn(preds: list[list[int]]) -> list[int]:
     return order
 
 
+def clear_structure_cache() -> None:
+    """Forget the step orders' graphs :func:`step_order_s` has built (benchmarks time each call as from a fresh
+    process: benchmarks/solver_speed.py)."""
+    _structure.cache_clear()
+
+
 def _durations_s(st: _Structure, work: StageWork) -> list[float]:
     """Every operation's duration (:func:`op_duration_s`'s, element-wise over the structure)."""
     C, X = np.asarray(work.C, float), np.asarray(work.X, float)
