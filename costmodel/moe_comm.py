@@ -22,9 +22,9 @@ pairing of DualPipe's F&B chunk, so what stays exposed is what the paired comput
 (costmodel/paired_overlap.py ``same_chunk_exposed_s``; its warm-up forwards and cool-down backwards run alone,
 ``combined_1f1b_exposed_s``). Off, ``assumptions.ep_comm_overlap``.
 The overlapped schedules (DualPipe, DualPipeV, this flag) pay for it: the dispatch/combine kernels hold SMs
-(:func:`sm_fraction`: the dispatcher's SMs over the GPU's; DeepSeek-V3 §3.2.2: 20 of the H800's 132) while they run, which slows the MoE layers'
-compute beside them (:func:`reserved_sm_time_s`); the other schedules run the all-to-all between computations
-and slow nothing.
+(:func:`sm_fraction`: the dispatcher's SMs over the GPU's; DeepSeek-V3 §3.2.2: 20 of the H800's 132) while they
+run, which slows the MoE layers' compute beside them (:func:`reserved_sm_time_s`); the other schedules run the
+all-to-all between computations and slow nothing.
 Its memory: with virtual pipeline stages Megatron "schedule[s] one extra micro-batch forward step before
 the 1f1b stages" (megatron/core/pipeline_parallel/schedules.py:966-970: ``num_warmup_microbatches + 1``);
 with pp 1 the combined schedule runs micro-batch i+1's forward beside micro-batch i's backward (combined_1f1b.py,
@@ -51,15 +51,14 @@ def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
     return FP8_DISPATCH_BYTES_PER_ELEMENT if fp8_dispatch else knob_bytes
 
 
-
-
 def overlaps_all_to_all(schedule: str, a2a_overlap: bool) -> bool:
     """The schedule hides the EP all-to-all behind a paired chunk's compute: DualPipe, DualPipeV, or
     Megatron-Core's combined 1F1B (``plan.moe_a2a_overlap``); only these reserve SMs for it."""
     return Schedule(schedule).paired or a2a_overlap
 
 
-DEFAULT_DISPATCHER_SMS = 20  # DeepEP Buffer.num_sms (deepseek-ai/DeepEP@ebfe47e deep_ep/buffer.py:30); Megatron's default
+# DeepEP Buffer.num_sms (deepseek-ai/DeepEP@ebfe47e deep_ep/buffer.py:30), Megatron-Core's default for its flex dispatcher
+DEFAULT_DISPATCHER_SMS = 20
 REFERENCE_SM_COUNT = 132  # the H800's, for a GPU whose SM count the catalog does not hold
 
 

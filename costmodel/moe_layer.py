@@ -37,7 +37,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
         # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
-        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, moe_comm.sm_fraction(a, ctx.gpu, moe)) / moe_compute
+        held = moe_comm.sm_fraction(a, ctx.gpu, moe)
+        slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, held) / moe_compute
         moe_compute *= slowed
         moe_linear *= slowed
     # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
