@@ -25,6 +25,7 @@ from parplan.solver.problem import Problem
 from parplan.solver.pools_planner import optimize_on_pools, several_pools
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.search import MIB_KIB, Method, SearchOutcome, Searcher
+from parplan.solver.tie_break import break_ties
 
 SEARCH_SHARE_WITH_FRONTIER = 0.7
 
@@ -118,7 +119,8 @@ def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], con
             outcome.status = "FEASIBLE" if outcome.found else "UNKNOWN"
     else:
         outcome = s.best(cap, top_k, stream=True)
-    plans = [problem.evaluation(f.row_index, f.x) for f in outcome.found]
+    plans = break_ties([problem.evaluation(f.row_index, f.x) for f in outcome.found], problem.evaluate,
+                       spec.objective, problem.options.stage_split)  # tied DualPipe splits: the shortest step order
     phases = {"search_s": time.perf_counter() - t0}
     result = PlanResult(status=outcome.status, objective=spec.objective, plans=plans,
                         stats=stats_of(method, problem, outcome, controls))

@@ -213,8 +213,9 @@ def test_mixtral_lopsided_split_is_slower_in_the_step_order_simulation():
 @pytest.mark.xfail(strict=True, reason=(
     "issue 19, DualPipe priced as it runs: the cost model's DualPipe bubble is formed from rank rows (a rank's mean "
     "of its two stages), so with the all-to-all hidden every split of a rank's layers costs the same (Mixtral PP8: "
-    "5.688 s and 64.5 GiB for [7,7,7,7,1,1,1,1] and [4]*8) and the solver returns one of the tied splits; the step-order "
-    "simulation (test above) puts it more than 1 % slower. The fix needs per-stage lone-chunk times in the tables "
+    "5.688 s and 64.5 GiB for [7,7,7,7,1,1,1,1] and [4]*8); the step-order simulation (test above) puts it more than "
+    "1 % slower, and the planner breaks the tie by the step order (solver/tie_break.py, tests/test_tie_break.py), "
+    "but the closed form the search ranks by still ties them. The fix needs per-stage lone-chunk times in the tables "
     "(tests/test_dualpipe_sim.py _pair_averaged_dwell_path_step)"))
 def test_mixtral_lopsided_split_is_slower_in_the_cost_model():
     steps = {}
