@@ -60,8 +60,8 @@ def test_per_choice_fallback_to_the_oracle_is_exact(no_explanations, monkeypatch
 def test_a_call_cut_short_answers_feasible_with_a_plan():
     """DeepSeek-V3 on 2,048 H800 (benchmarks/solver_speed.py's scenario: ~30k choices, thousands bounded before any
     is solved in the search's own order) asked for its 10 best under a 2 s limit (one worker: a first plan by 1 s, the
-    ten best proven in about 5 s here; benchmarks/results/solver_speed.txt, 2 workers: its optimum in 2.4 s, its 10 best
-    in 5.1 s): a plan, FEASIBLE (the ten best not proven), with a bound at most its step time (the solver's own value
+    ten best proven in about 5 s here; benchmarks/results/solver_speed.txt, 2 workers: its optimum in 2.2 s, its 10 best
+    in 5.2 s): a plan, FEASIBLE (the ten best not proven), with a bound at most its step time (the solver's own value
     where the best one is proven, gap 0)."""
     from benchmarks.solver_speed import SCENARIOS
 
