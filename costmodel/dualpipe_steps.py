@@ -6,7 +6,7 @@ The step orders are deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e
 un-overlapped first main step). Each rank runs its operations in that order, each once its input is ready (the
 previous stage's forward, the next stage's backward, or for the model's last stage its own forward) and the rank
 is free, so the step is the longest path through the graph whose edges are a rank's consecutive operations and
-each operation's inputs (:func:`longest_path_s`). An operation's duration, stage s having per micro-batch layer
+each operation's inputs (:func:`step_order_s`). An operation's duration, stage s having per micro-batch layer
 compute ``C[s]`` (forward share ``f``), all-to-all ``X[s]`` (forward + backward, none hidden) and other time
 ``E[s]`` (recomputation, TP/CP collectives, pipeline send/receive, ZeRO traffic, the embedding and the head:
 split F : B as the compute, hiding nothing):
@@ -19,7 +19,8 @@ split F : B as the compute, hiding nothing):
 
 The evaluator reports this step beside its closed form for DualPipe and DualPipeV plans
 (``Metrics.step_order_step_s``, costmodel/evaluate.py); ``tests/dualpipe_sim.py`` list-schedules the same step
-orders as a second coding, and ``tests/test_dualpipe_sim.py`` measures the closed form against both.
+orders with its own scalar durations, a second coding, and ``tests/test_dualpipe_sim.py`` measures the closed form
+against both.
 """
 
 from __future__ import annotations
@@ -119,97 +120,6 @@ class StageWork:
     w: float
     E: Optional[Sequence[float]] = None
 
-    def other(self, s: int) -> float:
-        return 0.0 if self.E is None else self.E[s]
-
-
-def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferred: list[float]) -> float:
-    """An operation's duration (module docstring); ``parts`` its (kind, model stage) passes, ``deferred`` the
-    rank's queued weight-gradient work (FIFO as ``WeightGradStore``): a zero-bubble backward appends, W pops."""
-    C, X, f, w = work.C, work.X, work.f, work.w
-    if op.kind == "W":
-        return deferred.pop(0)
-    if op.kind == "FB":
-        (_, sa), (_, sb) = parts
-        return (f * (C[sa] + work.other(sa)) + (1 - f) * (C[sb] + work.other(sb))
-                + pair_exposed_s(ChunkWork(C[sa], X[sa]), ChunkWork(C[sb], X[sb]), f))
-    kind, s = parts[0]
-    time = f * (C[s] + work.other(s)) if kind == "F" else (1 - f) * (C[s] + work.other(s))
-    if kind == "B" and op.zb:
-        deferred.append(w * time)
-        time *= 1 - w
-    return time + X[s] / 2
-
-
-@dataclass(frozen=True)
-class OpGraph:
-    """The step orders as a dependency graph: ``orders[r][i]`` rank r's i-th operation, ``durations_s[r][i]`` its
-    duration (:func:`op_duration_s`), ``inputs[r][i]`` the (rank, index) operations whose outputs it reads (the
-    previous stage's forward, the next stage's backward, or for the model's last stage its own forward)."""
-    orders: list[list[Op]]
-    durations_s: list[list[float]]
-    inputs: list[list[list[tuple[int, int]]]]
-
-
-def op_graph(schedule: str, work: StageWork, m: int) -> OpGraph:
-    """The :class:`OpGraph` of ``schedule`` over ``len(work.C)`` model stages (DualPipe: one per rank; DualPipeV:
-    two) and ``m`` micro-batches (DualPipe: half from each end)."""
-    stages = len(work.C)
-    ranks = stages if schedule == "dualpipe" else stages // 2
-    orders = step_orders(schedule, ranks, m)
-    made: dict = {}
-    durations: list[list[float]] = []
-    needs: list[list[list[tuple]]] = []
-    for r, ops in enumerate(orders):
-        seen: dict = {}
-        deferred: list[float] = []
-        durations.append([])
-        needs.append([])
-        for i, op in enumerate(ops):
-            parts, need = [], []
-            for kind, phase in op_parts(op):
-                flow, s = pass_stage(schedule, ranks, r, phase)
-                j = seen.get((kind, phase), 0)
-                seen[(kind, phase)] = j + 1
-                made[(kind, flow, s, j)] = (r, i)
-                parts.append((kind, s))
-                if kind == "F" and s > 0:
-                    need.append(("F", flow, s - 1, j))
-                elif kind == "B":
-                    need.append(("F", flow, s, j) if s == stages - 1 else ("B", flow, s + 1, j))
-            durations[r].append(op_duration_s(op, parts, work, deferred))
-            needs[r].append(need)
-    return OpGraph(orders, durations, [[[made[k] for k in need] for need in rank] for rank in needs])
-
-
-def topological_order(g: OpGraph) -> list[tuple[int, int]]:
-    """Every (rank, index) operation after its rank's previous one and its inputs (the order the ranks run)."""
-    ptr, done, order = [0] * len(g.orders), set(), []
-    moved = True
-    while moved:
-        moved = False
-        for r, ops in enumerate(g.orders):
-            while ptr[r] < len(ops) and all(src in done for src in g.inputs[r][ptr[r]]):
-                order.append((r, ptr[r]))
-                done.add((r, ptr[r]))
-                ptr[r] += 1
-                moved = True
-    if len(order) != sum(len(ops) for ops in g.orders):
-        raise AssertionError("the step order deadlocked")
-    return order
-
-
-def longest_path_s(g: OpGraph) -> float:
-    """The longest path through ``g`` (operations weighted by their durations): the step the ranks take when each
-    operation starts as soon as its rank's previous operation and its inputs are done."""
-    end: dict = {}
-    for r, i in topological_order(g):
-        start = end[(r, i - 1)] if i else 0.0
-        for src in g.inputs[r][i]:
-            start = max(start, end[src])
-        end[(r, i)] = start + g.durations_s[r][i]
-    return max(end.values())
-
 
 def step_order_defined(schedule: str, ranks: int, m: int) -> bool:
     """Whether the upstream step order exists for ``m`` micro-batches on ``ranks`` ranks: DualPipe asserts an even
@@ -222,14 +132,18 @@ def step_order_defined(schedule: str, ranks: int, m: int) -> bool:
 
 @dataclass(frozen=True)
 class _Structure:
-    """The step order's graph without durations, in topological order: per operation its kind (0 F, 1 B, 2 F&B,
-    3 W), its stage (F&B: the forward's; W: the zero-bubble backward whose share it runs, FIFO per rank), the F&B's
-    backward stage, whether it is a zero-bubble backward, and its predecessors' positions."""
+    """The step order's graph without durations, its operations in a topological order: per operation its (rank,
+    index in the rank's order), kind (0 F, 1 B, 2 F&B, 3 W), stage (F&B: the forward's; W: the zero-bubble backward
+    whose share it runs, FIFO per rank, as ``WeightGradStore``), the F&B's backward stage, whether it is a
+    zero-bubble backward, its inputs' positions (the previous stage's forward, the next stage's backward, or for the
+    model's last stage its own forward) and the position of its rank's previous operation (-1: none)."""
+    node: tuple[tuple[int, int], ...]
     kind: np.ndarray
     stage: np.ndarray
     stage_b: np.ndarray
     zb: np.ndarray
-    preds: tuple[tuple[int, ...], ...]
+    inputs: tuple[tuple[int, ...], ...]
+    prev: tuple[int, ...]
 
 
 _KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
@@ -237,7 +151,7 @@ _KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
 
 @functools.lru_cache(maxsize=32)
 def _structure(schedule: str, ranks: int, m: int) -> _Structure:
-    """:func:`op_graph`'s edges with integer ids, in a topological order (Kahn's algorithm)."""
+    """The step orders' operations and edges with integer ids, in Kahn's topological order."""
     stages = ranks if schedule == "dualpipe" else 2 * ranks
     orders = step_orders(schedule, ranks, m)
     start = [0]
@@ -250,7 +164,7 @@ def _structure(schedule: str, ranks: int, m: int) -> _Structure:
         seen: dict = {}
         queue: list[int] = []  # the stages of the rank's zero-bubble backwards not yet weighted (FIFO)
         where = [pass_stage(schedule, ranks, r, phase) for phase in (0, 1)]
-        for i, op in enumerate(ops):
+        for op in ops:
             parts, need = [], []
             if op not in parts_of:
                 parts_of[op] = op_parts(op)
@@ -258,7 +172,7 @@ def _structure(schedule: str, ranks: int, m: int) -> _Structure:
                 flow, st = where[phase]
                 j = seen.get((k, phase), 0)
                 seen[(k, phase)] = j + 1
-                made[(k, flow, st, j)] = start[r] + i
+                made[(k, flow, st, j)] = len(kind)
                 parts.append(st)
                 if k == "F" and st > 0:
                     need.append(("F", flow, st - 1, j))
@@ -272,14 +186,18 @@ def _structure(schedule: str, ranks: int, m: int) -> _Structure:
             stage.append(parts[0])
             stage_b.append(parts[1] if len(parts) > 1 else 0)
             zb.append(op.zb)
-            needs.append(need + ([start[r] + i - 1] if i else []))
-    preds = [[made[x] if isinstance(x, tuple) else x for x in need] for need in needs]
-    order = _kahn(preds)
+            needs.append(need)
+    node = [(r, i) for r, ops in enumerate(orders) for i in range(len(ops))]
+    inputs = [[made[x] for x in need] for need in needs]
+    prev = [n - 1 if i else -1 for n, (_, i) in enumerate(node)]
+    order = _kahn([ins + ([p] if p >= 0 else []) for ins, p in zip(inputs, prev)])
     at = [0] * len(order)
-    for k, node in enumerate(order):
-        at[node] = k
-    return _Structure(np.array(kind)[order], np.array(stage)[order], np.array(stage_b)[order],
-                      np.array(zb, bool)[order], tuple(tuple(at[p] for p in preds[n]) for n in order))
+    for k, n in enumerate(order):
+        at[n] = k
+    return _Structure(tuple(node[n] for n in order), np.array(kind)[order], np.array(stage)[order],
+                      np.array(stage_b)[order], np.array(zb, bool)[order],
+                      tuple(tuple(at[x] for x in inputs[n]) for n in order),
+                      tuple(at[prev[n]] if prev[n] >= 0 else -1 for n in order))
 
 
 def _kahn(preds: list[list[int]]) -> list[int]:
@@ -303,6 +221,28 @@ def _kahn(preds: list[list[int]]) -> list[int]:
     return order
 
 
+@dataclass(frozen=True)
+class OpGraph:
+    """The step orders as a dependency graph: ``orders[r][i]`` rank r's i-th operation, ``durations_s[r][i]`` its
+    duration, ``inputs[r][i]`` the (rank, index) operations whose outputs it reads."""
+    orders: list[list[Op]]
+    durations_s: list[list[float]]
+    inputs: list[list[list[tuple[int, int]]]]
+
+
+def op_graph(schedule: str, work: StageWork, m: int) -> OpGraph:
+    """:func:`step_order_s`'s graph and durations by (rank, index), over ``len(work.C)`` model stages (DualPipe: one
+    per rank; DualPipeV: two) and ``m`` micro-batches: what tests/test_dualpipe_sim.py searches paths of."""
+    ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
+    st, orders = _structure(schedule, ranks, m), step_orders(schedule, ranks, m)
+    durations = [[0.0] * len(ops) for ops in orders]
+    inputs: list[list[list[tuple[int, int]]]] = [[[] for _ in ops] for ops in orders]
+    for (r, i), d, ins in zip(st.node, _durations_s(st, work), st.inputs):
+        durations[r][i] = d
+        inputs[r][i] = [st.node[x] for x in ins]
+    return OpGraph(orders, durations, inputs)
+
+
 def clear_structure_cache() -> None:
     """Forget the step orders' graphs :func:`step_order_s` has built (benchmarks time each call as from a fresh
     process: benchmarks/solver_speed.py)."""
@@ -310,27 +250,26 @@ def clear_structure_cache() -> None:
 
 
 def _durations_s(st: _Structure, work: StageWork) -> list[float]:
-    """Every operation's duration (:func:`op_duration_s`'s, element-wise over the structure)."""
+    """Every operation's duration (module docstring), element-wise over the structure."""
     C, X = np.asarray(work.C, float), np.asarray(work.X, float)
     T = C + (np.zeros_like(C) if work.E is None else np.asarray(work.E, float))
     f, w, a, b = work.f, work.w, st.stage, st.stage_b
     lone_f = f * T[a] + X[a] / 2
     lone_b = np.where(st.zb, (1 - f) * T[a] * (1 - w), (1 - f) * T[a]) + X[a] / 2
-    pair = (f * T[a] + (1 - f) * T[b] + np.maximum(0.0, X[a] / 2 - (1 - f) * C[b])
-            + np.maximum(0.0, X[b] / 2 - f * C[a]))
+    pair = f * T[a] + (1 - f) * T[b] + pair_exposed_s(ChunkWork(C[a], X[a]), ChunkWork(C[b], X[b]), f)
     weight = w * ((1 - f) * T[a])
     return np.choose(st.kind, [lone_f, lone_b, pair, weight]).tolist()
 
 
 def step_order_s(schedule: str, work: StageWork, m: int) -> float:
-    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``: :func:`longest_path_s` of
-    :func:`op_graph`, over the graph's structure cached per (schedule, ranks, m) and the durations computed
-    element-wise; a ValueError where the step order does not exist (:func:`step_order_defined`)."""
+    """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``: the longest path through
+    the graph (cached per (schedule, ranks, m)) with the durations computed element-wise; a ValueError where the
+    step order does not exist (:func:`step_order_defined`)."""
     ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
     if not step_order_defined(schedule, ranks, m):
         raise ValueError(f"{schedule} has no step order for {m} micro-batches on {ranks} ranks")
     st = _structure(schedule, ranks, m)
-    dur, end = _durations_s(st, work), []
-    for d, pred in zip(dur, st.preds):
-        end.append(d + max((end[p] for p in pred), default=0.0))
+    end: list[float] = []
+    for d, ins, prev in zip(_durations_s(st, work), st.inputs, st.prev):
+        end.append(d + max([end[x] for x in ins] + ([end[prev]] if prev >= 0 else [0.0])))
     return max(end)

@@ -2,9 +2,9 @@
 other times as inputs: a second coding of costmodel/dualpipe_steps.py's longest path (tests/test_dualpipe_sim.py
 checks costmodel/paired_overlap.py's closed form against it, and the evaluator's step-order step against it).
 
-The step orders and each operation's duration are costmodel/dualpipe_steps.py's (``step_orders``,
-``op_duration_s``, from deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:358-417``
-and ``dualpipe/dualpipev.py:330-395``). Here each rank list-schedules its operations in that order, each as soon
+The step orders are costmodel/dualpipe_steps.py's (``step_orders``, from
+deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:358-417`` and
+``dualpipe/dualpipev.py:330-395``); the durations are written out here per operation (:func:`op_duration_s`). Each rank list-schedules its operations in that order, each as soon
 as its input is ready (the previous stage's forward, the next stage's backward, or for the model's last stage its
 own forward) and the rank is free, tracking micro-batches by counters instead of graph edges. Pipeline
 send/receive is free. Stage s's chunk has compute ``C[s]`` (forward share ``f``), all-to-all ``X[s]`` and other
@@ -15,9 +15,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parplan.costmodel.dualpipe_steps import (Op, OpGraph, StageWork, op_duration_s, op_parts, pass_stage,  # noqa: F401
+from parplan.costmodel.dualpipe_steps import (Op, OpGraph, StageWork, op_parts, pass_stage,  # noqa: F401
                                               phase_stages, step_orders)
 from parplan.costmodel.dualpipe_steps import op_graph as steps_op_graph
+from parplan.costmodel.paired_overlap import ChunkWork, pair_exposed_s
+
+
+def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferred: list[float]) -> float:
+    """An operation's duration, written out per operation (costmodel/dualpipe_steps.py computes them element-wise):
+    ``parts`` its (kind, model stage) passes, ``deferred`` the rank's queued weight-gradient work (FIFO as
+    ``WeightGradStore``): a zero-bubble backward appends, W pops."""
+    C, X, f, w = work.C, work.X, work.f, work.w
+    E = work.E if work.E is not None else [0.0] * len(C)
+    if op.kind == "W":
+        return deferred.pop(0)
+    if op.kind == "FB":
+        (_, sa), (_, sb) = parts
+        return (f * (C[sa] + E[sa]) + (1 - f) * (C[sb] + E[sb])
+                + pair_exposed_s(ChunkWork(C[sa], X[sa]), ChunkWork(C[sb], X[sb]), f))
+    kind, s = parts[0]
+    time = f * (C[s] + E[s]) if kind == "F" else (1 - f) * (C[s] + E[s])
+    if kind == "B" and op.zb:
+        deferred.append(w * time)
+        time *= 1 - w
+    return time + X[s] / 2
 
 
 def _run(orders: list[list[Op]], stage_of, next_stage, prev_stage, mbs: list[list[tuple[str, int]]],

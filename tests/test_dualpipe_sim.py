@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from dualpipe_sim import OpGraph, op_graph, phase_stages, simulate_dualpipe, simulate_dualpipev, step_orders
 from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.dualpipe_steps import longest_path_s, topological_order
 from parplan.costmodel.paired_overlap import (ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s,
                                               pair_exposed_s, step_order_counts)
 from parplan.costmodel.schedule import PipelineUnits, Schedule, stage_bubble_weights
@@ -84,6 +83,31 @@ def _fill_busy_drain_step(schedule: str, C: list[float], X: list[float], m: int,
                 tail = sum(queue)  # the weight chunks still queued after this backward run after it
         best = max(best, fill + m * row - tail + max(drain, tail))
     return best
+
+
+def topological_order(g: OpGraph) -> list[tuple[int, int]]:
+    """Every (rank, index) operation after its rank's previous one and its inputs (the order the ranks run)."""
+    ptr, done, order = [0] * len(g.orders), set(), []
+    moved = True
+    while moved:
+        moved = False
+        for r, ops in enumerate(g.orders):
+            while ptr[r] < len(ops) and all(src in done for src in g.inputs[r][ptr[r]]):
+                order.append((r, ptr[r]))
+                done.add((r, ptr[r]))
+                ptr[r] += 1
+                moved = True
+    assert len(order) == sum(len(ops) for ops in g.orders), "the step order deadlocked"
+    return order
+
+
+def longest_path_s(g: OpGraph) -> float:
+    """The longest path through :class:`OpGraph` (operations weighted by their durations)."""
+    end: dict = {}
+    for r, i in topological_order(g):
+        end[(r, i)] = g.durations_s[r][i] + max([end[src] for src in g.inputs[r][i]]
+                                                + ([end[(r, i - 1)]] if i else [0.0]))
+    return max(end.values())
 
 
 def _events(g: OpGraph) -> list[set[int]]:
