@@ -54,6 +54,14 @@ def chunk_split(layers: int, dense_layers: int = 0) -> tuple[int, int]:
     return first, layers - first
 
 
+def chunk_classes(dense: int, moe: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(dense, MoE) layers of a rank's chunk 0 and chunk 1 when it holds ``dense`` leading dense and ``moe`` MoE
+    layers: :func:`chunk_split`'s sizes, the dense layers first (they lead the model)."""
+    first, _ = chunk_split(dense + moe, dense)
+    lead = (min(dense, first), first - min(dense, first))
+    return lead, (dense - lead[0], moe - lead[1])
+
+
 def chunk_layers(stage_layers: list[int], dense_layers: int = 0) -> list[int]:
     """Decoder layers per stage (2·pp of them, in model order) of a plan's per-rank totals: stages 0..P-1 are
     the ranks' chunk 0, stages P..2P-1 their chunk 1 in reverse rank order (the V)."""

@@ -378,10 +378,7 @@ def paired_exposure(costs: ChoiceCosts, units: PipelineUnits, classes: list[tupl
         if units.schedule is Schedule.DUALPIPE:
             a, b = classes[min(i, units.partner(i))], classes[max(i, units.partner(i))]
         else:
-            dense, moe = classes[i]
-            first, _ = dualpipev.chunk_split(dense + moe, dense)
-            a = (min(dense, first), first - min(dense, first))
-            b = (dense - a[0], moe - a[1])
+            a, b = dualpipev.chunk_classes(*classes[i])
         out.append(row.model_copy(update={"ep_s": row.ep_s + costs.rank_exposed_s(i, a, b)}))
     return out
 
@@ -391,26 +388,24 @@ def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[
     """A DualPipe or DualPipeV plan's step by its step order (costmodel/dualpipe_steps.py, the longest path) plus
     the exposed DP term, or None for other schedules. Per model stage: C its layers' compute (what hides a
     partner's all-to-all, :meth:`ChoiceCosts.chunk_work`), X their all-to-all, E the rest of its time per
-    micro-batch. A DualPipeV rank's two chunks split as :func:`paired_exposure` splits them; the rank's
+    micro-batch. A DualPipeV rank's two chunks split as :func:`dualpipev.chunk_classes` splits them; the rank's
     embedding goes to chunk 0 and its head and loss to chunk 1 (rank 0), its other time by layers. None where the
     step order does not exist (an odd or too small micro-batch count: the plan's violations name the rule)."""
     c = costs.choice
     units = PipelineUnits.of(c)
     if not units.schedule.paired or not step_order_defined(c.schedule, c.pp, c.num_microbatches):
         return None  # other schedules; a plan breaking the schedule's micro-batch rule (its violations say so)
-    work = [(costs.chunk_work(*k), st.time_s) for k, st in zip(classes, stages)]
     if units.schedule is Schedule.DUALPIPE:
+        work = [(costs.chunk_work(*k), st.time_s) for k, st in zip(classes, stages)]
         C, X, E = [w.compute_s for w, _ in work], [w.a2a_s for w, _ in work], [t - w.compute_s for w, t in work]
     else:
         P = c.pp
         C, X, E = [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P)
-        for r, ((dense, moe), (_, time_s)) in enumerate(zip(classes, work)):
-            first, _ = dualpipev.chunk_split(dense + moe, dense)
+        for r, ((dense, moe), st) in enumerate(zip(classes, stages)):
             ends = (costs.first_extra_time_s, costs.last_extra_time_s) if r == 0 else (0.0, 0.0)
-            lead = (min(dense, first), first - min(dense, first))
-            chunks = (lead, (dense - lead[0], moe - lead[1]))
+            chunks = dualpipev.chunk_classes(dense, moe)
             parts = [costs.chunk_work(*k) for k in chunks]
-            rest = time_s - sum(p.compute_s for p in parts) - sum(ends)
+            rest = st.time_s - sum(p.compute_s for p in parts) - sum(ends)
             for phase, (s, k, p) in enumerate(zip((r, 2 * P - 1 - r), chunks, parts)):
                 share = sum(k) / (dense + moe) if dense + moe else 0.5
                 C[s], X[s], E[s] = p.compute_s, p.a2a_s, rest * share + ends[phase]
