@@ -107,11 +107,15 @@ SM_COUNT: dict[str, tuple[int, str]] = {
     "B200": (148, "chipsandcheese.com, 'Nvidia's B200: Keeping the CUDA Juggernaut Rolling' (2025): 74 SMs enabled "
                   "per die, 148 per GPU"),
 }
-CATALOG = {name: replace(gpu, sm_count=SM_COUNT[name][0], sources=gpu.sources + (f"SMs: {SM_COUNT[name][1]}",))
-           if name in SM_COUNT else gpu for name, gpu in CATALOG.items()}
-CATALOG = {name: replace(gpu, board_power_w=BOARD_POWER_W[name][0],
-                         sources=gpu.sources + (f"board power: {BOARD_POWER_W[name][1]}",))
-           if name in BOARD_POWER_W else gpu for name, gpu in CATALOG.items()}
+
+
+def _with_cited(catalog: dict[str, GPU], field: str, label: str, table: dict[str, tuple]) -> dict[str, GPU]:
+    """``catalog`` with ``field`` set from ``table`` (name -> (value, source)) and the source added as ``label``."""
+    return {name: replace(gpu, **{field: table[name][0]}, sources=gpu.sources + (f"{label}: {table[name][1]}",))
+            if name in table else gpu for name, gpu in catalog.items()}
+
+
+CATALOG = _with_cited(_with_cited(CATALOG, "sm_count", "SMs", SM_COUNT), "board_power_w", "board power", BOARD_POWER_W)
 
 # Parts of one die rated at different clocks: the share of the rated dense peak their tensor cores sustain in
 # training, relative to the generation's reference part (B200 for Blackwell, whose rows the Blackwell knobs are
@@ -130,9 +134,7 @@ SUSTAINED_RATE_FRACTION: dict[str, tuple[float, str]] = {
                     "docs/performance-summary.md), Llama 3 8B on 8 GPUs, the same plan: DGX-GB200 31508 / DGX-B200 "
                     "30624 tokens/s/GPU (FP8-CS), 29789 / 29521 (MXFP8): 1.019x the B200 for 1.11x its rated peak"),
 }
-CATALOG = {name: replace(gpu, sustained_rate_fraction=SUSTAINED_RATE_FRACTION[name][0],
-                         sources=gpu.sources + (f"sustained rate: {SUSTAINED_RATE_FRACTION[name][1]}",))
-           if name in SUSTAINED_RATE_FRACTION else gpu for name, gpu in CATALOG.items()}
+CATALOG = _with_cited(CATALOG, "sustained_rate_fraction", "sustained rate", SUSTAINED_RATE_FRACTION)
 
 # Achieved NCCL bus bandwidth (GB/s, nccl-tests' busbw at large messages) of one collective kind inside one 8-GPU
 # NVLink domain, with its source: the priors of the NVLink tier per collective (costmodel/comm.py nvlink_busbw_Bps;
