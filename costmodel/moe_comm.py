@@ -62,15 +62,15 @@ DEFAULT_DISPATCHER_SMS = 20
 REFERENCE_SM_COUNT = 132  # the H800's, for a GPU whose SM count the catalog does not hold
 
 
-def sm_fraction(a, gpu=None, moe=None) -> float:
+def sm_fraction(a, gpu, moe) -> float:
     """Share of the SMs an overlapped schedule reserves for dispatch/combine: the ``ep_comm_sm_fraction`` knob
     where set; else the dispatcher's SMs (``moe.dispatcher_sms``, default 20: DeepEP's and DeepSeek-V3's §3.2.2)
     over the GPU's (``gpu.sm_count``, costmodel/hardware.py SM_COUNT; 132 where unknown): 20/132 on H800 and H100,
     20/148 on B200, Megatron-Bridge's HybridEP recipes' 32 (perf_recipes/_common.py:88-89 at 067f987d) 32/132."""
     if a.ep_comm_sm_fraction is not None:
         return a.ep_comm_sm_fraction
-    sms = getattr(moe, "dispatcher_sms", None) or DEFAULT_DISPATCHER_SMS
-    total = getattr(gpu, "sm_count", None) or REFERENCE_SM_COUNT
+    sms = moe.dispatcher_sms or DEFAULT_DISPATCHER_SMS
+    total = gpu.sm_count or REFERENCE_SM_COUNT
     return min(sms / total, 0.99)
 
 
