@@ -13,7 +13,8 @@ from parplan.costmodel.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
                                            moe_busiest_load, moe_params_gpu)
-from parplan.costmodel.paired_overlap import ChunkWork, combined_1f1b_exposed_s, combined_1f1b_lone_share
+from parplan.costmodel.paired_overlap import (ChunkWork, combined_1f1b_exposed_s, combined_1f1b_key,
+                                              combined_1f1b_lone_share)
 from parplan.costmodel.schedule import Schedule
 
 
@@ -26,7 +27,7 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            c.ep, c.etp, Schedule(c.schedule).paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
-           (c.pp, c.vpp, c.num_microbatches) if c.moe_a2a_overlap else None)  # combined 1F1B's lone passes
+           combined_1f1b_key(c))
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
 

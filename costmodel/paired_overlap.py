@@ -124,6 +124,12 @@ def combined_1f1b_lone_share(pp: int, vpp: int, microbatches: int) -> float:
     return sum(min(total, 2 * (pp - r - 1) + (max(1, vpp) - 1) * pp + 1) for r in range(pp)) / (pp * total)
 
 
+def combined_1f1b_key(c) -> tuple | None:
+    """What :func:`combined_1f1b_lone_share` reads of a choice (pp, vpp, m), under ``moe_a2a_overlap`` only: the part of
+    a layer cache's key that combined 1F1B adds (costmodel/moe_layer.py, solver/bounds.py layer_key)."""
+    return (c.pp, c.vpp, c.num_microbatches) if c.moe_a2a_overlap else None
+
+
 def combined_1f1b_exposed_s(layer: ChunkWork, fwd_share: float, lone_share: float) -> float:
     """One layer's exposed all-to-all per micro-batch under Megatron-Core's combined 1F1B: the paired passes leave
     :func:`same_chunk_exposed_s`, the lone ones (``lone_share``, :func:`combined_1f1b_lone_share`) their whole

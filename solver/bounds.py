@@ -30,6 +30,7 @@ from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
 from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.paired_overlap import combined_1f1b_key
 from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
 from parplan.solver.deadline import check
@@ -229,7 +230,7 @@ def layer_key(c: Choice) -> tuple | None:
         return None
     return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
             *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
-            (c.pp, c.vpp, c.num_microbatches) if c.moe_a2a_overlap else None)
+            combined_1f1b_key(c))
 
 
 @functools.lru_cache(maxsize=None)
