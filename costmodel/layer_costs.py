@@ -307,18 +307,25 @@ class LayerComm:
     """A layer's tensor-parallel collectives and its CP attention communication, per micro-batch."""
 
     tp_block_collectives: int  # ring collectives per block (attention or MLP), fwd+bwd
-    tp_one_s: float  # one of them, after the TP overlap
+    tp_one_s: float  # one of them, none hidden
+    tp_overlap: float  # the share of a block's collectives its GEMMs may hide: tp_comm_overlap under SP, else 0
+    tp: int
     cp: CpComm
 
-    @property
-    def tp_layer_s(self) -> float:
-        """A dense layer's two blocks, fwd+bwd."""
-        return 2 * self.tp_block_collectives * self.tp_one_s
-
-    @property
-    def tp_layer_fwd_s(self) -> float:
-        """What a recomputed forward repeats: two collectives per block."""
-        return 2 * 2 * self.tp_one_s
+    def tp_block_s(self, comm: Comm, gemm_s: float, collectives: int | None = None) -> float:
+        """A block's TP collectives (``collectives``, default all of them, fwd+bwd) left exposed beside its linear
+        GEMMs (``gemm_s``, the same passes): the ``tp_overlap`` share, at most what (tp-1)/tp of the GEMMs cover
+        (``Comm.exposed``, the bound shared with the EP and DP overlaps). Transformer Engine's userbuffers overlap
+        (what ``--tp-comm-overlap`` and AsyncTP run) splits the GEMM into tp chunks and runs one ring exchange
+        beside each chunk but the last, whose input is the last to arrive (TransformerEngine@d0067d0d
+        ``transformer_engine/common/comm_gemm_overlap/comm_gemm_overlap.cpp:1161-1199``,
+        ``CommOverlapP2PBase::split_overlap_ag``; ``pytorch/module/base.py:350-387``: every collective of an
+        attention or MLP block beside one of the block's GEMMs, the forward ones ring exchanges of tp chunks), so
+        a collective longer than (tp-1)/tp of its GEMM leaves the rest exposed. The window is the block's GEMMs
+        together (fwd+bwd), not each collective's own."""
+        n = self.tp_block_collectives if collectives is None else collectives
+        window_s = gemm_s * (self.tp - 1) / self.tp if self.tp > 1 else 0.0
+        return comm.exposed(n * self.tp_one_s, self.tp_overlap, window_s)
 
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "LayerComm":
@@ -346,12 +353,12 @@ class LayerComm:
         act_group_bytes = ctx.tokens_tp_group * ctx.h * 2  # one b·s·h bf16 activation of the TP group
         tp_block_collectives = 5 if (sp and a.tp_sp_weight_grad_regather) else 4
         tp_overlap = a.tp_comm_overlap if sp else 0.0
-        tp_one = comm.ring_gather_s("tp", c.tp, act_group_bytes) * (1 - tp_overlap)
+        tp_one = comm.ring_gather_s("tp", c.tp, act_group_bytes)
         kv_dims = arch.q_dim + arch.o_dim if a.cp_kv_heads_repeated else arch.k_dim + arch.v_dim  # repeat_kv: query heads
         kv_bytes = ctx.tokens_tp_group * kv_dims * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
         cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
                                rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
-        return LayerComm(tp_block_collectives, tp_one, cp)
+        return LayerComm(tp_block_collectives, tp_one, tp_overlap, c.tp, cp)
 
 
 def moe_mlp_activation_per_token(ctx: ChoiceContext, lb: float, ds_selective: bool) -> tuple[float, float]:
@@ -449,7 +456,12 @@ def _dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, 
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
     dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
     dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
+    # each block's TP collectives beside the block's own GEMMs (LayerComm.tp_block_s): attention, then the MLP
+    attn_linear = tokens_gpu * 6.0 * arch.attention_params * rates.spf_dense
+    blocks = (attn_linear, dense_linear - attn_linear)
+    tp_s = sum(lc.tp_block_s(ctx.comm, g) for g in blocks)
+    tp_fwd_s = sum(lc.tp_block_s(ctx.comm, g * ctx.fwd_share, 2) for g in blocks)  # what a recomputed forward repeats
     return LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
-                      compute_s=dense_compute + acts.selective_s, tp_s=lc.tp_layer_s, tp_fwd_s=lc.tp_layer_fwd_s,
+                      compute_s=dense_compute + acts.selective_s, tp_s=tp_s, tp_fwd_s=tp_fwd_s,
                       ep_s=0.0, a2a_s=0.0,
                       act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered))

@@ -34,7 +34,7 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
 def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
                      memo: dict | None) -> LayerTimes:
     a, c, moe = ctx.a, ctx.c, ctx.m.moe
-    moe_model_flops, moe_linear, moe_compute, a2a, etp_one = _moe_shape_terms(ctx, rates, acts, memo)
+    moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks = _moe_shape_terms(ctx, rates, acts, memo)
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
         # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
@@ -54,19 +54,23 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
                                            combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches))
     else:
         ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-    shared_blocks = 1 if moe.num_shared_experts else 0
+    # the attention block's and the shared experts' TP collectives, each beside its block's GEMMs
+    # (layer_costs.LayerComm.tp_block_s); the expert-TP ones are not overlapped
+    tp_s = sum(lc.tp_block_s(ctx.comm, g) for g in tp_blocks)
+    tp_fwd_s = sum(lc.tp_block_s(ctx.comm, g * ctx.fwd_share, 2) for g in tp_blocks)
     return LayerTimes(
         model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
         compute_s=moe_compute + acts.selective_s,
-        tp_s=(1 + shared_blocks) * lc.tp_block_collectives * lc.tp_one_s + 4 * etp_one,
-        tp_fwd_s=(1 + shared_blocks) * 2 * lc.tp_one_s + 2 * etp_one,
+        tp_s=tp_s + 4 * etp_one,
+        tp_fwd_s=tp_fwd_s + 2 * etp_one,
         ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
         act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered))
 
 
 def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
-                     memo: dict | None) -> tuple[float, float, float, float, float]:
-    """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective) of an MoE layer before the
+                     memo: dict | None) -> tuple[float, float, float, float, float, tuple[float, ...]]:
+    """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective, the linear GEMM time of
+    each TP block: attention, and the shared experts where the model has them) of an MoE layer before the
     schedule's terms (the SMs an overlapped schedule's all-to-all holds, its exposure): with ``memo``, shared by
     the choices of equal Activations key, FP8 dispatch, world size and domain (moe_layer_times' key less the
     schedule terms)."""
@@ -77,7 +81,7 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
 
 
 def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
-                        acts: Activations) -> tuple[float, float, float, float, float]:
+                        acts: Activations) -> tuple[float, float, float, float, float, tuple[float, ...]]:
     c = ctx.c
     moe = ctx.m.moe
     a, arch, comm, h, M = ctx.a, ctx.arch, ctx.comm, ctx.h, ctx.M
@@ -108,7 +112,12 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
     # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
     etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
-    return moe_model_flops, moe_linear, moe_compute, a2a, etp_one
+    spf_nonexpert = spf(nonexpert)
+    shared_params = arch.moe_layer_nonexpert_params - arch.attention_params - h * moe.num_experts \
+        - arch.norm_params_per_layer
+    tp_blocks = (tokens_gpu * 6.0 * arch.attention_params * spf_nonexpert,) + (
+        (tokens_gpu * 6.0 * shared_params * spf_nonexpert,) if moe.num_shared_experts else ())
+    return moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks
 
 
 def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,

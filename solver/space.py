@@ -5,13 +5,12 @@ of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` (layers tha
 trim stage 0's first chunk and the last stage's last one: :func:`chunk_trims`), expert-TP
 every divisor of TP, the degrees every divisor of the GPU count; legality is
 decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
-Two exact dominance reductions keep the space small without losing an optimum for any objective:
+Exact dominance reductions keep the space small without losing an optimum for any objective:
 ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
-memory and stage times, a smaller bubble), sequence parallelism is
-always on when TP > 1 and allowed (same time, less memory), 'selective' is dropped when FlashAttention
+memory and stage times, a smaller bubble), 'selective' is dropped when FlashAttention
 makes it identical to 'none', and 'none' is dropped when 'full' is allowed ('full' with zero recomputed
-layers is 'none', working set included; plans are reported canonically).
-Choices with no data-parallel peers keep one ZeRO stage (they are the same plan).
+layers is 'none', working set included; plans are reported canonically); SP is on alone under TP > 1 only
+without the weight-gradient re-gather (:func:`sequence_parallel_values`).
 
 Memory-side dimensions (``search.zero_replicas``, ``search.optimizer_states``,
 ``search.optimizer_offload_fractions``; unset, each is today's single value): every listed value that is
@@ -24,8 +23,7 @@ FP8's 1 + 4/128 (same memory, fewer bytes on the wire). ``dualpipev`` and the tw
 when ``search:`` names them (defaults: today's space). Activation offload counts (``search.activation_offload_layers``,
 default [0]) are tried on every choice where they are legal (pp 1, no recompute: an offloading choice whose
 recompute 'none' was pruned for 'full' takes 'none' back); no count dominates another (more layers: less memory,
-never less time).
-"""
+never less time)."""
 
 from __future__ import annotations
 
@@ -234,6 +232,7 @@ class PrunedValues:
     memory_dims: list[tuple[int, str | None, float]]  # (zero_replicas, optimizer_states, offload fraction)
     offload: bool  # some optimizer offload fraction is listed
     fp8_dominates: bool  # FP8 dispatch drops BF16 where both are legal
+    sp_dominates: bool  # SP on drops SP off under TP > 1 (sequence_parallel_values)
 
     def without_full(self, recompute: str) -> str:
         return "none" if recompute == "full" and self.none_pruned else recompute
@@ -272,7 +271,9 @@ def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> Pr
     # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
     # never slower)
     fp8_dominates = prune and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT and True in opts.moe_fp8_dispatch
-    return PrunedValues(zero, recompute, recompute_trimmed, none_pruned, schedules, memory_dims, offload, fp8_dominates)
+    sp_dominates = prune and not a.tp_sp_weight_grad_regather  # SP's 4 collectives per block, as the all-reduces'
+    return PrunedValues(zero, recompute, recompute_trimmed, none_pruned, schedules, memory_dims, offload, fp8_dominates,
+                        sp_dominates)
 
 
 def _least_optimizer_states(opts: SpaceOptions, a: Assumptions) -> list[str | None]:
@@ -307,14 +308,14 @@ def degree_grid(n: int, num_layers: int, opts: SpaceOptions, tally: RejectionTal
                 yield tp, cp, pp, dp
 
 
-def sequence_parallel_values(tp: int, opts: SpaceOptions) -> list[bool]:
-    """SP on and off under TP > 1 (on alone where pruning: same time, less memory); off at TP 1."""
+def sequence_parallel_values(tp: int, opts: SpaceOptions, sp_dominates: bool = False) -> list[bool]:
+    """SP on and off under TP > 1, off at TP 1: SP holds less and alone hides its collectives, but only behind (tp-1)/tp
+    of the GEMMs (layer_costs.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
+    the all-reduces' four: slower beside short GEMMs. ``sp_dominates`` (no re-gather): SP on alone."""
     values = [True, False] if tp > 1 else [False]
     if opts.sequence_parallel is not None:
         return [s for s in values if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
-    if tp > 1 and opts.prune_dominated:
-        return [True]
-    return values
+    return values[:1] if sp_dominates else values
 
 
 def expert_degrees(n: int, tp: int, cp: int, dp: int, moe, opts: SpaceOptions):
@@ -419,7 +420,7 @@ class _Expansion:
         """``head`` with every ZeRO stage, memory dimension, recompute, SP, EP communication and activation
         offload value that is legal for it, in enumeration order."""
         pruned, spec = self.pruned, self.spec
-        sps = sequence_parallel_values(head.tp, self.opts)
+        sps = sequence_parallel_values(head.tp, self.opts, pruned.sp_dominates)
         expert_group = (head.tp * head.cp * head.dp) // (head.ep * head.etp) if spec.model.moe else 1
         trimmed = head.first_chunk_trim or head.last_chunk_trim
         groups = (head.pp, head.dp * head.cp, expert_group)

@@ -69,9 +69,10 @@ def test_dense_dualpipe_never_beats_zb_h1_by_more_than_its_bubble():
     mean_zb = sum(times_zb) / 16
     assert t_dp <= t_zb and t_dp >= mean_zb - 1e-12
     # the bubble advantage, 10/3 - 3g stage times (1/3 at g = 1: under 1 % of the step before W was the GEMMs'
-    # share; g ≈ 0.66 here with TP8's exposed collectives, about 1.04 stage times: under 1.5 %)
+    # share; g ≈ 0.74 here, TP8's collectives partly exposed beside GEMMs an eighth wide, about 1.11 stage times:
+    # 1.6 % of the step, under 2 %)
     assert beta_zb - beta_dp == pytest.approx(10 / 3 - 3 * g)
-    assert (beta_zb - beta_dp) * t_zb < 0.015 * zb.metrics.step_time_s
+    assert (beta_zb - beta_dp) * t_zb < 0.02 * zb.metrics.step_time_s
     old = evaluate(spec.model_copy(update={"assumptions": {"dualpipe_chunk_overlap": 1.0}}),
                    PlanSpec(schedule="dualpipe", **plan))
     times_old = [s.time_per_microbatch_s for s in old.stages]

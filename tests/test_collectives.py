@@ -80,3 +80,33 @@ def test_expert_tp_collectives_by_hand():
     assert dispatched == 67_108_864
     assert etp2.moe.tp_s - etp1.moe.tp_s == pytest.approx(4 * 0.5 * dispatched / 450e9)
     assert 4 * 0.5 * dispatched / 450e9 == pytest.approx(298.26e-6, rel=1e-4)
+
+
+def test_tp_overlap_bounded_by_the_blocks_gemms_by_hand():
+    """Llama-3 8B (h 4096, FFN 14336, 32 heads, 8 KV heads), TP 8 with SP, one 8192-token micro-batch, H100 at a
+    flat 0.5 of its 989 TFLOP/s BF16 peak (shape penalty 0), NVLink 450 GB/s at efficiency 1, latency off,
+    tp_comm_overlap 1. One collective: 8192 · 4096 · 2 B over an 8-GPU ring, 7/8 of it: 130.49 µs; five per block
+    652.45 µs. The attention block's GEMMs: 1024 tokens per GPU x 6 x 41,943,040 weights (QKV 4096 x 6144, output
+    4096 x 4096) / 494.5 TFLOP/s = 521.13 µs, of which Transformer Engine's ring exchange hides behind 7/8:
+    455.99 µs, so 196.46 µs stay exposed. The MLP block's (176,160,768 weights, 2188.74 µs) cover its five. A
+    fixed share would hide all of it; a recomputed forward repeats the attention's two collectives (260.98 µs) beside
+    1/3 of its GEMMs' window (152.00 µs): 108.98 µs."""
+    llama8b = dict(name="llama3-8b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                   num_kv_heads=8, vocab_size=128256)
+    spec = physics.spec(llama8b, 8, seq=8192, gbs=8, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+                        tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
+                        matmul_shape_penalty=0.0)
+    one = 0.875 * 8192 * 4096 * 2 / 450e9
+    assert 5 * one == pytest.approx(652.45e-6, rel=1e-5)
+    rate = 0.5 * 989.0e12
+    attn = 1024 * 6 * 41_943_040 / rate
+    assert attn == pytest.approx(521.13e-6, rel=1e-5)
+    mlp = 1024 * 6 * 176_160_768 / rate
+    assert mlp * 7 / 8 > 5 * one
+    costs = physics.costs(spec, Choice(tp=8, cp=1, pp=1, dp=1, num_microbatches=8, sequence_parallel=True))
+    assert costs.dense.tp_s == pytest.approx(5 * one - attn * 7 / 8, rel=1e-6)
+    assert costs.dense.tp_s == pytest.approx(196.46e-6, rel=1e-4)
+    assert costs.dense.recompute_comm[0] == pytest.approx(2 * one - attn / 3 * 7 / 8, rel=1e-6)
+    # the same block beside GEMMs long enough (TP 2: a quarter of the ring's steps, four times the GEMM per GPU)
+    tp2 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, num_microbatches=2, sequence_parallel=True))
+    assert tp2.dense.tp_s == 0.0

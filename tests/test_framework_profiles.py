@@ -303,8 +303,9 @@ def test_default_framework_is_megatron_core_and_any_is_the_research_space(tmp_pa
     # why each differs: Bridge is faster from its bf16 gradients (a convention), then its plan's choices
     bridge = others["megatron-bridge"]["differs"]
     mine, theirs = best["plan"], others["megatron-bridge"]["plan"]
-    assert theirs["pp"] != mine["pp"]  # the main example: Bridge's best drops PP
-    assert bridge[0] == "grad_bytes 4 -> 2" and f"PP {mine['pp']} -> {theirs['pp']}" in bridge, bridge
+    assert bridge[0] == "grad_bytes 4 -> 2", bridge  # the conventions first, then each plan degree that differs
+    for key in ("tp", "cp", "pp", "dp"):
+        assert (f"{key.upper()} {mine[key]} -> {theirs[key]}" in bridge) == (mine[key] != theirs[key]), (key, bridge)
     free_schedule = others["any"]["plan"]["schedule"]
     assert any(d.startswith(f"schedule {mine['schedule']} -> {free_schedule}") for d in others["any"]["differs"])
     assert not any(d.startswith(("grad_bytes", "grad_reduce_bytes")) for d in others["any"]["differs"])
