@@ -84,7 +84,6 @@ PARAMS: tuple[Param, ...] = (
           "1-15 us: NCCL src/graph/tuning.cc, ring Simple protocol, 8.4 us per collective + 3.4-5.7 us per NVLink "
           "step, i.e. 6.9-14 us per step for rings of 8-2 GPUs"),
     Param("inter_node_latency_factor", 0.1, 2.0, 1.0, why="network per-step latency / catalog alpha (30 us): 3-60 us"),
-    Param("tp_comm_overlap", 0.0, 1.0, 0.5, why="TP comm hidden (--tp-comm-overlap, AsyncTP)"),
     Param("dp_comm_overlap", 0.0, 1.0, 0.8, why="DP grad reduce / param gather hidden"),
     Param("zero_microbatch_comm_overlap", 0.0, 1.0, 0.8, why="ZeRO-3/FSDP per-micro-batch traffic hidden"),
     Param("pp_comm_overlap", 0.0, 1.0, 0.5, why="pipeline p2p hidden"),

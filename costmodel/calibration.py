@@ -8,37 +8,36 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8305,
-    "matmul_efficiency_hopper": 0.775,
-    "fp8_matmul_efficiency_hopper": 0.6673,
-    "attention_efficiency_ampere": 0.5942,
-    "attention_efficiency_hopper": 0.2786,
-    "attention_efficiency_flash2": 0.2073,
-    "matmul_shape_penalty": 1.3373,
-    "attention_seq_penalty": 1368.0554,
-    "intra_node_bandwidth_efficiency": 0.7953,
-    "inter_node_bandwidth_efficiency": 0.8761,
-    "hierarchical_collective_efficiency": 0.6768,
-    "intra_node_latency_factor": 1.8074,
-    "inter_node_latency_factor": 0.4758,
-    "tp_comm_overlap": 0.9958,
-    "dp_comm_overlap": 0.4701,
-    "zero_microbatch_comm_overlap": 0.2249,
-    "pp_comm_overlap": 0.2724,
-    "activation_traffic_passes": 6.2308,
-    "fp8_attention_speedup": 1.6833,
+    "matmul_efficiency_ampere": 0.8286,
+    "matmul_efficiency_hopper": 0.7705,
+    "fp8_matmul_efficiency_hopper": 0.672,
+    "attention_efficiency_ampere": 0.5947,
+    "attention_efficiency_hopper": 0.2798,
+    "attention_efficiency_flash2": 0.2102,
+    "matmul_shape_penalty": 1.3054,
+    "attention_seq_penalty": 1439.4982,
+    "intra_node_bandwidth_efficiency": 0.786,
+    "inter_node_bandwidth_efficiency": 0.8775,
+    "hierarchical_collective_efficiency": 0.6503,
+    "intra_node_latency_factor": 1.7651,
+    "inter_node_latency_factor": 0.4692,
+    "dp_comm_overlap": 0.4883,
+    "zero_microbatch_comm_overlap": 0.2547,
+    "pp_comm_overlap": 0.3631,
+    "activation_traffic_passes": 6.3238,
+    "fp8_attention_speedup": 1.6776,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0148,
-    "blackwell_fp8_matmul_ratio": 1.1365,
-    "blackwell_attention_ratio": 0.9441,
+    "blackwell_matmul_ratio": 1.0145,
+    "blackwell_fp8_matmul_ratio": 1.1352,
+    "blackwell_attention_ratio": 0.9418,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7865,
-    "fp8_matmul_efficiency_blackwell": 0.7584,
-    "attention_efficiency_blackwell": 0.263,
+    "matmul_efficiency_blackwell": 0.7817,
+    "fp8_matmul_efficiency_blackwell": 0.7629,
+    "attention_efficiency_blackwell": 0.2635,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -55,7 +54,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "hierarchical_collective_efficiency": (0.0, 1.0),
     "intra_node_latency_factor": (0.2, 3.0),
     "inter_node_latency_factor": (0.1, 2.0),
-    "tp_comm_overlap": (0.0, 1.0),
     "dp_comm_overlap": (0.0, 1.0),
     "zero_microbatch_comm_overlap": (0.0, 1.0),
     "pp_comm_overlap": (0.0, 1.0),
