@@ -110,3 +110,28 @@ def test_tp_overlap_bounded_by_the_blocks_gemms_by_hand():
     # the same block beside GEMMs long enough (TP 2: a quarter of the ring's steps, four times the GEMM per GPU)
     tp2 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, num_microbatches=2, sequence_parallel=True))
     assert tp2.dense.tp_s == 0.0
+
+
+def test_moe_tp_blocks_each_beside_their_own_gemms_by_hand():
+    """An MoE layer's TP collectives (costmodel/moe_layer.py): the attention block's five beside the attention GEMMs,
+    the shared expert's five beside its own, each hidden up to 7/8 of them at TP 8; the routed experts' GEMMs hide
+    nothing (their tokens come by the dispatcher, ETP 1 has no collective). h 4096, 32 heads, 8 KV heads, one gated
+    shared expert of width 2048, 4096-token micro-batch: 512 tokens per GPU, H100 at a flat 494.5 TFLOP/s, NVLink
+    450 GB/s. One collective 7/8 · 4096 · 4096 · 2 B / 450e9 = 65.24 µs, five 326.21 µs. Attention: 512 · 6 ·
+    41,943,040 / 494.5e12 = 260.56 µs, 7/8 of it 227.99 µs: 98.22 µs exposed. Shared expert: 512 · 6 · 25,165,824 /
+    494.5e12 = 156.34 µs, 7/8 136.80 µs: 189.41 µs exposed. Together 287.63 µs."""
+    model = dict(name="moe-shared", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                 num_kv_heads=8, vocab_size=32000,
+                 moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, num_shared_experts=1,
+                          shared_expert_ffn_hidden_size=2048))
+    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+                        tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
+                        matmul_shape_penalty=0.0)
+    one = 0.875 * 4096 * 4096 * 2 / 450e9
+    rate = 0.5 * 989.0e12
+    attn, shared = 512 * 6 * 41_943_040 / rate, 512 * 6 * 25_165_824 / rate
+    assert (attn, shared) == (pytest.approx(260.56e-6, rel=1e-4), pytest.approx(156.34e-6, rel=1e-4))
+    want = (5 * one - attn * 7 / 8) + (5 * one - shared * 7 / 8)
+    assert want == pytest.approx(287.63e-6, rel=1e-4)
+    costs = physics.costs(spec, Choice(tp=8, cp=1, pp=1, dp=1, ep=1, etp=1, num_microbatches=16, sequence_parallel=True))
+    assert costs.moe.tp_s == pytest.approx(want, rel=1e-6)

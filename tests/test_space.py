@@ -130,3 +130,31 @@ def test_states_reduction_is_exact_for_min_memory():
     spec = spec.model_copy(update={"objective": "min_memory"})
     best = optimize(spec, method="exhaustive").plans[0]
     assert best.plan.optimizer_states == "fp16/fp8/fp8"
+
+
+def test_sequence_parallel_searched_both_ways_where_neither_dominates():
+    """With the TP overlap bounded by the GEMMs beside it (costmodel/layer_costs.py LayerComm.tp_block_s), SP's five
+    collectives per block (the weight gradient's re-gather) can take longer than the all-reduces' four beside short
+    GEMMs: a 512-wide model at TP 4 runs faster without SP, and the planner finds that plan (the space keeps both
+    values). Without the re-gather (the textbook preset: four collectives either way, SP's hidden at least as much)
+    SP is on alone."""
+    model = dict(name="narrow", num_layers=2, hidden_size=512, ffn_hidden_size=512, num_attention_heads=8,
+                 num_kv_heads=4, vocab_size=3584)
+    search = dict(tp=[4], pp=[1], micro_batch_size=[1], schedules=["1f1b"], zero_stages=[0], recompute=["none"])
+    spec = validate_spec(dict(model=model, training=dict(seq_len=512, global_batch_size=4),
+                              cluster=dict(gpu="H100-SXM-80GB", num_gpus=4, gpus_per_node=4), search=search,
+                              framework="any"))
+    from parplan.costmodel.evaluate import evaluate
+    from parplan.costmodel.spec import PlanSpec
+    on, off = (evaluate(spec, PlanSpec(tp=4, pp=1, micro_batch_size=1, sequence_parallel=sp)) for sp in (True, False))
+    assert off.metrics.step_time_s < on.metrics.step_time_s
+    assert off.metrics.breakdown_s["tp"] < on.metrics.breakdown_s["tp"]
+    a = resolve_assumptions(spec.assumptions)
+    assert {c.sequence_parallel for c in enumerate_choices(spec, resolve_gpu(spec.cluster), a).choices} == {True, False}
+    best = optimize(spec).plans[0]
+    assert best.plan.sequence_parallel is False
+    assert best.metrics.step_time_s == off.metrics.step_time_s
+    textbook = spec.model_copy(update={"assumptions": spec.assumptions.model_copy(update={"preset": "textbook"})})
+    a = resolve_assumptions(textbook.assumptions)
+    assert not a.tp_sp_weight_grad_regather
+    assert {c.sequence_parallel for c in enumerate_choices(textbook, resolve_gpu(textbook.cluster), a).choices} == {True}
