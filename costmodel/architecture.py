@@ -148,8 +148,14 @@ class Architecture:
         moe = self.spec.moe
         if moe is None:
             return 0
-        shared = moe.num_shared_experts * mlp_params(self.hidden, self.shared_expert_ffn, self.spec.gated_mlp)
-        return self.attention_params + self.hidden * moe.num_experts + shared + self.norm_params_per_layer
+        return self.attention_params + self.hidden * moe.num_experts + self.shared_expert_params + self.norm_params_per_layer
+
+    @cached_property
+    def shared_expert_params(self) -> int:
+        """The shared experts' weights of one MoE layer (0 without them; sharded by TP)."""
+        moe = self.spec.moe
+        return 0 if moe is None else moe.num_shared_experts * mlp_params(self.hidden, self.shared_expert_ffn,
+                                                                          self.spec.gated_mlp)
 
     @cached_property
     def embedding_params(self) -> int:
@@ -234,6 +240,16 @@ class Architecture:
     def dense_layer_linear_flops(self) -> float:
         s = self.spec
         return 6.0 * (self.attention_params + mlp_params(s.hidden_size, s.ffn_hidden_size, s.gated_mlp))
+
+    @cached_property
+    def attention_linear_flops(self) -> float:
+        """The attention block's matmuls per token, fwd+bwd (a TP block: layer_costs.LayerComm.tp_block_s)."""
+        return 6.0 * self.attention_params
+
+    @cached_property
+    def shared_expert_linear_flops(self) -> float:
+        """The shared experts' matmuls per token, fwd+bwd (an MoE layer's second TP block)."""
+        return 6.0 * self.shared_expert_params
 
     @cached_property
     def moe_layer_dense_linear_flops(self) -> float:

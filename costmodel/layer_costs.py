@@ -324,8 +324,14 @@ class LayerComm:
         a collective longer than (tp-1)/tp of its GEMM leaves the rest exposed. The window is the block's GEMMs
         together (fwd+bwd), not each collective's own."""
         n = self.tp_block_collectives if collectives is None else collectives
-        window_s = gemm_s * (self.tp - 1) / self.tp if self.tp > 1 else 0.0
-        return comm.exposed(n * self.tp_one_s, self.tp_overlap, window_s)
+        return comm.exposed(n * self.tp_one_s, self.tp_overlap, gemm_s * (self.tp - 1) / self.tp)
+
+    def tp_blocks_s(self, comm: Comm, block_gemms_s: tuple[float, ...], fwd_share: float) -> tuple[float, float]:
+        """(fwd+bwd, what a recomputed forward repeats) of the TP collectives of a layer whose blocks' linear GEMMs
+        take ``block_gemms_s`` (fwd+bwd each): :meth:`tp_block_s` per block, the recomputed forward's two collectives
+        per block beside the forward share of its GEMMs."""
+        return (sum(self.tp_block_s(comm, g) for g in block_gemms_s),
+                sum(self.tp_block_s(comm, g * fwd_share, 2) for g in block_gemms_s))
 
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "LayerComm":
@@ -457,10 +463,8 @@ def _dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, 
     dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
     dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
     # each block's TP collectives beside the block's own GEMMs (LayerComm.tp_block_s): attention, then the MLP
-    attn_linear = tokens_gpu * 6.0 * arch.attention_params * rates.spf_dense
-    blocks = (attn_linear, dense_linear - attn_linear)
-    tp_s = sum(lc.tp_block_s(ctx.comm, g) for g in blocks)
-    tp_fwd_s = sum(lc.tp_block_s(ctx.comm, g * ctx.fwd_share, 2) for g in blocks)  # what a recomputed forward repeats
+    attn_linear = tokens_gpu * arch.attention_linear_flops * rates.spf_dense
+    tp_s, tp_fwd_s = lc.tp_blocks_s(ctx.comm, (attn_linear, dense_linear - attn_linear), ctx.fwd_share)
     return LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
                       compute_s=dense_compute + acts.selective_s, tp_s=tp_s, tp_fwd_s=tp_fwd_s,
                       ep_s=0.0, a2a_s=0.0,

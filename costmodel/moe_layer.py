@@ -56,8 +56,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
     # the attention block's and the shared experts' TP collectives, each beside its block's GEMMs
     # (layer_costs.LayerComm.tp_block_s); the expert-TP ones are not overlapped
-    tp_s = sum(lc.tp_block_s(ctx.comm, g) for g in tp_blocks)
-    tp_fwd_s = sum(lc.tp_block_s(ctx.comm, g * ctx.fwd_share, 2) for g in tp_blocks)
+    tp_s, tp_fwd_s = lc.tp_blocks_s(ctx.comm, tp_blocks, ctx.fwd_share)
     return LayerTimes(
         model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
         compute_s=moe_compute + acts.selective_s,
@@ -113,10 +112,8 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
     etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
     spf_nonexpert = spf(nonexpert)
-    shared_params = arch.moe_layer_nonexpert_params - arch.attention_params - h * moe.num_experts \
-        - arch.norm_params_per_layer
-    tp_blocks = (tokens_gpu * 6.0 * arch.attention_params * spf_nonexpert,) + (
-        (tokens_gpu * 6.0 * shared_params * spf_nonexpert,) if moe.num_shared_experts else ())
+    tp_blocks = (tokens_gpu * arch.attention_linear_flops * spf_nonexpert,) + (
+        (tokens_gpu * arch.shared_expert_linear_flops * spf_nonexpert,) if moe.num_shared_experts else ())
     return moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks
 
 

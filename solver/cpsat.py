@@ -387,7 +387,7 @@ def _parameters(solver: cp_model.CpSolver, controls: SolverControls, time_limit_
     prm.max_memory_in_mb = max(64, int(limit // MIB))
     prm.log_search_progress = controls.log
     # presolve on (CP-SAT's default): without it one interleaved 405B table took 0.1-6 s over seeds, with it 0.02 s,
-    # and the 13 scenarios of benchmarks/solver_speed.py are as fast or faster (worst CP-SAT / oracle 2.27x -> 1.51x)
+    # and the 13 scenarios of benchmarks/solver_speed.py are as fast or faster (worst CP-SAT / oracle 2.27x -> 1.50x)
     prm.cp_model_presolve = True
 
 
