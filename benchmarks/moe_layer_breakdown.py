@@ -56,6 +56,7 @@ from parplan.costmodel.choice import layer_pieces  # noqa: E402
 from parplan.costmodel.efficiency import max_linear_efficiency  # noqa: E402
 from parplan.costmodel.evaluate import plan_choice  # noqa: E402
 from parplan.costmodel.fp8_transpose import transpose_seconds  # noqa: E402
+from parplan.costmodel.expert_elementwise import expert_elementwise_bytes  # noqa: E402
 from parplan.costmodel.layer_costs import moe_busiest_load  # noqa: E402
 from parplan.costmodel.schedule import Schedule  # noqa: E402
 
@@ -156,7 +157,8 @@ def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
         if moe.num_shared_experts else []
     transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps, rates.attn_gemms + shared
                                    + [(0, rows, h, up * f_e / c.etp), (0, rows, f_e / c.etp, h)])
-    before = lin_s + rates.attn_core_s + traffic + transposes
+    eager = expert_elementwise_bytes(a, moe, rows, up * f_e / c.etp, h, acts.moe_act_recomputed) / ctx.hbm_Bps
+    before = lin_s + rates.attn_core_s + traffic + transposes + eager
     reserved = moe_comm.sm_fraction(a, ctx.gpu, ctx.m.moe) if c.ep > 1 and moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap) else 0.0
     sm_s = moe_comm.reserved_sm_time_s(before, 2 * ctx.comm.all_to_all_s(tok * h, moe), reserved)
     t = [Term("attention core (BF16)", f"s {ctx.seq}, d_qk+d_v {(arch.q_dim + arch.o_dim) / ctx.m.num_attention_heads:.0f}",
@@ -166,6 +168,9 @@ def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
          Term("FP8 transposes", "M(K+N) bytes per GEMM", 0, 0, 1e3 * transposes, 1e3 * transposes * fwd),
          Term("reserved SMs", f"{reserved:.3f} of the SMs", 0, 0, 1e3 * sm_s, 1e3 * sm_s * fwd),
          Term("selective recompute", c.recompute, 0, 0, 1e3 * acts.selective_s, 1e3 * acts.selective_s)]
+    if moe.activation_clamp is not None or moe.expert_bias:  # GPT-OSS under Megatron-Core (expert_elementwise.py)
+        t.insert(3, Term("expert clamp + bias kernels", f"clamp {moe.activation_clamp}, bias "
+                         f"{str(moe.expert_bias).lower()}", 0, 0, 1e3 * eager, 1e3 * eager * fwd))
     return t
 
 

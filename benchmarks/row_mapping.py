@@ -133,8 +133,10 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
                       num_shared_experts=as_int(row.get("num_shared_experts")) or 0,
                       first_dense_layers=as_int(row.get("moe_dense_layers")) or 0,
                       # the token dispatcher where the source's recipe names it (Megatron-Core's
-                      # --moe-token-dispatcher-type / --moe-flex-dispatcher-backend / its SMs), else the spec's default
-                      **{key: row[f"moe_{key}"] for key in ("dispatcher", "dispatcher_backend", "dispatcher_sms")
+                      # --moe-token-dispatcher-type / --moe-flex-dispatcher-backend / its SMs), else the spec's
+                      # default; the experts' activation clamp and biases where the model has them (GPT-OSS)
+                      **{key: row[f"moe_{key}"] for key in ("dispatcher", "dispatcher_backend", "dispatcher_sms",
+                                                            "activation_clamp", "expert_bias")
                          if row.get(f"moe_{key}")})
     mla, mtp = None, 0
     if fam == "deepseek":

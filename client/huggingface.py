@@ -16,7 +16,9 @@ decoder_sparse_step, mlp_only_layers``), ``DeepseekV3Config`` (``n_routed_expert
 first_k_dense_replace, moe_intermediate_size, q_lora_rank, kv_lora_rank, qk_nope_head_dim,
 qk_rope_head_dim, v_head_dim, num_nextn_predict_layers``), ``GPTNeoXConfig`` (``num_hidden_layers,
 hidden_size, intermediate_size, num_attention_heads, vocab_size, tie_word_embeddings``; a plain GeLU MLP),
-``layer_types`` / ``sliding_window`` (GPT-OSS, Gemma-3: ``model.attention``, and sinks for ``gpt_oss``).
+``layer_types`` / ``sliding_window`` (GPT-OSS, Gemma-3: ``model.attention``, and sinks for ``gpt_oss``),
+``GptOssConfig`` (``num_local_experts, num_experts_per_tok, intermediate_size``, ``swiglu_limit``:
+``model.moe.activation_clamp``; its experts' biases: ``model.moe.expert_bias``).
 
 Each mapping is one row of :data:`FIELD_MAP` (spec field, reader). Fields the spec cannot hold become
 warnings: multi-head latent attention and multi-token prediction map through the rows ``mla`` and
@@ -42,7 +44,10 @@ from parplan.costmodel.spec import ModelSpec
 MAX_CONFIG_BYTES = 2**20
 PRESETS_PATH = Path(__file__).with_name("model_presets.yaml")
 
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2")
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "gpt_oss")
+# transformers' GptOssExperts hold gate_up_proj_bias and down_proj_bias (models/gpt_oss/modeling_gpt_oss.py); the
+# config has no flag for them, so the model type decides
+EXPERT_BIAS_TYPES = ("gpt_oss",)
 UNGATED_TYPES = ("gpt_neox", "gpt2", "gptj")
 TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text")
 
@@ -80,6 +85,10 @@ def _moe(cfg: dict, model_type: str) -> Optional[dict[str, Any]]:
     dense = first_dense_layers(cfg)
     if dense:
         out["first_dense_layers"] = dense
+    if cfg.get("swiglu_limit"):  # GptOssConfig: the experts' gate and linear halves clamped to this value
+        out["activation_clamp"] = float(cfg["swiglu_limit"])
+    if model_type in EXPERT_BIAS_TYPES:
+        out["expert_bias"] = True
     return out
 
 
@@ -170,6 +179,13 @@ def omitted_parameters(cfg: dict) -> dict[str, int]:
         out["extra_norms"] = L * 2 * h
     if t == "qwen2_moe" and cfg.get("shared_expert_intermediate_size"):
         out["shared_expert_gate"] = (L - first_dense_layers(cfg)) * h
+    if t in EXPERT_BIAS_TYPES:  # GptOssExperts' two biases, the router's bias, GptOssAttention's sinks
+        experts = _get(cfg, "num_local_experts", "num_experts", default=0)
+        expert_ffn = _get(cfg, "moe_intermediate_size", "intermediate_size")
+        out["expert_biases"] = L * experts * (2 * expert_ffn + h)
+        out["router_bias"] = L * experts
+    if t in SINK_TYPES:
+        out["attention_sinks"] = L * heads
     if t == "gpt_neox":  # the MLP's linear layers and the LayerNorms have biases; the attention's query_key_value
         # and dense have one when attention_bias (GPTNeoXConfig's default True): counted here once, not above too
         attention = 3 * h + h if cfg.get("attention_bias", True) else 0
@@ -219,7 +235,7 @@ def model_from_hf_config(cfg: dict, name: Optional[str] = None) -> HFModel:
 
 
 KNOWN_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v3",
-               "gpt_neox", "gemma", "gemma2", "gemma3_text")
+               "gpt_neox", "gemma", "gemma2", "gemma3_text", "gpt_oss")
 
 
 def read_hf_config(path: str) -> dict:

@@ -85,6 +85,9 @@ class Assumptions(BaseModel):
     attention_efficiency_flash2: Optional[float] = Field(_CAL["attention_efficiency_flash2"], gt=0, le=1, description=f"long-sequence share of the BF16 peak of a FlashAttention-2-class kernel on Hopper and newer (attention_kernel = 'flash2'); {_FIT}")
     attention_seq_penalty: float = Field(_CAL["attention_seq_penalty"], ge=0, description=f"s0 in tokens: attention efficiency = e_attn / (1 + s0 / (seq_len/cp)); FlashAttention is slower on short sequences (FlashAttention-2 Fig. 4-6); {_FIT}; textbook 0")
     activation_traffic_passes: float = Field(_CAL["activation_traffic_passes"], ge=0, description=f"memory-bound elementwise work (norms, activation functions, dropout, residual adds, unfused softmax): a layer's activation bytes (the memory ledger's items, all of them) times this many passes at HBM bandwidth, per micro-batch fwd+bwd; {_FIT}; textbook 0")
+    clamped_glu_forward_passes: float = Field(4.0, ge=0, description="passes over the fc1 output (routed rows x 2·expert_ffn_hidden_size, BF16) that a clamped gated activation (model.moe.activation_clamp) adds per forward, at HBM bandwidth, again per recomputed moe_act: Megatron-Core's chunk, two clamps and cat before its fused kernel (Megatron-LM 2a75ac12 fusions/fused_bias_geglu.py:424-432; costmodel/expert_elementwise.py); 0 where a framework fuses the clamp")
+    clamped_glu_backward_passes: float = Field(5.0, ge=0, description="the same per backward: the two clamps' backward (3 half passes) and the chunk's concatenated gradient (2) (costmodel/expert_elementwise.py)")
+    expert_bias_passes: float = Field(14.0, ge=0, description="passes over the fc2 output (routed rows x hidden_size, BF16) that the experts' second bias (model.moe.expert_bias) adds per forward + backward: Megatron-Core's per-expert t + b·p and cat, forward 6, backward 8 (Megatron-LM 2a75ac12 transformer/moe/experts.py:312-330; costmodel/expert_elementwise.py); 0 where a framework fuses the bias")
     hbm_bandwidth_gbps: Optional[float] = Field(None, gt=0, description="HBM bandwidth per GPU in GB/s for the GEMM roofline and the elementwise traffic; None: the GPU's datasheet value (costmodel/efficiency.py)")
     attention_flops_causal_fraction: float = Field(0.5, gt=0, le=1, description="causal masking halves the score/context FLOPs (seed 003: 6*s*h per token per layer)")
     backward_to_forward_ratio: float = Field(2.0, gt=0, description="B = 2F for matmuls (seed 000 bubble example: F=1, B=2)")
@@ -170,6 +173,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "attention_efficiency_blackwell": None,
         "attention_seq_penalty": 0.0,
         "activation_traffic_passes": 0.0,
+        "clamped_glu_forward_passes": 0.0,
+        "clamped_glu_backward_passes": 0.0,
+        "expert_bias_passes": 0.0,
         "fp8_matmul_efficiency": None,
         "fp8_matmul_efficiency_hopper": None,
         "fp8_matmul_efficiency_blackwell": None,

@@ -213,6 +213,7 @@ class Activations:
     stored_gathered: float  # DTensor SP's saved all-gathered inputs, per token (per-op SAC: none)
     full_layer_bytes: float  # the largest layer's activations, all of them, one micro-batch
     selective_s: float  # extra time from selective recompute, per layer and micro-batch
+    moe_act_recomputed: bool  # selective recompute runs the experts' activation again (the deepseek_v3 policy)
 
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "Activations":
@@ -299,7 +300,7 @@ class Activations:
             norm_bytes = 2 * 2 * (2 * h) / (c.tp if sp else 1)
             selective_dense += 2 * tokens_gpu * up_params * rates.spf_dense + tokens_tp_group * norm_bytes / ctx.hbm_Bps
         return Activations(per_op_sac, dense_act_per_token, traffic_per_token, moe_act_per_token, moe_traffic_per_token,
-                           rc_act_per_token, stored_gathered, max(full_layer_bytes), selective_dense)
+                           rc_act_per_token, stored_gathered, max(full_layer_bytes), selective_dense, ds_selective)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_
 from __future__ import annotations
 
 from parplan.costmodel import moe_comm
+from parplan.costmodel.expert_elementwise import expert_elementwise_bytes
 from parplan.costmodel.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
 from parplan.costmodel.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
@@ -104,7 +105,11 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     expert_rows = M_e * moe.num_experts / c.ep * busiest
     transposes = transpose_seconds(a, ctx.gpu, ctx.precision, ctx.hbm_Bps,
                                    nonexpert + [(w, expert_rows, k, n) for w, _, k, n in expert_gemms])
-    moe_compute = moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
+    # the clamp and the fc2 bias kernels outside the fused ones (GPT-OSS under Megatron-Core): their HBM passes
+    # over this GPU's routed rows (expert_elementwise.py)
+    eager_bytes = expert_elementwise_bytes(a, moe, expert_rows, up * f_e / c.etp, h, acts.moe_act_recomputed)
+    moe_compute = (moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
+                   + eager_bytes / ctx.hbm_Bps)
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
     # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
     # experts and reduce-scatters their outputs (and the transposes backward): four collectives of

@@ -91,6 +91,15 @@ class MoESpec(_Limited):
         "overlapped schedule (DualPipe, DualPipeV, plan.moe_a2a_overlap): Megatron-Core --moe-deepep-num-sms / "
         "--moe-hybridep-num-sms (--moe-flex-dispatcher-num-sms from core_v0.19.0), DeepEP Buffer.num_sms; None: 20, "
         "DeepEP's default and DeepSeek-V3's (§3.2.2). Of the GPU's SMs (costmodel/moe_comm.py sm_fraction)")
+    activation_clamp: Optional[float] = Field(
+        None, gt=0, le=1e6, description="the experts' gated activation clamps its inputs to this value (GPT-OSS: "
+        "7.0, config.json swiglu_limit; Megatron-Core activation_func_clamp_value, set by Megatron-Bridge "
+        "models/gpt_oss/gpt_oss_bridge.py:83 at 067f987d): Megatron-Core runs the clamp as separate elementwise "
+        "kernels before its fused activation (costmodel/expert_elementwise.py); None: no clamp")
+    expert_bias: bool = Field(
+        False, description="the routed experts' linear layers carry biases (GPT-OSS; Megatron-Core add_bias_linear): "
+        "the second one is added per expert, scaled by the routing weight, by separate elementwise kernels "
+        "(costmodel/expert_elementwise.py); the first is fused into the activation")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> "MoESpec":

@@ -113,6 +113,10 @@ def model_feature_warnings(spec: Spec, target: str, where: str, mtp: bool = True
         out.append(f"model.attention (sliding_window {a.sliding_window}, full_attention_every "
                    f"{a.full_attention_every}, sinks {str(a.sinks).lower()}): {target} takes the attention variant "
                    f"from {where}, not from this file; use a model with this window and these sinks there")
+    if m.moe is not None and (m.moe.activation_clamp is not None or m.moe.expert_bias):
+        out.append(f"model.moe (activation_clamp {m.moe.activation_clamp}, expert_bias "
+                   f"{str(m.moe.expert_bias).lower()}): {target} takes the experts' activation clamp and biases from "
+                   f"{where}, not from this file; use a model with this clamp and these biases there")
     if m.num_mtp_layers and mtp:
         out.append(f"model.num_mtp_layers {m.num_mtp_layers}: {target} takes multi-token prediction from {where}, "
                    f"not from this file; enable {m.num_mtp_layers} MTP module(s) on the last stage there")

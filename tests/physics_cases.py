@@ -20,9 +20,10 @@ DSV3 = dict(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size
 
 # GPT-OSS 120B (openai/gpt-oss-120b config.json): 36 layers, hidden 2880, 64 heads / 8 KV heads of 64, sliding window
 # 128 on every other layer (Megatron-Bridge 067f987d models/gpt_oss/gpt_oss_bridge.py:86-88), 128 experts top-4
+# with biases and their GLU clamped at 7.0 (config.json swiglu_limit; gpt_oss_bridge.py:62, :83)
 GPT_OSS = dict(name="gpt-oss-120b", num_layers=36, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64,
                num_kv_heads=8, head_dim=64, vocab_size=201088,
-               moe=dict(num_experts=128, top_k=4, expert_ffn_hidden_size=2880),
+               moe=dict(num_experts=128, top_k=4, expert_ffn_hidden_size=2880, activation_clamp=7.0, expert_bias=True),
                attention=dict(sliding_window=128, full_attention_every=2, sinks=True))
 
 

@@ -53,6 +53,8 @@ PUBLISHED = {
     "gpt-neox-20b": ("EleutherAI/gpt-neox-20b", 20_554_567_680,
                      dict(num_layers=44, hidden_size=6144, ffn_hidden_size=24576, num_attention_heads=64,
                           vocab_size=50432, gated_mlp=False, tie_embeddings=False)),
+    # published as 116.83B (the gpt-oss model card, arXiv 2508.10925 Table 1: the checkpoint is MXFP4, so no bf16
+    # total_size): compared to that rounding in test_gpt_oss_maps_moe_clamp_and_biases, not exactly here
     "gemma-2-9b": ("google/gemma-2-9b", 9_241_705_984,
                    dict(num_layers=42, hidden_size=3584, ffn_hidden_size=14336, num_attention_heads=16, num_kv_heads=8,
                         head_dim=256, vocab_size=256000, tie_embeddings=True)),
@@ -96,12 +98,28 @@ def test_deepseek_v3_maps_moe_and_reports_mla_and_mtp():
                                           max_nodes_per_token=None,  # n_group/topk_group are groups, not nodes
                                           # config.json names no dispatcher or capacity: the defaults
                                           dispatcher="alltoall", dispatcher_backend="deepep", capacity_factor=None,
-                                          dispatcher_sms=None)
+                                          dispatcher_sms=None, activation_clamp=None, expert_bias=False)
     for field in ("mla", "num_mtp_layers"):
         if field in ModelSpec.model_fields:  # once costmodel/spec.py has the field, the mapping fills it
             assert getattr(model, field)
         else:
             assert any(w.startswith(f"model.{field}:") for w in warnings)
+
+
+def test_gpt_oss_maps_moe_clamp_and_biases():
+    """openai/gpt-oss-120b's config.json: 128 experts top-4 of width 2880 on every layer (was read as a dense model
+    before ``gpt_oss`` was an MoE type), the experts' clamp (``swiglu_limit`` 7.0) and biases, the window and sinks;
+    the counted parameters plus the omitted biases and sinks are the model card's 116.83B total."""
+    cfg, model, warnings = _model("gpt-oss-120b")
+    assert (model.num_layers, model.hidden_size, model.num_attention_heads, model.num_kv_heads, model.head_dim,
+            model.vocab_size) == (36, 2880, 64, 8, 64, 201088)
+    assert (model.moe.num_experts, model.moe.top_k, model.moe.expert_ffn_hidden_size, model.moe.first_dense_layers,
+            model.moe.activation_clamp, model.moe.expert_bias) == (128, 4, 2880, 0, 7.0, True)
+    assert model.attention.model_dump() == dict(sliding_window=128, full_attention_every=2, sinks=True)
+    omitted = omitted_parameters(cfg)
+    assert omitted["expert_biases"] == 36 * 128 * (2 * 2880 + 2880) and omitted["attention_sinks"] == 36 * 64
+    assert round((Architecture(model).total_params + sum(omitted.values())) / 1e9, 2) == 116.83
+    assert not any("not one of the mapped families" in w for w in warnings)
 
 
 def test_presets_cover_every_architecture_of_the_published_runs():

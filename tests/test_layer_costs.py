@@ -1,4 +1,5 @@
-"""Per-layer costs (costmodel/layer_costs.py): SMs held by the all-to-all kernels slow the MoE layer's compute beside them.
+"""Per-layer costs (costmodel/layer_costs.py, costmodel/moe_layer.py): SMs held by the all-to-all kernels slow the MoE
+layer's compute beside them; the experts' eager clamp and bias kernels (costmodel/expert_elementwise.py).
 """
 
 from __future__ import annotations
@@ -96,3 +97,36 @@ def test_sliding_window_and_sinks_in_the_attention_core_time():
     assert with_sinks == pytest.approx(without * a.fp8_attention_speedup)
     # BF16 attention: sinks change nothing (cuDNN fused attention runs them, fused_attn.cpp:460-465)
     assert attn_s(dict(sinks=True))[0] == pytest.approx(full)
+
+
+def test_gpt_oss_clamp_and_expert_bias_passes_by_hand():
+    """GPT-OSS 120B on 8 H100, EP 8, one 4,096-token micro-batch, every expert equally loaded (moe_load_imbalance 1):
+    each GPU's 16 experts take 4096 x 4 = 16,384 routed rows. Megatron-Core's eager clamp (Megatron-LM 2a75ac12
+    fusions/fused_bias_geglu.py:424-432) moves 4 + 5 passes over the fc1 output, 16,384 x 5,760 x 2 B =
+    188,743,680 B each: 1,698,693,120 B; the per-expert fc2 bias (transformer/moe/experts.py:312-330) 14 passes over
+    the fc2 output, 16,384 x 2,880 x 2 B = 94,371,840 B each: 1,321,205,760 B. Together 3,019,898,880 B at H100's
+    3,350 GB/s: 0.90146 ms more per MoE layer and micro-batch. A recomputed moe_act (the deepseek_v3 selective
+    policy, --recompute-modules layernorm moe_act) runs the clamp's 4 forward passes again: 754,974,720 B more.
+    Dense layers and the MoE layer's other terms are unchanged."""
+    from parplan.costmodel.choice import Choice
+    from parplan.costmodel.efficiency import hbm_bandwidth_gbps
+    from parplan.costmodel.hardware import resolve_gpu
+
+    def moe(clamp, bias, **kw):
+        model = dict(physics.GPT_OSS, moe=dict(physics.GPT_OSS["moe"], activation_clamp=clamp, expert_bias=bias))
+        spec = physics.spec(model, 8, gbs=8, moe_load_imbalance=1.0, **kw)
+        assert hbm_bandwidth_gbps(resolve_gpu(spec.cluster)) == 3350
+        return physics.costs(spec, Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=1, **choice)).moe
+
+    choice = {}
+    plain, both = moe(None, False), moe(7.0, True)
+    assert both.compute_s - plain.compute_s == pytest.approx(3_019_898_880 / 3.35e12, rel=1e-9)
+    assert moe(7.0, False).compute_s - plain.compute_s == pytest.approx(1_698_693_120 / 3.35e12, rel=1e-9)
+    assert both.a2a_s == plain.a2a_s and both.tp_s == plain.tp_s
+    choice = dict(recompute="selective")
+    plain, both = moe(None, False, selective_recompute_policy="deepseek_v3"), moe(7.0, True, selective_recompute_policy="deepseek_v3")
+    assert both.compute_s - plain.compute_s == pytest.approx((3_019_898_880 + 754_974_720) / 3.35e12, rel=1e-9)
+    # a framework that fuses them: the knobs at 0
+    choice = {}
+    zero = moe(7.0, True, clamped_glu_forward_passes=0.0, clamped_glu_backward_passes=0.0, expert_bias_passes=0.0)
+    assert zero.compute_s == pytest.approx(moe(None, False).compute_s)

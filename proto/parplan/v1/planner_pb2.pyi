@@ -198,7 +198,7 @@ class FrameworkSpec(_message.Message):
     def __init__(self, name: _Optional[_Union[Framework, str]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class MoESpec(_message.Message):
-    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers", "max_nodes_per_token", "dispatcher", "dispatcher_backend", "capacity_factor", "dispatcher_sms")
+    __slots__ = ("num_experts", "top_k", "expert_ffn_hidden_size", "num_shared_experts", "shared_expert_ffn_hidden_size", "first_dense_layers", "max_nodes_per_token", "dispatcher", "dispatcher_backend", "capacity_factor", "dispatcher_sms", "activation_clamp", "expert_bias")
     NUM_EXPERTS_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     EXPERT_FFN_HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +210,8 @@ class MoESpec(_message.Message):
     DISPATCHER_BACKEND_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FACTOR_FIELD_NUMBER: _ClassVar[int]
     DISPATCHER_SMS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_CLAMP_FIELD_NUMBER: _ClassVar[int]
+    EXPERT_BIAS_FIELD_NUMBER: _ClassVar[int]
     num_experts: int
     top_k: int
     expert_ffn_hidden_size: int
@@ -221,7 +223,9 @@ class MoESpec(_message.Message):
     dispatcher_backend: MoeDispatcherBackend
     capacity_factor: float
     dispatcher_sms: int
-    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., max_nodes_per_token: _Optional[int] = ..., dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., dispatcher_backend: _Optional[_Union[MoeDispatcherBackend, str]] = ..., capacity_factor: _Optional[float] = ..., dispatcher_sms: _Optional[int] = ...) -> None: ...
+    activation_clamp: float
+    expert_bias: bool
+    def __init__(self, num_experts: _Optional[int] = ..., top_k: _Optional[int] = ..., expert_ffn_hidden_size: _Optional[int] = ..., num_shared_experts: _Optional[int] = ..., shared_expert_ffn_hidden_size: _Optional[int] = ..., first_dense_layers: _Optional[int] = ..., max_nodes_per_token: _Optional[int] = ..., dispatcher: _Optional[_Union[MoeDispatcher, str]] = ..., dispatcher_backend: _Optional[_Union[MoeDispatcherBackend, str]] = ..., capacity_factor: _Optional[float] = ..., dispatcher_sms: _Optional[int] = ..., activation_clamp: _Optional[float] = ..., expert_bias: _Optional[bool] = ...) -> None: ...
 
 class MLASpec(_message.Message):
     __slots__ = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
