@@ -120,6 +120,8 @@ def test_gpt_oss_maps_moe_clamp_and_biases():
     assert omitted["expert_biases"] == 36 * 128 * (2 * 2880 + 2880) and omitted["attention_sinks"] == 36 * 64
     assert round((Architecture(model).total_params + sum(omitted.values())) / 1e9, 2) == 116.83
     assert not any("not one of the mapped families" in w for w in warnings)
+    preset = ModelSpec.model_validate(load_presets()["gpt-oss-120b"]["model"])
+    assert preset.model_dump(exclude={"name"}) == model.model_dump(exclude={"name"})
 
 
 def test_presets_cover_every_architecture_of_the_published_runs():
