@@ -8,35 +8,35 @@ Sources and meaning of every knob: costmodel/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8286,
-    "matmul_efficiency_hopper": 0.7705,
-    "fp8_matmul_efficiency_hopper": 0.672,
+    "matmul_efficiency_ampere": 0.8285,
+    "matmul_efficiency_hopper": 0.7704,
+    "fp8_matmul_efficiency_hopper": 0.6719,
     "attention_efficiency_ampere": 0.5947,
     "attention_efficiency_hopper": 0.2798,
     "attention_efficiency_flash2": 0.2102,
-    "matmul_shape_penalty": 1.3054,
-    "attention_seq_penalty": 1439.4982,
+    "matmul_shape_penalty": 1.3042,
+    "attention_seq_penalty": 1437.1192,
     "intra_node_bandwidth_efficiency": 0.786,
     "inter_node_bandwidth_efficiency": 0.8775,
-    "hierarchical_collective_efficiency": 0.6503,
-    "intra_node_latency_factor": 1.7651,
-    "inter_node_latency_factor": 0.4692,
-    "dp_comm_overlap": 0.4883,
-    "zero_microbatch_comm_overlap": 0.2547,
-    "pp_comm_overlap": 0.3631,
-    "activation_traffic_passes": 6.3238,
-    "fp8_attention_speedup": 1.6776,
+    "hierarchical_collective_efficiency": 0.6517,
+    "intra_node_latency_factor": 1.7653,
+    "inter_node_latency_factor": 0.4695,
+    "dp_comm_overlap": 0.4871,
+    "zero_microbatch_comm_overlap": 0.2543,
+    "pp_comm_overlap": 0.3626,
+    "activation_traffic_passes": 6.3245,
+    "fp8_attention_speedup": 1.6777,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
     "blackwell_matmul_ratio": 1.0145,
-    "blackwell_fp8_matmul_ratio": 1.1352,
+    "blackwell_fp8_matmul_ratio": 1.1353,
     "blackwell_attention_ratio": 0.9418,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7817,
-    "fp8_matmul_efficiency_blackwell": 0.7629,
+    "matmul_efficiency_blackwell": 0.7816,
+    "fp8_matmul_efficiency_blackwell": 0.7628,
     "attention_efficiency_blackwell": 0.2635,
 }
 

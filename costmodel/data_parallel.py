@@ -62,6 +62,24 @@ class DataParallel:
         return 2 * (R - 1) / R * self.a.grad_reduce_bytes / grp.shards / grp.replica_link.bandwidth_Bps
 
     @property
+    def mirrored(self) -> bool:
+        """DualPipe keeps two copies of every stage: rank r runs stages r and p-1-r, rank p-1-r the same two
+        (DeepSeek-V3 §3.2.1, "two copies of the model parameters"; deepseek-ai/DualPipe@3da1bbe README, "Parameter
+        Per Device 2x"). DualPipeV's ranks hold one copy."""
+        c = self.comm.c
+        return c.schedule == "dualpipe" and c.pp > 1
+
+    def mirror_reduce_per_param(self, grp: ZeroGroup) -> float:
+        """DualPipe: seconds per parameter on this GPU of summing its gradient with its copy's once per step
+        (deepseek-ai/DualPipe@3da1bbe examples/example_dualpipe.py:167-174 adds each stage's gradient from the
+        mirrored rank p-1-r after the step): an all-reduce of the gradient shard (1/shards of it) between the two
+        copies, ring 2(2-1)/2 = 1 x its bytes, over the pipeline group's link (the copies are pipeline ranks
+        apart); 0 for other schedules."""
+        if not self.mirrored:
+            return 0.0
+        return self.a.grad_reduce_bytes / grp.shards / self.comm.links["pp"].bandwidth_Bps
+
+    @property
     def overlap(self) -> float:
         """The share of the once-per-step DP traffic hidden: ``dp_comm_overlap``, or 0 below the framework's
         ``dp_overlap_min_zero_stage`` (DeepSpeed's ZeRO-0/1 reduce after the backward: no gradient hooks,
@@ -79,12 +97,14 @@ class DataParallel:
         hides behind the last micro-batch's backward (--overlap-grad-reduce), the weight part behind the
         next step's first forward (--overlap-param-gather). HSDP (``zero_replicas`` R > 1): the collectives
         run in the shard group of n = DP·CP/R ranks, and ZeRO-1 all-reduces the gradient shard across the R
-        replicas once per step (ZeRO-2/3: every micro-batch, zero_comm_per_param).
+        replicas once per step (ZeRO-2/3: every micro-batch, zero_comm_per_param). DualPipe then sums each
+        gradient shard with its copy's, once per step at every ZeRO stage (:meth:`mirror_reduce_per_param`).
         """
         a, zero = self.a, self.zero
         n, link_ = grp.shards, grp.link
+        mirror_s = self.mirror_reduce_per_param(grp)
         if n <= 1 and grp.replicas <= 1:
-            return 0.0, 0.0
+            return mirror_s, 0.0
         f = (n - 1) / n / link_.bandwidth_Bps if n > 1 else 0.0
         grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[zero]
         gathered = a.param_gather_bytes if a.param_gather_bytes is not None else a.weight_bytes
@@ -92,6 +112,8 @@ class DataParallel:
         grad_s = grad * f
         if zero <= 1:
             grad_s += self.replica_reduce_per_param(grp)
+        if mirror_s:
+            grad_s += mirror_s
         return grad_s, weight * f
 
     def offload_per_param(self, grp: ZeroGroup) -> float:
@@ -119,11 +141,13 @@ class DataParallel:
 
     def dp_latency(self, grp: ZeroGroup) -> float:
         """Per step: the ring latency 2(n-1)·alpha of the DP collectives, HSDP's replica all-reduce
-        2(R-1)·alpha, each hidden by the DP overlap share."""
+        2(R-1)·alpha, DualPipe's copies' all-reduce 2·alpha, each hidden by the DP overlap share."""
         n, link_ = grp.shards, grp.link
         out = 2 * (n - 1) * link_.latency_s * (1 - self.overlap) if n > 1 else 0.0
         if grp.replicas > 1:
             out += 2 * (grp.replicas - 1) * grp.replica_link.latency_s * (1 - self.overlap)
+        if self.mirrored:
+            out += 2 * self.comm.links["pp"].latency_s * (1 - self.overlap)
         return out
 
     def zero_comm_per_param(self, grp: ZeroGroup) -> float:

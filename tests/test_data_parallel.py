@@ -1,4 +1,4 @@
-"""Data-parallel time (costmodel/data_parallel.py) with HSDP replicas, worked by hand on
+"""Data-parallel time (costmodel/data_parallel.py) with HSDP replicas and DualPipe's two copies, worked by hand on
 memory_dims_cases.MODEL: the shard group's collectives plus the replicas' all-reduce, inside a node and across nodes.
 """
 
@@ -53,3 +53,24 @@ def test_deepspeed_zero_0_1_hide_no_dp_traffic_by_hand():
     # the user's own value wins over the profile's convention
     own = memory_dims.spec(assumptions={**knobs, "dp_overlap_min_zero_stage": 0}, framework="deepspeed")
     assert memory_dims.costs(own, zero_stage=1).dense.dp_s == pytest.approx(memory_dims.P_LAYER * 3.5 / memory_dims.NV * 0.5)
+
+
+def test_dualpipe_copies_sum_their_gradients_by_hand():
+    """DualPipe keeps two copies of every stage (rank r runs stages r and p-1-r; deepseek-ai/DualPipe@3da1bbe
+    examples/example_dualpipe.py:167-174 adds each stage's gradient from the mirrored rank after the step): once per
+    step each gradient shard is all-reduced between the two copies, 2·(1/2)·4/dp B per parameter over the pipeline
+    group's link. 16 GPUs on 2 nodes, PP 2 × DP 8: the DP group is a node (5.25 B / 360 GB/s, as 1F1B) and the
+    copies are a node apart, 4/8 = 0.5 B / 50 GB/s more. PP 2 × DP 1 on 2 GPUs of a node: 4 B over NVLink's
+    450 GB/s, where 1F1B has no DP traffic at all. DualPipeV holds one copy: nothing more."""
+    spec16 = memory_dims.spec(gpus=16, gbs=16)
+    kw = dict(pp=2, dp=8, micro_batch_size=1, num_microbatches=4)
+    one_f_one_b = memory_dims.costs(spec16, **kw)
+    dualpipe = memory_dims.costs(spec16, schedule="dualpipe", **kw)
+    assert one_f_one_b.dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.25 / memory_dims.NV)
+    assert dualpipe.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (5.25 / memory_dims.NV + 0.5 / memory_dims.NET))
+    assert memory_dims.costs(spec16, schedule="dualpipev", **kw).dense.dp_s == pytest.approx(one_f_one_b.dense.dp_s)
+    spec2 = memory_dims.spec(gpus=2, gbs=16)
+    kw = dict(pp=2, dp=1, micro_batch_size=1, num_microbatches=16)
+    assert memory_dims.costs(spec2, **kw).dense.dp_s == 0.0
+    assert memory_dims.costs(spec2, schedule="dualpipe", **kw).dense.dp_s == pytest.approx(
+        memory_dims.P_LAYER * 4 / 450e9)
