@@ -17,6 +17,7 @@ from parplan.costmodel.hardware import GPU
 from parplan.costmodel.memory import model_state_bytes
 from parplan.costmodel.offload import host_bandwidth_Bps, offload_seconds_per_param
 from parplan.costmodel.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.schedule import Schedule
 from parplan.costmodel.spec import Spec
 
 
@@ -67,7 +68,7 @@ class DataParallel:
         (DeepSeek-V3 §3.2.1, "two copies of the model parameters"; deepseek-ai/DualPipe@3da1bbe README, "Parameter
         Per Device 2x"). DualPipeV's ranks hold one copy."""
         c = self.comm.c
-        return c.schedule == "dualpipe" and c.pp > 1
+        return Schedule(c.schedule) is Schedule.DUALPIPE and c.pp > 1
 
     def mirror_reduce_per_param(self, grp: ZeroGroup) -> float:
         """DualPipe: seconds per parameter on this GPU of summing its gradient with its copy's once per step
@@ -112,9 +113,7 @@ class DataParallel:
         grad_s = grad * f
         if zero <= 1:
             grad_s += self.replica_reduce_per_param(grp)
-        if mirror_s:
-            grad_s += mirror_s
-        return grad_s, weight * f
+        return grad_s + mirror_s, weight * f
 
     def offload_per_param(self, grp: ZeroGroup) -> float:
         """Exposed offload seconds per step per parameter on this GPU (its optimizer shard is 1/shards)."""

@@ -310,7 +310,6 @@ class LayerComm:
     tp_block_collectives: int  # ring collectives per block (attention or MLP), fwd+bwd
     tp_one_s: float  # one of them, none hidden
     tp_overlap: float  # the share of a block's collectives its GEMMs may hide: tp_comm_overlap under SP, else 0
-    tp: int
     cp: CpComm
 
     def tp_block_s(self, comm: Comm, gemm_s: float, collectives: int | None = None) -> float:
@@ -324,8 +323,8 @@ class LayerComm:
         attention or MLP block beside one of the block's GEMMs, the forward ones ring exchanges of tp chunks), so
         a collective longer than (tp-1)/tp of its GEMM leaves the rest exposed. The window is the block's GEMMs
         together (fwd+bwd), not each collective's own."""
-        n = self.tp_block_collectives if collectives is None else collectives
-        return comm.exposed(n * self.tp_one_s, self.tp_overlap, gemm_s * (self.tp - 1) / self.tp)
+        n, tp = self.tp_block_collectives if collectives is None else collectives, comm.c.tp
+        return comm.exposed(n * self.tp_one_s, self.tp_overlap, gemm_s * (tp - 1) / tp)
 
     def tp_blocks_s(self, comm: Comm, block_gemms_s: tuple[float, ...], fwd_share: float) -> tuple[float, float]:
         """(fwd+bwd, what a recomputed forward repeats) of the TP collectives of a layer whose blocks' linear GEMMs
@@ -365,7 +364,7 @@ class LayerComm:
         kv_bytes = ctx.tokens_tp_group * kv_dims * 2 / (c.tp if a.cp_kv_sharded_by_tp else 1)  # K and V chunk
         cp = cp_attention_comm(c, a, ctx.gpu, comm.links, ctx.domain, c.num_gpus, kv_bytes, ctx.tokens_tp_group, arch,
                                rates.attn_core_s, ctx.fwd_share, comm.cp_a2a)
-        return LayerComm(tp_block_collectives, tp_one, tp_overlap, c.tp, cp)
+        return LayerComm(tp_block_collectives, tp_one, tp_overlap, cp)
 
 
 def moe_mlp_activation_per_token(ctx: ChoiceContext, lb: float, ds_selective: bool) -> tuple[float, float]:
