@@ -175,14 +175,6 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
         s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
-    if moe and spec.model.moe.activation_clamp is not None:
-        s.warnings.append(f"model.moe.activation_clamp {spec.model.moe.activation_clamp}: Megatron-LM has no "
-                          "command-line flag for TransformerConfig.activation_func_clamp_value (Megatron-LM 2a75ac12 "
-                          "megatron/training/arguments.py); set it in the model's config (Megatron-Bridge's GPT-OSS "
-                          "provider sets 7.0), or the experts run unclamped")
-    if moe and spec.model.moe.expert_bias:
-        s.warnings.append("model.moe.expert_bias: keep Megatron's linear biases on (do not pass "
-                          "--disable-bias-linear), as the plan was priced with them")
     s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
     if moe and plan.tp > 1 and plan.ep > 1 and not s.sequence_parallel:
         # ModelParallelConfig.__post_init__ says SP "must be used" with EP > 1 and TP > 1 through warnings.warn,
@@ -406,12 +398,27 @@ def training_args(spec: Spec, s: MegatronSettings) -> list[str]:
     return out
 
 
+def model_arg_warnings(spec: Spec) -> list[str]:
+    """The model features :func:`model_args` has no Megatron-LM flag for (Megatron-Bridge sets them in its model
+    provider: export_bridge's own warnings)."""
+    moe, out = spec.model.moe, []
+    if moe is not None and moe.activation_clamp is not None:
+        out.append(f"model.moe.activation_clamp {moe.activation_clamp}: Megatron-LM has no command-line flag for "
+                   "TransformerConfig.activation_func_clamp_value (Megatron-LM 2a75ac12 megatron/training/arguments.py); "
+                   "set it in the model's config (Megatron-Bridge's GPT-OSS provider sets 7.0), or the experts run "
+                   "unclamped")
+    if moe is not None and moe.expert_bias:
+        out.append("model.moe.expert_bias: keep Megatron's linear biases on (do not pass --disable-bias-linear), as "
+                   "the plan was priced with them")
+    return out
+
+
 def megatron_argument_groups(spec: Spec, plan: Plan) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """``[(array name, argv tokens)]`` and the warnings: the export without its text rendering."""
     s = megatron_settings(spec, plan)
     groups = [("MODEL_ARGS", model_args(spec)), ("MODEL_PARALLEL_ARGS", parallel_args(s)),
               ("TRAINING_ARGS", training_args(spec, s))]
-    return groups, s.warnings
+    return groups, s.warnings + model_arg_warnings(spec)
 
 
 def megatron_argv(spec: Spec, plan: Plan) -> list[str]:

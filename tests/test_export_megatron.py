@@ -346,18 +346,23 @@ def test_sliding_window_and_sinks_are_exported_never_dropped():
 
 def test_expert_clamp_has_no_flag_and_is_a_warning():
     """Megatron-LM 2a75ac12 has no flag for activation_func_clamp_value (training/arguments.py), and its linear
-    biases are on unless --disable-bias-linear: GPT-OSS's clamp and biases are warnings, with no flag added."""
+    biases are on unless --disable-bias-linear: GPT-OSS's clamp and biases are warnings of the Megatron-LM export,
+    with no flag added; the Megatron-Bridge export, whose model provider sets them, names them once, its own way."""
     import physics_cases as physics
     from parplan.costmodel.evaluate import evaluate
     from parplan.costmodel.spec import PlanSpec
-    from parplan.frameworks.export_megatron import megatron_settings
+    from parplan.frameworks.export_bridge import bridge_overrides
+    from parplan.frameworks.export_megatron import megatron_argument_groups
 
     spec = physics.spec(physics.GPT_OSS, 64)
     plan = evaluate(spec, PlanSpec(tp=1, pp=4, ep=8, micro_batch_size=1, schedule="1f1b")).plan
-    warnings = megatron_settings(spec, plan).warnings
+    warnings = megatron_argument_groups(spec, plan)[1]
     assert any(w.startswith("model.moe.activation_clamp 7.0: Megatron-LM has no command-line flag") for w in warnings)
     assert any(w.startswith("model.moe.expert_bias: keep Megatron's linear biases on") for w in warnings)
     assert "--disable-bias-linear" not in megatron_argv(spec, plan)
     plain = physics.spec({**physics.GPT_OSS, "moe": dict(physics.GPT_OSS["moe"], activation_clamp=None,
                                                           expert_bias=False)}, 64)
-    assert not any(w.startswith("model.moe.") for w in megatron_settings(plain, plan).warnings)
+    assert not any(w.startswith("model.moe.") for w in megatron_argument_groups(plain, plan)[1])
+    bridge = bridge_overrides(spec, plan)[1]
+    assert not any("Megatron-LM has no command-line flag" in w for w in bridge)
+    assert sum(w.startswith("model.moe") for w in bridge) == 1
