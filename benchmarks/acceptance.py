@@ -62,9 +62,9 @@ def a2a_compute_ratio(case) -> tuple[float, float]:
     """(overall, forward) all-to-all : compute of one MoE layer per micro-batch under the committed calibration:
     dispatch + combine (``a2a_s``: forward and backward, none hidden) over the layer's compute (``compute_s``);
     forward alone: half the all-to-all over the forward's share of the compute."""
-    from parplan.costmodel.assumptions import resolve_assumptions
-    from parplan.costmodel.choice import choice_costs
-    from parplan.costmodel.evaluate import plan_choice
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
+    from parplan.costmodel.evaluation.choice import choice_costs
+    from parplan.costmodel.evaluation.evaluate import plan_choice
 
     a = resolve_assumptions(None)
     a = a.model_copy(update=case.overrides) if case.overrides else a

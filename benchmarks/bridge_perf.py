@@ -288,6 +288,8 @@ def run_one(run_script, request: dict, scratch: Path) -> dict:
         "cpu_offloading_num_layers": m.cpu_offloading_num_layers if m.cpu_offloading else None,
         "model_seq_length": m.seq_length, "dataset_seq_length": cfg.dataset.seq_length,
         "use_distributed_optimizer": cfg.ddp.use_distributed_optimizer,
+        "use_megatron_fsdp": cfg.ddp.use_megatron_fsdp,
+        "data_parallel_sharding_strategy": cfg.ddp.data_parallel_sharding_strategy if cfg.ddp.use_megatron_fsdp else None,
         "mtp_num_layers": m.mtp_num_layers, "num_layers": m.num_layers, "hidden_size": m.hidden_size,
         "num_moe_experts": m.num_moe_experts, "yaml_written": yaml_path.exists(),
     }

@@ -8,7 +8,7 @@ published and predicted throughput, both as MFU (the row's model FLOPs as its so
 step time, the GPUs and the dense peak of the row's precision: FP8 rows against the FP8 peak) and in the
 row's own metric, and the error in MFU points:
 
-* **in-sample**: the ``default`` preset, whose fitted knobs (``costmodel/calibration.py``) were fitted on all
+* **in-sample**: the ``default`` preset, whose fitted knobs (``costmodel/spec/calibration.py``) were fitted on all
   rows by ``benchmarks/fit.py``;
 * **leave-one-source-out (LOSO)**: for each source (publication), the same fit on the other sources' rows,
   then a prediction of the held-out source's rows. This is the honest figure for a new setting.
@@ -48,7 +48,7 @@ from benchmarks.fit import (  # noqa: E402
     prepare_cases,
 )
 from benchmarks.runs import METRIC_LABEL, default_data_path, load_runs  # noqa: E402
-from parplan.costmodel.assumptions import Assumptions, resolve_assumptions  # noqa: E402
+from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions  # noqa: E402
 
 JSON_OUT = RESULTS / "fidelity.json"
 TXT_OUT = RESULTS / "fidelity.txt"

@@ -3,14 +3,16 @@
     python benchmarks/framework_parsers.py [--out benchmarks/results/framework_parsers.txt]
 
 Needs the ``frameworks`` extra (torch 2.13.0 CPU, deepspeed 0.19.8, torchtitan 0.2.2, megatron-core 0.16.1).
-For each spec (the solver-speed scenarios that solve in seconds, the main example, the uneven-stage example) and
+For each spec (the solver-speed scenarios that solve in seconds, the main example, the uneven-stage example,
+DeepSeek-V3 with MLA and MTP from its config.json) and
 each framework setting (megatron-core, megatron-bridge, torchtitan, deepspeed, any), the top 3 plans are
 exported and each export whose target parser is installed is parsed (the golden export cases' specs too, their
-plans dropped) (tests/test_framework_parsers.py holds the
+plans dropped) (tests/frameworks/test_framework_parsers.py holds the
 same checks for the golden cases; the parsers are run the same way):
 
 * DeepSpeed ``DeepSpeedConfig`` (``deepspeed.initialize``'s world size; with PP the pipeline topology's data axis):
-  accepted, micro-batch, accumulation and ZeRO stage equal to the plan;
+  accepted, micro-batch, accumulation, ZeRO stage, data-parallel ranks, Ulysses degree and sequences per step
+  equal to the plan (CP > 1 included);
 * torchtitan ``ConfigManager`` + ``ParallelDims``: accepted, degrees, batch and per-part layers equal;
 * megatron-core ``TransformerConfig`` + ``get_num_layers_to_build``: accepted, layers per (rank, chunk) equal.
 
@@ -27,8 +29,8 @@ its model, GPU and precision (benchmarks/bridge_perf.py: ``scripts/performance/r
 export's header says to call it, ``-m -mr -ng -g -c -gb -mb`` and the export's override lines, i.e. ``set_cli_overrides`` (OmegaConf/Hydra) -> ``set_user_overrides`` ->
 ``runtime_config_update`` -> ``ConfigContainer.validate``): accepted, and TP, PP, CP, EP/expert-TP, VPP, SP, DP,
 micro-batch size and count, layers per (rank, chunk), recompute (granularity, method, layers per stage, selective
-modules), activation offload, sequence length (model and dataset), distributed optimizer and MTP depth equal to
-the plan. Plans of models no Bridge perf recipe builds (A100 runs, Mixtral, ...) are listed as not checked, and
+modules), activation offload, sequence length (model and dataset), distributed optimizer, Megatron-FSDP and its
+sharding (ZeRO-2/3) and MTP depth equal to the plan. Plans of models no Bridge perf recipe builds (A100 runs, Mixtral, ...) are listed as not checked, and
 three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
 at its recipe's sequence length and batch) are added for this parser only. Prepare DIR from fetched snapshots::
 
@@ -72,23 +74,26 @@ def bridge_specs():
     recipe's sequence length and global batch (perf_recipes/qwen/h100/qwen3_moe.py
     ``qwen3_30b_a3b_pretrain_64gpu_h100_bf16_config``, perf_recipes/deepseek/h100/deepseek_v3.py
     ``deepseek_v3_pretrain_1024gpu_h100_bf16_config``, perf_recipes/llama/h100/llama31.py
-    ``llama31_405b_pretrain_512gpu_h100_bf16_config``); run through the Bridge parser only."""
-    from parplan.client.spec_io import spec_from_data
+    ``llama31_405b_pretrain_512gpu_h100_bf16_config``); run through the Bridge parser only (DeepSeek-V3's is in
+    :func:`specs`, for every parser)."""
+    return [hf_spec(*row) for row in (("Qwen3-30B-A3B / 64 H100, 4K (Bridge recipe)", "qwen3-30b-a3b.json", 64, 4096, 4096),
+                                      ("Llama-3.1 405B / 512 H100, 8K (Bridge recipe)", "llama-3.1-405b.json", 512, 8192,
+                                       768))]
 
-    out = []
-    for name, config, gpus, seq, batch in (("Qwen3-30B-A3B / 64 H100, 4K (Bridge recipe)", "qwen3-30b-a3b.json", 64, 4096, 4096),
-                                           ("DeepSeek-V3 / 1024 H100, 4K (Bridge recipe)", "deepseek-v3.json", 1024, 4096, 16384),
-                                           ("Llama-3.1 405B / 512 H100, 8K (Bridge recipe)", "llama-3.1-405b.json", 512, 8192, 768)):
-        data = {"model": {"hf_config": str(ROOT / "tests" / "data" / "hf" / config)},
-                "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": gpus}, "training": {"seq_len": seq, "global_batch_size": batch}}
-        out.append((name, spec_from_data(data, name)))
-    return out
+
+def hf_spec(name: str, config: str, gpus: int, seq: int, batch: int):
+    """(name, Spec) of a Hugging Face config.json in tests/data/hf on ``gpus`` H100s."""
+    from parplan.library.spec_io import spec_from_data
+
+    data = {"model": {"hf_config": str(ROOT / "tests" / "data" / "hf" / config)},
+            "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": gpus}, "training": {"seq_len": seq, "global_batch_size": batch}}
+    return name, spec_from_data(data, name)
 
 
 def specs():
     import yaml
 
-    from parplan.client.spec_io import parse_spec
+    from parplan.library.spec_io import parse_spec
     from solver_speed import SCENARIOS
 
     out = [(name, dict(raw)) for name, raw in SCENARIOS if raw["cluster"]["num_gpus"] <= 256]
@@ -97,6 +102,8 @@ def specs():
     for path in sorted((ROOT / "tests" / "data" / "exports" / "cases").glob("*.yaml")):  # the golden cases' specs
         spec = parse_spec(path.read_text())  # model presets resolved
         out.append((path.name, spec.model_copy(update={"plan": None})))
+    # DeepSeek-V3 with MLA and one MTP module (its config.json), at the Bridge perf recipe's size (issue 40 acceptance)
+    out.append(hf_spec("DeepSeek-V3 MLA+MTP / 1024 H100, 4K", "deepseek-v3.json", 1024, 4096, 16384))
     return out
 
 
@@ -133,9 +140,11 @@ def check_deepspeed(spec, plan) -> list[str]:
         out.append("micro-batch or accumulation differ")
     if ds.zero_optimization_stage != (min(plan.zero_stage, 1) if plan.pp > 1 else plan.zero_stage):
         out.append("ZeRO stage differs")
-    if (plan.cp == 1 or plan.cp_comm_type == "a2a") and not (plan.pp > 1 and plan.cp > 1):
-        if ds.train_batch_size // (plan.tp if plan.pp == 1 else 1) != global_batch_size(plan):
-            out.append("sequences per step differ")
+    autotp = plan.tp if plan.pp == 1 else 1  # AutoTP ranks count as data parallel and share their micro-batches
+    derived = (int(ds.world_size) // autotp, cfg.get("sequence_parallel_size", 1), ds.train_batch_size // autotp)
+    if derived != (plan.dp, plan.cp, global_batch_size(plan)):  # no case skipped (issue 40): CP > 1 included
+        out.append(f"DP, CP or sequences per step differ: {derived} for the plan's "
+                   f"{(plan.dp, plan.cp, global_batch_size(plan))}")
     return out
 
 
@@ -176,34 +185,66 @@ def check_torchtitan(spec, plan) -> list[str]:
     return out
 
 
-def check_megatron_core(spec, plan) -> list[str]:
-    import torch
-    from megatron.core.transformer.transformer_config import TransformerConfig
+def megatron_family(argv: list[str]) -> dict:
+    """The TransformerConfig fields the exported family flags set (Megatron-LM core_transformer_config_from_args: its
+    defaults LayerNorm and biases on; --swiglu is gated_linear_unit with SiLU)."""
+    import torch.nn.functional as F
 
-    from parplan.frameworks.export_common import model_chunk_layers
-    from parplan.frameworks.export_megatron import megatron_settings
+    value = lambda flag, default=None: argv[argv.index(flag) + 1] if flag in argv else default  # noqa: E731
+    out = dict(normalization=value("--normalization", "LayerNorm"), add_bias_linear="--disable-bias-linear" not in argv,
+               gated_linear_unit="--swiglu" in argv, qk_layernorm="--qk-layernorm" in argv)
+    if "--swiglu" in argv:
+        out["activation_func"] = F.silu
+    if "--mtp-num-layers" in argv:
+        out["mtp_num_layers"] = int(value("--mtp-num-layers"))
+    if "--multi-latent-attention" in argv:
+        out.update(q_lora_rank=int(value("--q-lora-rank")) if "--q-lora-rank" in argv else None,
+                   kv_lora_rank=int(value("--kv-lora-rank")), qk_head_dim=int(value("--qk-head-dim")),
+                   qk_pos_emb_head_dim=int(value("--qk-pos-emb-head-dim")), v_head_dim=int(value("--v-head-dim")))
+    return out
 
-    s, m = megatron_settings(spec, plan), spec.model
+
+def megatron_core_config(spec, plan):
+    """megatron-core's ``TransformerConfig`` (``MLATransformerConfig`` with MLA) from the Megatron export's settings and
+    family flags (MTP depth and MLA widths included), and the settings; raises what its ``__post_init__`` raises."""
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
+
+    from parplan.frameworks.export_megatron import megatron_argv, megatron_settings
+
+    s = megatron_settings(spec, plan)
+    m = spec.model
     kwargs = dict(num_layers=m.num_layers, hidden_size=m.hidden_size, ffn_hidden_size=m.ffn_hidden_size,
                   num_attention_heads=m.num_attention_heads, num_query_groups=m.kv_heads,
                   tensor_model_parallel_size=s.tp, pipeline_model_parallel_size=s.pp, context_parallel_size=s.cp,
-                  sequence_parallel=s.sequence_parallel, pipeline_dtype=torch.bfloat16,
+                  sequence_parallel=s.sequence_parallel, pipeline_dtype=__import__("torch").bfloat16,
                   virtual_pipeline_model_parallel_size=plan.vpp if plan.vpp > 1 else None,
                   num_layers_in_first_pipeline_stage=s.first_stage_layers,
-                  num_layers_in_last_pipeline_stage=s.last_stage_layers, pipeline_model_parallel_layout=s.layout,
+                  num_layers_in_last_pipeline_stage=s.last_stage_layers,
+                  pipeline_model_parallel_layout=s.layout,
                   recompute_granularity=s.recompute_granularity, recompute_method=s.recompute_method,
                   recompute_num_layers=s.recompute_num_layers)
     if s.ep is not None:
-        kwargs.update(num_moe_experts=m.moe.num_experts, moe_router_topk=m.moe.top_k, expert_model_parallel_size=s.ep,
-                      expert_tensor_parallel_size=s.etp, moe_ffn_hidden_size=m.moe.expert_ffn_hidden_size)
+        kwargs.update(num_moe_experts=m.moe.num_experts, moe_router_topk=m.moe.top_k,
+                      expert_model_parallel_size=s.ep, expert_tensor_parallel_size=s.etp,
+                      moe_ffn_hidden_size=m.moe.expert_ffn_hidden_size)
+    kwargs.update(megatron_family(megatron_argv(spec, plan)))
+    return (MLATransformerConfig if m.mla is not None else TransformerConfig)(**kwargs), s
+
+
+def check_megatron_core(spec, plan) -> list[str]:
+    from parplan.frameworks.export_common import model_chunk_layers
+
+    m = spec.model
     try:
-        config = TransformerConfig(**kwargs)
+        config, _ = megatron_core_config(spec, plan)
     except (AssertionError, ValueError, NameError) as err:
         return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
     chunks, out = model_chunk_layers(plan), []
     built = megatron_core_layers_per_chunk(config, plan)
     out += [f"layers of rank {i % plan.pp} chunk {i // plan.pp} differ" for i, (got, want) in enumerate(zip(built, chunks))
             if got != want]
+    if (config.mtp_num_layers or 0, bool(config.multi_latent_attention)) != (m.num_mtp_layers or 0, m.mla is not None):
+        out.append(f"MTP depth or MLA differ: ({config.mtp_num_layers}, {config.multi_latent_attention})")
     return out
 
 
@@ -356,6 +397,8 @@ def check_megatron_bridge(spec, plan) -> list[str]:
             "recompute_num_layers": s.recompute_num_layers, "cpu_offloading_num_layers": s.cpu_offloading_num_layers,
             "model_seq_length": spec.training.seq_len, "dataset_seq_length": spec.training.seq_len,
             "use_distributed_optimizer": s.distributed_optimizer or s.fsdp_sharding_strategy is not None,
+            "use_megatron_fsdp": s.fsdp_sharding_strategy is not None,
+            "data_parallel_sharding_strategy": s.fsdp_sharding_strategy,  # ZeRO-2/3 (export_bridge.fsdp_overrides)
             "mtp_num_layers": m.num_mtp_layers or None, "num_layers": m.num_layers, "hidden_size": m.hidden_size}
     if m.moe is not None:
         want.update(ep=plan.ep, etp=plan.etp)
@@ -406,7 +449,7 @@ def main() -> None:
     if args.only is not None:
         for setting in SETTINGS:
             PARSER_OF[setting] = [t for t in PARSER_OF[setting] if t == args.only]
-    from parplan.costmodel.spec import Spec
+    from parplan.costmodel.spec.spec import Spec
     from parplan.frameworks.loader import validate_spec
     from parplan.frameworks.compare import spec_for_framework
     from parplan.solver.cpsat import SolverControls

@@ -1,6 +1,6 @@
 """Fuzz a local `solver-cli serve` with valid and invalid requests, large and small; count the answers.
 
-    python benchmarks/fuzz_service.py [--count 10000] [--clients 4] [--seed 1] [--skip-kind KIND]
+    python benchmarks/fuzz_service.py [--smoke] [--requests 10000] [--clients 4] [--seed 1] [--skip-kind KIND]
                                       [--out benchmarks/results/fuzz_service.json]
 
 Every request is one of these kinds (drawn with fixed weights from ``--seed``):
@@ -14,6 +14,9 @@ Every request is one of these kinds (drawn with fixed weights from ``--seed``):
 * ``bad_text``: spec text that is not a spec (random characters, broken YAML, wrong types, deep nesting, YAML
   aliases, up to 4 MiB + 1);
 * ``raw_bytes``: random bytes as the body of a random method;
+* ``hf_bomb``: ``hf_config_json`` with wrong types, huge numbers, NaN/inf, 5,000-digit ints, zero heads (issue 36);
+* ``sweep``: ``Sweep`` with small, 40,000-point, alias-bomb, day-long-limit or broken specs, odd ``jobs``, ``ray_address``;
+* ``cancelled``: a valid Plan/PlanStream/Pareto the client cancels 0-0.4 s after sending;
 * ``model_source``: ``model.hf_config`` paths (/etc/passwd, /dev/zero, relative, ``..``), ``hf_config_json``
   (random JSON, not JSON, a real config), unknown and real presets.
 
@@ -50,16 +53,18 @@ from benchmarks.serve_process import start_serve, stop_serve  # noqa: E402
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 
-from parplan.client.spec_io import load_spec_file  # noqa: E402
-from parplan.server import convert  # noqa: E402
+from parplan.library.spec_io import load_spec_file  # noqa: E402
+from parplan.wire import convert  # noqa: E402
 from parplan.v1 import planner_pb2 as pb  # noqa: E402
 from parplan.v1 import planner_pb2_grpc as pb_grpc  # noqa: E402
 
 GPUS = ["A100-SXM-80GB", "A100-SXM-40GB", "H100-SXM-80GB", "H800", "H200-SXM-141GB", "B200", "GB200-NVL72", "MI300X"]
 EXAMPLE = REPO / "examples" / "llama3-70b-64xh100-evaluate.yaml"
-METHODS = ("Plan", "PlanStream", "Evaluate", "Pareto")
+METHODS = ("Plan", "PlanStream", "Evaluate", "Pareto", "Sweep")
 KINDS = {"valid_plan": 14, "valid_evaluate": 16, "large_plan": 2, "bad_solver": 14, "mutated_spec": 20,
-         "bad_text": 14, "raw_bytes": 12, "model_source": 8}
+         "bad_text": 14, "raw_bytes": 12, "model_source": 8, "hf_bomb": 8, "sweep": 8, "cancelled": 6}
+SMOKE_KINDS = ("valid_evaluate", "bad_solver", "mutated_spec", "bad_text", "raw_bytes", "model_source", "hf_bomb",
+               "sweep", "cancelled")  # --smoke: the cheap kinds, every method
 SLACK_S = 1.0
 
 
@@ -205,6 +210,49 @@ def model_source(rng: random.Random) -> dict[str, Any]:
     return spec
 
 
+def hf_bomb(rng: random.Random) -> str:
+    """``hf_config_json`` whose values are of the wrong type, huge, NaN/inf, 5,000-digit or zero (issue 36, 3)."""
+    config = json.loads((REPO / "tests/data/hf/llama-3-8b.json").read_text())
+    keys = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+            "vocab_size", "sliding_window", "head_dim", "max_position_embeddings", "num_local_experts"]
+    values = ["12", "x", None, [], {}, True, 0, -1, 10**18, 2**63, "1e308", 1e308, -0.0]
+    text_values = ["NaN", "Infinity", "-Infinity", "9" * 5000, "1" + "0" * 400]
+    raw: dict[str, str] = {}
+    for _ in range(rng.randint(1, 4)):
+        key = rng.choice(keys)
+        if rng.random() < 0.4:
+            raw[key] = rng.choice(text_values)
+            config[key] = f"@@{key}@@"
+        else:
+            config[key] = rng.choice(values)
+    text = json.dumps(config)
+    for key, value in raw.items():
+        text = text.replace(f'"@@{key}@@"', value)
+    return text
+
+
+def sweep_text(rng: random.Random) -> str:
+    """A sweep spec: small and valid, with many points, with an alias bomb, or broken."""
+    choice = rng.randrange(5)
+    base = {"model": {"preset": rng.choice(["llama3-8b", "nope", ""])}, "training": {"seq_len": 2048,
+            "global_batch_size": 64}, "cluster": {"gpu": rng.choice(GPUS), "num_gpus": 8}}
+    if choice == 0:
+        return _yaml({"base": base, "axes": {"cluster.num_gpus": [8, 16]}, "budget": {"tokens": 1e9},
+                      "solver": {"time_limit_s": rng.uniform(0.05, 1.0)}})
+    if choice == 1:  # 40,000 points in ~2 KB
+        return _yaml({"base": base, "axes": {"cluster.num_gpus": list(range(1, 201)),
+                                             "training.global_batch_size": list(range(1, 201))}})
+    if choice == 2:  # a billion-laughs of YAML aliases, ~0.5 KB
+        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+        lines += [f"a{i}: &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]"
+                  for i in range(1, 9)]
+        return "\n".join(lines) + "\nbase: *a8\n"
+    if choice == 3:
+        return _yaml({"base": base, "axes": {"cluster.num_gpus": [8]},
+                      "solver": {"time_limit_s": rng.choice([86400, 1e9, -1, float("nan")])}})
+    return bad_text(rng)[:4096]
+
+
 # ----------------------------------------------------------------------------------------- the calls
 
 
@@ -240,6 +288,26 @@ def make_call(rng: random.Random, kind: str, base: Any) -> tuple[str, Any, Optio
         return "Plan", pb.PlanRequest(spec_text=bad_text(rng), solver=pb.SolverParameters(workers=1, time_limit_s=1.0)), 1.0
     if kind == "raw_bytes":
         return rng.choice(METHODS), rng.randbytes(rng.choice([0, 1, 7, 64, 600, 5000])), None
+    if kind == "hf_bomb":
+        spec = random_spec(rng)
+        spec["model"] = {"hf_config_json": hf_bomb(rng)}
+        method = rng.choice(["Evaluate", "Plan", "Pareto"])
+        if method == "Evaluate":
+            return method, pb.EvaluateRequest(spec_text=_yaml({**spec, "plan": {}})), None
+        solver = pb.SolverParameters(workers=1, time_limit_s=0.5)
+        cls = pb.PlanRequest if method == "Plan" else pb.ParetoRequest
+        return method, cls(spec_text=_yaml(spec), solver=solver), 0.5
+    if kind == "sweep":
+        request = pb.SweepRequest(sweep_text=sweep_text(rng), jobs=rng.choice([0, 1, 2, 4096, -1]))
+        if rng.random() < 0.2:
+            request.engine, request.ray_address = "ray", rng.choice(["127.0.0.1:1", "10.255.255.1:6379", "nope"])
+        return "Sweep", request, 30.0
+    if kind == "cancelled":  # a valid call the client cancels at a random point (run_call reads cancel_after_s)
+        method = rng.choice(["Plan", "PlanStream", "Pareto"])
+        cls = {"Plan": pb.PlanRequest, "PlanStream": pb.PlanStreamRequest, "Pareto": pb.ParetoRequest}[method]
+        request = cls(solver=pb.SolverParameters(workers=1, time_limit_s=1.0))
+        spec_source(rng, random_spec(rng), request)
+        return method, request, -rng.uniform(0.0, 0.4)  # negative: cancel after that many seconds
     spec = model_source(rng)
     request = pb.EvaluateRequest(spec_text=_yaml({**spec, "plan": {}}))
     return "Evaluate", request, None
@@ -250,15 +318,24 @@ def run_call(channel: grpc.Channel, method: str, request: Any, limit: Optional[f
     path = f"/parplan.v1.PlannerService/{method}"
     raw = isinstance(request, bytes)
     serialize = None if raw else type(request).SerializeToString
-    timeout = (limit or 30.0) + 30.0
+    cancel_after = -limit if limit is not None and limit <= 0 else None
+    timeout = (limit or 30.0) + 30.0 if cancel_after is None else 30.0
     t0 = time.perf_counter()
     wait = 0.0
     try:
-        if method == "PlanStream":
-            call = channel.unary_stream(path, request_serializer=serialize,
-                                        response_deserializer=pb.PlanStreamResponse.FromString)
+        if cancel_after is not None:  # cancelled at a random point: only the server's later health counts
+            stream = method in ("PlanStream", "Sweep")
+            kind = channel.unary_stream if stream else channel.unary_unary
+            future = kind(path, request_serializer=serialize)(request, timeout=timeout) if stream else \
+                kind(path, request_serializer=serialize).future(request, timeout=timeout)
+            time.sleep(cancel_after)  # the random point itself, not a synchronisation
+            future.cancel()
+            return "CANCELLED", time.perf_counter() - t0, 0.0
+        if method in ("PlanStream", "Sweep"):
+            response = pb.PlanStreamResponse if method == "PlanStream" else pb.SweepResponse
+            call = channel.unary_stream(path, request_serializer=serialize, response_deserializer=response.FromString)
             for message in call(request, timeout=timeout):
-                if message.WhichOneof("event") == "result":
+                if method == "PlanStream" and message.WhichOneof("event") == "result":
                     wait = message.result.admission.queue_wait_s
         else:
             response_class = {"Plan": pb.PlanResponse, "Evaluate": pb.EvaluateResponse,
@@ -286,13 +363,17 @@ def start_server() -> tuple[subprocess.Popen, int, list[str]]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=10_000, help="requests in all")
+    parser.add_argument("--count", "--requests", dest="count", type=int, default=10_000, help="requests in all")
+    parser.add_argument("--smoke", action="store_true", help="CI: 200 requests of the cheap kinds, every method")
     parser.add_argument("--clients", type=int, default=4, help="concurrent client threads")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--skip-kind", action="append", default=[], choices=list(KINDS),
                         help="leave a kind of request out (repeatable)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.count = min(args.count, 200)
+        args.skip_kind += [k for k in KINDS if k not in SMOKE_KINDS]
     kinds_used = {k: w for k, w in KINDS.items() if k not in args.skip_kind}
     base = convert.spec_to_message(load_spec_file(EXAMPLE).model_dump(mode="json", exclude_none=True))
     master = random.Random(args.seed)
@@ -319,13 +400,14 @@ def main(argv: Optional[list[str]] = None) -> int:
                 method, request, limit = make_call(rng, kinds[i], base)
                 code, latency, wait = run_call(channel, method, request, limit)
                 big = not isinstance(request, bytes) and request.ByteSize() > 4 * 2**20
-                ok = code in ("OK", "INVALID_ARGUMENT") or (code == "RESOURCE_EXHAUSTED" and big)
+                ok = code in ("OK", "INVALID_ARGUMENT") or (code == "RESOURCE_EXHAUSTED" and big) or \
+                    (code == "CANCELLED" and kinds[i] == "cancelled")
                 with lock:
                     codes[kinds[i]][code] += 1
                     latencies.append(latency)
                     if not ok:
                         failures.append({"index": i, "kind": kinds[i], "method": method, "code": code})
-                    if limit is not None and code == "OK":
+                    if limit is not None and limit > 0 and code == "OK":
                         margin = latency - wait - limit
                         worst_margin["s"] = max(worst_margin["s"], margin)
                         if margin > SLACK_S:

@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.fit import (RESULTS, assumptions_with, error_stats, fit, fit_rows, generation_lines,  # noqa: E402
                             percentile, predict, prepare_cases)
-from parplan.costmodel.assumptions import resolve_assumptions  # noqa: E402
+from parplan.costmodel.spec.assumptions import resolve_assumptions  # noqa: E402
 
 MLPERF = "MLPerf Training v5.1"
 
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     for label, a, values in (("MLPerf held out", assumptions_with(values), values),
                              ("MLPerf in", resolve_assumptions(None), None)):
         if values is None:
-            out.append(f"{label}: the committed calibration (costmodel/calibration.py, fitted on "
+            out.append(f"{label}: the committed calibration (costmodel/spec/calibration.py, fitted on "
                        f"{sum(c.baseline_of is None for c in cases)} of the {len(cases)} rows: software baselines are scored only)")
         else:
             out.append(f"{label}: fitted on {sum(c.baseline_of is None for c in train)} rows; " + ", ".join(

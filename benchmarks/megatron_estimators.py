@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from megatron_memory_cases import CASES, Case, megatron_args, our_spec  # noqa: E402
 
-from parplan.costmodel.evaluate import evaluate  # noqa: E402
-from parplan.costmodel.hardware import GIB  # noqa: E402
+from parplan.costmodel.evaluation.evaluate import evaluate  # noqa: E402
+from parplan.costmodel.spec.hardware import GIB  # noqa: E402
 
 MIRROR = Path("/work/.mirror")
 MEGATRON_LM = (MIRROR / "NVIDIA+Megatron-LM" / "repo", "d98e8a64ddf34856e74b24714e3bedb2f5a39553")

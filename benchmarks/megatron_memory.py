@@ -3,7 +3,7 @@
     python benchmarks/megatron_memory.py
 
 Cases, oracle and comparison live in ``tests/megatron_memory_cases.py`` and
-``tests/megatron_theoretical_memory.py`` (shared with ``tests/test_megatron_memory.py``); the
+``tests/megatron_theoretical_memory.py`` (shared with ``tests/costmodel/memory/test_megatron_memory.py``); the
 differences are explained in ``docs/megatron-memory.md``. All figures are GiB per GPU on the first
 pipeline stage; "ours" is the evaluator's per-stage ledger (no memory reserve, no usable fraction).
 """

@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from parplan.costmodel.hardware import UnknownGPU, resolve_gpu_name  # noqa: E402
+from parplan.costmodel.spec.hardware import UnknownGPU, resolve_gpu_name  # noqa: E402
 
 SOURCE_ID = "mlperf-training-v5.1"
 REPO_URL = "https://github.com/mlcommons/training_results_v5.1"

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import yaml
 
-from parplan.client.huggingface import model_from_hf_config, read_hf_config
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import choice_costs, nvlink_domain_size
-from parplan.costmodel.comm import Comm
-from parplan.costmodel.evaluate import evaluate, resolve_plan
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.library.huggingface import model_from_hf_config, read_hf_config
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import choice_costs, nvlink_domain_size
+from parplan.costmodel.communication.comm import Comm
+from parplan.costmodel.evaluation.evaluate import evaluate, resolve_plan
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.spec.spec import PlanSpec, Spec
 from parplan.frameworks.loader import validate_spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,9 +6,9 @@
 For four rows -- DeepSeek-V3 as published (``deepseek-v3-production-2048xh800``, in the fit), Qwen3-30B-A3B on 16
 H100, GPT-OSS 120B on 64 H100 and Qwen3-30B-A3B on 8 B200 (``data/heldout-runs.yaml``, never fitted) -- it rebuilds the row's choice under
 the committed calibration (benchmarks/fit.py ``prepare_cases``, the row's assumption overrides applied) and splits
-the MoE layer's :class:`~parplan.costmodel.layer_costs.LayerCost` of one micro-batch on one GPU into the terms
-``costmodel/layer_costs.py moe_layer_cost`` adds: every GEMM with its (M, K, N) on this GPU, the efficiency the
-shape gives (share of the precision's dense peak, ``costmodel/efficiency.py``) and its FLOPs; the router (BF16);
+the MoE layer's :class:`~parplan.costmodel.evaluation.layer_costs.LayerCost` of one micro-batch on one GPU into the terms
+``costmodel/evaluation/layer_costs.py moe_layer_cost`` adds: every GEMM with its (M, K, N) on this GPU, the efficiency the
+shape gives (share of the precision's dense peak, ``costmodel/compute/efficiency.py``) and its FLOPs; the router (BF16);
 the routed experts at the busiest EP rank's load and M_e = ep·tokens·k/E rows per local expert; the attention core;
 the memory-bound elementwise traffic; the FP8 transposes; the SMs an overlapped schedule reserves; selective
 recompute; the all-to-all and the TP collectives. The terms' sum is checked against ``compute_s``. Forward and
@@ -30,9 +30,9 @@ Hand values (fwd+bwd, ms), only where a public figure exists:
   sinks, 128-token windows: no matching figure).
 * All-to-all: deepseek-ai/DeepEP@ebfe47e README (H800, CX7 400 Gb/s, "the DeepSeek-V3/R1 pretraining setting
   (4096 tokens per batch, 7168 hidden, top-4 groups, top-8 experts, FP8 dispatching and BF16 combining)"): internode
-  EP64 dispatch 46 GB/s, combine 45 GB/s RDMA, at the model's remote nodes per token (costmodel/moe_dispatch.py).
+  EP64 dispatch 46 GB/s, combine 45 GB/s RDMA, at the model's remote nodes per token (costmodel/moe/moe_dispatch.py).
 * SM reservation: DeepSeek-V3 §3.2.2, 20 of 132 SMs, held while the dispatch/combine kernels run
-  (costmodel/moe_comm.py reserved_sm_time_s) beside the hand GEMMs and attention and the hand all-to-all.
+  (costmodel/moe/moe_comm.py reserved_sm_time_s) beside the hand GEMMs and attention and the hand all-to-all.
 * Host / launch time: the model has no such term; none is published for these runs.
 """
 
@@ -50,15 +50,15 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.fit import RESULTS, _git_commit, fit_rows, prepare_cases  # noqa: E402
 from benchmarks.runs import compare, load_runs  # noqa: E402
-from parplan.costmodel import moe_comm  # noqa: E402
-from parplan.costmodel.assumptions import resolve_assumptions  # noqa: E402
-from parplan.costmodel.choice import layer_pieces  # noqa: E402
-from parplan.costmodel.efficiency import max_linear_efficiency  # noqa: E402
-from parplan.costmodel.evaluate import plan_choice  # noqa: E402
-from parplan.costmodel.fp8_transpose import transpose_seconds  # noqa: E402
-from parplan.costmodel.expert_elementwise import expert_elementwise_bytes  # noqa: E402
-from parplan.costmodel.layer_costs import moe_busiest_load  # noqa: E402
-from parplan.costmodel.schedule import Schedule  # noqa: E402
+from parplan.costmodel.moe import moe_comm  # noqa: E402
+from parplan.costmodel.spec.assumptions import resolve_assumptions  # noqa: E402
+from parplan.costmodel.evaluation.choice import layer_pieces  # noqa: E402
+from parplan.costmodel.compute.efficiency import max_linear_efficiency  # noqa: E402
+from parplan.costmodel.evaluation.evaluate import plan_choice  # noqa: E402
+from parplan.costmodel.compute.fp8_transpose import transpose_seconds  # noqa: E402
+from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes  # noqa: E402
+from parplan.costmodel.evaluation.layer_costs import moe_busiest_load  # noqa: E402
+from parplan.costmodel.schedules.schedule import Schedule  # noqa: E402
 
 HELDOUT = ROOT / "benchmarks" / "data" / "heldout-runs.yaml"
 OUT = RESULTS / "moe_layer_breakdown.txt"
@@ -205,7 +205,7 @@ def hand_values(row_id: str, ctx, terms: list[Term]) -> None:
     if row_id == DSV3:
         a2a = by["all-to-all"]
         moe = ctx.m.moe
-        from parplan.costmodel.moe_dispatch import expected_remote_nodes
+        from parplan.costmodel.moe.moe_dispatch import expected_remote_nodes
         nodes = expected_remote_nodes(moe.num_experts, moe.top_k, ctx.c.ep // 8, moe.max_nodes_per_token)
         per_token = nodes * ctx.h * ctx.tokens_gpu
         a2a.hand_ms = 2e3 * per_token * (1.03125 / (DEEPEP_DISPATCH_GBPS * 1e9) + 2.0 / (DEEPEP_COMBINE_GBPS * 1e9))
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     cmd = "python benchmarks/moe_layer_breakdown.py" + (f" --out {args.out}" if args.out else "")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
     lines = [f"# Command: {cmd}", f"# Date: {date} (commit {_git_commit()} + working tree)", "",
-             "One MoE layer, one micro-batch, one GPU, committed calibration (costmodel/layer_costs.py moe_layer_cost).",
+             "One MoE layer, one micro-batch, one GPU, committed calibration (costmodel/evaluation/layer_costs.py moe_layer_cost).",
              "eff: share of the precision's dense peak (router and attention: of the BF16 peak). fwd/bwd: the model's",
              "F : B = 1 : 2 split of every compute term; the all-to-all half and half. hand: module docstring sources.", ""]
     for row_id in ROWS:

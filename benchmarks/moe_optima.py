@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The free optima of the README's two MoE examples, as `solver-cli optimize` prints them (about 3 minutes).
+"""The free optima of docs/moe.md's two MoE examples, as `solver-cli optimize` prints them (about 3 minutes).
 
     python benchmarks/moe_optima.py
 

@@ -53,8 +53,8 @@ def alone(spec, k: int):
 
 
 def frontier_line(spec) -> str:
-    """``--pareto gpus`` on pools (solver/pools_frontier.py): its points, time and the fastest point's usage."""
-    from parplan.solver.pools_frontier import pool_frontier
+    """``--pareto gpus`` on pools (solver/pools/frontier.py): its points, time and the fastest point's usage."""
+    from parplan.solver.pools.frontier import pool_frontier
 
     w0, c0 = time.perf_counter(), time.process_time()
     front = pool_frontier(spec)

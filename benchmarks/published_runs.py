@@ -6,7 +6,7 @@
 Default data: ``benchmarks/data/published-runs.yaml`` (a copy of ``shared/data/published-runs.yaml``),
 falling back to ``<repo>/../shared/data/published-runs.yaml``. The row -> (Spec, PlanSpec) mapping and
 the comparison live in :mod:`benchmarks.runs`. Exit status is 0 whatever the errors are: this is a
-report, the bounds are asserted by ``tests/test_benchmark_published_runs.py``.
+report, the bounds are asserted by ``tests/benchmarks/test_published_runs.py``.
 
 Held-out rows (``benchmarks/data/heldout-runs.yaml``: sources the fit never reads) are compared the same way
 and summarized separately after the main table (``--no-heldout`` skips them; ``--data`` them for the table).
@@ -35,7 +35,7 @@ from benchmarks.runs import (  # noqa: E402
     load_runs,
     summarize,
 )
-from parplan.costmodel.assumptions import PRESETS  # noqa: E402
+from parplan.costmodel.spec.assumptions import PRESETS  # noqa: E402
 
 
 def _fmt(v: Optional[float], digits: int = 1) -> str:
@@ -224,7 +224,7 @@ def compare_extra(rows: list[dict], preset: str = "default") -> list[dict[str, A
 
 
 def generation_of(result: dict[str, Any]) -> str:
-    from parplan.costmodel.hardware import lookup_gpu
+    from parplan.costmodel.spec.hardware import lookup_gpu
     return lookup_gpu(result["spec"]["cluster"]["gpu"]).generation
 
 

@@ -36,9 +36,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.fit import RESULTS, _git_commit, source_of  # noqa: E402
 from benchmarks.runs import express, load_runs, plan_summary  # noqa: E402
-from parplan.costmodel.assumptions import AssumptionsSpec  # noqa: E402
-from parplan.costmodel.evaluate import evaluate, resolve_plan  # noqa: E402
-from parplan.costmodel.spec import FrameworkSpec, SearchSpec  # noqa: E402
+from parplan.costmodel.spec.assumptions import AssumptionsSpec  # noqa: E402
+from parplan.costmodel.evaluation.evaluate import evaluate, resolve_plan  # noqa: E402
+from parplan.costmodel.spec.spec import FrameworkSpec, SearchSpec  # noqa: E402
 from parplan.frameworks.loader import retarget  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
 

@@ -1,11 +1,11 @@
-"""The README's worked examples, measured: ``python benchmarks/readme_claims.py`` (about a minute).
+"""docs/solver.md's worked examples, measured: ``python benchmarks/readme_claims.py`` (about a minute).
 
 * Uneven stages on a large vocabulary (``examples/uneven-stages-large-vocab.yaml``): the best even split against
-  the best uneven one (``tests/test_uneven_example.py`` checks the > 20 % claim).
+  the best uneven one (``tests/benchmarks/test_uneven_example.py`` checks the > 20 % claim).
 * Per-stage counts on Llama-3 70B / 64 H100 at TP2 PP8 1F1B: first/last stage counts against every stage its
-  own counts (``tests/test_planner.py::test_per_stage_counts_beat_first_last_on_70b_tp2_pp8``).
+  own counts (``tests/solver/test_planner.py::test_per_stage_counts_beat_first_last_on_70b_tp2_pp8``).
 
-Prints the figures the README quotes; writes ``benchmarks/results/readme_claims.txt``.
+Prints the figures docs/solver.md quotes; writes ``benchmarks/results/readme_claims.txt``.
 """
 
 from __future__ import annotations

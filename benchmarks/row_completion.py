@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from parplan.client.api import optimize
+from parplan.library.api import optimize
 from parplan.costmodel.errors import ParplanError
-from parplan.costmodel.evaluate import Evaluation
-from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.spec import PlanSpec, Spec
 
 # the planner's limit per row (deterministic mode: CP-SAT's deterministic time, so the answer is reproducible)
 TIME_LIMIT_S = 10.0

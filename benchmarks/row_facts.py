@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from parplan.costmodel.evaluate import even_stage_layers
-from parplan.costmodel.hardware import UnknownGPU, resolve_gpu_name
-from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.costmodel.evaluation.evaluate import even_stage_layers
+from parplan.costmodel.spec.hardware import UnknownGPU, resolve_gpu_name
+from parplan.costmodel.spec.spec import PlanSpec, Spec
 from parplan.frameworks.layout import LayoutError, megatron_split, resolve_layout, torchtitan_split
 from parplan.frameworks.profiles import profile
 

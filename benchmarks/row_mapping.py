@@ -1,6 +1,6 @@
 """A published training run as cost-model input, section by section: model, cluster, training and plan
 (:func:`express`), each section applying the field rules of :mod:`benchmarks.row_facts` and recording what it
-assumed, in order; family facts come from the model presets (client/model_presets.yaml) and DeepSeek-V3's
+assumed, in order; family facts come from the model presets (library/model_presets.yaml) and DeepSeek-V3's
 published config.json. The conventions are in :mod:`benchmarks.runs`.
 """
 
@@ -16,13 +16,13 @@ from benchmarks.row_facts import (GPUS_PER_NODE, H100_SXM_TDP_W, Expression, Not
                                   row_zero_stage, stage_layers_of, tp_pp_from_model_parallel)
 from benchmarks.row_rules import (FAMILY_SHAPES, family_heads, gpu_from_family, megatron_account_for_split,
                                   require_seq_len, sharding_phrase)
-from parplan.client.huggingface import load_presets, model_from_hf_config, read_hf_config
-from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.evaluate import PlanError
-from parplan.costmodel.hardware import lookup_gpu
-from parplan.costmodel.moe_dispatch import imbalance_knob_for, random_routing_busiest_load
-from parplan.costmodel.spec import AttentionSpec, ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
+from parplan.library.huggingface import load_presets, model_from_hf_config, read_hf_config
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.evaluate import PlanError
+from parplan.costmodel.spec.hardware import lookup_gpu
+from parplan.costmodel.moe.moe_dispatch import imbalance_knob_for, random_routing_busiest_load
+from parplan.costmodel.spec.spec import AttentionSpec, ClusterSpec, MLASpec, ModelSpec, MoESpec, PlanSpec, Spec, TrainingSpec
 from parplan.frameworks.layout import LayoutError, default_split, megatron_split
 from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profiles import profile
@@ -77,7 +77,7 @@ def _express(row: dict, ex: Expression) -> None:
 # ---- model section
 
 
-# the preset (client/model_presets.yaml) whose gated MLP and tied embeddings a row's family (and, for GPT, its
+# the preset (library/model_presets.yaml) whose gated MLP and tied embeddings a row's family (and, for GPT, its
 # framework: Megatron-LM 2021/22 and NeMo GPT-3 tie them, the 2024 Megatron-Core table is consistent with untied
 # ones, row note) shares; gpt-oss has no preset: openai/gpt-oss-120b config.json (SwiGLU experts,
 # tie_word_embeddings false)
@@ -142,7 +142,7 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
     if fam == "deepseek":
         mla, mtp, moe = _deepseek_attention(ex, fw, moe)
     # sliding-window layers and sinks where the row's recipe states them (Megatron-Core window_size,
-    # window_attn_skip_freq, softmax_type 'learnable'; costmodel/spec.py AttentionSpec)
+    # window_attn_skip_freq, softmax_type 'learnable'; costmodel/spec/spec.py AttentionSpec)
     attention = None
     if row.get("sliding_window") or row.get("attention_sinks"):
         attention = AttentionSpec(sliding_window=as_int(row.get("sliding_window")),
@@ -314,7 +314,7 @@ def _plan_section(row: dict, ex: Expression, model: ModelSpec, cluster: ClusterS
 
 
 def _random_routing(ex: Expression, moe: MoESpec, tokens_per_rank: int, ep: int) -> None:
-    """A recipe with ``moe_router_force_load_balancing`` routes uniformly at random (costmodel/moe_dispatch.py
+    """A recipe with ``moe_router_force_load_balancing`` routes uniformly at random (costmodel/moe/moe_dispatch.py
     random_routing_busiest_load): the busiest EP rank's excess is the binomial spread of its copies, set as the
     ``moe_load_imbalance`` knob that gives it at the row's EP size."""
     ref = resolve_assumptions(None).moe_load_imbalance_reference_ep
@@ -473,7 +473,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
                                         "optimizer all-gathers FP8 weights (Megatron-Core fp8_param_gather)")
     if "mxfp8" in (row.get("precision") or "").lower():
         set_("fp8_recipe", "mxfp8", "precision MXFP8: Transformer Engine's 1x32 block-scaled FP8 recipe "
-                                    "(costmodel/efficiency.py MXFP8_LINEAR_TIME_FACTOR)")
+                                    "(costmodel/compute/efficiency.py MXFP8_LINEAR_TIME_FACTOR)")
     if row.get("fp8_attention") and row_precision(row, {}) == "fp8":
         set_("fp8_attention", True, "FP8_DPA=True in the row's launch config: Transformer Engine FP8 dot-product "
                                     "attention (cuDNN FP8 fused attention)")
@@ -509,7 +509,7 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
             set_("selective_recompute_policy", "deepseek_v3", "DeepSeek-V3 §3.2.3: RMSNorm and MLA up-projections "
                  "recomputed; §3.3.2: SwiGLU inputs cached in FP8, output recomputed")
     if fw in ("torchtitan", "llmfoundry", "megatron-legacy") or "deepspeed" in sharding:
-        # costmodel/runtime_memory.py: Transformer Engine's userbuffers and cuBLAS workspaces are Megatron-Core's
+        # costmodel/memory/runtime_memory.py: Transformer Engine's userbuffers and cuBLAS workspaces are Megatron-Core's
         set_("userbuffer_count", 0, "no Transformer Engine userbuffers (TE's TP overlap is Megatron-Core's; "
              "torchtitan's AsyncTP symmetric-memory buffers are not modelled)")
         set_("te_cublas_workspaces", 0, "no Transformer Engine cuBLAS workspaces (PyTorch's own are not counted)")

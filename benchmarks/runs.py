@@ -33,11 +33,12 @@ import yaml
 from benchmarks.row_facts import Expression, NotExpressible, framework_version, profile_family  # noqa: F401
 from benchmarks.row_completion import complete, completed_values
 from benchmarks.row_mapping import express, row_to_spec, unexpressible_reason  # noqa: F401
-from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import AssumptionsSpec
-from parplan.costmodel.evaluate import PlanError, evaluate
-from parplan.costmodel.hardware import lookup_gpu
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.spec.assumptions import AssumptionsSpec
+from parplan.costmodel.evaluation.evaluate import PlanError, evaluate
+from parplan.costmodel.spec.hardware import lookup_gpu
+from parplan.costmodel.spec.spec import Spec
+from parplan.library.calibrate import predicted_reserved_gib  # noqa: F401  (moved there: calibrate compares torchtitan's reserved peak)
 
 HERE = Path(__file__).resolve().parent
 REPO_DATA = HERE / "data" / "published-runs.yaml"
@@ -177,15 +178,6 @@ PUBLISHED_PEAK_KIND: dict[str, str] = {"torchtitan": "reserved"}
 def published_peak_kind(row: dict) -> str:
     """'reserved' (the caching allocator's segments) or 'allocated' (the tensors): what the row's peak measures."""
     return PUBLISHED_PEAK_KIND.get(profile_family(row) or "", "allocated")
-
-
-def predicted_reserved_gib(ev) -> float:
-    """The caching allocator's reserved peak the ledger implies: the heaviest stage's tensors (its memory less the
-    NCCL / TE buffers, which their libraries allocate outside PyTorch's allocator) plus the allocator's
-    fragmentation, the segments reserved that the tensors cannot use (``allocator_fragmentation`` of the GPU's
-    memory, taken near the limit: costmodel/runtime_memory.py)."""
-    tensors = max(s.memory_gib - s.runtime_buffers_gib for s in ev.stages)
-    return tensors + ev.metrics.memory_outside_ledger_gib.get("allocator_fragmentation", 0.0)
 
 
 def compare(row: dict, preset: str = "default", complete_unfit: bool | str = True) -> dict[str, Any]:

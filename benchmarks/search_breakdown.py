@@ -70,9 +70,9 @@ def _choices_below(spec, optimum_s: float) -> tuple[int, int]:
     """(legal choices, those whose quick bounds (solver/bounds.py quick_bounds: the model FLOPs at the fastest rate,
     the mean stage's model states) are within the usable memory and below ``optimum_s``): what the search must
     bound past its quick bound."""
-    from parplan.costmodel.architecture import Architecture
-    from parplan.costmodel.assumptions import resolve_assumptions
-    from parplan.costmodel.hardware import resolve_gpu
+    from parplan.costmodel.compute.architecture import Architecture
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
+    from parplan.costmodel.spec.hardware import resolve_gpu
     from parplan.solver.bounds import quick_bounds
     from parplan.solver.problem import Problem
     p = Problem.build(spec)

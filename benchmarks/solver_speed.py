@@ -68,7 +68,7 @@ QUICK = [SCENARIOS[0], SCENARIOS[2], SCENARIOS[8]]
 
 
 def _solve(spec, method: str, k: int, workers: int):
-    from parplan.costmodel.dualpipe_steps import clear_structure_cache
+    from parplan.costmodel.schedules.dualpipe_steps import clear_structure_cache
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 

@@ -4,7 +4,7 @@
 
 1. **In-process**: the 200 points' specs solved one after another by ``parplan.optimize`` in this process
    (the library call with no sweep machinery): T_solve.
-2. **Local engine, one job**: the same 200 points through ``run_sweep`` (spawned worker, shipped spec,
+2. **Local engine, one job**: the same 200 points through ``run_sweep`` (a worker process, shipped spec,
    per-point store write, records, outputs): W_1, with each solve also timed inside the worker (S, the
    records' ``solve_s``). Overhead per point = (W_1 - S) / S (goal <= 10 %): what the sweep adds to each
    solve, startup included, measured against the same solves at the same moment (this machine's 2 cores are
@@ -65,11 +65,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "sweep.txt"))
     args = parser.parse_args(argv)
 
-    from parplan.client.sweep.points import load_sweep
-    from parplan.client.sweep.records import make_record
-    from parplan.client.sweep.run import run_sweep
-    from parplan.client.sweep.store import Store
-    from parplan.client.spec_io import spec_from_data
+    from parplan.library.sweep.points import load_sweep
+    from parplan.library.sweep.records import make_record
+    from parplan.library.sweep.run import run_sweep
+    from parplan.library.sweep.store import Store
+    from parplan.library.spec_io import spec_from_data
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 

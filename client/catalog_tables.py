@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from parplan.costmodel.assumptions import PRESETS, describe_knobs
-from parplan.costmodel.hardware import ALIASES, CATALOG
+from parplan.costmodel.spec.hardware import ALIASES, CATALOG
 
 
 def _knob_value(value: Any) -> str:
@@ -26,6 +25,8 @@ def _knob_value(value: Any) -> str:
 
 def knobs_table() -> Table:
     """The cost model's assumption knobs: default value, textbook preset value, source (``solver-cli knobs``)."""
+    from parplan.costmodel.spec.assumptions import PRESETS, describe_knobs  # pydantic: only `knobs` needs it, not `gpus`
+
     textbook = PRESETS.get("textbook", {})
     table = Table(title="Assumption knobs: spec `assumptions:` takes `preset: default | textbook` and any "
                         "knob by name", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)

@@ -6,131 +6,81 @@ internal error (a bug: also one line, no traceback) or, with ``--server``, a ser
 the call (unreachable, busy, unauthenticated). Every :class:`~parplan.costmodel.errors.ParplanError`
 is bad input; no input that validates may reach exit 1.
 
-Warnings about a spec (settings it accepts but ignores, ``costmodel.spec.spec_warnings``) go to stderr
+Warnings about a spec (settings it accepts but ignores, ``costmodel.spec.spec.spec_warnings``) go to stderr
 as ``warning: ...`` lines once the command has succeeded, so ``--format json`` output stays parseable.
+
+Cold start (issue 41 item 2): this module imports only typer and the light CLI modules; each command imports the
+spec models, NumPy, OR-Tools or grpcio it uses inside its body, so ``--help``, ``presets`` and ``gpus`` load
+none of them and ``validate`` only the spec models (benchmarks/cli_startup.py, tests/client/test_cli_startup.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
 from enum import Enum
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.console import Console
 
-from parplan.client.evaluation import evaluate_spec
-from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
-from parplan.client import export_cli
-from parplan.client.catalog_tables import knobs_table, print_gpu_catalog
+from parplan.client.cli_errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, _Commands, _errors, _fail, _stdout_closed,
+                                       require_extra)
 from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTION, HF_CONFIG_OPTION,
-                                        MEMORY_MARGIN_OPTION, OPTION_OF_ARGUMENT, OUT_OPTION, SPEC_ARGUMENT,
-                                        ExportTarget, ImportSource, Launcher, Method, OutputFormat, ParetoAxis,
-                                        ResultFormat)
-from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, read_spec_text, spec_from_data
-from parplan.costmodel.errors import ArgumentError, ParplanError
-from parplan.costmodel.spec import Spec, spec_warnings
+                                        MEMORY_MARGIN_OPTION, OUT_OPTION, PROFILE_OPTION, SPEC_ARGUMENT,
+                                        VERSION_OPTION, ExportTarget, ImportSource, Launcher, Method, OutputFormat,
+                                        ParetoAxis, ResultFormat)
+from parplan.client.calibrate_cli import register as register_calibrate
+from parplan.client.replan_cli import replan_command
+from parplan.client.ui_cli import ui_command
+from parplan.library.messages import one_line
+from parplan.costmodel.errors import ArgumentError
 
-EXIT_INTERNAL = 1
-EXIT_BAD_INPUT = 2
+if TYPE_CHECKING:  # the heavy modules are imported lazily, inside the commands that use them (start-up time)
+    from rich.console import Console
 
-
-class _Commands(typer.core.TyperGroup):
-    """The commands, with the CLI framework's multi-line usage errors (a bad option value, an unknown
-    command) printed as one ``error:`` line with exit 2, as all bad input is; the help screen shown for
-    no arguments stays."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except typer.TyperException as err:  # typer vendors click: its UsageError derives from this
-            usage_error = (hasattr(err, "format_message") and getattr(err, "exit_code", None) == EXIT_BAD_INPUT
-                           and not isinstance(err, (typer.Exit, typer.Abort))
-                           and type(err).__name__ != "NoArgsIsHelpError")
-            if not usage_error:
-                raise
-            typer.echo(f"error: {one_line(err.format_message())}", err=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
-
+    from parplan.costmodel.spec.spec import Spec
 
 app = typer.Typer(
     cls=_Commands,
     name="solver-cli",
     help="Plan and evaluate parallelism (TP/CP/PP/DP/EP, schedules, recompute, ZeRO) for LLM training.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion [bash|zsh|fish|powershell] (typer, shellingham)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+register_calibrate(app)  # `solver-cli calibrate` (client/calibrate_cli.py)
 
 
-def _fail(message: str, code: int) -> None:
-    typer.echo(f"error: {one_line(message)}", err=True)
-    raise typer.Exit(code)
-
-
-def _stdout_closed() -> None:
-    """Stdout's reader went away (``solver-cli presets | head -3``): exit 141 (128 + SIGPIPE) quietly, the rest
-    to /dev/null so the final flush raises nothing (Python docs, library/signal.html "Note on SIGPIPE")."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(141)
-
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    """Bad input -> exit 2 with one line; anything unexpected -> exit 1 with one line, never a traceback."""
-    try:
-        yield
-    except (typer.Exit, typer.Abort):
-        raise
-    except ArgumentError as err:
-        _fail(err.for_option(OPTION_OF_ARGUMENT.get(err.argument, err.argument)), EXIT_BAD_INPUT)
-    except ParplanError as err:  # SpecError, PlanError, UnknownGPU, ...
-        _fail(str(err), EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
-    except BrokenPipeError:
-        _stdout_closed()
-    except Exception as err:  # a bug: report it on one line (usage errors of the CLI framework pass through)
-        if type(err).__module__.split(".")[0] in ("click", "typer"):
-            raise
-        _fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
-
-
-# optional extras (pyproject [project.optional-dependencies]) -> the top-level modules they install
-EXTRA_MODULES = {"server": ("grpc", "grpc_health", "grpc_reflection", "grpc_status"), "plot": ("matplotlib",)}
-
-
-class MissingExtra(ParplanError):
-    """A command needs an optional extra that is not installed (exit 2: the user installs it)."""
-
-
-def require_extra(extra: str, what: str) -> None:
-    """Raise :class:`MissingExtra` naming ``pip install 'parplan[<extra>]'`` unless the extra's modules import."""
-    import importlib.util
-
-    missing = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
-    if missing:
-        raise MissingExtra(f"{what} needs the optional '{extra}' extra ({', '.join(missing)} not installed): "
-                           f"pip install 'parplan[{extra}]'")
+@app.callback()
+def _options(version: bool = VERSION_OPTION) -> None:
+    """Plan and evaluate parallelism (TP/CP/PP/DP/EP, schedules, recompute, ZeRO) for LLM training."""
 
 
 def _stdout_console() -> Console:
+    from rich.console import Console  # lazy: start-up time (issue 41 item 2)
+
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
+
+
+def _warning(message: str) -> None:
+    typer.echo(f"warning: {one_line(message)}", err=True)
 
 
 def _warn(spec: Spec, pareto: Optional[str] = None) -> None:
     """The spec's warnings on stderr, one ``warning: ...`` line each."""
+    from parplan.costmodel.spec.spec import spec_warnings
+
     for warning in spec_warnings(spec, pareto=pareto):
-        typer.echo(f"warning: {one_line(warning)}", err=True)
+        _warning(warning)
 
 
-def read_spec(path: str, hf_config: Optional[str] = None) -> Spec:
-    """Load a spec from a file, or from stdin for '-'; ``hf_config`` replaces its model section. What a
-    Hugging Face config could not map is printed as warnings on stderr."""
+def read_spec(path: str, hf_config: Optional[str] = None, profile: Optional[str] = None) -> Spec:
+    """Load a spec from a file, or from stdin for '-'; ``hf_config`` replaces its model section, ``profile`` its
+    ``profile:`` (library/profile.py). What a Hugging Face config could not map is printed as warnings on stderr."""
+    from parplan.library.spec_io import MAX_SPEC_BYTES, SpecError, parse_yaml, read_spec_text, spec_from_data
+
     if path == "-":
         text = sys.stdin.read(MAX_SPEC_BYTES + 1)
         if len(text) > MAX_SPEC_BYTES:
@@ -141,10 +91,11 @@ def read_spec(path: str, hf_config: Optional[str] = None) -> Spec:
     data = parse_yaml(text, name) if text.strip() else None
     if hf_config is not None:
         data = {**data, "model": {"hf_config": os.path.abspath(hf_config)}} if isinstance(data, dict) else data
+    data = {**data, "profile": os.path.abspath(profile)} if profile is not None and isinstance(data, dict) else data
     notes: list[str] = []
     spec = spec_from_data(data, name, base_dir=base_dir, notes=notes)
     for note in notes:
-        export_cli.warn(note)
+        _warning(note)
     return spec
 
 
@@ -162,7 +113,7 @@ def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
 @app.command()
 def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMAT_OPTION,
              export: ExportTarget = EXPORT_OPTION, emit: Launcher = EMIT_OPTION, out: str = OUT_OPTION,
-             hf_config: str = HF_CONFIG_OPTION, memory_margin: float = MEMORY_MARGIN_OPTION,
+             hf_config: str = HF_CONFIG_OPTION, memory_margin: float = MEMORY_MARGIN_OPTION, profile: str = PROFILE_OPTION,
              complete: bool = typer.Option(False, "--complete", help="choose the fields `plan:` leaves unset "
                                            "(the best completion, then its ledger) instead of their defaults"),
              time_limit: float = typer.Option(60.0, "--time-limit", help="with --complete: the search's limit, s"),
@@ -171,7 +122,11 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
                                                 "seed: byte-identical answers")) -> None:
     """Evaluate the spec's fixed `plan:` (omitted keys take defaults, or with --complete the best values)."""
     with _errors():
-        spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
+        from parplan.client import export_cli
+        from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
+        from parplan.library.spec_io import SpecError
+
+        spec = with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin)
         completed = None
         if complete:
             from parplan.solver.arguments import check_optimize_arguments
@@ -195,6 +150,8 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
                 return
             evaluation, completed = result.plans[0], result.completed
         else:
+            from parplan.library.evaluation import evaluate_spec
+
             evaluation = evaluate_spec(spec)
         if export or emit:
             export_cli.deliver(export_cli.build_export(spec, evaluation.plan, export and export.value,
@@ -233,7 +190,7 @@ def optimize(
     emit: Launcher = EMIT_OPTION,
     out: str = OUT_OPTION,
     hf_config: str = HF_CONFIG_OPTION,
-    memory_margin: float = MEMORY_MARGIN_OPTION,
+    memory_margin: float = MEMORY_MARGIN_OPTION, profile: str = PROFILE_OPTION,
     plot: str = typer.Option(None, "--plot", metavar="FILE.png", help="with --pareto: draw the frontier "
                              "(needs the optional 'plot' extra, matplotlib)"),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="live status line on stderr "
@@ -245,10 +202,12 @@ def optimize(
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
+        from parplan.client import export_cli
+
         axis = pareto.value if pareto else None
         budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
                                             memory_budget_mib, server, plot)
-        spec = with_memory_margin(read_spec(spec_path, hf_config), memory_margin)
+        spec = with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin)
         if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
             export_cli.check_plot(spec)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
@@ -287,6 +246,8 @@ def _check_optimize_options(top: int, method: str, pareto: Optional[str], time_l
         raise ArgumentError("memory_budget_mib", "is the server's own setting, not a request's (--server)",
                             memory_budget_mib)
     if plot and not pareto:
+        from parplan.library.spec_io import SpecError
+
         raise SpecError("--plot: needs --pareto memory or --pareto gpus (the frontier to draw)")
     if server is not None:
         require_extra("server", "--server")
@@ -303,11 +264,12 @@ def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], s
             return remote_optimize(server, spec, top_k=top, pareto=pareto, **solver), None
         except ServiceError as err:
             _fail(f"--server {server}: {err}", EXIT_INTERNAL)
+    from parplan.client.export_cli import SolveProgress
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize as run_optimize
 
     controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"}, **budget_kw)
-    with export_cli.SolveProgress(enabled=progress) as status:
+    with SolveProgress(enabled=progress) as status:
         result = run_optimize(spec, method=solver["method"], top_k=top, pareto=pareto, controls=controls,
                               on_solution=status.on_solution)
     return result, controls
@@ -315,14 +277,14 @@ def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], s
 
 def _print_result(result: Any, spec: Spec, others: Optional[list], output_format: Enum) -> None:
     """``optimize``'s answer on stdout: JSON or YAML (docs/spec.md, with ``per_framework``) or the report."""
-    from parplan.client.report import plan_result_to_dict, render_result
+    from parplan.client.report import plan_result_to_dict, render_result, to_json
 
     if output_format in (ResultFormat.json, ResultFormat.yaml):
         data = plan_result_to_dict(result)
         if others is not None:
-            from parplan.frameworks.compare import to_dict
+            from parplan.library.contract import framework_best_to_dict
 
-            data["per_framework"] = [to_dict(o) for o in others]
+            data["per_framework"] = [framework_best_to_dict(o) for o in others]
         if output_format == ResultFormat.json:
             typer.echo(to_json(data))
         else:
@@ -338,7 +300,9 @@ def validate(spec_path: str = SPEC_ARGUMENT) -> None:
     """Check a spec (and the shape of its `plan:`, if any); print 'ok' or the error."""
     with _errors():
         spec = read_spec(spec_path)
-        if spec.plan is not None:
+        if spec.plan is not None:  # the plan's shape needs the cost model (NumPy); a spec alone does not
+            from parplan.library.evaluation import evaluate_spec
+
             evaluate_spec(spec)
         typer.echo("ok")
         _warn(spec)
@@ -358,6 +322,9 @@ def export_command(
 ) -> None:
     """Write a plan for a framework (and, with --emit, the job that launches it)."""
     with _errors():
+        from parplan.client import export_cli
+        from parplan.library.spec_io import SpecError
+
         if to is None and emit is None:
             raise SpecError("export: give --to megatron|bridge|torchtitan|deepspeed (or --emit slurm|pytorchjob)")
         if spec_path is None:
@@ -379,6 +346,8 @@ def import_command(
 ) -> None:
     """Print the spec (with plan:) that an exported file describes; `solver-cli evaluate` prices it."""
     with _errors():
+        from parplan.client import export_cli
+
         typer.echo(export_cli.import_to_yaml(file_path, source.value, read_spec(spec_path)), nl=False)
 
 
@@ -388,14 +357,18 @@ def schema() -> None:
     with _errors():
         import json
 
-        typer.echo(json.dumps(export_cli.spec_json_schema(), indent=2))
+        from parplan.client.export_cli import spec_json_schema
+
+        typer.echo(json.dumps(spec_json_schema(), indent=2))
 
 
 @app.command()
 def presets() -> None:
     """The model presets (`model: {preset: NAME}`), with their sources."""
     with _errors():
-        for line in export_cli.presets_lines():
+        from parplan.library.presets import presets_lines  # PyYAML only: no spec model
+
+        for line in presets_lines():
             typer.echo(line)
 
 
@@ -403,6 +376,8 @@ def presets() -> None:
 def knobs() -> None:
     """The cost model's assumption knobs: default value, textbook preset value, source."""
     with _errors():
+        from parplan.client.catalog_tables import knobs_table
+
         _stdout_console().print(knobs_table())
 
 
@@ -410,13 +385,15 @@ def knobs() -> None:
 def gpus() -> None:
     """The hardware catalog (bandwidths per GPU and direction), with sources."""
     with _errors():
+        from parplan.client.catalog_tables import print_gpu_catalog  # the catalog is plain dataclasses: no pydantic
+
         print_gpu_catalog(_stdout_console())
 
 
 @app.command()
 def sweep(
     sweep_path: str = typer.Argument(None, metavar="SWEEP.yaml", help="the sweep: base spec, axes, budget, prices "
-                                     "(client/sweep/spec.py)", show_default=False),
+                                     "(library/sweep/spec.py)", show_default=False),
     out: str = typer.Option(None, "--out", metavar="DIR", help="result store and outputs (points.jsonl, csv, ...)"),
     report_dir: str = typer.Option(None, "--report", metavar="DIR", help="rebuild tables and plots from DIR's "
                                    "store alone"),
@@ -425,7 +402,7 @@ def sweep(
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDR", help="join this Ray cluster "
                                     "(default: start a local Ray runtime)"),
     resume: bool = typer.Option(False, "--resume", help="skip points already in DIR's store"),
-    top: int = typer.Option(None, "--top", "-k", help="plans per point (overrides solver.top_k)"),
+    top: int = typer.Option(None, "--top", "-k", help="plans per point (overrides solver.top_k)"), profile: str = PROFILE_OPTION,
     time_limit: float = typer.Option(None, "--time-limit", help="seconds per solve (overrides solver.time_limit_s)"),
     deterministic: bool = typer.Option(None, "--deterministic/--no-deterministic", help="byte-identical "
                                        "records (overrides solver.deterministic)"),
@@ -434,16 +411,18 @@ def sweep(
 ) -> None:
     """Capacity sweep: plan every point of a grid of what-ifs; time, GPU-hours, cost, energy, Pareto, knees."""
     with _errors():
-        from parplan.client.sweep.cli import sweep_command
+        from parplan.client.sweep_cli import sweep_command
 
         sweep_command(sweep_path, out, report_dir, engine, jobs, ray_address, resume, top, time_limit,
-                      deterministic, progress, _fail)
+                      deterministic, progress, _fail, profile)
 
 
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
     port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
+    health_port: int = typer.Option(50052, "--health-port", min=0, max=65535, help="TCP port of the health-only "
+                                    "server (plaintext, no token: the kubelet's grpc probe; 0: any free port)"),
     max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more wait "
                                        "for a slot (up to their deadline) in the queue"),
     max_queue: int = typer.Option(64, "--max-queue", min=0, help="calls that may wait for a solver slot; "
@@ -458,14 +437,24 @@ def serve(
     auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
                                         "'authorization: Bearer <token>' (the file's content) on every call"),
     grace_period: float = typer.Option(10.0, "--grace-period", min=0, help="seconds in-flight calls get to "
-                                       "finish after SIGTERM"),
+                                       "finish after SIGTERM (1 s before the end, solves answer with their best "
+                                       "plan so far); the process exits by the grace + 0.5 s"),
     memory_budget_mib: int = typer.Option(None, "--memory-budget-mib", help="resident memory the server's solves "
                                           "may grow the process to, MiB (256 to 4194304; default 1536): keep it "
                                           "below the container's memory limit"),
+    sweep_engine: str = typer.Option("local", "--sweep-engine", help="where the Sweep RPC solves its points: "
+                                     "local (worker processes) or ray (a Ray runtime on the server)"),
+    ui_port: int = typer.Option(None, "--ui", min=0, max=65535, metavar="PORT", help="also serve the plan "
+                                "explorer (solver-cli ui) on 127.0.0.1:PORT (needs the optional 'ui' extra)"),
 ) -> None:
     """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
     with _errors():
         require_extra("server", "solver-cli serve")
+        if ui_port is not None:  # the explorer beside the service, in a daemon thread of this process
+            require_extra("ui", "solver-cli serve --ui")
+            from parplan.client.ui.runner import start_in_thread
+
+            typer.echo(f"plan explorer on {start_in_thread('127.0.0.1', ui_port)[1]}", err=True)
         if memory_budget_mib is not None:  # the process default of every call's SolverControls.memory_budget_mib
             from parplan.solver.deadline import set_default_memory_budget
 
@@ -475,9 +464,14 @@ def serve(
         try:
             run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
                                     tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period,
-                                    max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir))
+                                    max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir,
+                                    health_port=health_port, sweep_engine=sweep_engine))
         except ServeConfigError as err:
             _fail(str(err), EXIT_BAD_INPUT)
+
+
+app.command("ui")(ui_command)  # client/ui_cli.py (the plan explorer)
+app.command("replan")(replan_command)  # client/replan_cli.py (issue 43)
 
 
 def main() -> None:

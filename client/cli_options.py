@@ -6,8 +6,6 @@ from enum import Enum
 
 import typer
 
-from parplan.client import export_cli
-
 # library argument (solver.arguments) -> the option of `solver-cli optimize` that sets it
 OPTION_OF_ARGUMENT = {"top_k": "--top", "method": "--method", "pareto": "--pareto", "time_limit_s": "--time-limit",
                       "workers": "--workers", "seed": "--seed", "deterministic": "--deterministic",
@@ -23,8 +21,12 @@ OutputFormat = choices("OutputFormat", ("table", "json"))
 ResultFormat = choices("ResultFormat", ("table", "json", "yaml"))
 Method = choices("Method", ("cpsat", "exhaustive"))
 ParetoAxis = choices("ParetoAxis", ("memory", "gpus"))
-ExportTarget = choices("ExportTarget", export_cli.TARGETS)
-Launcher = choices("Launcher", export_cli.LAUNCHERS)
+# frameworks.export.TARGETS and frameworks.jobs.LAUNCHERS, spelled out: importing those modules pulls in the spec
+# models, which `solver-cli --help` must not (issue 41 item 2); tests/client/test_cli_startup.py checks they agree
+EXPORT_TARGETS = ("megatron", "bridge", "torchtitan", "deepspeed")
+LAUNCHERS = ("slurm", "pytorchjob")
+ExportTarget = choices("ExportTarget", EXPORT_TARGETS)
+Launcher = choices("Launcher", LAUNCHERS)
 ImportSource = choices("ImportSource", ("megatron", "torchtitan", "deepspeed"))
 EXPORT_OPTION = typer.Option(None, "--export", case_sensitive=False, help="write the best plan for a framework: "
                              "megatron (arguments), bridge (overrides), torchtitan (TOML), deepspeed (JSON)")
@@ -42,3 +44,17 @@ FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (
                              case_sensitive=False)
 MEMORY_MARGIN_OPTION = typer.Option(None, "--memory-margin", metavar="GIB", help="GiB per GPU kept free below "
                                     "the usable memory (0 to 4096; overrides search.memory_margin_gib)")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from parplan import __version__
+
+        typer.echo(f"solver-cli (parplan) {__version__}")
+        raise typer.Exit()
+
+
+VERSION_OPTION = typer.Option(None, "--version", callback=_print_version, is_eager=True,
+                              help="print parplan's version and exit")
+PROFILE_OPTION = typer.Option(None, "--profile", metavar="PROFILE.yaml", help="a calibration profile "
+                              "(solver-cli calibrate; docs/calibration.md): its knobs under the spec's own")

@@ -22,11 +22,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from parplan.client.evaluation import evaluate_spec
-from parplan.client.huggingface import load_presets
-from parplan.client.spec_io import SpecError, one_line, validation_error_message
-from parplan.costmodel.evaluate import Evaluation, PlanError
-from parplan.costmodel.spec import Plan, PlanSpec, Spec
+from parplan.library.contract import plan_fields
+from parplan.library.evaluation import evaluate_spec
+from parplan.library.presets import load_presets, presets_lines  # noqa: F401  (presets_lines re-exported)
+from parplan.library.spec_io import SpecError, one_line, validation_error_message
+from parplan.costmodel.evaluation.evaluate import PlanError
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.spec import Plan, PlanSpec, Spec
 from parplan.frameworks.export import TARGETS, export_plan
 from parplan.frameworks.export_common import Export
 from parplan.frameworks.import_plan import spec_from_export
@@ -110,7 +112,7 @@ def read_plan_file(path: str, spec: Spec, index: int = 0) -> Plan:
         raise SpecError(f"{path}: not JSON: {err}") from None
     obj = _plan_object(data, index, path)
     try:
-        plan_spec = PlanSpec.model_validate(obj)
+        plan_spec = PlanSpec.model_validate(plan_fields(obj))
     except Exception as err:  # pydantic ValidationError
         message = validation_error_message(err, prefix=("plan",)) if hasattr(err, "errors") else str(err)
         raise PlanError(message) from None
@@ -142,7 +144,7 @@ def import_to_yaml(path: str, source: str, base: Spec) -> str:
 
 def spec_json_schema() -> dict:
     """``Spec.model_json_schema()`` with ``model`` also accepting ``{hf_config: path}`` / ``{preset: name}``
-    (expanded before validation, client/huggingface.py)."""
+    (expanded before validation, library/huggingface.py)."""
     schema = Spec.model_json_schema()
     original = schema["properties"]["model"]
     schema["properties"]["model"] = {"anyOf": [
@@ -157,23 +159,13 @@ def spec_json_schema() -> dict:
     return schema
 
 
-def presets_lines() -> list[str]:
-    lines = []
-    for name, entry in load_presets().items():
-        m = entry["model"]
-        moe = f" MoE {m['moe']['num_experts']}x top-{m['moe']['top_k']}" if "moe" in m else ""
-        lines.append(f"{name:22} L{m['num_layers']} h{m['hidden_size']} heads {m['num_attention_heads']}"
-                     f"/{m.get('num_kv_heads', m['num_attention_heads'])} V{m['vocab_size']}{moe}  -- {entry['source']}")
-    return lines
-
-
 # ------------------------------------------------------------------------------------------- plot
 
 
 def check_plot(spec: Spec) -> None:
     """``--plot`` draws step time against one axis: refused on several ``cluster.pools`` (one GPU axis each);
     then the ``plot`` extra is required."""
-    from parplan.client.cli import require_extra
+    from parplan.client.cli_errors import require_extra
 
     if spec.cluster.pools is not None and len(spec.cluster.pools) > 1:
         raise SpecError("--plot: the frontier on several cluster.pools has one GPU axis per pool and is not drawn "
@@ -249,7 +241,9 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
 
 class SolveProgress:
     """A one-line live status on stderr while the solver runs (elapsed, best step time so far, bound, gap),
-    fed by ``optimize(on_solution=...)``; does nothing unless stderr is a terminal."""
+    fed by ``optimize(on_solution=...)``; by default only when stderr is a terminal. Forced on (``--progress``)
+    with stderr not a terminal (a pipe, a log file), where a live line cannot redraw, it prints one plain line
+    per improving plan and a last one when the solve ends."""
 
     def __init__(self, enabled: Optional[bool] = None, console: Optional[Console] = None):
         self.console = console or Console(stderr=True)
@@ -265,6 +259,8 @@ class SolveProgress:
         if self.best_s is None or objective_s < self.best_s:
             self.best_s = objective_s
         self.bound_s = bound_s if self.bound_s is None else max(self.bound_s, bound_s)
+        if self.enabled and self._live is None:  # not a terminal: a line per improving plan
+            self.console.print(self.line(), soft_wrap=True)
 
     def line(self) -> Text:
         elapsed = time.perf_counter() - self.t0
@@ -282,7 +278,7 @@ class SolveProgress:
         return self.line()
 
     def __enter__(self) -> "SolveProgress":
-        if self.enabled:
+        if self.enabled and self.console.is_terminal:
             self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
             self._live.__enter__()
         return self
@@ -291,6 +287,8 @@ class SolveProgress:
         if self._live is not None:
             self._live.__exit__(*exc)
             self._live = None
+        elif self.enabled:
+            self.console.print(self.line().append("  done", style="bold"), soft_wrap=True)
 
 
 __all__ = ["build_export", "deliver", "read_plan_file", "plan_of_spec", "import_to_yaml", "spec_json_schema",

@@ -4,9 +4,10 @@
 
     with PlannerClient("planner.example:50051", token="...", root_certificates=pem) as client:
         result = client.plan(spec, deterministic=True)     # a parplan.solver.result.PlanResult
-        evaluation = client.evaluate(spec)                # a parplan.costmodel.evaluate.Evaluation
+        evaluation = client.evaluate(spec)                # a parplan.costmodel.evaluation.ledger.Evaluation
+        answer = client.sweep({"base": {...}, "axes": {"cluster.num_gpus": [64, 128]}})  # records, summary
 
-``spec`` is a :class:`~parplan.costmodel.spec.Spec` (sent typed) or the text of a spec file (sent as is). Errors
+``spec`` is a :class:`~parplan.costmodel.spec.spec.Spec` (sent typed) or the text of a spec file (sent as is). Errors
 come back as :class:`ServiceError` (``.code``, ``.field_violations`` from the google.rpc.BadRequest).
 This module imports grpcio but not OR-Tools: ``solver-cli optimize --server`` starts fast.
 """
@@ -16,17 +17,17 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from parplan.client.contract import plan_result_from_dict
-from parplan.client.spec_io import SpecError
-from parplan.costmodel.evaluate import Evaluation
-from parplan.costmodel.spec import Spec
-from parplan.server import convert
+from parplan.library.contract import entry_fields, plan_result_from_dict
+from parplan.library.spec_io import SpecError
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.spec import Spec
+from parplan.wire import convert
 from parplan.solver.result import PlanResult
 from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
@@ -152,7 +153,7 @@ class PlannerClient:
             for message in calls:
                 if message.WhichOneof("event") == "progress":
                     p = message.progress
-                    yield StreamEvent(progress=Evaluation.model_validate(convert.message_to_dict(p.plan, omit_unset=False)),
+                    yield StreamEvent(progress=_evaluation(p.plan),
                                       objective_value=p.objective_value, best_bound=p.best_bound, elapsed_s=p.elapsed_s)
                 else:
                     yield StreamEvent(result=plan_result_from_dict(convert.plan_result_dict(message.result)))
@@ -168,7 +169,49 @@ class PlannerClient:
         if plan is not None:
             convert.fill_message(request, {"plan": plan})
         response = self._call(self.stub.Evaluate, request, timeout_s)
-        return Evaluation.model_validate(convert.message_to_dict(response.evaluation, omit_unset=False))
+        return _evaluation(response.evaluation)
+
+    def sweep(self, sweep: Union[dict[str, Any], str], *, jobs: int = 0, timeout_s: Optional[float] = None,
+              on_point: Optional[Callable[[dict[str, Any], int, int], None]] = None) -> "SweepAnswer":
+        """The ``Sweep`` RPC: a capacity sweep solved on the server. ``sweep`` is a sweep spec (a mapping whose
+        ``base`` is an inline spec mapping: the server reads no files; or its YAML/JSON text); ``jobs``: solves at
+        once (0: the server's choice); ``on_point(record, done, total)`` runs as each point's record arrives
+        (records as ``points.jsonl`` holds them). Leaving early (an exception in ``on_point``, the deadline)
+        cancels the call, which stops the server's solves."""
+        text = sweep if isinstance(sweep, str) else json.dumps(sweep)
+        calls = self.stub.Sweep(pb.SweepRequest(sweep_text=text, jobs=jobs),
+                                timeout=timeout_s if timeout_s is not None else self.timeout_s, metadata=self._metadata)
+        try:
+            for message in calls:
+                if message.WhichOneof("event") == "point":
+                    if on_point is not None:
+                        on_point(json.loads(message.point.record_json), message.point.done, message.point.total)
+                else:
+                    done = message.summary
+                    return SweepAnswer(records=[json.loads(line) for line in done.records_jsonl.splitlines()],
+                                       summary=json.loads(done.summary_json), failed=done.failed,
+                                       parplan_version=done.parplan_version)
+        except grpc.RpcError as err:
+            raise ServiceError.from_rpc_error(err) from None
+        finally:
+            calls.cancel()
+        raise ServiceError(grpc.StatusCode.UNKNOWN, "the Sweep stream ended without its summary", [])
+
+
+@dataclass(frozen=True)
+class SweepAnswer:
+    """``PlannerClient.sweep``'s answer: every record in point order (with the cross-point marks: pareto, knee,
+    scaling_efficiency), the summary (``summary.json``: the Pareto set, the scaling curves), how many points failed,
+    and the server's parplan version."""
+
+    records: list[dict[str, Any]]
+    summary: dict[str, Any]
+    failed: int
+    parplan_version: str
+
+
+def _evaluation(message: pb.Evaluation) -> Evaluation:
+    return Evaluation.model_validate(entry_fields(convert.message_to_dict(message, omit_unset=False)))
 
 
 def remote_optimize(target: str, spec: Spec, **kwargs: Any) -> PlanResult:
@@ -183,6 +226,6 @@ def remote_optimize(target: str, spec: Spec, **kwargs: Any) -> PlanResult:
         raise
 
 
-__all__ = ["PlannerClient", "ServiceError", "SERVICE_CONFIG", "CHANNEL_OPTIONS", "StreamEvent", "spec_source", "solver_parameters", "remote_optimize", "TOKEN_ENV",
+__all__ = ["PlannerClient", "ServiceError", "SweepAnswer", "SERVICE_CONFIG", "CHANNEL_OPTIONS", "StreamEvent", "spec_source", "solver_parameters", "remote_optimize", "TOKEN_ENV",
            "TLS_CA_ENV"]
 

@@ -1,6 +1,6 @@
 """Evaluations and planner results as rich tables for people (``solver-cli evaluate``/``optimize``).
 
-The pure CONTRACT mapping (``--format json``, the gRPC service) lives in :mod:`parplan.client.contract`;
+The pure CONTRACT mapping (``--format json``, the gRPC service) lives in :mod:`parplan.library.contract`;
 its names are re-exported here for existing callers.
 
 * :func:`render_evaluation` -> the human-readable report of one evaluated plan;
@@ -16,11 +16,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from parplan.client.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status, evaluation_to_dict,  # noqa: F401
+from parplan.library.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status, evaluation_to_dict,  # noqa: F401
                                      metrics_to_dict, plan_entry, plan_result_to_dict, plan_to_dict,
                                      result_to_dict, to_json)
-from parplan.costmodel.evaluate import BREAKDOWN_KEYS, Evaluation
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
+from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.frameworks.compare import in_words
 
 BREAKDOWN_NOTES = {
     "compute": "layer and LM-head FLOPs (mean stage)",
@@ -48,9 +49,13 @@ def _num(value: float, decimals: int) -> str:
 
 def spec_summary(spec: Spec) -> str:
     m, t, c = spec.model, spec.training, spec.cluster
-    preset = spec.assumptions.preset
-    overrides = [k for k, v in spec.assumptions.model_dump(exclude={"preset"}).items() if v is not None]
-    assumptions = preset + (f" + {len(overrides)} override{'s' if len(overrides) != 1 else ''}" if overrides else "")
+    from parplan.frameworks.profiles import user_overrides
+
+    profile = spec.bound_framework.profile
+    overrides = user_overrides(spec)  # the profile's memory conventions are not the user's overrides
+    assumptions = (spec.assumptions.preset + (f" + {profile.name} memory conventions" if profile and profile.assumptions
+                                              else "")
+                   + (f" + {len(overrides)} override{'s' if len(overrides) != 1 else ''}" if overrides else ""))
     gpus = (" + ".join(f"{p.num_gpus} × {p.gpu}" for p in c.pools) if c.pools is not None and len(c.pools) > 1
             else f"{c.num_gpus} × {c.gpu}")
     return (f"{m.name} on {gpus} · {t.precision}\n"
@@ -172,7 +177,7 @@ def stage_table(evaluation: Evaluation) -> Table:
     return table
 
 
-# the terms outside the tensor ledger (costmodel/runtime_memory.py): what each is and where it is counted
+# the terms outside the tensor ledger (costmodel/memory/runtime_memory.py): what each is and where it is counted
 OUTSIDE_LEDGER_NOTES = {
     "cuda_context": "CUDA context + kernel images; left out of usable memory",
     "allocator_fragmentation": "caching allocator; left out of usable memory",
@@ -300,7 +305,7 @@ def framework_line(entry) -> str:
     line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
             f"{m.step_time_s:.3f} s ({_short_plan(p)})")
     differs = getattr(entry, "differs", ())
-    return line + (f"; differs in {', '.join(differs)}" if differs else "; same plan and conventions")
+    return line + (f"; differs in {', '.join(in_words(d) for d in differs)}" if differs else "; same plan and conventions")
 
 
 SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "ZB-H1", "dualpipe": "DualPipe",
@@ -332,7 +337,7 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
         console.print(metrics_table(best))
         console.print(breakdown_table(best))
         console.print(stage_table(best))
-        if getattr(result, "placement", None):  # several cluster.pools (solver/pools_explain.py)
+        if getattr(result, "placement", None):  # several cluster.pools (solver/pools/explain.py)
             console.print(Text("Why each stage sits on its pool", style="bold"))
             for line in result.placement:
                 console.print(Text(f"  {line}"))

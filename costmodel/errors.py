@@ -7,9 +7,9 @@ is a bug (exit 1), and no input that validates may reach one.
 
 The subclasses stay importable from where they are raised:
 
-* ``parplan.client.spec_io.SpecError``: an unusable spec (unreadable, malformed, against the schema);
-* ``parplan.costmodel.evaluate.PlanError``: a plan whose shape contradicts the spec;
-* ``parplan.costmodel.hardware.UnknownGPU``: a GPU name not in the catalog;
+* ``parplan.library.spec_io.SpecError``: an unusable spec (unreadable, malformed, against the schema);
+* ``parplan.costmodel.evaluation.evaluate.PlanError``: a plan whose shape contradicts the spec;
+* ``parplan.costmodel.spec.hardware.UnknownGPU``: a GPU name not in the catalog;
 * :class:`ArgumentError` (here): a library or CLI argument out of its documented range.
 
 This module imports nothing from parplan, so any module may import it without a cycle.

@@ -7,7 +7,7 @@ The spec is re-validated under each framework: its ``assumptions:`` keep what th
 spec's own framework profile filled (a value the user set equal to that profile's cannot be told apart and is
 replaced by the other framework's convention, like every unset knob); its search pins stay, and pins the other
 framework cannot run make that line an ``INVALID`` entry with the reason. On several ``cluster.pools`` the same: one
-pool solve per framework (``solver/pools_planner.py``); a framework that runs no pool plan (torchtitan, DeepSpeed)
+pool solve per framework (``solver/pools/planner.py``); a framework that runs no pool plan (torchtitan, DeepSpeed)
 is an ``INVALID`` line naming ``framework``, with no solve.
 """
 
@@ -29,7 +29,7 @@ class FrameworkBest:
 
     framework: str
     status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN | INVALID (the spec's pins conflict with it)
-    best: Optional[Any] = None  # costmodel.evaluate.Evaluation
+    best: Optional[Any] = None  # costmodel.evaluation.ledger.Evaluation
     vs_best: Optional[float] = None  # step time / the result's best step time - 1 (negative: faster)
     reason: Optional[str] = None  # why there is no plan (INVALID: the spec error; else the explanation summary)
     differs: tuple[str, ...] = ()  # what makes it differ from the result's best: conventions, then plan choices
@@ -45,6 +45,33 @@ _PLAN_FIELDS = (("schedule", "schedule"), ("vpp", "VPP"), ("tp", "TP"), ("cp", "
                 ("stage_pools", "stage pools"))
 
 
+# the framework conventions (the profiles' cost-model knobs, frameworks/profile_data.py) in a user's words: what the
+# table prints before the knob's own ``name mine -> theirs`` (the JSON ``differs`` keeps the names alone)
+CONVENTION_WORDS = {
+    "grad_bytes": "gradient buffer precision (bytes per element)",
+    "grad_reduce_bytes": "gradient reduce precision (bytes per element)",
+    "logits_bytes_per_element": "logits memory of the loss (bytes per logit)",
+    "selective_recompute_policy": "what selective recompute recomputes",
+    "sequence_parallel_saves_gathered_inputs": "sequence parallel keeps the all-gathered inputs",
+    "pipeline_runtime": "pipeline runtime and its buffers",
+    "userbuffer_count": "Transformer Engine userbuffers for TP overlap",
+    "te_cublas_workspaces": "Transformer Engine cuBLAS workspaces",
+    "tp_comm_overlap": "TP communication overlapped with GEMMs",
+    "dp_overlap_min_zero_stage": "least ZeRO stage whose DP traffic overlaps",
+    "moe_pad_to_capacity": "experts padded to capacity",
+    "dp_comm_overlap": "share of DP traffic hidden behind the backward",
+    "pp_comm_overlap": "share of pipeline p2p hidden",
+    "flash_attention": "fused (flash) attention",
+}
+
+
+def in_words(item: str) -> str:
+    """One ``differs`` item for people: a convention's words before its ``knob mine -> theirs``
+    (:data:`CONVENTION_WORDS`), a plan choice (already in words: ``PP 4 -> 1``) as it is."""
+    knob = item.split(" ", 1)[0]
+    return f"{CONVENTION_WORDS[knob]} ({item})" if knob in CONVENTION_WORDS else item
+
+
 def _short(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -54,7 +81,7 @@ def differences(spec, plan, other_spec, other_plan) -> tuple[str, ...]:
     conventions of the two frameworks that differ (the profiles' knobs, e.g. ``grad_bytes 4 -> 2``: Megatron-Bridge's
     bf16 gradients), then the plan's choices (``PP 2 -> 1``, ``ZeRO stage 1 -> 3``, ``activation offload layers
     0 -> 10``), each as ``name mine -> theirs``."""
-    from parplan.costmodel.assumptions import resolve_assumptions
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
 
     mine, theirs = resolve_assumptions(spec.assumptions), resolve_assumptions(other_spec.assumptions)
     out = [f"{name} {_short(getattr(mine, name))} -> {_short(getattr(theirs, name))}"
@@ -107,6 +134,7 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
     ref = result.plans[0].metrics.step_time_s if result.plans else None
     names = list(frameworks if frameworks is not None else other_frameworks(spec))
     out = []
+    seeds = [p.plan for p in result.plans]  # plans known, each framework's best added: solved first where legal
     for i, name in enumerate(names):
         args = optimize_args
         if deadline is not None:
@@ -117,7 +145,7 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
             args = dict(optimize_args, controls=replace(optimize_args["controls"], time_limit_s=left / (len(names) - i)))
         try:
             other = spec_for_framework(spec, name)
-            got = optimize(other, top_k=1, **args)
+            got = optimize(other, top_k=1, seeds=seeds, **args)
         except (ParplanError, ValueError) as err:
             out.append(FrameworkBest(name, "INVALID", reason=str(err).splitlines()[0]))
             continue
@@ -126,23 +154,8 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
             out.append(FrameworkBest(name, got.status, reason=why))
             continue
         best = got.plans[0]
+        seeds.append(best.plan)
         vs = None if ref is None else best.metrics.step_time_s / ref - 1
         why = () if not result.plans else differences(spec, result.plans[0].plan, other, best.plan)
         out.append(FrameworkBest(name, got.status, best, vs, differs=why))
-    return out
-
-
-def to_dict(entry: FrameworkBest) -> dict[str, Any]:
-    """One element of ``per_framework`` in ``optimize --format json``."""
-    from parplan.client.contract import plan_to_dict
-
-    out: dict[str, Any] = {"framework": entry.framework, "status": entry.status, "vs_best": entry.vs_best}
-    if entry.best is not None:
-        m = entry.best.metrics
-        out.update(plan=plan_to_dict(entry.best.plan), step_time_s=m.step_time_s, mfu=m.mfu,
-                   peak_memory_gib=m.peak_memory_gib, runs_on=list(entry.best.runs_on))
-    if entry.reason is not None:
-        out["reason"] = entry.reason
-    if entry.differs:
-        out["differs"] = list(entry.differs)
     return out

@@ -1,7 +1,7 @@
 """Write a plan down for a training framework: ``export_plan(spec, plan, target) -> Export``.
 
-Every exporter is a pure function of the canonical :class:`~parplan.costmodel.spec.Spec` and
-:class:`~parplan.costmodel.spec.Plan` (no I/O, no solver): it returns the file text, the file name a
+Every exporter is a pure function of the canonical :class:`~parplan.costmodel.spec.spec.Spec` and
+:class:`~parplan.costmodel.spec.spec.Plan` (no I/O, no solver): it returns the file text, the file name a
 user would save it under, and the list of warnings, one per plan feature the target cannot express
 as planned (what was written instead is part of the warning). Nothing is dropped silently.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks import export_bridge, export_deepspeed, export_megatron, export_torchtitan
 from parplan.frameworks.export_common import (Export, ExportError, check_plan_matches_spec,
                                               check_pool_plan_matches_spec)
@@ -36,6 +36,14 @@ EXPORTERS: dict[str, Callable[[Spec, Plan], Export]] = {
 }
 TARGETS: tuple[str, ...] = tuple(EXPORTERS)
 ALIASES = {"megatron-core": "megatron", "megatron-lm": "megatron", "megatron-bridge": "bridge"}  # profile names
+# the framework (profile name) and version each target writes for: the rules of that profile
+# (costmodel/spec/framework_rules.py) decide what the exporter refuses or changes, as they decide runs_on
+TARGET_FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "megatron": ("megatron-core", export_megatron.MEGATRON_VERSION),
+    "bridge": ("megatron-bridge", export_bridge.BRIDGE_VERSION),
+    "torchtitan": ("torchtitan", export_torchtitan.TORCHTITAN_VERSION),
+    "deepspeed": ("deepspeed", export_deepspeed.DEEPSPEED_VERSION),
+}
 
 
 def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
@@ -53,4 +61,4 @@ def export_plan(spec: Spec, plan: Plan, target: str) -> Export:
     return EXPORTERS[target](spec, plan)
 
 
-__all__ = ["Export", "ExportError", "TARGETS", "EXPORTERS", "ALIASES", "export_plan"]
+__all__ = ["Export", "ExportError", "TARGETS", "EXPORTERS", "ALIASES", "TARGET_FRAMEWORKS", "export_plan"]

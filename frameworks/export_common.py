@@ -6,10 +6,10 @@ The registry and the overview of targets are in frameworks/export.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from parplan.costmodel.evaluate import PlanError, plan_choice
-from parplan.costmodel.legality import stage_violations
-from parplan.costmodel.pools import capacity_violations, check_stage_pools
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.evaluation.evaluate import PlanError, plan_choice
+from parplan.costmodel.evaluation.legality import stage_violations
+from parplan.costmodel.evaluation.pools import capacity_violations, check_stage_pools
+from parplan.costmodel.spec.spec import Plan, Spec
 
 
 class ExportError(PlanError):
@@ -50,7 +50,7 @@ def check_plan_matches_spec(spec: Spec, plan: Plan) -> None:
 
 def check_pool_plan_matches_spec(spec: Spec, plan: Plan) -> None:
     """A plan on several ``cluster.pools``: ``stage_pools`` well formed (one pool per stage, a pool schedule),
-    each pool giving its stages at most its GPUs (idle GPUs allowed, costmodel/pools.py), the stage rules and the
+    each pool giving its stages at most its GPUs (idle GPUs allowed, costmodel/evaluation/pools.py), the stage rules and the
     global batch as :func:`check_plan_matches_spec` checks them."""
     if plan.stage_pools is None:
         raise ExportError(f"plan.stage_pools: a plan on {len(spec.cluster.pools)} cluster.pools names the pool of "
@@ -123,6 +123,19 @@ def model_feature_warnings(spec: Spec, target: str, where: str, mtp: bool = True
     return out
 
 
+def model_family_words(spec: Spec) -> str:
+    """The architecture the cost model prices (costmodel/compute/architecture.py), in words, for a target whose file cannot
+    state it (model code, a flavour): RMSNorm, rotary position embeddings (no learned position table is counted),
+    linear biases only with ``model.moe.expert_bias``, the MLP, tied or untied output weights, the attention."""
+    m = spec.model
+    attention = ("multi-head latent attention" if m.mla is not None else
+                 f"{m.kv_heads} KV heads (GQA)" if m.kv_heads != m.num_attention_heads else "multi-head attention")
+    return ", ".join(["RMSNorm", "rotary position embeddings",
+                      "linear biases" if m.moe is not None and m.moe.expert_bias else "no linear biases",
+                      "SwiGLU MLP" if m.gated_mlp else "GeLU MLP",
+                      "tied output weights" if m.tie_embeddings else "untied output weights", attention])
+
+
 def comment_block(lines: list[str], prefix: str = "# ") -> str:
     return "".join(f"{prefix}{line}\n" if line else prefix.rstrip() + "\n" for line in lines)
 
@@ -142,4 +155,4 @@ def header_lines(spec: Spec, plan: Plan, what: str, warnings: list[str]) -> list
 
 __all__ = ["Export", "ExportError", "check_plan_matches_spec", "check_pool_plan_matches_spec", "cluster_words",
            "global_batch_size", "model_chunk_layers",
-           "plan_summary_line", "header_lines", "comment_block", "model_feature_warnings"]
+           "plan_summary_line", "header_lines", "comment_block", "model_feature_warnings", "model_family_words"]

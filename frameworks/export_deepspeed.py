@@ -26,11 +26,20 @@ from __future__ import annotations
 
 import json
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import Export, global_batch_size, model_feature_warnings
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.spec.framework_rules import Profile, context_parallel_beside_pipeline
+from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.frameworks.export_common import Export, global_batch_size, model_family_words, model_feature_warnings
+from parplan.frameworks.profile_data import EXPORT_VERSIONS
+from parplan.frameworks.profiles import export_profile
 
-DEEPSPEED_VERSION = "0.19.6"
+DEEPSPEED_VERSION = EXPORT_VERSIONS["deepspeed"]
+
+
+def deepspeed_profile() -> Profile:
+    """The DeepSpeed profile whose rules (costmodel/spec/framework_rules.py, the ones ``runs_on`` applies) decide what
+    this export refuses or changes."""
+    return export_profile("deepspeed")
 
 
 def deepspeed_dp_ranks(plan: Plan) -> tuple[int, str]:
@@ -40,9 +49,10 @@ def deepspeed_dp_ranks(plan: Plan) -> tuple[int, str]:
     (``deepspeed.initialize`` passes ``model.mpu()`` for a PipelineModule, deepspeed/__init__.py:242-244),
     its data axis: world / (pp·tp) with the PipeModelDataParallelTopology the export asks for; without an mpu
     (pp 1, AutoTP) every rank, divided by ``sequence_parallel_size`` when the config has it: dp·tp."""
+    if context_parallel_beside_pipeline(deepspeed_profile(), plan) is not None:
+        # no Ulysses under the pipeline engine: the cp ranks run as data parallel (refused, _parallel_code_notes)
+        return plan.dp * plan.cp, "the pipeline topology's data axis, the cp ranks included"
     if plan.pp > 1:
-        if plan.cp > 1:  # no Ulysses under the pipeline engine: the cp ranks run as data parallel (refused)
-            return plan.dp * plan.cp, "the pipeline topology's data axis, the cp ranks included"
         return plan.dp, "the pipeline topology's data axis"
     if plan.cp > 1 and plan.cp_comm_type != "a2a":  # not exported as Ulysses: the cp ranks run as data parallel
         return plan.dp * plan.tp * plan.cp, "deepspeed.initialize without an mpu counts every rank"
@@ -57,6 +67,8 @@ def deepspeed_config(spec: Spec, plan: Plan) -> tuple[dict, list[str]]:
     """The config dict and the warnings."""
     knobs = resolve_assumptions(spec.assumptions)
     warnings: list[str] = model_feature_warnings(spec, "DeepSpeed", "the model code (the config JSON has no model)")
+    warnings.append(f"code: the config JSON has no model; the model code builds the one priced: "
+                    f"{model_family_words(spec)}")
     counted, why = deepspeed_dp_ranks(plan)
     cfg: dict = {
         "train_batch_size": plan.micro_batch_size * plan.num_microbatches * counted,
@@ -133,7 +145,8 @@ def _parallel_code_notes(spec: Spec, plan: Plan, cfg: dict, warnings: list[str])
         warnings.append(f"code: pass PipelineModule(..., topology=PipeModelDataParallelTopology(num_pp={plan.pp}, "
                         f"num_mp={plan.tp}, num_dp={plan.dp * plan.cp})) (deepspeed/runtime/pipe/topology.py:244-249): "
                         f"with num_stages alone the TP ranks are data-parallel ranks (pipe/module.py:173-180)")
-    if plan.cp > 1 and plan.pp > 1:
+    if context_parallel_beside_pipeline(deepspeed_profile(), plan) is not None:  # runs_on's rule (Profile.
+        # context_parallel_with_pp): such a plan is not listed for DeepSpeed nor returned by its search
         warnings.append(f"DeepSpeed cannot run cp = {plan.cp} with pp = {plan.pp}: the PipelineModule topology has "
                         f"pipe, data and model axes only (deepspeed/runtime/pipe/topology.py:232-249) and the "
                         f"engine's batch rule takes its data axis (runtime/config.py:711-716), so there is no "

@@ -17,7 +17,7 @@ Every flag below was checked against that file at that commit. Sources by flag f
   ``--overlap-param-gather``, ``--use-megatron-fsdp``, ``--data-parallel-sharding-strategy``:
   ``_add_distributed_args``; the rules they must satisfy are ``validate_args`` in the same file and
   ``TransformerConfig.__post_init__`` (megatron/core/transformer/transformer_config.py) -- re-implemented
-  in tests/test_export_megatron.py;
+  in tests/frameworks/test_export_megatron.py;
 * recompute (``--recompute-granularity --recompute-method --recompute-num-layers``): ``_add_training_args``;
   the block method recomputes the first N layers of every *model chunk* (``TransformerBlock
   ._checkpointed_forward``, ``num_layers_per_pipeline_rank = len(self.layers)``,
@@ -36,13 +36,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from parplan.costmodel.assumptions import resolve_assumptions, selective_policy
-from parplan.costmodel.optimizer_states import split_states
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.spec.assumptions import resolve_assumptions, selective_policy
+from parplan.costmodel.spec.framework_rules import Profile, sequence_parallel_required
+from parplan.costmodel.spec.optimizer_states import split_states
+from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines, model_chunk_layers
+from parplan.frameworks.megatron_model_args import (MEGATRON_VERSION, append_flag, model_arg_warnings,
+                                                     model_args)
 from parplan.frameworks.pool_placement import host_order_array, host_order_lines, rank_blocks
+from parplan.frameworks.profiles import export_profile
 
-MEGATRON_VERSION = "core_v0.15.3"
 
 
 @dataclass
@@ -163,8 +166,11 @@ def _recompute(spec: Spec, plan: Plan, s: MegatronSettings) -> None:
                       f"recomputes {done} (at least as many: slower than planned, never more memory)")
 
 
-def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
-    """Map a plan onto Megatron-Core's settings; warnings for what Megatron-LM cannot run as planned."""
+def megatron_settings(spec: Spec, plan: Plan, prof: Optional[Profile] = None) -> MegatronSettings:
+    """Map a plan onto Megatron-Core's settings; warnings for what Megatron-LM cannot run as planned. ``prof``: the
+    framework whose rules decide what the export changes (default megatron-core at :data:`MEGATRON_VERSION`; the
+    Bridge export passes its own), the rules ``runs_on`` applies (costmodel/spec/framework_rules.py)."""
+    prof = prof or export_profile("megatron-core")
     knobs = resolve_assumptions(spec.assumptions)
     moe = spec.model.moe is not None
     s = MegatronSettings(tp=plan.tp, pp=plan.pp, cp=plan.cp, ep=plan.ep if moe else None,
@@ -175,33 +181,7 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
         s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")
-    s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
-    if moe and plan.tp > 1 and plan.ep > 1 and not s.sequence_parallel:
-        # ModelParallelConfig.__post_init__ says SP "must be used" with EP > 1 and TP > 1 through warnings.warn,
-        # a name the module never imports (megatron/core/model_parallel_config.py:388-393, imports :3-6, at
-        # core_v0.15.3): without --sequence-parallel the run stops on a NameError. Written with it
-        s.sequence_parallel = True
-        s.warnings.append(f"tp {plan.tp} with ep {plan.ep} without sequence parallelism: Megatron-Core requires "
-                          "--sequence-parallel when TP and EP are combined; exported with it (less activation "
-                          "memory than planned, the TP collectives as reduce-scatter/all-gather)")
-    if plan.cp > 1 and plan.cp_comm_type != "p2p":
-        # Megatron-LM arguments.py:3221 --cp-comm-type; a2a+p2p needs the two levels' sizes (:580-585): the a2a
-        # level is the CP members of one NVLink domain (costmodel/context_parallel.py)
-        s.cp_comm_type = plan.cp_comm_type
-        if plan.cp_comm_type == "a2a+p2p":
-            from parplan.costmodel.choice import nvlink_domain_size
-            from parplan.costmodel.hardware import resolve_gpu
-            from parplan.costmodel.mesh import ep_members_per_domain
-
-            inner = ep_members_per_domain(plan.tp, plan.cp, nvlink_domain_size(spec, resolve_gpu(spec.cluster)),
-                                          plan.num_gpus)
-            s.hierarchical_cp_sizes = (inner, plan.cp // inner)
-    if plan.tp > 1 and knobs.tp_comm_overlap > 0:
-        if s.sequence_parallel:
-            s.tp_comm_overlap = True
-        else:
-            s.warnings.append("the cost model hides TP communication (assumptions.tp_comm_overlap > 0) but "
-                              "Megatron-LM's --tp-comm-overlap needs --sequence-parallel; not exported")
+    _tensor_and_context(spec, plan, prof, knobs, s)
     _recompute(spec, plan, s)
     if plan.zero_stage == 1:
         s.distributed_optimizer = True
@@ -211,7 +191,7 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
         s.overlap_grad_reduce = True
         s.overlap_param_gather = plan.zero_stage >= 1
     _memory_dims(plan, knobs, s)
-    if plan.moe_a2a_overlap:  # arguments.py:3151 at core_v0.15.3 (costmodel/moe_comm.py)
+    if plan.moe_a2a_overlap:  # arguments.py:3151 at core_v0.15.3 (costmodel/moe/moe_comm.py)
         s.overlap_moe_expert_parallel_comm = True
     if plan.activation_offload_layers:
         # TransformerConfig.cpu_offloading_num_layers (megatron/core/model_parallel_config.py:461 at d98e8a64; the
@@ -232,6 +212,40 @@ def megatron_settings(spec: Spec, plan: Plan) -> MegatronSettings:
     return s
 
 
+def _tensor_and_context(spec: Spec, plan: Plan, prof: Profile, knobs, s: MegatronSettings) -> None:
+    """Sequence parallelism (forced where Megatron-Core requires it beside EP), the CP communication type and its
+    hierarchical sizes, and TP communication overlap."""
+    s.sequence_parallel = plan.tp > 1 and plan.sequence_parallel
+    if sequence_parallel_required(prof, plan) is not None:
+        # ModelParallelConfig.__post_init__ says SP "must be used" with EP > 1 and TP > 1 through warnings.warn,
+        # a name the module never imports (megatron/core/model_parallel_config.py:388-393, imports :3-6, at
+        # core_v0.15.3): without --sequence-parallel the run stops on a NameError. Written with it; the profile's
+        # rule (Profile.sequence_parallel_with_tp_ep) keeps such a plan out of runs_on and the search
+        s.sequence_parallel = True
+        s.warnings.append(f"tp {plan.tp} with ep {plan.ep} without sequence parallelism: Megatron-Core requires "
+                          "--sequence-parallel when TP and EP are combined; exported with it (less activation "
+                          f"memory than planned, the TP collectives as reduce-scatter/all-gather; {prof.name} is "
+                          "not in this plan's runs_on)")
+    if plan.cp > 1 and plan.cp_comm_type != "p2p":
+        # Megatron-LM arguments.py:3221 --cp-comm-type; a2a+p2p needs the two levels' sizes (:580-585): the a2a
+        # level is the CP members of one NVLink domain (costmodel/communication/context_parallel.py)
+        s.cp_comm_type = plan.cp_comm_type
+        if plan.cp_comm_type == "a2a+p2p":
+            from parplan.costmodel.evaluation.choice import nvlink_domain_size
+            from parplan.costmodel.spec.hardware import resolve_gpu
+            from parplan.costmodel.communication.mesh import ep_members_per_domain
+
+            inner = ep_members_per_domain(plan.tp, plan.cp, nvlink_domain_size(spec, resolve_gpu(spec.cluster)),
+                                          plan.num_gpus)
+            s.hierarchical_cp_sizes = (inner, plan.cp // inner)
+    if plan.tp > 1 and knobs.tp_comm_overlap > 0:
+        if s.sequence_parallel:
+            s.tp_comm_overlap = True
+        else:
+            s.warnings.append("the cost model hides TP communication (assumptions.tp_comm_overlap > 0) but "
+                              "Megatron-LM's --tp-comm-overlap needs --sequence-parallel; not exported")
+
+
 def _memory_dims(plan: Plan, knobs, s: MegatronSettings) -> None:
     """HSDP (--num-distributed-optimizer-instances, also Megatron-FSDP's HSDP switch), the precision-aware
     optimizer's dtypes and the optimizer CPU offload (profiles.py 'megatron.partial_dist_opt',
@@ -250,166 +264,73 @@ def _memory_dims(plan: Plan, knobs, s: MegatronSettings) -> None:
                               "assumptions.optimizer_bytes")
 
 
-def _flag(args: list[str], name: str, value=None) -> None:
-    args.append(name)
-    if value is not None:
-        args.append(str(value))
-
-
-def model_args(spec: Spec) -> list[str]:
-    m = spec.model
-    out: list[str] = []
-    _flag(out, "--num-layers", m.num_layers)
-    _flag(out, "--hidden-size", m.hidden_size)
-    _flag(out, "--ffn-hidden-size", m.ffn_hidden_size)
-    _flag(out, "--num-attention-heads", m.num_attention_heads)
-    if m.kv_heads != m.num_attention_heads:
-        _flag(out, "--group-query-attention")
-        _flag(out, "--num-query-groups", m.kv_heads)
-    if m.head_dim is not None and m.head_dim * m.num_attention_heads != m.hidden_size:
-        _flag(out, "--kv-channels", m.head_dim)
-    _flag(out, "--seq-length", spec.training.seq_len)
-    _flag(out, "--max-position-embeddings", spec.training.seq_len)
-    if m.gated_mlp:
-        _flag(out, "--swiglu")
-    if not m.tie_embeddings:
-        _flag(out, "--untie-embeddings-and-output-weights")
-    if m.moe is not None:
-        _flag(out, "--num-experts", m.moe.num_experts)
-        _flag(out, "--moe-router-topk", m.moe.top_k)
-        _flag(out, "--moe-ffn-hidden-size", m.moe.expert_ffn_hidden_size)
-        if m.moe.num_shared_experts:
-            width = m.moe.shared_expert_ffn_hidden_size or m.moe.expert_ffn_hidden_size
-            _flag(out, "--moe-shared-expert-intermediate-size", m.moe.num_shared_experts * width)
-        if m.moe.first_dense_layers:
-            k = m.moe.first_dense_layers
-            _flag(out, "--moe-layer-freq", f"([0]*{k}+[1]*{m.num_layers - k})")
-        # the dispatcher priced (costmodel/moe_dispatch.py); Megatron's own default is allgather
-        # (core_v0.15.3 arguments.py:3131-3142: --moe-token-dispatcher-type, --moe-enable-deepep for flex,
-        # --moe-expert-capacity-factor); HybridEP is --moe-flex-dispatcher-backend hybridep from core_v0.16.0 (3df20090)
-        _flag(out, "--moe-token-dispatcher-type", m.moe.dispatcher)
-        if m.moe.dispatcher == "flex":
-            _flex_backend(out, m.moe)
-        if m.moe.capacity_factor is not None:
-            _flag(out, "--moe-expert-capacity-factor", m.moe.capacity_factor)
-    if m.mla is not None:  # _add_network_size_args / _add_mla_args, arguments.py:1664 and 3165-3176 at core_v0.15.3
-        _flag(out, "--multi-latent-attention")
-        if m.mla.q_lora_rank:  # 0: no query compression, Megatron's default None
-            _flag(out, "--q-lora-rank", m.mla.q_lora_rank)
-        _flag(out, "--kv-lora-rank", m.mla.kv_lora_rank)
-        _flag(out, "--qk-head-dim", m.mla.qk_nope_head_dim)
-        _flag(out, "--qk-pos-emb-head-dim", m.mla.qk_rope_head_dim)
-        _flag(out, "--v-head-dim", m.mla.v_head_dim)
-    if m.attention is not None:  # _add_network_size_args, arguments.py:1571-1580 at core_v0.15.3
-        if m.attention.sinks:
-            _flag(out, "--softmax-type", "learnable")
-        if m.attention.sliding_window is not None:  # window_size (w - 1, 0): w keys, the query itself included
-            _flag(out, "--window-size", f"{m.attention.sliding_window - 1},0")
-            if m.attention.full_attention_every is not None:
-                _flag(out, "--window-attn-skip-freq", m.attention.full_attention_every)
-    if m.num_mtp_layers:  # arguments.py:1666 at core_v0.15.3; validate_args needs rope position embeddings (1186-1190)
-        _flag(out, "--mtp-num-layers", m.num_mtp_layers)
-    return out
-
-
-def _flex_backend(out: list[str], moe) -> None:
-    """The flex dispatcher's backend and SMs: DeepEP as ``--moe-enable-deepep`` (core_v0.15.3 arguments.py:3135;
-    still accepted, deprecated, through core_v0.19.0 transformer_config.py:1589-1598), HybridEP as
-    ``--moe-flex-dispatcher-backend hybridep`` (the config dataclass's flag from core_v0.16.0, 3df20090; with
-    ``--moe-enable-deepep`` Megatron refuses it, "Only one backend"), ``dispatcher_sms`` as ``--moe-deepep-num-sms``
-    (arguments.py:3137 at core_v0.15.3) or ``--moe-hybridep-num-sms`` (core_v0.16.0), both routed to
-    ``moe_flex_dispatcher_num_sms`` at core_v0.19.0 (transformer_config.py:1792-1810)."""
-    hybrid = moe.dispatcher_backend == "hybridep"
-    if hybrid:
-        _flag(out, "--moe-flex-dispatcher-backend", "hybridep")
-    else:
-        _flag(out, "--moe-enable-deepep")
-    if moe.dispatcher_sms is not None:
-        _flag(out, "--moe-hybridep-num-sms" if hybrid else "--moe-deepep-num-sms", moe.dispatcher_sms)
-
-
 def parallel_args(s: MegatronSettings) -> list[str]:
     out: list[str] = []
-    _flag(out, "--tensor-model-parallel-size", s.tp)
-    _flag(out, "--pipeline-model-parallel-size", s.pp)
-    _flag(out, "--context-parallel-size", s.cp)
+    append_flag(out, "--tensor-model-parallel-size", s.tp)
+    append_flag(out, "--pipeline-model-parallel-size", s.pp)
+    append_flag(out, "--context-parallel-size", s.cp)
     if s.cp_comm_type is not None:
-        _flag(out, "--cp-comm-type", s.cp_comm_type)
+        append_flag(out, "--cp-comm-type", s.cp_comm_type)
     if s.hierarchical_cp_sizes is not None:
         out += ["--hierarchical-context-parallel-sizes", *map(str, s.hierarchical_cp_sizes)]  # nargs='+'
     if s.ep is not None:
-        _flag(out, "--expert-model-parallel-size", s.ep)
-        _flag(out, "--expert-tensor-parallel-size", s.etp)
+        append_flag(out, "--expert-model-parallel-size", s.ep)
+        append_flag(out, "--expert-tensor-parallel-size", s.etp)
     if s.num_layers_per_virtual_stage is not None:
-        _flag(out, "--num-layers-per-virtual-pipeline-stage", s.num_layers_per_virtual_stage)
+        append_flag(out, "--num-layers-per-virtual-pipeline-stage", s.num_layers_per_virtual_stage)
     if s.num_virtual_stages_per_rank is not None:
-        _flag(out, "--num-virtual-stages-per-pipeline-rank", s.num_virtual_stages_per_rank)
+        append_flag(out, "--num-virtual-stages-per-pipeline-rank", s.num_virtual_stages_per_rank)
     if s.first_stage_layers is not None:
-        _flag(out, "--decoder-first-pipeline-num-layers", s.first_stage_layers)
-        _flag(out, "--decoder-last-pipeline-num-layers", s.last_stage_layers)
+        append_flag(out, "--decoder-first-pipeline-num-layers", s.first_stage_layers)
+        append_flag(out, "--decoder-last-pipeline-num-layers", s.last_stage_layers)
     if s.layout is not None:
-        _flag(out, "--pipeline-model-parallel-layout", s.layout)
+        append_flag(out, "--pipeline-model-parallel-layout", s.layout)
     if s.sequence_parallel:
-        _flag(out, "--sequence-parallel")
+        append_flag(out, "--sequence-parallel")
     if s.tp_comm_overlap:
-        _flag(out, "--tp-comm-overlap")
+        append_flag(out, "--tp-comm-overlap")
     if s.distributed_optimizer:
-        _flag(out, "--use-distributed-optimizer")
+        append_flag(out, "--use-distributed-optimizer")
     if s.fsdp_sharding_strategy is not None:
-        _flag(out, "--use-megatron-fsdp")
-        _flag(out, "--data-parallel-sharding-strategy", s.fsdp_sharding_strategy)
-        _flag(out, "--ckpt-format", "fsdp_dtensor")
+        append_flag(out, "--use-megatron-fsdp")
+        append_flag(out, "--data-parallel-sharding-strategy", s.fsdp_sharding_strategy)
+        append_flag(out, "--ckpt-format", "fsdp_dtensor")
     if s.overlap_grad_reduce:
-        _flag(out, "--overlap-grad-reduce")
+        append_flag(out, "--overlap-grad-reduce")
     if s.overlap_param_gather:
-        _flag(out, "--overlap-param-gather")
+        append_flag(out, "--overlap-param-gather")
     if s.num_distributed_optimizer_instances is not None:
-        _flag(out, "--num-distributed-optimizer-instances", s.num_distributed_optimizer_instances)
+        append_flag(out, "--num-distributed-optimizer-instances", s.num_distributed_optimizer_instances)
     if s.optimizer_dtypes is not None:
         main, m1, m2 = s.optimizer_dtypes
-        _flag(out, "--use-precision-aware-optimizer")
-        _flag(out, "--main-params-dtype", main)
-        _flag(out, "--exp-avg-dtype", m1)
-        _flag(out, "--exp-avg-sq-dtype", m2)
+        append_flag(out, "--use-precision-aware-optimizer")
+        append_flag(out, "--main-params-dtype", main)
+        append_flag(out, "--exp-avg-dtype", m1)
+        append_flag(out, "--exp-avg-sq-dtype", m2)
     if s.optimizer_offload_fraction is not None:
-        _flag(out, "--optimizer-cpu-offload")
-        _flag(out, "--optimizer-offload-fraction", f"{s.optimizer_offload_fraction:g}")
+        append_flag(out, "--optimizer-cpu-offload")
+        append_flag(out, "--optimizer-offload-fraction", f"{s.optimizer_offload_fraction:g}")
         if s.overlap_cpu_optimizer_d2h_h2d:
-            _flag(out, "--overlap-cpu-optimizer-d2h-h2d")
+            append_flag(out, "--overlap-cpu-optimizer-d2h-h2d")
     if s.overlap_moe_expert_parallel_comm:
-        _flag(out, "--overlap-moe-expert-parallel-comm")
+        append_flag(out, "--overlap-moe-expert-parallel-comm")
     if s.cpu_offloading_num_layers is not None:
-        _flag(out, "--cpu-offloading-num-layers", s.cpu_offloading_num_layers)
+        append_flag(out, "--cpu-offloading-num-layers", s.cpu_offloading_num_layers)
     return out
 
 
 def training_args(spec: Spec, s: MegatronSettings) -> list[str]:
     out: list[str] = []
-    _flag(out, "--micro-batch-size", s.micro_batch_size)
-    _flag(out, "--global-batch-size", s.global_batch_size)
+    append_flag(out, "--micro-batch-size", s.micro_batch_size)
+    append_flag(out, "--global-batch-size", s.global_batch_size)
     if s.recompute_granularity is not None:
-        _flag(out, "--recompute-granularity", s.recompute_granularity)
+        append_flag(out, "--recompute-granularity", s.recompute_granularity)
     if s.recompute_method is not None:
-        _flag(out, "--recompute-method", s.recompute_method)
-        _flag(out, "--recompute-num-layers", s.recompute_num_layers)
-    _flag(out, "--bf16")
+        append_flag(out, "--recompute-method", s.recompute_method)
+        append_flag(out, "--recompute-num-layers", s.recompute_num_layers)
+    append_flag(out, "--bf16")
     if spec.training.precision == "fp8":
-        _flag(out, "--fp8-format", "hybrid")
-    return out
-
-
-def model_arg_warnings(spec: Spec) -> list[str]:
-    """The model features :func:`model_args` has no Megatron-LM flag for (Megatron-Bridge sets them in its model
-    provider: export_bridge's own warnings)."""
-    moe, out = spec.model.moe, []
-    if moe is not None and moe.activation_clamp is not None:
-        out.append(f"model.moe.activation_clamp {moe.activation_clamp}: Megatron-LM has no command-line flag for "
-                   "TransformerConfig.activation_func_clamp_value (Megatron-LM 2a75ac12 megatron/training/arguments.py); "
-                   "set it in the model's config (Megatron-Bridge's GPT-OSS provider sets 7.0), or the experts run "
-                   "unclamped")
-    if moe is not None and moe.expert_bias:
-        out.append("model.moe.expert_bias: keep Megatron's linear biases on (do not pass --disable-bias-linear), as "
-                   "the plan was priced with them")
+        append_flag(out, "--fp8-format", "hybrid")
     return out
 
 
@@ -418,7 +339,7 @@ def megatron_argument_groups(spec: Spec, plan: Plan) -> tuple[list[tuple[str, li
     s = megatron_settings(spec, plan)
     groups = [("MODEL_ARGS", model_args(spec)), ("MODEL_PARALLEL_ARGS", parallel_args(s)),
               ("TRAINING_ARGS", training_args(spec, s))]
-    return groups, s.warnings + model_arg_warnings(spec)
+    return groups, s.warnings + model_arg_warnings(spec, plan)
 
 
 def megatron_argv(spec: Spec, plan: Plan) -> list[str]:
@@ -455,8 +376,8 @@ def render(spec: Spec, plan: Plan) -> tuple[str, list[str]]:
     text += "\n" + "\n".join(_array(name, tokens) for name, tokens in groups) + "\n"
     text += comment_block([
         "Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size "
-        f"{spec.model.vocab_size}), optimizer, schedule, checkpointing, and family flags such as --normalization "
-        "RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.",
+        f"{spec.model.vocab_size}), optimizer, schedule, checkpointing, and what the spec does not state (the "
+        "rotary base, --rotary-base; the norm epsilon, --norm-epsilon).",
     ])
     text += 'MEGATRON_ARGS=( ' + " ".join(f'"${{{name}[@]}}"' for name, _ in groups) + " )\n"
     if plan.stage_pools is not None:  # several cluster.pools: which nodes hold which stage (frameworks/pool_placement.py)

@@ -29,21 +29,60 @@ stage 0 -> ``dp_replicate = dp`` (DDP), possible only when DP is the only parall
 
 from __future__ import annotations
 
-from parplan.costmodel import dualpipev
-from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.export_common import (Export, comment_block, header_lines, model_chunk_layers,
-                                              model_feature_warnings)
+from typing import Optional
 
-TORCHTITAN_VERSION = "v0.2.2"
+from parplan.costmodel.schedules import dualpipev
+from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.spec.framework_rules import sequence_parallel_required
+from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.frameworks.export_common import (Export, comment_block, header_lines, model_chunk_layers,
+                                              model_family_words, model_feature_warnings)
+from parplan.frameworks.profile_data import EXPORT_VERSIONS
+from parplan.frameworks.profiles import export_profile
+
+TORCHTITAN_VERSION = EXPORT_VERSIONS["torchtitan"]
 SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV",
                   "dualpipev": "DualPipeV"}
+
+
+# torchtitan v0.2.2's model flavours (torchtitan/models/llama3/__init__.py llama3_args, models/deepseek_v3/__init__.py
+# deepseekv3_args at 73a0e697; llama3's FFN width from ffn_dim_multiplier and multiple_of, FeedForward in
+# models/llama3/model/model.py): the spec's model fields each fixes. MTP: no torchtitan v0.2.2 model has it.
+# (num_layers, hidden_size, ffn_hidden_size, num_attention_heads, kv_heads, vocab_size, gated_mlp, tie_embeddings, moe,
+#  mla)
+_DSV3_MLA = (128, 64, 128)  # qk_nope_head_dim, qk_rope_head_dim, v_head_dim of every deepseek_v3 flavour
+FLAVORS: dict[tuple[str, str], tuple] = {
+    ("llama3", "8B"): (32, 4096, 14336, 32, 8, 128256, True, False, None, None),
+    ("llama3", "70B"): (80, 8192, 28672, 64, 8, 128256, True, False, None, None),
+    ("llama3", "405B"): (126, 16384, 53248, 128, 8, 128256, True, False, None, None),
+    # moe: (experts, top_k, expert width, shared experts, leading dense layers); mla: (q_lora_rank, kv_lora_rank, ...)
+    ("deepseek_v3", "16B"): (27, 2048, 10944, 16, 16, 102400, True, False, (64, 6, 1408, 2, 1), (0, 512, *_DSV3_MLA)),
+    ("deepseek_v3", "236B"): (60, 5120, 12288, 128, 128, 102400, True, False, (160, 6, 1536, 2, 1),
+                              (1536, 512, *_DSV3_MLA)),
+    ("deepseek_v3", "671B"): (61, 7168, 18432, 128, 128, 129280, True, False, (256, 8, 2048, 1, 3),
+                              (1536, 512, *_DSV3_MLA)),
+}
+
+
+def model_flavor(spec: Spec) -> tuple[str, str] | None:
+    """The torchtitan v0.2.2 ``[model] name`` and ``flavor`` whose model is the spec's (every field of
+    :data:`FLAVORS` equal), or None."""
+    m = spec.model
+    moe = None if m.moe is None else (m.moe.num_experts, m.moe.top_k, m.moe.expert_ffn_hidden_size,
+                                      m.moe.num_shared_experts, m.moe.first_dense_layers)
+    mla = None if m.mla is None else (m.mla.q_lora_rank, m.mla.kv_lora_rank, m.mla.qk_nope_head_dim,
+                                      m.mla.qk_rope_head_dim, m.mla.v_head_dim)
+    mine = (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.kv_heads, m.vocab_size,
+            m.gated_mlp, m.tie_embeddings, moe, mla)
+    if m.attention is not None or (m.moe is not None and (m.moe.activation_clamp is not None or m.moe.expert_bias)):
+        return None
+    return next((key for key, shape in FLAVORS.items() if shape == mine), None)
 
 
 def chunk_layers_for_schedule(plan: Plan, dense_layers: int = 0) -> list[int]:
     """Decoder layers per model chunk, in chunk order, as the exported schedule places them (``dense_layers``:
     an MoE model's leading dense layers, kept on stage 0 under DualPipeV as the cost model places them)."""
-    if plan.schedule == "dualpipev":  # V order: rank r holds chunks r and 2pp-1-r (costmodel/dualpipev.py)
+    if plan.schedule == "dualpipev":  # V order: rank r holds chunks r and 2pp-1-r (costmodel/schedules/dualpipev.py)
         return dualpipev.chunk_layers(list(plan.stage_layers), dense_layers)
     if plan.schedule == "dualpipe":  # not runnable as planned: each stage's layers halved into a V
         first = [n - n // 2 for n in plan.stage_layers]
@@ -68,7 +107,10 @@ def module_fqns_per_model_part(chunks: list[int]) -> list[list[str]]:
 def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, object]], list[str]]:
     """``{section: {key: value}}`` in output order, and the warnings (in the order of the keys they concern)."""
     knobs = resolve_assumptions(spec.assumptions)
+    flavor = model_flavor(spec)
     warnings = model_feature_warnings(spec, "torchtitan", "the [model] name and flavor (its model args)")
+    if flavor is not None:  # the flavour builds the spec's model, MLA included; MTP it cannot (no v0.2.2 model has it)
+        warnings = [w for w in warnings if not w.startswith("model.mla ")]
     par = _data_parallel(plan, warnings)
     par.update(_tensor_and_context_parallel(plan, knobs, warnings))
     par.update(_pipeline_parallel(spec, plan, warnings))
@@ -80,8 +122,11 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
     training = {"local_batch_size": local_batch, "global_batch_size": spec.training.global_batch_size,
                 "seq_len": spec.training.seq_len, "mixed_precision_param": "bfloat16"}
     sections: dict[str, dict[str, object]] = {}
+    model: dict[str, object] = {} if flavor is None else {"name": flavor[0], "flavor": flavor[1]}
     if spec.training.precision == "fp8":
-        sections["model"] = {"converters": ["float8"]}
+        model["converters"] = ["float8"]
+    if model:
+        sections["model"] = model
     sections["parallelism"] = par
     sections["activation_checkpoint"] = ac
     sections["training"] = training
@@ -89,9 +134,11 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
 
 
 def _data_parallel(plan: Plan, warnings: list[str]) -> dict[str, object]:
-    """``[parallelism]`` data-parallel keys: DDP when DP is the sole parallelism, else FSDP2 (HSDP replicas)."""
+    """``[parallelism]`` data-parallel keys: DDP when DP is the sole parallelism (with one DP·CP rank, replicate and
+    shard degree 1: no data-parallel wrapper at all, ZeRO-0 as the rule ``ddp_one_dimensional`` allows), else FSDP2
+    (HSDP replicas)."""
     par: dict[str, object] = {}
-    only_dp = plan.tp == plan.cp == plan.pp == 1
+    only_dp = plan.tp == plan.cp == plan.pp == 1 or plan.dp * plan.cp == 1
     if plan.zero_stage == 0 and only_dp:
         par["data_parallel_replicate_degree"] = plan.dp
         par["data_parallel_shard_degree"] = 1
@@ -118,7 +165,9 @@ def _tensor_and_context_parallel(plan: Plan, knobs: Assumptions, warnings: list[
     """``[parallelism]`` TP and CP keys (torchtitan always sequence-shards under TP; CP rotates the KV ring)."""
     par: dict[str, object] = {}
     par["tensor_parallel_degree"] = plan.tp
-    if plan.tp > 1 and not plan.sequence_parallel:
+    # the shared rule (Profile.sequence_parallel_with_tp) at the version this file is for; runs_on applies it to a
+    # spec naming torchtitan 0.2.2, not to the newer torchtitan (main: Python configs, TP without SP) it lists by default
+    if sequence_parallel_required(export_profile("torchtitan"), plan) is not None:
         warnings.append("sequence_parallel false: torchtitan v0.2.2 always shards norms and activations along the "
                         "sequence when TP > 1 (parallelize.py); exported with sequence parallelism")
     if plan.tp > 1 and knobs.tp_comm_overlap > 0:
@@ -228,13 +277,26 @@ def _activation_checkpoint(plan: Plan, knobs: Assumptions, warnings: list[str]) 
                             "checkpointing (selective_ac_option = op) saves every other matmul instead")
     elif plan.recompute == "full" and any(plan.recompute_layers):
         ac["mode"] = "full"
-        if list(plan.recompute_layers) != list(plan.stage_layers):
+        every = every_nth_layer(plan)
+        if every is not None:  # layer SAC: v0.2.2 activation_checkpoint.py _apply_layer_sac checkpoints the blocks a
+            # process-wide counter makes multiples of n: each rank recomputes (its layers) // n (profiles 'titan.layer_sac')
+            ac["mode"], ac["selective_ac_option"] = "selective", str(every)
+        elif list(plan.recompute_layers) != list(plan.stage_layers):
             warnings.append(f"recompute_layers {plan.recompute_layers} per stage: torchtitan checkpoints every layer "
-                            f"(mode full) or every n-th layer of the whole model (selective_ac_option = n), not a "
+                            f"(mode full) or every n-th layer of each rank (selective_ac_option = n), not another "
                             f"count per stage; exported as full (every layer): slower than planned, never more memory")
     else:
         ac["mode"] = "none"
     return ac
+
+
+def every_nth_layer(plan: Plan) -> Optional[int]:
+    """n >= 2 when the plan recomputes (layers // n) of each stage's layers but not all of them (torchtitan v0.2.2's
+    ``selective_ac_option = "n"``), else None."""
+    layers, done = list(plan.stage_layers), list(plan.recompute_layers)
+    if done == layers:
+        return None
+    return next((n for n in range(2, max(layers) + 2) if [l // n for l in layers] == done), None)
 
 
 def _toml_value(value) -> str:
@@ -255,7 +317,10 @@ def export(spec: Spec, plan: Plan) -> Export:
     sections, warnings = torchtitan_sections(spec, plan)
     head = header_lines(spec, plan, f"torchtitan ({TORCHTITAN_VERSION}) job config", warnings)
     head += ["", "use: torchrun ... -m torchtitan.train --job.config_file <this file>",
-             "yours to add: [job], [model] name/flavor/tokenizer, [optimizer], [lr_scheduler], [checkpoint], "
+             "yours to add: [job], " + ("[model] hf_assets_path (tokenizer)" if model_flavor(spec) else
+                                          "[model] name/flavor/tokenizer (no v0.2.2 flavour is this model: "
+                                          f"{model_family_words(spec)})")
+             + ", [optimizer], [lr_scheduler], [checkpoint], "
              f"training.dataset, training.steps (vocab size {spec.model.vocab_size})"]
     text = comment_block(head)
     for name, keys in sections.items():
@@ -263,5 +328,6 @@ def export(spec: Spec, plan: Plan) -> Export:
     return Export(target="torchtitan", text=text, filename="torchtitan.toml", warnings=tuple(warnings))
 
 
-__all__ = ["export", "torchtitan_sections", "module_fqns_per_model_part", "chunk_layers_for_schedule",
+__all__ = ["export", "torchtitan_sections", "module_fqns_per_model_part", "chunk_layers_for_schedule", "every_nth_layer",
+           "model_flavor", "FLAVORS",
            "TORCHTITAN_VERSION", "SCHEDULE_NAMES"]

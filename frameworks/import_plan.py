@@ -14,9 +14,7 @@ The reading rules mirror the frameworks' own (sources as cited in the exporter m
   ``--pipeline-model-parallel-layout`` is given; ``--recompute-method block --recompute-num-layers n``
   recomputes ``vpp·min(n, chunk)`` layers per stage, ``uniform`` every layer; sequence parallelism is
   forced off at TP = 1 (``validate_args``), where it changes nothing, so it is read as the plan default;
-* torchtitan: ``dp = dp_replicate·dp_shard`` (``-1`` = leftover ranks), the stage split from
-  ``module_fqns_per_model_part`` (looped or V order by schedule), micro-batches per step
-  ``global_batch_size / (dp·micro-batch)``;
+* torchtitan: frameworks/import_torchtitan.py;
 * DeepSpeed: ``dp = train_batch_size / (micro × accumulation)``; ``pipeline.stages`` and
   ``tensor_parallel.autotp_size`` give PP and TP; stages split as evenly as possible (PipelineModule's
   ``uniform`` partition), AutoTP runs without sequence parallelism.
@@ -29,46 +27,15 @@ import ast
 import json
 import re
 import shlex
-import tomllib
 from typing import Any, Optional
 
-from pydantic import ValidationError
-
-from parplan.costmodel.spec import Spec
-from parplan.frameworks.export_common import ExportError
+from parplan.costmodel.spec.spec import Spec
+from parplan.costmodel.spec.spec_base import MAX_NUM_LAYERS
 from parplan.frameworks.export_megatron import block_recompute_layers
-from parplan.frameworks.loader import validate_spec
+from parplan.frameworks.import_common import ImportPlanError, divide_exactly, spec_with
+from parplan.frameworks.import_torchtitan import spec_from_torchtitan
 from parplan.frameworks.pool_placement import (HOST_ORDER_ARRAY, read_host_order, several_pools,
                                                stage_pools_from_host_order)
-
-
-class ImportPlanError(ExportError):
-    """An exported file that does not describe a plan for the base spec; the message names the key."""
-
-
-# ------------------------------------------------------------------------------------------- helpers
-
-
-def _divide(total: int, part: int, what: str) -> int:
-    if part <= 0 or total % part:
-        raise ImportPlanError(f"{what}: {total} is not divisible by {part}")
-    return total // part
-
-
-def _spec_with(base: Spec, *, plan: dict[str, Any], model: Optional[dict[str, Any]] = None,
-               training: Optional[dict[str, Any]] = None) -> Spec:
-    data = base.model_dump(mode="python", exclude_none=True)
-    data["plan"] = plan
-    if model:
-        data["model"] = {**data["model"], **model}
-    if training:
-        data["training"] = {**data["training"], **training}
-    try:
-        return validate_spec(data)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise ImportPlanError(f"{where}: {first.get('msg', 'invalid')}") from None
 
 
 # ------------------------------------------------------------------------------------------ Megatron
@@ -139,8 +106,17 @@ def layout_chunks(layout: str) -> list[int]:
     """Decoder layers per stage of a ``--pipeline-model-parallel-layout`` string (the unrolling rules of
     ``PipelineParallelLayerLayout.parse_str_to_list``)."""
     text = layout.replace(",", "")
-    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
-    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+
+    def repeat(m: re.Match) -> str:  # checked before the string is built: "t*99999999999" allocates nothing
+        if len(m.group(2)) > 7 or len(m.group(1)) * int(m.group(2)) > MAX_NUM_LAYERS:
+            raise ImportPlanError(f"--pipeline-model-parallel-layout: {m.group(0)[:40]!r} unrolls to more than "
+                                  f"{MAX_NUM_LAYERS} layers")
+        return m.group(1) * int(m.group(2))
+
+    text = re.sub(r"\(([^)]+)\)\*(\d+)", repeat, text)
+    if len(text) > 2 * MAX_NUM_LAYERS:
+        raise ImportPlanError(f"--pipeline-model-parallel-layout: unrolls to more than {MAX_NUM_LAYERS} layers")
+    text = re.sub(r"(.)\*(\d+)", repeat, text)
     stages = text.split("|")
     bad = set(text) - set("ELtm|")
     if bad:
@@ -182,11 +158,11 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
                   args.context_parallel_size or 1)
     order = _host_order(text, base)
     world = base.cluster.num_gpus if order is None else sum(nodes * per_node for _, nodes, per_node in order)
-    dp = _divide(world, tp * pp * cp, "cluster.num_gpus / (tp·pp·cp)" if order is None else
+    dp = divide_exactly(world, tp * pp * cp, "cluster.num_gpus / (tp·pp·cp)" if order is None else
                  f"{HOST_ORDER_ARRAY} ranks / (tp·pp·cp)")
     mbs = args.micro_batch_size or 1
     gbs = args.global_batch_size or mbs * dp
-    m = _divide(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
+    m = divide_exactly(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
     stage_layers, vpp, layout = _megatron_stages(args, L, pp)
     plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
                             "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
@@ -201,9 +177,9 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
             raise ImportPlanError(f"--cp-comm-type {' '.join(args.cp_comm_type)}: one type per layer has no plan "
                                   "form (plan.cp_comm_type is one for all layers)")
         plan["cp_comm_type"] = args.cp_comm_type[0]
-    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe_comm.py
+    if args.overlap_moe_expert_parallel_comm:  # costmodel/moe/moe_comm.py
         plan["moe_a2a_overlap"] = True
-    if args.cpu_offloading_num_layers:  # activation CPU offload (costmodel/activation_offload.py)
+    if args.cpu_offloading_num_layers:  # activation CPU offload (costmodel/evaluation/activation_offload.py)
         plan["activation_offload_layers"] = args.cpu_offloading_num_layers
     plan.update(_megatron_recompute(args, stage_layers, vpp, layout))
     plan.update(_megatron_optimizer(args))
@@ -215,7 +191,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
         training["precision"] = "fp8"
     elif args.bf16:
         training["precision"] = "bf16"
-    return _spec_with(base, plan=plan, model=model, training=training)
+    return spec_with(base, plan=plan, model=model, training=training)
 
 
 def _host_order(text: str, base: Spec) -> Optional[list[tuple[int, int, int]]]:
@@ -236,21 +212,21 @@ def _megatron_stages(args: argparse.Namespace, L: int, pp: int) -> tuple[list[in
     layout = None
     if args.pipeline_model_parallel_layout:
         chunks = layout_chunks(args.pipeline_model_parallel_layout)
-        vpp = _divide(len(chunks), pp, "--pipeline-model-parallel-layout stages / pp")
+        vpp = divide_exactly(len(chunks), pp, "--pipeline-model-parallel-layout stages / pp")
         layout = [[chunks[v * pp + r] for v in range(vpp)] for r in range(pp)]
         stage_layers = [sum(stage) for stage in layout]
     elif args.decoder_first_pipeline_num_layers or args.decoder_last_pipeline_num_layers:
         first = args.decoder_first_pipeline_num_layers
         last = args.decoder_last_pipeline_num_layers
         rest, middle_stages = L - (first or 0) - (last or 0), pp - (first is not None) - (last is not None)
-        mid = _divide(rest, middle_stages, "middle pipeline layers / middle stages") if middle_stages else 0
+        mid = divide_exactly(rest, middle_stages, "middle pipeline layers / middle stages") if middle_stages else 0
         stage_layers = ([first] if first is not None else []) + [mid] * middle_stages + ([last] if last is not None else [])
         vpp = args.num_virtual_stages_per_pipeline_rank or 1
     else:
-        per_stage = _divide(L, pp, "--num-layers / pp")
+        per_stage = divide_exactly(L, pp, "--num-layers / pp")
         stage_layers = [per_stage] * pp
         if args.num_layers_per_virtual_pipeline_stage:
-            vpp = _divide(per_stage, args.num_layers_per_virtual_pipeline_stage, "layers per stage / "
+            vpp = divide_exactly(per_stage, args.num_layers_per_virtual_pipeline_stage, "layers per stage / "
                           "--num-layers-per-virtual-pipeline-stage")
         else:
             vpp = args.num_virtual_stages_per_pipeline_rank or 1
@@ -320,98 +296,11 @@ def _megatron_model(args: argparse.Namespace, base: Spec, L: int, tp: int, plan:
                                "num_shared_experts": n_shared,
                                "first_dense_layers": _moe_dense_prefix(args.moe_layer_freq or "1", L)}
         if n_shared:
-            moe["shared_expert_ffn_hidden_size"] = _divide(shared_total, n_shared,
+            moe["shared_expert_ffn_hidden_size"] = divide_exactly(shared_total, n_shared,
                                                            "--moe-shared-expert-intermediate-size / shared experts")
         moe.update(_moe_dispatch(args))
         model["moe"] = moe
     return model
-
-
-# ---------------------------------------------------------------------------------------- torchtitan
-
-
-_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipev"}
-
-
-def spec_from_torchtitan(text: str, base: Spec) -> Spec:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ImportPlanError(f"torchtitan TOML: {err}") from None
-    par, ac, tr = doc.get("parallelism", {}), doc.get("activation_checkpoint", {}), doc.get("training", {})
-    tp, cp, pp = (par.get("tensor_parallel_degree", 1), par.get("context_parallel_degree", 1),
-                  par.get("pipeline_parallel_degree", 1))
-    replicate, shard = par.get("data_parallel_replicate_degree", 1), par.get("data_parallel_shard_degree", -1)
-    if shard < 0:
-        shard = _divide(base.cluster.num_gpus, replicate * cp * tp * pp, "parallelism: leftover ranks for dp_shard")
-    dp = replicate * shard
-    if replicate * shard * cp * tp * pp != base.cluster.num_gpus:
-        raise ImportPlanError(f"parallelism: dp_replicate·dp_shard·cp·tp·pp = {replicate * shard * cp * tp * pp} "
-                              f"must equal cluster.num_gpus = {base.cluster.num_gpus} (parallel_dims.py)")
-    gbs = tr.get("global_batch_size", -1)
-    local = tr.get("local_batch_size", 8)
-    if gbs < 0:
-        gbs = local * dp
-    mbs = par.get("pipeline_parallel_microbatch_size", 1) if pp > 1 else local
-    m = _divide(gbs, dp * mbs, "training.global_batch_size / (dp·micro-batch)")
-    name = par.get("pipeline_parallel_schedule", "1F1B").lower()
-    schedule = _SCHEDULES.get(name)
-    if schedule is None and pp > 1:
-        raise ImportPlanError(f"parallelism.pipeline_parallel_schedule: {name!r} has no parplan schedule "
-                              f"(known: 1F1B, Interleaved1F1B, DualPipeV)")
-    plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m}
-    if cp > 1:  # v0.2.2 context_parallel_rotate_method: alltoall (the ring) | allgather (its default)
-        rotate = par.get("context_parallel_rotate_method", "allgather")
-        kinds = {"alltoall": "p2p", "allgather": "allgather"}
-        if rotate not in kinds:
-            raise ImportPlanError(f"parallelism.context_parallel_rotate_method: {rotate!r} is neither alltoall nor "
-                                  "allgather")
-        plan["cp_comm_type"] = kinds[rotate]
-    if pp > 1:
-        parts = par.get("module_fqns_per_model_part")
-        if not parts:
-            raise ImportPlanError("parallelism.module_fqns_per_model_part: needed to read the stage split "
-                                  "(torchtitan's default split is not reproduced)")
-        chunks = [sum(1 for name in part if name.startswith("layers.")) for part in parts]
-        per_rank = _divide(len(chunks), pp, "module_fqns_per_model_part entries / pp")
-        if schedule == "dualpipev":  # rank r holds chunks r and 2pp-1-r; a plan's stage_layers are rank totals
-            stage_layers = [chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)]
-            vpp = 1
-        else:
-            layout = [[chunks[v * pp + r] for v in range(per_rank)] for r in range(pp)]
-            stage_layers = [sum(stage) for stage in layout]
-            vpp = per_rank
-            if any(len(set(stage)) > 1 for stage in layout):
-                plan["pipeline_layout"] = layout
-        plan.update(schedule=schedule, vpp=vpp, stage_layers=stage_layers)
-    mode = ac.get("mode", "selective")
-    if mode == "full":
-        plan["recompute"] = "full"
-    elif mode == "selective":
-        if str(ac.get("selective_ac_option", "2")) != "op":
-            raise ImportPlanError("activation_checkpoint.selective_ac_option: every-n-th-layer checkpointing has "
-                                  "no per-stage form in the plan; use 'op' or mode full")
-        plan["recompute"] = "selective"
-    elif mode != "none":
-        raise ImportPlanError(f"activation_checkpoint.mode: {mode!r} has no plan form")
-    reshard = par.get("fsdp_reshard_after_forward")
-    if reshard is None and shard == 1:
-        plan["zero_stage"] = 0
-    else:
-        plan["zero_stage"] = 2 if reshard == "never" else 3
-        if replicate > 1:  # HSDP: FSDP over dp_shard x cp, replicated over dp_replicate (profiles 'titan.hsdp')
-            plan["zero_replicas"] = replicate
-    if doc.get("model", {}).get("converters") and "float8" in doc["model"]["converters"]:
-        precision = "fp8"
-    else:
-        precision = "bf16"
-    if base.model.moe is not None:
-        plan["ep"] = par.get("expert_parallel_degree", 1)
-        plan["etp"] = par.get("expert_tensor_parallel_degree", 1)
-    training = {"global_batch_size": gbs, "precision": precision}
-    if "seq_len" in tr:
-        training["seq_len"] = tr["seq_len"]
-    return _spec_with(base, plan=plan, training=training)
 
 
 # ----------------------------------------------------------------------------------------- DeepSpeed
@@ -420,8 +309,8 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
 def spec_from_deepspeed(text: str, base: Spec) -> Spec:
     try:
         cfg = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ImportPlanError(f"DeepSpeed JSON: {err}") from None
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, or an int past Python's 4,300-digit limit
+        raise ImportPlanError(f"DeepSpeed JSON: {' '.join(str(err).split())[:200]}") from None
     if not isinstance(cfg, dict):
         raise ImportPlanError("DeepSpeed JSON: the top level must be an object")
     mbs = cfg.get("train_micro_batch_size_per_gpu", 1)
@@ -429,14 +318,14 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
     gbs = cfg.get("train_batch_size")
     if gbs is None:
         raise ImportPlanError("train_batch_size: required")
-    counted = _divide(gbs, mbs * m, "train_batch_size / (micro × accumulation)")
+    counted = divide_exactly(gbs, mbs * m, "train_batch_size / (micro × accumulation)")
     pipe = cfg.get("pipeline", {})
     pp = pipe.get("stages", 1)
     if not isinstance(pp, int):
         raise ImportPlanError(f"pipeline.stages: {pp!r}; the stage count must be an integer to read a plan")
     tp = cfg.get("tensor_parallel", {}).get("autotp_size", 1)
     # DeepSpeed counts AutoTP ranks as data parallel without pipeline parallelism (export_deepspeed.deepspeed_dp_ranks)
-    dp = counted if pp > 1 else _divide(counted, tp, "train_batch_size / (micro × accumulation × autotp_size)")
+    dp = counted if pp > 1 else divide_exactly(counted, tp, "train_batch_size / (micro × accumulation × autotp_size)")
     gbs = mbs * m * dp
     sp = cfg.get("sequence_parallel_size", 1)  # DeepSpeed-Ulysses (runtime/config.py:721-722)
     if tp * pp * dp * sp != base.cluster.num_gpus:
@@ -452,7 +341,7 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
     zero_cfg = cfg.get("zero_optimization", {})
     mics = zero_cfg.get("mics_shard_size", -1)
     if isinstance(mics, int) and 0 < mics < dp:  # MiCS: shard groups of mics_shard_size (profiles 'deepspeed.mics')
-        plan["zero_replicas"] = _divide(dp, mics, "data-parallel ranks / zero_optimization.mics_shard_size")
+        plan["zero_replicas"] = divide_exactly(dp, mics, "data-parallel ranks / zero_optimization.mics_shard_size")
     offload = zero_cfg.get("offload_optimizer") or {}
     if offload.get("device") in ("cpu", "nvme"):
         plan["optimizer_offload_fraction"] = float(offload.get("ratio", 1.0))
@@ -461,7 +350,7 @@ def spec_from_deepspeed(text: str, base: Spec) -> Spec:
         if pp > 1 and interval != 1:
             raise ImportPlanError("pipeline.activation_checkpoint_interval: only 0 or 1 has a per-stage plan form")
         plan["recompute"] = "full"
-    return _spec_with(base, plan=plan, training={"global_batch_size": gbs})
+    return spec_with(base, plan=plan, training={"global_batch_size": gbs})
 
 
 READERS = {"megatron": spec_from_megatron, "torchtitan": spec_from_torchtitan, "deepspeed": spec_from_deepspeed}

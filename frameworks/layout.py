@@ -1,17 +1,17 @@
-"""The stage splits frameworks compute themselves, as :class:`~parplan.costmodel.layout.Layout` s.
+"""The stage splits frameworks compute themselves, as :class:`~parplan.costmodel.spec.layout.Layout` s.
 
 :func:`megatron_split` (``--account-for-embedding/loss-in-pipeline-split``, ``--decoder-first/last-pipeline-num-
 layers``), :func:`torchtitan_split` (``generate_llm_fqn_per_model_part``) and :func:`torchtitan_split_points`
 (``generate_split_points``, torchtitan before v0.1.0); :func:`default_split` picks a profile's. The layout forms and their in-flight
-rules are the cost model's (:mod:`parplan.costmodel.layout`), re-exported here for the exporters and importers.
+rules are the cost model's (:mod:`parplan.costmodel.spec.layout`), re-exported here for the exporters and importers.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from parplan.costmodel.framework_rules import Profile
-from parplan.costmodel.layout import (Layout, LayoutError, LayoutInput, expand_megatron_string,  # noqa: F401
+from parplan.costmodel.spec.framework_rules import Profile
+from parplan.costmodel.spec.layout import (Layout, LayoutError, LayoutInput, expand_megatron_string,  # noqa: F401
                                       interleaved_inflight_chunks, layout_from_stages, resolve_layout,
                                       stage_inflight, to_megatron_string)
 

@@ -2,10 +2,10 @@
 
 As torchtitan keeps its config data (``config/configs.py``) apart from loading (``config/manager.py``), the profiles
 are data (:mod:`~parplan.frameworks.profile_data`, picked by version in :mod:`~parplan.frameworks.profiles`) and this
-module loads them into a :class:`~parplan.costmodel.spec.Spec`: :func:`validate_spec` validates raw spec data with
+module loads them into a :class:`~parplan.costmodel.spec.spec.Spec`: :func:`validate_spec` validates raw spec data with
 :data:`LOADER` in the validation context, which fills the default framework's (or the named one's) memory
 conventions under the user's ``assumptions:`` and binds the resolved profiles to the Spec
-(:class:`~parplan.costmodel.framework_binding.BoundFramework`). The cost model reads only that binding, so
+(:class:`~parplan.costmodel.spec.framework_binding.BoundFramework`). The cost model reads only that binding, so
 ``costmodel/`` imports nothing above it. Every entry point that builds a Spec (``parplan.load_spec`` / ``as_spec``,
 the CLI, the service, sweeps, imports, benchmarks) goes through :func:`validate_spec`.
 """
@@ -14,26 +14,32 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from parplan.costmodel.framework_binding import LOADER_KEY, BoundFramework
-from parplan.costmodel.spec import FrameworkSpec, Spec
+from parplan.costmodel.spec.framework_binding import LOADER_KEY, BoundFramework
+from parplan.costmodel.spec.spec import FrameworkSpec, Spec
 from parplan.frameworks.profile_citations import FRAMEWORKS
-from parplan.frameworks.profiles import apply_framework_assumptions, framework_profile, profile
+from parplan.frameworks.profiles import apply_framework_assumptions, export_profile, framework_profile
 
 
 class ProfileLoader:
-    """The :class:`~parplan.costmodel.framework_binding.FrameworkLoader` of the profiles in frameworks/."""
+    """The :class:`~parplan.costmodel.spec.framework_binding.FrameworkLoader` of the profiles in frameworks/."""
 
     def apply_conventions(self, data: Any) -> Any:
         return apply_framework_assumptions(data)
 
     def bind(self, framework: Union[str, FrameworkSpec, None]) -> BoundFramework:
-        """The spec's own profile (None under ``any``) and the profiles ``runs_on`` checks: the newest of each
-        framework (:data:`~parplan.frameworks.profile_citations.FRAMEWORKS`), the spec's own at its version, and a
-        historical framework only when the spec names it."""
+        """The spec's own profile (None under ``any``) and the profiles ``runs_on`` checks: each exported framework
+        (:data:`~parplan.frameworks.profile_citations.FRAMEWORKS`) at the version its export writes for
+        (:func:`~parplan.frameworks.profiles.export_profile`), so a plan listed for it is one its export writes
+        unchanged; where the spec names that framework at another version, that version's rules too (the plan must
+        run on the version the user runs, and the export must write it); a historical framework only when the spec
+        names it, by its own profile."""
         mine = framework_profile(framework)
-        names = FRAMEWORKS if mine is None or mine.name in FRAMEWORKS else FRAMEWORKS + (mine.name,)
-        return BoundFramework(mine, tuple((name, mine if mine is not None and mine.name == name else profile(name))
-                                          for name in names))
+        pairs = [(name, (export_profile(name),)) for name in FRAMEWORKS]
+        if mine is not None and mine.name in FRAMEWORKS:
+            pairs = [(name, profs if name != mine.name or mine in profs else profs + (mine,)) for name, profs in pairs]
+        elif mine is not None:
+            pairs.append((mine.name, (mine,)))
+        return BoundFramework(mine, tuple(pairs))
 
 
 LOADER = ProfileLoader()

@@ -27,7 +27,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import ExportError
 
 HOST_ORDER_ARRAY = "PARPLAN_HOST_ORDER"

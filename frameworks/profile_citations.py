@@ -149,6 +149,9 @@ CITATIONS: dict[str, str] = {
     "titan.fsdp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:320-339 apply_fsdp: with PP no "
                        "reshard after forward (ZeRO-2-like), without PP reshard (ZeRO-3); no option until 5940ddeb "
                        "(2025-02-06, 'Makes FSDP reshard_after_forward configurable')",
+    "titan.ddp_022": f"{TITAN_022} torchtitan/models/llama3/infra/parallelize.py:148-151: DDP (data_parallel_replicate "
+                      "alone, no FSDP) raises 'DDP has not supported > 1D parallelism' unless it spans every rank (no TP, "
+                      "PP or CP)",
     "titan.ddp_2412": f"{TITAN_2412} torchtitan/parallelisms/parallelize_llama.py:79-110: FSDP over dp_shard x cp "
                       "whenever either is > 1; DDP (data_parallel_replicate alone) raises 'DDP has not supported > 1D "
                       "parallelism' with TP or PP",
@@ -217,6 +220,10 @@ CITATIONS: dict[str, str] = {
                     "group checkpointed; no selective recompute)",
     "deepspeed.comm_dtype": f"{DEEPSPEED} deepspeed/runtime/engine.py:1405-1416: gradients are reduced in the "
                             "training dtype (fp16/bf16) unless communication_data_type is set",
+    "deepspeed.moe_capacity": f"{DEEPSPEED} deepspeed/moe/sharded_moe.py MOELayer.forward: einsum('sec,sm->ecm', "
+                              "dispatch_mask, input) dispatches into capacity-shaped [E, C, M] buffers (top1gating / "
+                              "top2gating: C = capacity_factor x tokens / experts), so every expert computes and "
+                              "exchanges C rows, padded where fewer are routed (assumptions.moe_pad_to_capacity)",
     "deepspeed.moe": f"{DEEPSPEED} deepspeed/moe/layer.py:24-60 MoE(ep_size, enable_expert_tensor_parallelism): "
                      "experts split over ep_size ranks (num_experts divisible by it), expert weights either "
                      "unsplit or split by the tensor-parallel degree",

@@ -1,6 +1,6 @@
 """Framework profiles (data): what each framework can run, at each version range, with its memory conventions.
 
-One :class:`~parplan.costmodel.framework_rules.Profile` per framework and version range; the field comments name the citation keys of
+One :class:`~parplan.costmodel.spec.framework_rules.Profile` per framework and version range; the field comments name the citation keys of
 :data:`~parplan.frameworks.profile_citations.CITATIONS`. :data:`VERSIONED` lists them per framework, newest first;
 :func:`parplan.frameworks.profiles.profile` picks one by version and the rules there read them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from parplan.costmodel.framework_rules import Profile
+from parplan.costmodel.spec.framework_rules import Profile
 
 _MEGATRON_CORE = Profile(
     name="megatron-core", versions=">= 0.13.0 (core_v0.13.0 .. core_v0.19.0)",
@@ -29,6 +29,9 @@ _MEGATRON_CORE = Profile(
                      "a2a+p2p with an a2a level other than the CP members of one NVLink domain",
                      "--outer-dp-sharding-strategy optim (optimizer states sharded across the HSDP replicas too)",
                      "--main-grads-dtype bf16 (set assumptions.grad_bytes / grad_reduce_bytes)"),
+    sequence_parallel_with_tp_ep=True,  # model_parallel_config.py:388-393 (core_v0.15.3): SP with TP and EP
+    expert_bias_etp_one=True,  # transformer_config.py TransformerConfig.__post_init__: "Bias in Moe is only supported
+    #                            when ETP==1" (megatron-core 0.16.1 :1588-1591)
     cp_comm_types=("p2p", "a2a", "allgather", "a2a+p2p"),
     hsdp_zero_stages=(1, 2, 3), optimizer_states=True, optimizer_offload="needs_states",
     activation_offload=True,
@@ -83,9 +86,9 @@ _TORCHTITAN = Profile(
 )
 _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
-    sequence_parallel_with_tp=True,
+    sequence_parallel_with_tp=True, ddp_one_dimensional=True,
     citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp",
-                                   "titan.dualpipev_ep_ac"),
+                                   "titan.dualpipev_ep_ac", "titan.ddp_022"),
     dualpipev_ep_no_recompute=True,
 )
 TORCHTITAN_MAIN_2412 = replace(
@@ -105,16 +108,17 @@ _DEEPSPEED = Profile(
     context_parallel=True, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
     assumptions={"grad_reduce_bytes": 2.0, "pipeline_runtime": "megatron",
                  "sequence_parallel_saves_gathered_inputs": False, "userbuffer_count": 0, "te_cublas_workspaces": 0,
-                 "dp_overlap_min_zero_stage": 2},  # ZeRO-0/1 reduce after the backward (assumptions.py)
+                 "dp_overlap_min_zero_stage": 2,  # ZeRO-0/1 reduce after the backward (assumptions.py)
+                 "moe_pad_to_capacity": True},  # capacity-shaped expert buffers (deepspeed.moe_capacity)
     citations=("deepspeed.schedule", "deepspeed.zero_pp", "deepspeed.partition", "deepspeed.ac",
-               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
+               "deepspeed.comm_dtype", "deepspeed.moe", "deepspeed.moe_capacity", "deepspeed.moe_a2a", "deepspeed.tp", "deepspeed.ulysses", "deepspeed.mics",
                "deepspeed.offload", "deepspeed.bf16_states", "deepspeed.no_activation_offload"),
     not_expressible=("Ulysses with fewer KV heads than the SP size (DeepSpeed replicates them; parplan needs "
                      "KV heads divisible by cp)", "ZeRO-Infinity offload",
                      "partition_method 'parameters' (balances parameter counts, not layers)",
                      "ZeRO++ hpZ (zero_hpz_partition_size: a secondary weight shard per node; optimizer states "
                      "stay sharded over the whole group)", "bf16_optimizer_states (bf16 master weights and grads)"),
-    cp_comm_types=("a2a",),
+    cp_comm_types=("a2a",), context_parallel_with_pp=False,  # pipe/topology.py:232-249: pipe, data, model axes
     hsdp_zero_stages=(3,), optimizer_offload="ratio_zero3",
 )
 
@@ -166,6 +170,13 @@ _LLM_FOUNDRY = Profile(
                      "assumptions.grad_reduce_bytes 4)"),
     tensor_parallel=False, pipeline_parallel=False,
 )
+
+# the version each framework's export writes for (frameworks/export_*.py read it from here): ``runs_on`` judges a
+# framework by the profile of this version (frameworks/loader.py), so a plan it lists is one its export writes
+# unchanged. torchtitan: v0.2.2 is the last release with TOML job configs; megatron-core: core_v0.15.3, the flags of
+# frameworks/export_megatron.py; Megatron-Bridge: tag v0.6.0 (export_bridge.py); DeepSpeed: 0.19.6 (export_deepspeed.py)
+EXPORT_VERSIONS: dict[str, str] = {"megatron-core": "core_v0.15.3", "megatron-bridge": "v0.6.0",
+                                   "torchtitan": "v0.2.2", "deepspeed": "0.19.6"}
 
 # (name, lowest version it applies to, or None = any) newest first; version None picks the newest
 VERSIONED: dict[str, tuple[tuple[Optional[tuple[int, ...]], Profile], ...]] = {

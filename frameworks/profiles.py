@@ -7,7 +7,7 @@ A spec's ``framework:`` (``megatron-core | megatron-bridge | torchtitan | deepsp
   pipeline parallelism), recompute granularities and per-stage recompute counts, CP / EP / ETP /
   sequence-parallel rules and stage splits the framework can launch. :func:`space_limits` is what
   ``SpaceOptions.from_spec`` intersects the search with; :func:`framework_violations` is the rule
-  ``costmodel.legality`` reports and ``runs_on`` applies to every returned plan;
+  ``costmodel.evaluation.legality`` reports and ``runs_on`` applies to every returned plan;
 * a **memory convention**: values for the cost model's existing knobs (``solver-cli knobs``), applied
   under the user's explicit ``assumptions:`` (user values win; :func:`framework_assumptions`).
 
@@ -24,7 +24,7 @@ Every fact carries a citation (:data:`CITATIONS`; repository file at a commit). 
   (``git log --first-parent main -S<flag>``), see :data:`MEGATRON_LM_COMMITS`
 * PyTorch ``1fd7abc2f521e4429a29c3088e39ebaca20f4698`` (torch.distributed.pipelining ScheduleDualPipeV),
   deepseek-ai/DualPipe ``3da1bbea53606543d7f5f232338fc58096db30e3`` (2025-03-10) and deepseek-ai/DeepEP
-  ``dd758caf451848bd150e1046af3d0a73e5fff38d`` (2026-07-14): costmodel/dualpipev.py and costmodel/moe_comm.py
+  ``dd758caf451848bd150e1046af3d0a73e5fff38d`` (2026-07-14): costmodel/schedules/dualpipev.py and costmodel/moe/moe_comm.py
 
 What parplan's schedules cannot express is listed per profile (``not_expressible``): the framework
 can run it, parplan cannot plan it, so no returned plan uses it.
@@ -33,8 +33,8 @@ Data, loading and rules apart (as torchtitan's ``config/configs.py`` data and ``
 citation table is :mod:`~parplan.frameworks.profile_citations`, the profiles per version range
 :mod:`~parplan.frameworks.profile_data`; this module picks a profile by version and merges its memory conventions;
 :mod:`~parplan.frameworks.loader` binds the profiles to a validated Spec (the cost model reads only that); the rules, typed on the shared degree vocabulary (a
-:class:`~parplan.costmodel.degrees.Choice` or a :class:`~parplan.costmodel.spec.Plan`), are the cost model's
-(:mod:`parplan.costmodel.framework_rules`, re-exported here).
+:class:`~parplan.costmodel.spec.degrees.Choice` or a :class:`~parplan.costmodel.spec.spec.Plan`), are the cost model's
+(:mod:`parplan.costmodel.spec.framework_rules`, re-exported here).
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Optional
 
-from parplan.costmodel.framework_binding import runs_on  # noqa: F401  (the bound spec's, re-exported)
-from parplan.costmodel.framework_rules import (Profile, SpaceLimits, choice_rule_violations,  # noqa: F401
+from parplan.costmodel.spec.framework_binding import runs_on  # noqa: F401  (the bound spec's, re-exported)
+from parplan.costmodel.spec.framework_rules import (Profile, SpaceLimits, choice_rule_violations,  # noqa: F401
                                                framework_violations, memory_rule_violations, space_limits,
                                                stage_rule_violations)
 from parplan.frameworks.profile_citations import CITATIONS, FRAMEWORKS, HISTORICAL, MEGATRON_LM_TAGS
-from parplan.frameworks.profile_data import VERSIONED, TORCHTITAN_MAIN_2412
+from parplan.frameworks.profile_data import EXPORT_VERSIONS, TORCHTITAN_MAIN_2412, VERSIONED
 
 if TYPE_CHECKING:
-    from parplan.costmodel.spec import Spec
+    from parplan.costmodel.spec.spec import Spec
 
 
 class UnknownFramework(ValueError):
@@ -121,6 +121,14 @@ def profile(name: str, version: Optional[str] = None) -> Profile:
                            f"({shown}); its facts are not cited here")
 
 
+def export_profile(name: str) -> Profile:
+    """The profile of ``name`` at the version its export writes for (:data:`~parplan.frameworks.profile_data.
+    EXPORT_VERSIONS`): the rules its exporter applies, and ``runs_on``'s."""
+    if name not in EXPORT_VERSIONS:
+        raise UnknownFramework(f"framework {name!r} has no export; exported: {', '.join(EXPORT_VERSIONS)}")
+    return profile(name, EXPORT_VERSIONS[name])
+
+
 def spec_profile(spec: "Spec") -> Optional[Profile]:
     """The profile a spec names, or None (framework-neutral: ``framework: any``)."""
     return framework_profile(getattr(spec, "framework", None))
@@ -131,8 +139,15 @@ def framework_profile(fw: Any) -> Optional[Profile]:
     if fw is None or fw == "any":
         return None
     if isinstance(fw, str):
-        return profile(fw)
-    return profile(fw.name, fw.version)
+        return profile(fw, spec_version(fw, None))
+    return profile(fw.name, spec_version(fw.name, fw.version))
+
+
+def spec_version(name: str, version: Optional[str]) -> Optional[str]:
+    """The version a spec's framework means: the one named, or, named without one, the version its export writes for
+    (:data:`~parplan.frameworks.profile_data.EXPORT_VERSIONS`), so the framework-restricted search, ``runs_on`` and
+    the export apply one profile; a framework with no export (a past release), its newest profile."""
+    return version if version is not None else EXPORT_VERSIONS.get(name)
 
 
 # ------------------------------------------------------------------------------------ memory conventions
@@ -162,7 +177,8 @@ def apply_framework_assumptions(data: Any) -> Any:
         name, version = getattr(fw, "name", fw), getattr(fw, "version", None)
     if not isinstance(name, str) or name not in VERSIONED or not (version is None or isinstance(version, str)):
         return data
-    prof = profile(name, version)  # an unknown version raises ValueError: a spec error naming the framework
+    prof = profile(name, spec_version(name, version))  # an unknown version raises ValueError: a spec error naming
+    #                                                      the framework
     section = data.get("assumptions")
     if section is None:
         section = {}
@@ -172,6 +188,15 @@ def apply_framework_assumptions(data: Any) -> Any:
         return data
     merged = {**framework_assumptions(prof, _tp_values(data)), **{k: v for k, v in section.items() if v is not None}}
     return {**data, "assumptions": merged}
+
+
+def user_overrides(spec: Any) -> list[str]:
+    """The knobs a validated Spec's ``assumptions`` set other than its framework profile's conventions: what the
+    user overrode (a knob set to the profile's own value changes nothing and is not counted)."""
+    prof = spec.bound_framework.profile
+    conventions = {} if prof is None else framework_assumptions(prof, _tp_values(spec.model_dump()))
+    return [knob for knob, value in spec.assumptions.model_dump(exclude={"preset"}).items()
+            if value is not None and (knob not in conventions or conventions[knob] != value)]
 
 
 def _tp_values(data: dict) -> Optional[list[int]]:

@@ -3,7 +3,7 @@
     python proto/generate.py            # writes proto/parplan/v1/planner_pb2{,_grpc}.py and planner_pb2.pyi
     python proto/generate.py --out DIR  # the same files under DIR/parplan/v1/ (the staleness test uses this)
 
-The generated files are committed; ``tests/test_service_proto.py`` regenerates into a temporary folder and
+The generated files are committed; ``tests/wire/test_convert.py`` regenerates into a temporary folder and
 fails when they differ. ``grpcio-tools`` (pinned in pyproject's ``test`` extra) bundles protoc and the
 well-known types (``google/protobuf/struct.proto``).
 """

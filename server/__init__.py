@@ -1,2 +1,3 @@
-"""The gRPC planning service: a thin adapter over the library (``service.py``), the proto edge (``convert.py``)
-and the server around them (``app.py``: health, reflection, auth, TLS, limits, drain). ``solver-cli serve`` runs it."""
+"""The gRPC planning service: a thin adapter over the library (``service.py``) through the wire mapping
+(``parplan.wire.convert``), and the server around it (``app.py``: health, reflection, auth, TLS, limits, drain).
+``solver-cli serve`` runs it."""

@@ -4,9 +4,10 @@ calls :meth:`Admission.acquire` before a solve). A call that gets no slot raises
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 from google.rpc import code_pb2, status_pb2
 
@@ -65,10 +66,11 @@ class Admission:
         limit = t0 + MAX_QUEUE_WAIT_S if deadline is None else min(deadline, t0 + MAX_QUEUE_WAIT_S)
         while True:
             left = limit - time.monotonic()
-            if turn.wait(max(0.0, min(0.05, left))):
+            handed = turn.wait(max(0.0, min(0.05, left)))
+            if handed and not draining.is_set():
                 return time.monotonic() - t0, ahead
             reason = None
-            if draining.is_set():
+            if draining.is_set():  # a slot handed over after the drain's refusal began is passed on (below)
                 reason = plain_status(code_pb2.UNAVAILABLE, "server is shutting down")
             elif cancel.is_set():
                 reason = plain_status(code_pb2.CANCELLED, "the call ended while waiting for a solver slot")
@@ -84,6 +86,17 @@ class Admission:
                 else:
                     self._waiting.remove(turn)
             raise Abort(reason)
+
+    @contextlib.contextmanager
+    def slot(self, cancel: threading.Event, draining: threading.Event,
+             deadline: Optional[float]) -> "Iterator[tuple[float, int]]":
+        """Hold a slot for the ``with`` block: acquire and release are one construct, so a raise anywhere
+        after the slot is had (a dead call's ``send_initial_metadata``, a cancel) still releases it."""
+        had = self.acquire(cancel, draining, deadline)
+        try:
+            yield had
+        finally:
+            self.release()
 
     def release(self) -> None:
         with self._lock:

@@ -5,23 +5,34 @@ server on an ephemeral port. Behaviour:
 
 * ``grpc.health.v1.Health``: SERVING for ``""`` and ``parplan.v1.PlannerService``; NOT_SERVING once draining.
   Health needs no token (the kubelet's ``grpc:`` probe sends none) and never waits for a solver slot.
+* a health-only server on ``--health-port`` (default 50052; same host, plaintext, no token) with its own
+  thread pool and concurrency cap, for the kubelet's probes; health stays on the main port too (same state),
+  where it shares gRPC's ``maximum_concurrent_rpcs`` with the planner: beyond :data:`SERVICE_THREADS` stalled
+  streams on the main port a health check there gets RESOURCE_EXHAUSTED until their idle timeout (probe the
+  health port).
 * server reflection (``grpcurl HOST:PORT list``) for the planner and health services.
 * ``--auth-token-file``: every other call needs ``authorization: Bearer <token>``, else UNAUTHENTICATED.
 * ``--tls-cert``/``--tls-key``: TLS (PEM files); otherwise plaintext (for a local or mesh-terminated port).
 * ``--max-concurrent N`` solving calls at once; ``--max-queue Q`` more wait for a slot (FIFO, up to their
   deadline); beyond that RESOURCE_EXHAUSTED at once (the Python client retries it with backoff).
-* no starvation: health and reflection never wait for a solver slot; the thread pool and gRPC's
-  ``maximum_concurrent_rpcs`` are N + Q + :data:`SERVICE_THREADS`, so stalled calls leave room for others;
+* no solver-slot waits for health and reflection; the thread pool and gRPC's
+  ``maximum_concurrent_rpcs`` are N + Q + :data:`SERVICE_THREADS` (1,024), so stalled calls leave room for
+  others (600 stalled streams, 200 on each service, leave health and a Plan served: tests/server/test_service_health.py);
   every request stream (the planner's single request included: the methods are served request-streaming)
   that sends nothing for ``--idle-timeout`` seconds is cancelled (:class:`IdleStreamTimeout`); HTTP/2
   keepalive drops dead peers, idle connections close after :data:`MAX_CONNECTION_IDLE_MS`, and one
   connection carries at most :data:`MAX_STREAMS_PER_CONNECTION` streams.
-* reflection v1 and v1alpha; ``--hf-config-dir``: the only folder a request's ``model.hf_config`` may name.
+* reflection v1 and v1alpha; ``--hf-config-dir``: the only folder a request's ``model.hf_config`` may name;
+  ``--sweep-engine``: the Sweep RPC's engine (a request may not name another, nor any ``ray_address``).
 * warnings (a JSON ``warning`` line) when a token travels over plaintext or the server listens beyond
   loopback without TLS.
 * requests over :data:`MAX_REQUEST_BYTES` are refused by gRPC with RESOURCE_EXHAUSTED.
-* SIGTERM/SIGINT: health goes NOT_SERVING, new calls get UNAVAILABLE, in-flight calls have ``grace_s`` to
-  finish; then they are cancelled (their solves stop) and the process exits 0.
+* SIGTERM/SIGINT (:meth:`RunningServer.drain`): health goes NOT_SERVING, new calls get UNAVAILABLE; in-flight
+  calls (queued ones keep their place) have ``grace_s`` to finish: those still running
+  :data:`DRAIN_ANSWER_MARGIN_S` before its end are timed up (each solve answers with its best plan so far,
+  FEASIBLE/UNKNOWN, as at its own time limit; a Sweep ends UNAVAILABLE after the points it sent; a call still
+  queued gets UNAVAILABLE); at the grace the rest (calls still reading their request) are cancelled, and the
+  process exits 0 by the grace + :data:`EXIT_SLACK_S` even if a handler does not stop.
 * one JSON log line per call on stderr: request id (the caller's ``x-request-id`` or a fresh one), method,
   peer, status code, latency.
 """
@@ -31,6 +42,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import os
 import signal
 import sys
 import threading
@@ -44,20 +56,36 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from parplan.client.spec_io import MAX_SPEC_BYTES
+from parplan.library.spec_io import MAX_SPEC_BYTES
+from parplan.library.sweep.engines import ENGINES
 from parplan.server.service import DEFAULT_MAX_QUEUE, SERVICE_NAME, PlannerServicer, add_to_server, log_event
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 50051
+DEFAULT_HEALTH_PORT = 50052
+HEALTH_THREADS = 256  # the health-only server's own pool and concurrency cap (stalled probes are cancelled
+HEALTH_IDLE_TIMEOUT_S = 1.0  # after this long without their request)
 DEFAULT_MAX_CONCURRENT = 4
 DEFAULT_GRACE_S = 10.0
+DRAIN_ANSWER_MARGIN_S = 1.0  # the drain times up in-flight solves this long before the grace ends (at most half
+# the grace), so each sends its best plan so far before the server stops
+EXIT_SLACK_S = 0.5  # past the grace, how long the drain waits for handlers to return before the process exits anyway
 MAX_REQUEST_BYTES = MAX_SPEC_BYTES + 64 * 1024  # the largest spec text plus the rest of a request
-SERVICE_THREADS = 32  # threads beyond the slots and the queue: health, reflection, refusals, stalled calls
+# threads beyond the slots and the queue: health, reflection, refusals, and calls whose request has not come (a
+# stalled stream holds its thread until its idle timeout); the pool starts threads as calls need them
+SERVICE_THREADS = 1024
 DEFAULT_IDLE_TIMEOUT_S = 10.0  # a request stream that sends nothing this long is cancelled
 MAX_STREAMS_PER_CONNECTION = 32  # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS
 MAX_CONNECTION_IDLE_MS = 5 * 60 * 1000  # a connection with no call for this long is closed
 KEEPALIVE_TIME_MS = 60 * 1000  # ping an idle connection ...
 KEEPALIVE_TIMEOUT_MS = 20 * 1000  # ... and drop it when the ping is not answered
+# both servers' connections: one port per process, streams per connection, idle and keepalive limits
+CONNECTION_OPTIONS = (("grpc.so_reuseport", 0),
+                      ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+                      ("grpc.max_connection_idle_ms", MAX_CONNECTION_IDLE_MS),
+                      ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+                      ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+                      ("grpc.http2.min_ping_interval_without_data_ms", 10_000))
 REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
 HEALTH_SERVICE_NAME = health.SERVICE_NAME  # "grpc.health.v1.Health"
 UNAUTHENTICATED_METHODS_PREFIX = f"/{HEALTH_SERVICE_NAME}/"
@@ -79,6 +107,8 @@ class ServeOptions:
     max_queue: int = DEFAULT_MAX_QUEUE
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     hf_config_dir: Optional[Path] = None
+    health_port: int = DEFAULT_HEALTH_PORT  # the health-only server's port (plaintext, no token); 0: ephemeral
+    sweep_engine: str = "local"  # the Sweep RPC's engine ("local" or "ray": a Ray runtime on the server)
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -173,6 +203,57 @@ class IdleStreamTimeout(grpc.ServerInterceptor):
         return make(behavior, handler.request_deserializer, handler.response_serializer)
 
 
+class _ParsedRequests:
+    """A raw request stream parsed message by message; bytes that do not parse end the call INVALID_ARGUMENT."""
+
+    def __init__(self, raw, deserialize, context):
+        self._raw, self._deserialize, self._context = raw, deserialize, context
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        data = next(self._raw)
+        try:
+            return self._deserialize(data)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends: the caller's bytes
+            self._context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"request: {len(data)} bytes that are not a valid request message")
+
+
+class StrictRequests(grpc.ServerInterceptor):
+    """Every handler reads its request(s) as a stream of raw bytes parsed inside the call: a unary request
+    becomes a request stream (so :class:`IdleStreamTimeout` cancels a call that never sends it, instead of a
+    worker thread waiting for it), and bytes that do not parse are INVALID_ARGUMENT (gRPC's own deserializer
+    failure is INTERNAL). The wire format of unary and request-streaming calls is the same, so callers see
+    no difference."""
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        deserialize = handler.request_deserializer
+        if handler.request_streaming:
+            inner = handler.stream_unary or handler.stream_stream
+
+            def streaming(request_iterator, context):
+                return inner(_ParsedRequests(request_iterator, deserialize, context), context)
+
+            make = (grpc.stream_unary_rpc_method_handler if handler.stream_unary
+                    else grpc.stream_stream_rpc_method_handler)
+            return make(streaming, None, handler.response_serializer)
+        inner = handler.unary_unary or handler.unary_stream
+
+        def unary(request_iterator, context):
+            request = next(_ParsedRequests(request_iterator, deserialize, context), None)
+            if request is None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request: no message sent")
+            return inner(request, context)
+
+        make = grpc.stream_unary_rpc_method_handler if handler.unary_unary else grpc.stream_stream_rpc_method_handler
+        return make(unary, None, handler.response_serializer)
+
+
 def _reflection_v1_handler(servicer: "reflection.ReflectionServicer") -> grpc.GenericRpcHandler:
     """``grpc.reflection.v1.ServerReflection`` (grpcio-reflection 1.81 serves only v1alpha): v1 is v1alpha
     under another package name, field for field, so its descriptors are v1alpha's renamed, added to the
@@ -238,21 +319,42 @@ class RunningServer:
     port: int
     servicer: PlannerServicer
     health: health.HealthServicer
+    health_server: Optional[grpc.Server] = None  # the health-only server (stopped with the main one)
+    health_port: int = 0
 
-    def drain(self, grace_s: float) -> None:
-        """NOT_SERVING, refuse new calls, give in-flight calls ``grace_s``, then cancel the rest and stop.
+    def drain(self, grace_s: float) -> int:
+        """Stop within ``grace_s``: NOT_SERVING, new calls UNAVAILABLE; calls (queued ones included) that end
+        within the grace less :data:`DRAIN_ANSWER_MARGIN_S` end as usual, the rest are timed up then
+        (:meth:`CallRegistry.time_up`: each solve answers with its best plan so far, calls still queued get
+        UNAVAILABLE); at the grace, whatever is left (calls still reading their request included) is cancelled
+        and the server stops. Returns the
+        calls whose handlers had still not returned :data:`EXIT_SLACK_S` after the grace (:func:`serve` exits
+        regardless).
 
-        The server keeps answering health checks (NOT_SERVING) while in-flight calls finish; gRPC's own
-        ``stop`` would refuse them too, so it is called only once the calls are done or the grace is over."""
-        deadline = time.monotonic() + grace_s
-        log_event("draining", grace_s=grace_s, active_calls=self.servicer.active_calls)
-        self.servicer.draining.set()
+        Every call counts from its handler's first line (server/call_registry.py). The server
+        keeps answering health checks (NOT_SERVING) meanwhile; gRPC's own ``stop`` would refuse them too, so
+        it is called only once no call is past its request or the grace is over."""
+        t0 = time.monotonic()
+        end = t0 + grace_s
+        servicer = self.servicer
+        calls = servicer.calls
+        log_event("draining", grace_s=grace_s, calls=calls.calls_in_handler, active_calls=servicer.active_calls,
+                  queued_calls=servicer.admission.queued)
+        servicer.draining.set()  # new calls get UNAVAILABLE
         self.health.enter_graceful_shutdown()
-        while self.servicer.active_calls and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = self.servicer.active_calls
-        self.server.stop(max(0.0, deadline - time.monotonic())).wait()
-        log_event("stopped", cancelled_calls=left)
+        if not calls.wait(end - min(DRAIN_ANSWER_MARGIN_S, grace_s / 2)):
+            log_event("time_up", calls=calls.time_up(), grace_left_s=round(end - time.monotonic(), 3))
+            calls.wait(end)
+        cut, reading = calls.calls_past_request, calls.calls_in_handler - calls.calls_past_request
+        finish = max(end, time.monotonic()) + EXIT_SLACK_S
+        self.server.stop(0).wait(EXIT_SLACK_S)  # the rest (calls still reading their request) UNAVAILABLE
+        if self.health_server is not None:
+            self.health_server.stop(0).wait(max(0.0, finish - time.monotonic()))
+        calls.wait(finish, reading_too=True)
+        left = calls.calls_in_handler
+        log_event("stopped", cancelled_calls=cut, reading_calls=reading, unfinished_handlers=left,
+                  drain_s=round(time.monotonic() - t0, 3))
+        return left
 
 
 def start(options: ServeOptions) -> RunningServer:
@@ -263,28 +365,28 @@ def start(options: ServeOptions) -> RunningServer:
         raise ServeConfigError(f"--max-queue: must be at least 0, got {options.max_queue}")
     if not options.idle_timeout_s > 0:
         raise ServeConfigError(f"--idle-timeout: must be more than 0 seconds, got {options.idle_timeout_s}")
+    if options.sweep_engine not in ENGINES:
+        raise ServeConfigError(f"--sweep-engine: must be one of {', '.join(ENGINES)}, got {options.sweep_engine!r}")
     if options.hf_config_dir is not None and not Path(options.hf_config_dir).is_dir():
         raise ServeConfigError(f"--hf-config-dir: {options.hf_config_dir} is not a folder")
     if (options.tls_cert is None) != (options.tls_key is None):
         raise ServeConfigError("--tls-cert and --tls-key go together (PEM certificate chain and private key)")
+    if not 0 <= options.health_port <= 65535:
+        raise ServeConfigError(f"--health-port: must be 0 to 65535, got {options.health_port}")
     interceptors: list[grpc.ServerInterceptor] = [IdleStreamTimeout(options.idle_timeout_s)]
     if options.auth_token_file is not None:
         interceptors.append(BearerTokenInterceptor(read_token(options.auth_token_file)))
+    interceptors.append(StrictRequests())
     threads = options.max_concurrent + options.max_queue + SERVICE_THREADS
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rpc"),
         interceptors=interceptors,
         maximum_concurrent_rpcs=threads,
         options=[("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
-                 ("grpc.max_send_message_length", 64 * 2**20),
-                 ("grpc.so_reuseport", 0),
-                 ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
-                 ("grpc.max_connection_idle_ms", MAX_CONNECTION_IDLE_MS),
-                 ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-                 ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000)],
+                 ("grpc.max_send_message_length", 64 * 2**20), *CONNECTION_OPTIONS],
     )
-    servicer = PlannerServicer(options.max_concurrent, options.max_queue, options.hf_config_dir)
+    servicer = PlannerServicer(options.max_concurrent, options.max_queue, options.hf_config_dir,
+                               options.sweep_engine)
     add_to_server(servicer, server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -304,6 +406,7 @@ def start(options: ServeOptions) -> RunningServer:
         raise ServeConfigError(f"cannot listen on {address}: {err}") from None
     if port == 0:
         raise ServeConfigError(f"cannot listen on {address} (in use, or not a local address)")
+    health_server, health_port = _start_health_server(options, health_servicer)
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -313,7 +416,31 @@ def start(options: ServeOptions) -> RunningServer:
               hf_config_dir=str(options.hf_config_dir) if options.hf_config_dir is not None else None)
     for warning in security_warnings(options):
         log_event("warning", message=warning)
-    return RunningServer(server, port, servicer, health_servicer)
+    return RunningServer(server, port, servicer, health_servicer, health_server, health_port)
+
+
+def _start_health_server(options: ServeOptions, health_servicer) -> tuple[grpc.Server, int]:
+    """The health-only server on ``options.health_port`` (same host, plaintext, no token: the kubelet's
+    ``grpc:`` probe): its own thread pool and concurrency cap, every call idle-timed after
+    :data:`HEALTH_IDLE_TIMEOUT_S`, so neither the work nor stalled probes on the main port can starve it.
+    It serves the same :class:`HealthServicer` as the main port (one SERVING / NOT_SERVING state)."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=HEALTH_THREADS, thread_name_prefix="health"),
+        interceptors=[IdleStreamTimeout(min(HEALTH_IDLE_TIMEOUT_S, options.idle_timeout_s)), StrictRequests()],
+        maximum_concurrent_rpcs=HEALTH_THREADS,
+        options=[("grpc.max_receive_message_length", 4096), *CONNECTION_OPTIONS],
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    wanted = 0 if options.port == 0 and options.health_port == DEFAULT_HEALTH_PORT else options.health_port
+    address = f"{options.host}:{wanted}"  # an ephemeral main port (tests) makes the default health port one too
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as err:
+        raise ServeConfigError(f"--health-port: cannot listen on {address}: {err}") from None
+    if port == 0:
+        raise ServeConfigError(f"--health-port: cannot listen on {address} (in use, or not a local address)")
+    server.start()
+    return server, port
 
 
 def configure_logging() -> None:
@@ -340,8 +467,20 @@ def serve(options: ServeOptions) -> None:
     signal.signal(signal.SIGINT, on_signal)
     while not stop.wait(0.5):
         pass
+    # the process ends by the grace + EXIT_SLACK_S even if a handler ignores its time-up and its cancellation
+    # (its worker thread would keep the interpreter alive at exit)
+    watchdog = threading.Timer(options.grace_s + EXIT_SLACK_S, _forced_exit, args=(running,))
+    watchdog.daemon = True
+    watchdog.start()
     running.drain(options.grace_s)
 
 
+def _forced_exit(running: RunningServer) -> None:
+    log_event("forced_exit", unfinished_handlers=running.servicer.calls_in_handler)
+    for handler in logging.getLogger("parplan.server").handlers:
+        handler.flush()
+    os._exit(0)
+
+
 __all__ = ["ServeOptions", "security_warnings", "IdleStreamTimeout", "ServeConfigError", "RunningServer", "start", "serve", "configure_logging",
-           "DEFAULT_PORT", "DEFAULT_HOST", "HEALTH_SERVICE_NAME", "MAX_REQUEST_BYTES"]
+           "StrictRequests", "DEFAULT_PORT", "DEFAULT_HEALTH_PORT", "DEFAULT_HOST", "HEALTH_SERVICE_NAME", "MAX_REQUEST_BYTES"]

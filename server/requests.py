@@ -13,11 +13,12 @@ from typing import Any, Optional
 
 import grpc
 
-from parplan.client.huggingface import MAX_CONFIG_BYTES, model_from_hf_config
-from parplan.client.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, spec_from_data
+from parplan.library.hf_fields import HFFieldError, parse_json_int
+from parplan.library.huggingface import MAX_CONFIG_BYTES, model_from_hf_config
+from parplan.library.spec_io import MAX_SPEC_BYTES, SpecError, one_line, parse_yaml, spec_from_data
 from parplan.costmodel.errors import ParplanError
-from parplan.costmodel.spec import Spec
-from parplan.server import convert
+from parplan.costmodel.spec.spec import Spec
+from parplan.wire import convert
 from parplan.solver.arguments import check_optimize_arguments
 from parplan.v1 import planner_pb2 as pb
 
@@ -92,38 +93,48 @@ def read_allowed_hf_config(path: object, root: Optional[Path]) -> dict:
 def _config_json(raw: Any, field: str) -> dict:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        data = json.loads(text)
+        data = json.loads(text, parse_int=parse_json_int)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
         raise RequestError(field, f"is not JSON text{where}") from None
+    except ValueError:  # int() past sys.get_int_max_str_digits: a number of thousands of digits
+        raise RequestError(field, "holds a number of more digits than any config field can use") from None
     if not isinstance(data, dict):
         raise RequestError(field, "must be a JSON object (a config.json)")
     return data
 
 
-def expand_request_model(data: Any, hf_config_dir: Optional[Path]) -> Any:
+def expand_request_model(data: Any, hf_config_dir: Optional[Path], where: str = "model") -> Any:
     """The request's model sources, resolved without touching the disk: ``hf_config_json`` (inline text) and
     ``hf_config`` (refused, or read under ``hf_config_dir``) become plain model fields; ``preset`` is left to
-    the library's expansion."""
+    the library's expansion. Every config field is type- and range-checked before any arithmetic
+    (library/hf_fields.py); ``where`` is the model section's path in errors (Sweep: ``base.model``,
+    ``axes.model[0]``)."""
+    if isinstance(data, dict) and isinstance(data.get("profile"), str):  # library/profile.py: inline only here
+        field = where[: -len("model")] + "profile" if where.endswith("model") else "profile"
+        raise RequestError(field, "the service reads no files named by a request; send the profile's content "
+                                  "inline (the mapping solver-cli calibrate writes)")
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         return data
     model = dict(data["model"])
     given = [k for k in ("hf_config", "hf_config_json", "preset") if k in model]
     if len(given) > 1:
-        raise RequestError("model", f"give one of hf_config_json, preset (got {', '.join(given)})")
-    source = "model.hf_config_json" if "hf_config_json" in model else "model.hf_config"
+        raise RequestError(where, f"give one of hf_config_json, preset (got {', '.join(given)})")
+    source = f"{where}.hf_config_json" if "hf_config_json" in model else f"{where}.hf_config"
     if "hf_config_json" in model:
         text = model.pop("hf_config_json")
         if not isinstance(text, str) or len(text.encode("utf-8")) > MAX_CONFIG_BYTES:
-            raise RequestError("model.hf_config_json", f"must be the text of a config.json, at most "
-                                                       f"{MAX_CONFIG_BYTES // 2**20} MiB")
-        config = _config_json(text, "model.hf_config_json")
+            raise RequestError(source, f"must be the text of a config.json, at most "
+                                       f"{MAX_CONFIG_BYTES // 2**20} MiB")
+        config = _config_json(text, source)
     elif "hf_config" in model:
         config = read_allowed_hf_config(model.pop("hf_config"), hf_config_dir)
     else:
         return data
     try:
-        mapped = model_from_hf_config(config, name=model.get("name") or "hf-config")
+        mapped = model_from_hf_config(config, name=model.get("name") or "hf-config", where=source)
+    except HFFieldError as err:
+        raise RequestError(err.field_path, str(err).split(": ", 1)[-1]) from None
     except (ValueError, TypeError, KeyError) as err:
         message = one_line(str(err))
         raise RequestError(source, message.split(": ", 1)[-1] if ": " in message else message) from None

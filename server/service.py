@@ -42,20 +42,23 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from parplan.client.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
-from parplan.client.evaluation import evaluate_spec
-from parplan.client.spec_io import one_line
+from parplan.library.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
+from parplan.library.evaluation import evaluate_spec
+from parplan.library.spec_io import one_line
 from parplan.costmodel.errors import ArgumentError, ParplanError
-from parplan.costmodel.spec import Spec
-from parplan.server import convert
+from parplan.costmodel.spec.spec import Spec
+from parplan.wire import convert
 from parplan.server.admission import DEFAULT_MAX_QUEUE, Abort, Admission, plain_status
+from parplan.server.call_registry import CallRegistry
 from parplan.server.requests import (MalformedRequest, RequestError, capped_by_deadline, expand_request_model,
                                      pareto_axis, read_allowed_hf_config, read_spec, solver_parameters, top_k)
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+from parplan.solver.warm_cache import WARM
 from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
 
+SHUTTING_DOWN = "server is shutting down"
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlannerService"].full_name  # "parplan.v1.PlannerService"
 
 # The library's input errors: everything a caller can fix derives from ParplanError (costmodel/errors.py).
@@ -113,6 +116,19 @@ def status_of(err: BaseException, request: Any) -> status_pb2.Status:
     return internal_error(err)
 
 
+def _call_ended(state: "CallState", context: grpc.ServicerContext) -> bool:
+    """Whether the call was already over (cancelled, past its deadline) when its body raised: then the raise
+    (``send_initial_metadata`` on a dead call, say) is the caller's doing, not the server's."""
+    return context.is_active() is False
+
+
+def _ended_status(context: grpc.ServicerContext) -> status_pb2.Status:
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        return plain_status(code_pb2.DEADLINE_EXCEEDED, "the call's deadline passed")
+    return plain_status(code_pb2.CANCELLED, "client cancelled")
+
+
 def _code_name(code: int) -> str:
     return code_pb2.Code.Name(code)
 
@@ -136,16 +152,33 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
     ``max_queue`` waiting for a slot."""
 
     def __init__(self, max_concurrent: int, max_queue: int = DEFAULT_MAX_QUEUE,
-                 hf_config_dir: Optional[Path] = None):
+                 hf_config_dir: Optional[Path] = None, sweep_engine: str = "local"):
         self.max_concurrent = max_concurrent
         self.admission = Admission(max_concurrent, max_queue)
         self.hf_config_dir = Path(hf_config_dir).resolve() if hf_config_dir is not None else None
+        self.sweep_engine = sweep_engine  # the Sweep RPC's engine: the server's configuration, not a request's
         self.draining = threading.Event()
-
+        self.calls = CallRegistry()  # every call in a handler, and the time-ups the drain sets
     @property
     def active_calls(self) -> int:
         """Calls holding a solver slot (tests, the drain and the load benchmark read it)."""
         return self.admission.active
+
+    @property
+    def calls_in_handler(self) -> int:
+        """Calls inside their handler from its first line (the drain and the tests read it)."""
+        return self.calls.calls_in_handler
+
+    @contextlib.contextmanager
+    def handling(self, context: grpc.ServicerContext, method: str) -> Iterator[None]:
+        """Count the call from its handler's first line (before its request is read) to its end; a call that
+        starts while the server drains is refused UNAVAILABLE at once."""
+        with self.calls.counted():
+            if self.draining.is_set():
+                log_event("rpc", request_id=_request_id(context), method=method, peer=context.peer(),
+                          code="UNAVAILABLE", error=SHUTTING_DOWN)
+                context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+            yield
 
     # -- THE frame around every call: request id, checks, admission, cancellation, errors, one log line
 
@@ -153,15 +186,22 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                body: Callable[[CallState], Iterator[Any]]) -> Iterator[Any]:
         """Run ``body`` (a generator of response messages) for one call, unary or streaming alike.
 
-        ``body`` reads and checks the request, then calls ``admit(state)`` before its solve. Whatever it raises
+        ``body`` reads and checks the request, then holds ``with self.admitted(state, context)`` over its solve. Whatever it raises
         becomes the call's status in :func:`status_of`. Initial metadata (``x-request-id``) is sent only once
         the call is admitted, so a refusal (RESOURCE_EXHAUSTED, UNAVAILABLE) carries no response headers and
         gRPC's retry policy can retry it."""
         state = CallState(_request_id(context), method, threading.Event(), time.perf_counter())
+        with self.calls.timed(state.cancel, context.add_callback):
+            yield from self._framed(request, context, state, body)
+
+    def _framed(self, request: Any, context: grpc.ServicerContext, state: CallState,
+                body: Callable[[CallState], Iterator[Any]]) -> Iterator[Any]:
         if not context.add_callback(state.cancel.set):
             state.cancel.set()  # the call has already ended
         status, extra = None, {}
         try:
+            if self.draining.is_set():  # read while the drain began: refused before its request is checked
+                raise Abort(plain_status(code_pb2.UNAVAILABLE, SHUTTING_DOWN))
             if isinstance(request, MalformedRequest):
                 raise RequestError("request", f"not a serialized {request.message_type} "
                                               f"({type(request.error).__name__})")
@@ -172,18 +212,27 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             self._finish(context, state, plain_status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
             raise
         except BaseException as err:  # noqa: BLE001 - ParplanError -> INVALID_ARGUMENT, the rest INTERNAL
-            status = status_of(err, request)
+            if _call_ended(state, context):
+                status = _ended_status(context)
+            else:
+                status = status_of(err, request)
+                if status.code == code_pb2.CANCELLED and self.draining.is_set():  # timed up by the drain (a Sweep)
+                    status = plain_status(code_pb2.UNAVAILABLE, SHUTTING_DOWN)
         self._finish(context, state, status, extra)
 
-    def admit(self, state: CallState, context: grpc.ServicerContext) -> Callable[[], None]:
-        """Wait for a solver slot (see :class:`Admission`); returns the slot's release."""
+    @contextlib.contextmanager
+    def admitted(self, state: CallState, context: grpc.ServicerContext) -> Iterator[None]:
+        """Hold a solver slot for the ``with`` block (see :meth:`Admission.slot`): everything after the slot is
+        had, ``send_initial_metadata`` on a dead call included, runs inside the block, so the slot cannot leak."""
         remaining = context.time_remaining()
         deadline = time.monotonic() + remaining if remaining is not None else None
-        waited, ahead = self.admission.acquire(state.cancel, self.draining, deadline)
-        state.admission = {"queue_wait_s": round(waited, 6), "queue_length": ahead,
-                           "solver_slots": self.admission.slots, "max_queue": self.admission.max_queue}
-        context.send_initial_metadata((("x-request-id", state.request_id),))
-        return self.admission.release
+        # a call already queued when the drain begins keeps its place until the drain's time-up (UNAVAILABLE then):
+        # a slot freed before it is served; new calls are refused before they get here
+        with self.admission.slot(state.cancel, self.calls.timed_up, deadline) as (waited, ahead):
+            state.admission = {"queue_wait_s": round(waited, 6), "queue_length": ahead,
+                               "solver_slots": self.admission.slots, "max_queue": self.admission.max_queue}
+            context.send_initial_metadata((("x-request-id", state.request_id),))
+            yield
 
     def _finish(self, context: grpc.ServicerContext, state: CallState, status: Optional[status_pb2.Status],
                 extra: dict[str, Any], abort: bool = True) -> None:
@@ -213,15 +262,12 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
             pareto = pareto_axis(request.pareto_axis, "pareto_axis")
             params = solver_parameters(request.solver, top_k=top_k(request), pareto=pareto)
-            release = self.admit(state, context)
-            try:
+            with self.admitted(state, context):
                 params = capped_by_deadline(params, context)
                 result = optimize(spec, method=params["method"], top_k=top_k(request), pareto=pareto,
                                   controls=_controls(params, state.cancel))
-            finally:
-                release()
             extra.update(_result_fields(result))
-            response = convert.plan_response(plan_result_to_dict(result), params)
+            response = convert.plan_response(plan_result_to_dict(result), params, request.contract_json)
             yield _with_admission(response, state)
 
         return self._unary(request, context, "Plan", body)
@@ -230,13 +276,12 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         def body(state: CallState, extra: dict):
             plan = convert.plan_spec_dict_from_message(request.plan) if request.HasField("plan") else None
             _, spec = read_spec(request, plan, hf_config_dir=self.hf_config_dir)
-            release = self.admit(state, context)
-            try:
-                data = evaluation_to_dict(evaluate_spec(spec))
-            finally:
-                release()
+            with self.admitted(state, context):
+                data = evaluation_to_dict(evaluate_spec(spec, **WARM.evaluation_inputs(spec)))  # shared with Plan
             extra["plan_status"] = data["status"]
-            yield convert.fill_message(pb.EvaluateResponse(), {"status": data["status"], "evaluation": data["plans"][0]})
+            yield convert.fill_message(pb.EvaluateResponse(), {
+                "status": data["status"], "evaluation": data["plans"][0], "parplan_version": data["parplan_version"],
+                "contract_json": convert.contract_json(data, request.contract_json)})
 
         return self._unary(request, context, "Evaluate", body)
 
@@ -247,17 +292,15 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             if axis is None:
                 raise RequestError("axis", "set PARETO_AXIS_MEMORY or PARETO_AXIS_GPUS")
             params = solver_parameters(request.solver, pareto=axis)
-            release = self.admit(state, context)
-            try:
+            with self.admitted(state, context):
                 params = capped_by_deadline(params, context)
                 result = optimize(spec, method=params["method"], pareto=axis, controls=_controls(params, state.cancel))
-            finally:
-                release()
             extra.update(_result_fields(result))
             data = plan_result_to_dict(result)
             response = convert.fill_message(pb.ParetoResponse(), {
                 "status": data["status"], "axis": axis, "points": data["pareto"], "solver": data["solver"],
-                "parameters": params, "timing": data.get("timing")})
+                "parameters": params, "timing": data.get("timing"), "parplan_version": data["parplan_version"],
+                "contract_json": convert.contract_json(data, request.contract_json)})
             yield _with_admission(convert.set_deprecated_fields(response), state)
 
         return self._unary(request, context, "Pareto", body)
@@ -266,16 +309,14 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         def body(state: CallState, extra: dict):
             _, spec = read_spec(request, hf_config_dir=self.hf_config_dir)
             params = solver_parameters(request.solver, top_k=top_k(request))
-            release = self.admit(state, context)
-            try:
-                yield from self._stream(spec, capped_by_deadline(params, context), top_k(request), state, extra)
-            finally:
-                release()
+            with self.admitted(state, context):
+                yield from self._stream(spec, capped_by_deadline(params, context), top_k(request), state, extra,
+                                        request.contract_json)
 
         yield from self._frame(request, context, "PlanStream", body)
 
-    def _stream(self, spec: Spec, params: dict, top_k: int, state: CallState,
-                extra: dict) -> Iterator[pb.PlanStreamResponse]:
+    def _stream(self, spec: Spec, params: dict, top_k: int, state: CallState, extra: dict,
+                json_asked: bool) -> Iterator[pb.PlanStreamResponse]:
         events: "queue.Queue[tuple[str, Any]]" = queue.Queue()
         t0 = time.perf_counter()
 
@@ -304,24 +345,37 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
                     raise value
                 else:
                     extra.update(_result_fields(value))
-                    response = _with_admission(convert.plan_response(plan_result_to_dict(value), params), state)
+                    response = _with_admission(convert.plan_response(plan_result_to_dict(value), params, json_asked),
+                                               state)
                     yield pb.PlanStreamResponse(result=response)
                     return
         finally:  # the slot is released only once the solve has stopped
             state.cancel.set()
             worker.join()
 
-    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> Iterator[pb.SweepResponse]:
-        """A capacity sweep on one solver slot, its points streamed as they finish (server/sweep_rpc.py)."""
-        from parplan.server.sweep_rpc import read_request, sweep_stream
+    def Replan(self, request: pb.ReplanRequest, context: grpc.ServicerContext) -> pb.ReplanResponse:
+        """Replan a running job on its changed cluster (server/replan_rpc.py, issue 43)."""
+        from parplan.server.replan_rpc import replan_arguments, run_replan
 
         def body(state: CallState, extra: dict):
-            sweep, engine = read_request(request)
-            release = self.admit(state, context)
-            try:
-                yield from sweep_stream(sweep, engine, request, state.cancel, extra)
-            finally:
-                release()
+            arguments = replan_arguments(request, self.hf_config_dir)
+            params = solver_parameters(request.solver)
+            with self.admitted(state, context):
+                data, response = run_replan(arguments, capped_by_deadline(params, context), state.cancel)
+            extra["plan_status"] = data["status"]
+            yield _with_admission(convert.set_deprecated_fields(response), state)
+
+        return self._unary(request, context, "Replan", body)
+
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> Iterator[pb.SweepResponse]:
+        """A capacity sweep on one solver slot, its points streamed as they finish (server/sweep_rpc.py)."""
+        from parplan.server.sweep_rpc import load_request_sweep, read_request, sweep_stream
+
+        def body(state: CallState, extra: dict):
+            data, engine = read_request(request, self.sweep_engine)
+            with self.admitted(state, context):  # the points are validated on the slot, under the call's deadline
+                sweep = load_request_sweep(data, state.cancel, context.time_remaining)
+                yield from sweep_stream(sweep, engine, request, state.cancel, extra, context.time_remaining)
 
         yield from self._frame(request, context, "Sweep", body)
 
@@ -367,30 +421,40 @@ def _tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
 
 
 
-def _single_request(behavior: Callable[[Any, grpc.ServicerContext], Any], streaming: bool):
+def _single_request(behavior: Callable[[Any, grpc.ServicerContext], Any], streaming: bool,
+                    servicer: PlannerServicer, method: str):
     """A unary-request method served as a request-streaming handler: it reads the one request message itself,
     so the call is in the servicer's hands before its body arrives and the server's idle timeout (app.py's
     ``IdleStreamTimeout``, a ``context.cancel()`` after the receive timeout) frees a call that never sends
-    it. gRPC's own unary handlers block a worker thread on the body with no time limit."""
+    it. gRPC's own unary handlers block a worker thread on the body with no time limit. The call is counted
+    for the drain (:meth:`PlannerServicer.handling`) from before its request is read."""
     def first(request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
         try:
             request = next(request_iterator, None)
-        except grpc.RpcError:  # cancelled while waiting
+        except Exception:  # noqa: BLE001 - cancelled or past its deadline while the request was read
+            if context.is_active():
+                raise
             request = None
-        if request is None and context.is_active():
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message (exactly one is required)")
+        if request is None:
+            if context.is_active():
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message (exactly one is required)")
+            ended = _ended_status(context)  # the caller's doing: no internal_error, no None to serialize
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED if ended.code == code_pb2.DEADLINE_EXCEEDED else
+                          grpc.StatusCode.CANCELLED, ended.message)
         return request
 
     if streaming:
         def stream(request_iterator, context):
-            request = first(request_iterator, context)
-            if request is not None:
-                yield from behavior(request, context)
+            with servicer.handling(context, method):
+                request = first(request_iterator, context)
+                if request is not None:
+                    yield from behavior(request, context)
         return stream
 
     def unary(request_iterator, context):
-        request = first(request_iterator, context)
-        return None if request is None else behavior(request, context)
+        with servicer.handling(context, method):
+            request = first(request_iterator, context)
+            return None if request is None else behavior(request, context)
     return unary
 
 
@@ -403,7 +467,8 @@ def method_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandle
         request_class = getattr(pb, method.input_type.name)
         response_class = getattr(pb, method.output_type.name)
         make = grpc.stream_stream_rpc_method_handler if method.server_streaming else grpc.stream_unary_rpc_method_handler
-        handlers[method.name] = make(_single_request(getattr(servicer, method.name), method.server_streaming),
+        behavior = _single_request(getattr(servicer, method.name), method.server_streaming, servicer, method.name)
+        handlers[method.name] = make(behavior,
                                      request_deserializer=_tolerant_deserializer(request_class),
                                      response_serializer=response_class.SerializeToString)
     return handlers

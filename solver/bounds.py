@@ -23,16 +23,17 @@ import math
 
 import numpy as np
 
-from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel import moe_comm
-from parplan.costmodel.choice import Choice, bubble_factor, effective_zero_stage
-from parplan.costmodel.hardware import GPU
-from parplan.costmodel.memory import model_state_bytes
-from parplan.costmodel.optimizer_states import optimizer_state_bytes
-from parplan.costmodel.paired_overlap import combined_1f1b_key
-from parplan.costmodel.schedule import Schedule
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.spec.assumptions import Assumptions
+from parplan.costmodel.moe import moe_comm
+from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective_zero_stage, pipeline_buffer_counts
+from parplan.costmodel.spec.hardware import GPU
+from parplan.costmodel.memory.memory import model_state_bytes
+from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key
+from parplan.costmodel.schedules.schedule import Schedule
+from parplan.costmodel.spec.spec import Spec
+from parplan.costmodel.evaluation.stage_extras import torch_pipelining_bytes
 from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, NS, Scale, StageTable, schedule_units
 
@@ -118,15 +119,28 @@ def _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed):
 
     def layers_at(tau: np.ndarray) -> np.ndarray:
         check()
-        if exposed is not None:
-            return (exposed[:, :, None] <= tau).sum(axis=(0, 1)) - n
-        rel = tau - d_col
-        l_a = rel / a_col
-        l_b = (rel + kr_col) / slope_col
-        frac = np.where(l_a <= l_mem0_col, l_a, l_b if all_fin else np.where(fin_col, l_b, l_mem0_col))
-        return np.minimum(np.floor(frac + 1e-9), most_col).sum(axis=0)
+        width = len(tau) * (1 if exposed is None else exposed.shape[1])
+        step = max(1, LAYER_COUNT_CHUNK_ELEMENTS // max(1, width))
+        total = np.zeros(len(tau))
+        for lo in range(0, n, step):  # rows in chunks: each temporary at most the chunk's size, the sums exact
+            rows = slice(lo, lo + step)
+            if exposed is not None:
+                total += (exposed[rows, :, None] <= tau).sum(axis=(0, 1))
+                continue
+            rel = tau - d_col[rows]
+            l_a = rel / a_col[rows]
+            l_b = (rel + kr_col[rows]) / slope_col[rows]
+            frac = np.where(l_a <= l_mem0_col[rows], l_a,
+                            l_b if all_fin else np.where(fin_col[rows], l_b, l_mem0_col[rows]))
+            total += np.minimum(np.floor(frac + 1e-9), most_col[rows]).sum(axis=0)
+        return total - n if exposed is not None else total
 
     return layers_at
+
+
+# layers_at's temporaries hold at most this many entries (1 MiB of float64) whatever the number of units: the
+# counts are integers (exact in float64 below 2**53), so summing them chunk by chunk gives the same floats
+LAYER_COUNT_CHUNK_ELEMENTS = 1 << 17
 
 
 SEARCH_POINTS = 64  # τ values least_integer_reaching tries at once: each round narrows the interval 64-fold
@@ -210,21 +224,67 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
                            + model_state_bytes(expert_params[sel], int(z), g_expert[sel], a.weight_bytes,
                                                a.grad_bytes, o, f, a.zero3_resident_weight_bytes))
     states *= per_unit
+    mean_buffers, most_buffers = pipeline_buffer_floors(spec, choices, a)
+    states = np.maximum(states + mean_buffers, most_buffers)
     check()
     return step_lb_s, np.floor(states * (1 - 1e-9) / KIB)
+
+
+def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
+    """Per choice, (the mean unit's, the largest unit's) pipeline-runtime buffers in bytes
+    (ChoiceCosts.pipeline_buffer_bytes: the stage-boundary tensors and last-stage outputs that
+    ``torch.distributed.pipelining`` holds): constants of a unit's memory beside its layers' states, so the mean
+    unit's states plus the first, and the second alone, are at most the peak. Zeros under Megatron's runtime."""
+    mean, most = np.zeros(len(choices)), np.zeros(len(choices))
+    if a.pipeline_runtime != "torch":
+        return mean, most
+    seq, h, vocab = spec.training.seq_len, spec.model.hidden_size, spec.model.vocab_size
+    counts: dict[tuple, list] = {}  # by all that costmodel.evaluation.choice.pipeline_buffer_counts reads of a choice
+    floors: dict[tuple, tuple[float, float]] = {}  # by those and all that torch_pipelining_bytes reads
+    for j, c in enumerate(choices):
+        if c.pp == 1:
+            continue
+        key = (c.schedule, c.pp, c.vpp, c.num_microbatches, c.moe_a2a_overlap)
+        full = key + (c.micro_batch_size, c.cp, c.tp, c.sequence_parallel_on)
+        floor = floors.get(full)
+        if floor is None:
+            held = counts.get(key)
+            if held is None:  # per unit: (boundary tensors, outputs) over its stages' chunks
+                held = counts[key] = [[x for s in stages for x in pipeline_buffer_counts(c, s)]
+                                      for stages in schedule_units(c.schedule, c.pp).stage_pairs]
+            io, retained = torch_pipelining_bytes(c, a, seq, h, vocab)
+            unit_bytes = [sum(n * io + r * retained for n, r in unit) for unit in held]
+            floor = floors[full] = (sum(unit_bytes) / len(unit_bytes) * (1 - 1e-9), max(unit_bytes) * (1 - 1e-9))
+        mean[j], most[j] = floor
+    return mean, most
+    seq, h, vocab = spec.training.seq_len, spec.model.hidden_size, spec.model.vocab_size
+    counts: dict[tuple, list] = {}  # by all that costmodel.evaluation.choice.pipeline_buffer_counts reads of a choice
+    for j, c in enumerate(choices):
+        io, retained = torch_pipelining_bytes(c, a, seq, h, vocab)
+        if not (io or retained):
+            continue
+        key = (c.schedule, c.pp, c.vpp, c.num_microbatches, c.moe_a2a_overlap)
+        held = counts.get(key)
+        if held is None:  # per unit: (boundary tensors, outputs) over its stages' chunks
+            per_stage = [np.sum(pipeline_buffer_counts(c, s), axis=0) for s in range(c.pp)]
+            held = counts[key] = np.array([np.sum([per_stage[s] for s in stages], axis=0)
+                                           for stages in schedule_units(c.schedule, c.pp).stage_pairs])
+        unit_bytes = held[:, 0] * io + held[:, 1] * retained
+        mean[j], most[j] = unit_bytes.mean() * (1 - 1e-9), unit_bytes.max() * (1 - 1e-9)
+    return mean, most
 
 
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
 def layer_key(c: Choice) -> tuple | None:
     """The Choice fields that fix a layer's compute, TP and EP times (``LayerCost.compute_s``, ``tp_s``, ``ep_s`` of
-    the dense and the MoE layer; costmodel/layer_costs.py, costmodel/moe_layer.py): the token counts (tp, cp, micro-batch size), SP, the
+    the dense and the MoE layer; costmodel/evaluation/layer_costs.py, costmodel/evaluation/moe_layer.py): the token counts (tp, cp, micro-batch size), SP, the
     GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
     granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
     all-to-all), the FP8 dispatch, and the links' tiers (the world size); under combined 1F1B (moe_a2a_overlap)
     also the PP degree, virtual stages and micro-batch count, which set its lone passes
-    (costmodel/paired_overlap.py combined_1f1b_lone_share). Otherwise not the DP, ZeRO, PP or micro-batch
+    (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share). Otherwise not the DP, ZeRO, PP or micro-batch
     count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
-    changes the compute time by the stage (costmodel/activation_offload.py). tests/test_layer_bound.py checks the
+    changes the compute time by the stage (costmodel/evaluation/activation_offload.py). tests/solver/test_layer_bound.py checks the
     times equal across choices of one key."""
     if c.activation_offload_layers:
         return None
@@ -244,7 +304,7 @@ def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
     mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
     terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
     products of non-negative terms are monotone, so this is at most that sum. ``dense``, ``moe``: the layers'
-    LayerCosts or their layer_costs.LayerTimes (the same three terms: costmodel.choice.layer_times); ``moe`` None
+    LayerCosts or their layer_costs.LayerTimes (the same three terms: costmodel.evaluation.choice.layer_times); ``moe`` None
     for a dense model."""
     main, k = (moe, k_dense_model) if moe is not None else (dense, 0)
     return k * (dense.compute_s + dense.tp_s + dense.ep_s) + (num_layers - k) * (main.compute_s + main.tp_s + main.ep_s)

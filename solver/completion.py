@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.spec import PlanSpec, Spec
+from parplan.costmodel.spec.spec import PlanSpec, Spec
 
 # plan field -> the search key that restricts it
 PIN_KEYS = {

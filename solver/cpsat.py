@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from ortools.sat.python import cp_model
 
 from parplan.solver.arguments import check_solver_controls
-from parplan.solver.deadline import MIB, TimeUp, budget, check, current, rss_bytes
+from parplan.solver.deadline import MIB, TimeUp, budget, check, current, over_budget, rss_bytes
+from parplan.solver.ortools_cp import cp_model
 from parplan.solver.paired_split import ILLEGAL
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
@@ -417,10 +417,11 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
     stopper = None
     done = threading.Event()
     cancel = controls.cancel if controls.cancel is not None else (limits.cancel if limits is not None else None)
-    if cancel is not None:
-        def watch():  # stop until the solve ends: a cancel that lands before solve() starts must not be lost
+    if cancel is not None or limits is not None:
+        def watch():  # stop until the solve ends: a cancel that lands before solve() starts must not be lost, and
+            # a process past its memory budget stops the solve as it stops every other phase (deadline.past)
             while not done.wait(0.02):
-                if cancel.is_set():
+                if (cancel is not None and cancel.is_set()) or (limits is not None and over_budget(limits)):
                     solver.stop_search()
         stopper = threading.Thread(target=watch, daemon=True)
         stopper.start()

@@ -18,10 +18,11 @@ from typing import Optional
 
 import numpy as np
 
-from parplan.costmodel.evaluate import evaluate
-from parplan.costmodel.hardware import GIB
-from parplan.costmodel.runtime_memory import memory_for_usable
-from parplan.costmodel.spec import CP_COMM_TYPES, SearchSpec, Spec
+from parplan.costmodel.evaluation.evaluate import evaluate
+from parplan.costmodel.spec.hardware import GIB
+from parplan.costmodel.memory.runtime_memory import memory_for_usable
+from parplan.costmodel.spec.spec import CP_COMM_TYPES, SearchSpec, Spec
+from parplan.costmodel.spec.spec_base import MAX_NUM_GPUS
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
 from parplan.solver.deadline import TimeUp, past
@@ -195,9 +196,10 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     if not relaxed.choices:
         top = sorted(relaxed.space.rejected.items(), key=lambda kv: -kv[1])[:3]
         reasons = "; ".join(f"{k} ({n} choices)" for k, n in top) or "no divisor combination of the GPU count"
-        sizes = _size_relaxations(spec, method, controls, deadline, incomplete)
+        notes: list[str] = []
+        sizes = _size_relaxations(spec, method, controls, deadline, incomplete, notes)
         return Explanation(summary=f"no choice of degrees is legal for {spec.cluster.num_gpus} GPUs and a global batch "
-                                   f"of {spec.training.global_batch_size}: {reasons}" + _suffix(incomplete),
+                                   f"of {spec.training.global_batch_size}: {reasons}" + _suffix(incomplete, notes),
                            conflicting=["cluster.num_gpus", "training.global_batch_size"], rejected_choices=rejected,
                            usable_memory_gib=usable, relaxations=sizes)
     try:
@@ -239,8 +241,9 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
             patch = ({"search.uneven_stages": True, "search.stage_split": None} if f in ("uneven_stages", "stage_split")
                      else {r: False} if f == "uniform_recompute" else {r: None})
             relaxations.append(Relaxation(requirement=r, change=_describe_change(r, ev), patch=patch, plan=ev))
-    relaxations += _size_relaxations(spec, method, controls, deadline, incomplete)
-    return Explanation(summary=_summary(core, min_needed, usable) + _suffix(incomplete), conflicting=core,
+    notes = []
+    relaxations += _size_relaxations(spec, method, controls, deadline, incomplete, notes)
+    return Explanation(summary=_summary(core, min_needed, usable) + _suffix(incomplete, notes), conflicting=core,
                        rejected_choices=rejected,
                        min_memory_needed_gib=min_needed, usable_memory_gib=usable, relaxations=relaxations)
 
@@ -259,8 +262,10 @@ def _summary(core: list[str], min_needed: Optional[float], usable: float) -> str
     return summary
 
 
-def _suffix(incomplete: list[str]) -> str:
-    return f" (out of time before: {', '.join(incomplete)})" if incomplete else ""
+def _suffix(incomplete: list[str], notes: list[str] = ()) -> str:
+    """The summary's tail: what the relaxations' search found nothing for (``notes``), what it ran out of time before."""
+    return "".join(f"; {note}" for note in notes) + (f" (out of time before: {', '.join(incomplete)})"
+                                                      if incomplete else "")
 
 
 def _with_memory(spec: Spec, memory_gib: float) -> Spec:
@@ -282,13 +287,18 @@ def _describe_change(requirement: str, ev) -> str:
     return f"allow {f} = {value} in search.{f}"
 
 
+MORE_GPUS_FACTOR = 8  # without search.max_num_gpus, the nearest larger counts tried go up to 8x the request
+PAST_BOUND_FACTOR = 1024  # ... and past it, doublings up to 1024x (each one solve), so the advice names a count
+
+
 def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float],
-                      incomplete: list[str]) -> list[Relaxation]:
-    """The nearest GPU counts below and above the request (down to one node's worth of powers of two, up to 8×,
-    and within ``search.max_num_gpus`` when set) and the nearest batch sizes that admit a plan, each solved."""
+                      incomplete: list[str], notes: list[str]) -> list[Relaxation]:
+    """The nearest GPU counts below and above the request (down to one node's worth of powers of two, up to
+    ``search.max_num_gpus`` when set, else 8x) and the nearest batch sizes that admit a plan, each solved. When
+    no larger count up to that bound fits, :func:`_past_the_bound` says so and names the knob (issue 42)."""
     out: list[Relaxation] = []
     n0 = spec.cluster.num_gpus
-    upper = 8 * n0 if spec.search.max_num_gpus is None else max(n0, spec.search.max_num_gpus)
+    upper = MORE_GPUS_FACTOR * n0 if spec.search.max_num_gpus is None else max(n0, spec.search.max_num_gpus)
     counts = candidate_gpu_counts(spec, upper=upper)
     fewer = [n for n in reversed(counts) if n < n0]
     more = [n for n in counts if n > n0]
@@ -298,17 +308,17 @@ def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadlin
             if past(end):
                 incomplete.append(f"{label} GPUs")
                 break
-            try:
-                _, ev = _best(spec, method, controls, end, num_gpus=n)
-            except TimeUp:
+            ev = _best_at_count(spec, method, controls, end, n)
+            if ev is False:
                 incomplete.append(f"{label} GPUs")
                 break
-            except ValueError:  # a GPU count that breaks a user pin's divisibility: not a candidate
-                ev = None
             if ev is not None:
                 out.append(Relaxation(requirement="cluster.num_gpus", change=f"use {n} GPUs ({n - n0:+d})",
                                       patch={"cluster.num_gpus": n}, plan=ev))
                 break
+        else:
+            if label == "more":
+                out += _past_the_bound(spec, method, controls, end, upper, incomplete, notes)
     gbs = spec.training.global_batch_size
     for factor in (0.5, 2.0, 0.25, 4.0, 0.125, 8.0):
         g = int(gbs * factor)
@@ -329,3 +339,37 @@ def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadlin
                                   patch={"training.global_batch_size": g}, plan=ev))
             break
     return out
+
+
+def _best_at_count(spec: Spec, method: str, controls: SolverControls, end: Optional[float], n: int):
+    """The best plan at ``n`` GPUs, None when none fits or ``n`` breaks a user pin's divisibility, False out of time."""
+    try:
+        return _best(spec, method, controls, end, num_gpus=n)[1]
+    except TimeUp:
+        return False
+    except ValueError:  # a GPU count that breaks a user pin's divisibility: not a candidate
+        return None
+
+
+def _past_the_bound(spec: Spec, method: str, controls: SolverControls, end: Optional[float], upper: int,
+                    incomplete: list[str], notes: list[str]) -> list[Relaxation]:
+    """No larger count up to ``upper`` fits. A user's ``search.max_num_gpus`` is kept (a note names it);
+    without one, doublings of ``upper`` up to PAST_BOUND_FACTOR x the request are solved and the first that
+    fits is a relaxation that names the bound and the counts it skipped."""
+    n0 = spec.cluster.num_gpus
+    if spec.search.max_num_gpus is not None:
+        notes.append(f"no GPU count above {n0} up to search.max_num_gpus = {upper} fits (raise it to try more)")
+        return []
+    n = 2 * upper
+    while n <= min(PAST_BOUND_FACTOR * n0, MAX_NUM_GPUS):
+        ev = False if past(end) else _best_at_count(spec, method, controls, end, n)
+        if ev is False:
+            incomplete.append(f"GPU counts past {upper}")
+            return []
+        if ev is not None:
+            return [Relaxation(requirement="cluster.num_gpus", patch={"cluster.num_gpus": n}, plan=ev, change=(
+                f"use {n} GPUs ({n - n0:+d}); no count from {n0 + 1} to {upper} fits ({MORE_GPUS_FACTOR}x the "
+                f"request, the bound without search.max_num_gpus; counts between {n // 2} and {n} were not tried)"))]
+        n *= 2
+    notes.append(f"no GPU count above {n0} up to {n // 2} fits")
+    return []

@@ -13,10 +13,10 @@ from typing import Optional
 
 from ortools import __version__ as ORTOOLS_VERSION
 
-from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.evaluate import Evaluation
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.spec.spec import Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import TimeUp, past
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing

@@ -1,10 +1,10 @@
 """DualPipe's split of a rank between its two stages, a decision of the solver's tables.
 
 A DualPipe rank runs stage u beside stage p-1-u; the all-to-all each pairing leaves exposed depends on how the
-rank's layers split between them (costmodel/paired_overlap.py, ``ChoiceCosts.rank_exposed_s``). Every other
+rank's layers split between them (costmodel/schedules/paired_overlap.py, ``ChoiceCosts.rank_exposed_s``). Every other
 term of a rank depends on its totals only, so for each total the least-exposure split is the rank's best and the
 tables carry it per unit and total (:func:`paired_exposure_table`); a DualPipeV rank splits as
-``costmodel/dualpipev.py: chunk_split`` (its ``stage_layers`` entry is its total, the split not a plan field).
+``costmodel/schedules/dualpipev.py: chunk_split`` (its ``stage_layers`` entry is its total, the split not a plan field).
 With whole-layer recompute a split also decides how many of the rank's stages hold a recompute working set
 (the larger stage recomputes first), so such tables price every split and the assignment carries each rank's
 (:attr:`Assignment.first`; :func:`rank_split` places the layers and the recompute on the two stages).
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from parplan.costmodel import dualpipev
-from parplan.costmodel.schedule import PipelineUnits, Schedule
+from parplan.costmodel.schedules import dualpipev
+from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 
 if TYPE_CHECKING:  # pragma: no cover
-    from parplan.costmodel.choice import ChoiceCosts
+    from parplan.costmodel.evaluation.choice import ChoiceCosts
     from parplan.solver.tables import Assignment, StageTable
 
 
@@ -30,7 +30,7 @@ ILLEGAL = -1  # a split the rank cannot take (a stage without layers, the dense 
 def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
                           time_unit_ns: int, every_split: bool = False):
     """(exposure, phase-0 layers) per unit and layer total 0..L: what a DualPipe/DualPipeV rank's pairing leaves
-    of its all-to-all (``ChoiceCosts.rank_exposed_s``, costmodel/paired_overlap.py), in time units. A DualPipe
+    of its all-to-all (``ChoiceCosts.rank_exposed_s``, costmodel/schedules/paired_overlap.py), in time units. A DualPipe
     rank's split between its two stages is the decision: the least exposure over every split that keeps a layer
     on each stage and the ``k`` dense layers on stage 0 (``even``: half the layers each); a DualPipeV rank
     splits as ``dualpipev.chunk_split`` (its ``stage_layers`` entry is the rank's total). (None, None, None) where
@@ -49,7 +49,7 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
 def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
                            time_unit_ns: int, every_split: bool = False):
     """:func:`paired_exposure_table` rank by rank (``ChoiceCosts.rank_exposed_s``): DualPipeV's, and the reference
-    the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/test_dualpipe_table.py)."""
+    the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/solver/test_paired_split.py)."""
     L, n = num_layers, pipe.count
     totals = np.arange(L + 1, dtype=np.int64)
     expo = np.zeros((n, L + 1), np.int64)

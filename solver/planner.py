@@ -8,13 +8,13 @@ frontier or an explanation gets what is left, and each stops at the deadline wit
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ortools import __version__ as ORTOOLS_VERSION
 
-from parplan.costmodel.evaluate import Evaluation
+from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.errors import ArgumentError
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.completion import completed_fields, explanation_names, pinned_spec
 from parplan.solver.explain import explain
@@ -22,7 +22,7 @@ from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
 from parplan.solver.deadline import TimeUp, call_limits
 from parplan.solver.problem import Problem
-from parplan.solver.pools_planner import optimize_on_pools, several_pools
+from parplan.solver.pools.planner import optimize_on_pools, several_pools
 from parplan.solver.result import PlanResult, SolveStats
 from parplan.solver.search import MIB_KIB, Method, SearchOutcome, Searcher
 from parplan.solver.tie_break import break_ties
@@ -45,8 +45,11 @@ def stats_of(method: str, problem: Problem, outcome: SearchOutcome, controls: So
 
 def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Optional[str] = None,
              controls: Optional[SolverControls] = None,
-             on_solution: Optional[Callable[[Evaluation, float, float], None]] = None) -> PlanResult:
-    """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits."""
+             on_solution: Optional[Callable[[Evaluation, float, float], None]] = None,
+             seeds: Sequence[Plan] = ()) -> PlanResult:
+    """Best plans for the spec's objective; Pareto frontier on request; an explanation if nothing fits.
+    ``seeds``: plans of another search (e.g. under another framework: frameworks/compare.py) whose choices, where
+    this spec's space has them, are solved first: an early incumbent for the bounds, the same exact answer."""
     t0 = time.perf_counter()
     controls = controls or SolverControls()
     check_optimize_arguments(top_k=top_k, method=method, pareto=pareto, time_limit_s=controls.time_limit_s,
@@ -58,10 +61,10 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
     # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
     with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
-        if several_pools(spec):  # issue 21: each stage on one pool (solver/pools_planner.py)
+        if several_pools(spec):  # issue 21: each stage on one pool (solver/pools/planner.py)
             result = optimize_on_pools(spec, method=method, top_k=top_k, pareto=pareto, controls=controls, t0=t0)
         else:
-            result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline)
+            result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline, seeds)
     if given.plan is not None:
         result.completed = completed_fields(given.plan)
         if result.explanation is not None:
@@ -94,7 +97,7 @@ def _name_plan_pins(result: PlanResult, names: dict[str, str]) -> None:
 
 def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], controls: SolverControls,
               on_solution: Optional[Callable[[Evaluation, float, float], None]], t0: float,
-              deadline: float) -> PlanResult:
+              deadline: float, seeds: Sequence[Plan] = ()) -> PlanResult:
     if spec.objective == "min_gpus":
         if pareto is not None:
             raise ArgumentError("pareto", "is not available with objective min_gpus (the answer is one GPU count)",
@@ -118,7 +121,8 @@ def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], con
             outcome = s.best(cap, top_k, stream=True)  # out of time: the fastest plans known, not proven least memory
             outcome.status = "FEASIBLE" if outcome.found else "UNKNOWN"
     else:
-        outcome = s.best(cap, top_k, stream=True)
+        seeded = dict.fromkeys(i for i in map(problem.index_of, seeds) if i is not None)  # in order, once each
+        outcome = s.best(cap, top_k, stream=True, seeds=list(seeded))
     plans = break_ties([problem.evaluation(f.row_index, f.x) for f in outcome.found], problem.evaluate,
                        spec.objective, problem.options.stage_split)  # tied DualPipe splits: the shortest step order
     phases = {"search_s": time.perf_counter() - t0}

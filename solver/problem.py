@@ -14,18 +14,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parplan.costmodel.architecture import Architecture
-from parplan.costmodel.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_times,
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_times,
                                      usable_memory_bytes, with_schedule)
-from parplan.costmodel.evaluate import Evaluation, evaluate
-from parplan.costmodel.hardware import GPU, resolve_gpu
-from parplan.costmodel.spec import Plan, Spec
+from parplan.costmodel.evaluation.evaluate import evaluate
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.hardware import GPU, resolve_gpu
+from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
-from parplan.solver.deadline import budget
+from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
                                    rank_split, first_of, schedule_units, with_exposure)
+from parplan.solver.warm_cache import WARM, SpecPieces, base_choice
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -48,12 +50,14 @@ class Problem:
     quick_lb: np.ndarray  # lower bound of U per choice, from the choice alone (float)
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
     quick_factor: np.ndarray | None = None  # m + the least bubble per choice (the quick bound's; layer_bound's)
+    pieces: SpecPieces | None = None  # what the problems of this spec key share across calls (solver/warm_cache.py)
     _layer_sums: dict = field(default_factory=dict)  # bounds.layer_sum_s by bounds.layer_key
     _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
     _costs: dict = field(default_factory=dict)
+    _index: dict | None = None  # choice -> its index (index_of)
 
     @staticmethod
     def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None,
@@ -62,11 +66,12 @@ class Problem:
         the ``cancel`` event (SolverControls.cancel) is set."""
         if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
             spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
-        a = resolve_assumptions(spec.assumptions)
-        gpu = resolve_gpu(spec.cluster)
+        pieces = WARM.pieces(spec)  # the same values as resolved here, shared by the calls of one spec key
+        a = pieces.assumptions if pieces else resolve_assumptions(spec.assumptions)
+        gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
         space = enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)
-        arch = Architecture(spec.model)
+        arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
             if space.choices else np.ones(1)
@@ -79,8 +84,9 @@ class Problem:
         scale = Scale.for_problem(stage_ns, float(factors.max()))
         q_lb = np.floor(np.array([scale.objective_of_seconds(s) for s in step_lb_s]) * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
+        shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo} if pieces else {}
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
-                       arch, scale, np.maximum(q_lb, 0), q_mem, factors)
+                       arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, **shared)
 
     @property
     def choices(self) -> list[Choice]:
@@ -105,10 +111,12 @@ class Problem:
         t = self._tables.get(key)
         if t is None:
             # sized before it is built: a table that would pass the memory budget first empties the cache (tables
-            # are rebuilt on demand, identically); one that still does not fit raises OverBudget
+            # are rebuilt on demand, identically); one that still does not fit raises OverBudget. The cache keeps
+            # at most a quarter of the budget, shared by the calls in flight (solver/deadline.py's LEDGER)
             need = TABLE_BYTES_PER_UNIT * self.choices[i].pp
             b = budget()
-            if self._table_bytes + need > b.limit_bytes // 4 or not b.fits(need):
+            share = b.limit_bytes // (4 * max(1, LEDGER.calls_in_flight()))
+            if self._table_bytes + need > share or not b.fits(need):
                 self._tables.clear()
                 self._table_bytes = 0
             b.require(need, f"the stage table of {self.choices[i].pp} stages")
@@ -135,22 +143,43 @@ class Problem:
         costs = self._costs.get(i)
         if costs is None:
             c = self.choices[i]
-            spec, a = self.spec, self.assumptions
-            # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
-            # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
-            if (c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved")
-                    or c.moe_a2a_overlap):  # combined 1F1B's lone passes read pp, vpp and m (moe_layer.py)
-                costs = choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
-            else:  # schedules other than DualPipe share every term but the p2p: computed once per layout
-                base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
-                if base not in self._base_costs:
-                    self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
-                costs = with_schedule(self._base_costs[base], c)
+            costs = self._shared_costs(c) if self.pieces is not None else self._own_costs(c)
             self._costs[i] = costs
             key = layer_key(c)  # its layer times are every choice's of its layer key (layer_bound reads them)
             if key is not None and key not in self._layer_sums:
                 self._layer_sums[key] = self._layer_sum(costs.dense, costs.moe)
         return costs
+
+    def _own_costs(self, c: Choice) -> ChoiceCosts:
+        """The costs of choice ``c`` built by this problem alone (the warm cache off)."""
+        spec, a = self.spec, self.assumptions
+        # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
+        # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
+        if (c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved")
+                or c.moe_a2a_overlap):  # combined 1F1B's lone passes read pp, vpp and m (moe_layer.py)
+            return choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
+        # schedules other than DualPipe share every term but the p2p: computed once per layout
+        base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
+        if base not in self._base_costs:
+            self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
+        return with_schedule(self._base_costs[base], c)
+
+    def _shared_costs(self, c: Choice) -> ChoiceCosts:
+        """The costs of choice ``c`` from the pieces its spec key shares across calls (solver/warm_cache.py): the
+        same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
+        pieces, spec = self.pieces, self.spec
+        if c.schedule in ("dualpipe", "dualpipev") or c.moe_a2a_overlap or (
+                spec.model.num_mtp_layers and c.schedule == "interleaved"):  # computed in full, as _own_costs does
+            costs = pieces.costs.get(c)
+            if costs is None:
+                costs = pieces.costs[c] = choice_costs(spec, c, self.gpu, self.assumptions, self.arch, pieces.memo)
+            return costs
+        base = base_choice(c, spec)
+        costs = pieces.base_costs.get(base)
+        if costs is None:
+            costs = pieces.base_costs[base] = choice_costs(spec, base, self.gpu, self.assumptions, self.arch,
+                                                           pieces.memo)
+        return with_schedule(costs, c)
 
     def _layer_sum(self, dense, moe_cost) -> float:
         moe = self.spec.model.moe
@@ -167,7 +196,7 @@ class Problem:
         """A lower bound of :meth:`mean_bound` from the choice's layer times alone (bounds.layer_bound), shared by
         every choice of one bounds.layer_key (0 without one): the search's bound between the quick and the mean. The
         layer times are read off the first choice of the key whose costs are computed (:meth:`costs`), else computed
-        (costmodel.choice.layer_times, the same values: tests/test_layer_bound.py)."""
+        (costmodel.evaluation.choice.layer_times, the same values: tests/solver/test_layer_bound.py)."""
         c = self.choices[i]
         key = layer_key(c)
         if key is None or self.quick_factor is None:
@@ -178,6 +207,15 @@ class Problem:
             self._layer_sums[key] = layer_s
         return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), unit_count(c.schedule, c.pp),
                            self.num_layers, self.scale)
+
+    def index_of(self, plan: Plan) -> int | None:
+        """The index of ``plan``'s choice (Plan.to_choice) in this problem's space, or None where it has none; a plan
+        without recompute is also full recompute of no layer (:meth:`plan` writes that choice's plans so)."""
+        if self._index is None:
+            self._index = {c: i for i, c in enumerate(self.choices)}
+        c = plan.to_choice()
+        i = self._index.get(c)
+        return self._index.get(c.but(recompute="full")) if i is None and c.recompute == "none" else i
 
     def order(self, cap_kib: int) -> list[int]:
         """Choices that may fit under ``cap_kib``, by their quick bound (ties by index)."""
@@ -195,7 +233,8 @@ class Problem:
         return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
 
     def evaluate(self, plan: Plan) -> Evaluation:
-        return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu)
+        costs_of = self.pieces.evaluation_costs if self.pieces is not None else None
+        return evaluate(self.spec, plan, assumptions=self.assumptions, gpu=self.gpu, costs_of=costs_of)
 
     def evaluation(self, i: int, x: Assignment) -> Evaluation:
         """The float evaluator's verdict on choice ``i`` with assignment ``x`` (every answer is re-evaluated)."""

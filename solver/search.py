@@ -17,11 +17,11 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
-from typing import Callable, Literal, Optional
+from typing import Callable, Literal, Optional, Sequence
 
 import numpy as np
 
-from parplan.costmodel.evaluate import Evaluation
+from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.solver import cpsat
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.cpsat import SolverControls
@@ -97,6 +97,7 @@ class Searcher:
         self.solved = 0
         self._cache: dict[tuple[int, int], Optional[RowSolution]] = {}
         self._lb: dict[tuple[int, int], float] = {}
+        self._peak: dict[tuple[int, int, int], RowSolution] = {}  # least_peak's answers: a re-ranking search asks again
 
     # ------------------------------------------------------------------ one choice
     def remaining_s(self) -> float:
@@ -169,7 +170,14 @@ class Searcher:
         return out.status, out
 
     def least_peak(self, i: int, cap: int, sol: RowSolution) -> RowSolution:
-        """Among choice ``i``'s assignments of U = sol.U under ``cap``, one of least peak memory."""
+        """Among choice ``i``'s assignments of U = sol.U under ``cap``, one of least peak memory (memoized per
+        (choice, cap, U): solver/replan.py searches twice and ranks the same choice in both)."""
+        key = (i, cap, sol.U)
+        if key not in self._peak:
+            self._peak[key] = self._least_peak(i, cap, sol)
+        return self._peak[key]
+
+    def _least_peak(self, i: int, cap: int, sol: RowSolution) -> RowSolution:
         t = self.p.table(i)
         if self.method == "exhaustive":
             return least_peak(t, cap, sol, self.deadline)
@@ -185,9 +193,13 @@ class Searcher:
         return RowSolution(U, peak, out.x) if (U, peak_mib(peak)) <= (sol.U, peak_mib(sol.peak_kib)) else sol
 
     # ------------------------------------------------------------------ the space
-    def best(self, cap: int, k: int = 1, upper_bound: Optional[int] = None, stream: bool = False) -> SearchOutcome:
-        """The ``k`` best distinct choices (each with its best assignment) under ``cap``, U ≤ ``upper_bound``."""
+    def best(self, cap: int, k: int = 1, upper_bound: Optional[int] = None, stream: bool = False,
+             seeds: Sequence[int] = ()) -> SearchOutcome:
+        """The ``k`` best distinct choices (each with its best assignment) under ``cap``, U ≤ ``upper_bound``.
+        ``seeds``: choices solved first, as probes are (a plan early, so the bounds prune from the start: the layer
+        bound is on once a plan is known); the search stays exact, a seed only adds a solution."""
         P = self.p
+        seeds = list(seeds)
         kbest: list[int] = []  # max-heap (negated) of the k least U found
         solved: list[tuple[int, int, RowSolution]] = []  # (U, choice, solution) of every choice solved in reach
         # candidates by their best known bound: the quick one, the layer bound (once a plan is known), the table's
@@ -207,9 +219,9 @@ class Searcher:
                 limit = upper_bound if limit is None else min(limit, upper_bound)
             if limit is not None and bound > limit:
                 break
-            probe = not solved and bounded >= PROBE_EVERY and bool(probes)
+            probe = bool(seeds) or (not solved and bounded >= PROBE_EVERY and bool(probes))
             if probe:  # no plan yet after many bounds: solve the most promising choice bounded so far (anytime)
-                bound, i = heapq.heappop(probes)
+                bound, i = (float(P.quick_lb[seeds[0]]), seeds.pop(0)) if seeds else heapq.heappop(probes)
                 if i in done:  # the next candidate at once
                     continue
                 level = SOLVE

@@ -4,7 +4,7 @@ Candidate values come from the spec's ``search:`` restrictions; unset, micro-bat
 of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` (layers that do not divide into whole chunks
 trim stage 0's first chunk and the last stage's last one: :func:`chunk_trims`), expert-TP
 every divisor of TP, the degrees every divisor of the GPU count; legality is
-decided by :func:`parplan.costmodel.legality.choice_violations`, the same rules the evaluator reports.
+decided by :func:`parplan.costmodel.evaluation.legality.choice_violations`, the same rules the evaluator reports.
 Exact dominance reductions keep the space small without losing an optimum for any objective:
 ZeRO-0 is dropped when ZeRO-1 is allowed (same time, never more memory), 1F1B when ZB-H1 is (same
 memory and stage times, a smaller bubble), 'selective' is dropped when FlashAttention
@@ -14,7 +14,7 @@ without the weight-gradient re-gather (:func:`sequence_parallel_values`).
 
 Memory-side dimensions (``search.zero_replicas``, ``search.optimizer_states``,
 ``search.optimizer_offload_fractions``; unset, each is today's single value): every listed value that is
-legal for the choice (costmodel/legality.py ``memory_dim_violations``, the framework's rules). One exact
+legal for the choice (costmodel/evaluation/legality.py ``memory_dim_violations``, the framework's rules). One exact
 reduction: the optimizer states cost no time in the model, so of the listed dtypes only those with the
 fewest bytes per parameter are kept (same time, never more memory; the first listed among equals).
 Choices with no data-parallel peers keep one ZeRO stage (they are the same plan). FP8 dispatch
@@ -29,21 +29,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from parplan.costmodel.activation_offload import activation_offload_violations
-from parplan.costmodel.assumptions import Assumptions, selective_policy
-from parplan.costmodel.choice import Choice, effective_zero_stage, nvlink_domain_size
-from parplan.costmodel.hardware import GPU
-from parplan.costmodel.legality import (degree_violations, framework_choice_violations, memory_dim_violations,
+from parplan.costmodel.evaluation.activation_offload import activation_offload_violations
+from parplan.costmodel.spec.assumptions import Assumptions, selective_policy
+from parplan.costmodel.evaluation.choice import Choice, effective_zero_stage, nvlink_domain_size
+from parplan.costmodel.spec.hardware import GPU
+from parplan.costmodel.evaluation.legality import (degree_violations, memory_dim_violations, profile_choice_violations,
                                         moe_comm_violations, schedule_violations)
-from parplan.costmodel.optimizer_states import optimizer_state_bytes
-from parplan.costmodel.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
-from parplan.costmodel.spec import SCHEDULES, Spec
-from parplan.costmodel.framework_binding import spec_profile
-from parplan.costmodel.framework_rules import space_limits
+from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.moe.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
+from parplan.costmodel.spec.spec import SCHEDULES, Spec
+from parplan.costmodel.spec.framework_binding import spec_profile
+from parplan.costmodel.spec.framework_rules import space_limits
+from parplan.solver.chunk_trims import chunk_trims
 from parplan.solver.deadline import budget, check
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
-MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
 
 CHOICE_BYTES = 1024  # resident bytes of one Choice in the space, with its share of the lists around it (generous)
@@ -57,44 +57,8 @@ def default_micro_batch_sizes(local_batch: int) -> list[int]:
 
 def default_expert_tp(tp: int) -> list[int]:
     """Expert-TP degrees of the default space: the divisors of TP (Megatron-Core's
-    --expert-tensor-parallel-size; the expert MLP's collectives, costmodel/choice.py, price each)."""
+    --expert-tensor-parallel-size; the expert MLP's collectives, costmodel/evaluation/choice.py, price each)."""
     return divisors(tp)
-
-
-def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[int, int]]:
-    """The (first, last) chunk trims of interleaved choices with ``vpp`` chunks per stage.
-
-    Every stage holds ``vpp`` chunks of equal layers, except that stage 0's first chunk may hold ``first`` and
-    the last stage's last chunk ``last`` layers fewer (``pipeline_layout``: Meta's Llama 3 405B split, 126
-    layers on 16 stages with one layer fewer on the first and last; Megatron's
-    ``--account-for-embedding/loss-in-pipeline-split``, which count the embedding and the loss as one layer
-    each). Per-stage totals then take ``vpp·q − trim``; the trims are the pairs of 0 or 1 with
-    ``first + last ≡ −num_layers (mod vpp)`` (the one layer short at either end that practitioners use), so a
-    model whose layers divide into chunks keeps (0, 0) only and one that misses whole chunks by more than two
-    layers has no interleaved choice at that vpp.
-    Without trims (``trims`` false: a framework without per-chunk layouts, or a stage split or model the
-    tables cannot trim exactly) only models whose layers divide by vpp have interleaved choices. Every
-    chunk but a trimmed one needs a layer."""
-    r = (-num_layers) % vpp
-    if not trims or r == 0:
-        pairs = [(0, 0)] if r == 0 else []
-    else:
-        pairs = [(a, r - a) for a in range(r + 1) if a <= MAX_CHUNK_TRIM and r - a <= MAX_CHUNK_TRIM]
-    # least layers: one per chunk, a trimmed chunk may be empty (Megatron's layout allows an 'E' or 'L' chunk)
-    return [(a, b) for a, b in pairs if num_layers >= _least_layers(pp, vpp, a, b)]
-
-
-def _least_layers(pp: int, vpp: int, first: int, last: int) -> int:
-    """Fewest layers of a trimmed layout: every stage at its least (pp 1, which interleaving rejects, by its
-    first stage)."""
-    if pp == 1:
-        return vpp * max(1, first, last) - first - last
-    return (pp - 2) * vpp + trimmed_stage_least_layers(vpp, first) + trimmed_stage_least_layers(vpp, last)
-
-
-def trimmed_stage_least_layers(vpp: int, trim: int) -> int:
-    """Fewest layers of a stage of ``vpp`` equal chunks of q ≥ 1 layers, one of them ``trim`` short (q ≥ trim)."""
-    return vpp * max(1, trim) - trim
 
 
 def divisors(n: int) -> list[int]:
@@ -131,7 +95,7 @@ class SpaceOptions:
     optimizer_offload_fractions: tuple[float, ...] = (0.0,)
     moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
     moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
-    activation_offload_layers: tuple[int, ...] = (0,)  # search.activation_offload_layers (costmodel/activation_offload.py)
+    activation_offload_layers: tuple[int, ...] = (0,)  # search.activation_offload_layers (costmodel/evaluation/activation_offload.py)
     num_microbatches: tuple[int, ...] | None = None  # a partial plan's pinned micro-batch count (solver/completion.py)
 
     @staticmethod
@@ -153,7 +117,7 @@ class SpaceOptions:
             optimizer_states=tuple(s.optimizer_states) if s.optimizer_states else (None,),
             optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
             moe_fp8_dispatch=tuple(s.moe_fp8_dispatch) if s.moe_fp8_dispatch else (False,),
-            moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else (False,),
+            moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else default_a2a_overlap(spec),
             activation_offload_layers=(tuple(dict.fromkeys(s.activation_offload_layers))
                                        if s.activation_offload_layers else (0,)),
             num_microbatches=(spec.plan.num_microbatches,) if spec.plan is not None and spec.plan.num_microbatches
@@ -190,6 +154,14 @@ class SpaceOptions:
             activation_offload_layers=tuple(v for v in opts.activation_offload_layers
                                             if not v or prof.activation_offload),
         )
+
+
+def default_a2a_overlap(spec: Spec) -> tuple[bool, ...]:
+    """``search.moe_a2a_overlap`` unset: both values for an MoE model with expert parallelism possible (the profile
+    filter in :meth:`SpaceOptions.from_spec` then keeps ``true`` only where the framework runs it: Megatron-Core
+    >= 0.15, ``--overlap-moe-expert-parallel-comm``, NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py and
+    transformer_config.py:3002-3046; and the research space, which runs what any framework runs); else off."""
+    return (False, True) if spec.model.moe is not None else (False,)
 
 
 def _tighter(a: str, b: str) -> str:
@@ -267,7 +239,7 @@ def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> Pr
     offload = any(f > 0 for f in opts.optimizer_offload_fractions)
     memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in _least_optimizer_states(opts, a)
                    for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
-    # EP communication choices (costmodel/moe_comm.py): FP8 dispatch moves fewer bytes at the same memory, so
+    # EP communication choices (costmodel/moe/moe_comm.py): FP8 dispatch moves fewer bytes at the same memory, so
     # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
     # never slower)
     fp8_dominates = prune and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT and True in opts.moe_fp8_dispatch
@@ -385,7 +357,7 @@ class _Expansion:
         # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
                       and (moe is None or moe.first_dense_layers == 0))
-        self.framework = spec_profile(spec) is not None  # its rules beyond the intersected options (ETP ∈ {1, TP})
+        self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
 
     def heads(self, n: int, tp: int, cp: int, pp: int, dp: int):
@@ -439,7 +411,7 @@ class _Expansion:
                     for sp in sps:
                         for cc in self.comm_choices(mem.but(recompute=rc, sequence_parallel=sp)):
                             for c in self.offload_choices(cc):
-                                why = framework_choice_violations(spec, c) if self.framework else []
+                                why = profile_choice_violations(self.profile, spec, c)
                                 if why:
                                     self.tally.reject(why)
                                     continue
@@ -464,7 +436,7 @@ class _Expansion:
         return legal
 
     def offload_choices(self, c: Choice) -> list[Choice]:
-        """``c`` with each listed activation offload count that is legal for it (costmodel/activation_offload.py):
+        """``c`` with each listed activation offload count that is legal for it (costmodel/evaluation/activation_offload.py):
         pp 1 and no recompute, so 'full' pruned in favour of 'none' comes back as 'none' for an offloading choice."""
         legal = []
         for layers in self.opts.activation_offload_layers:

@@ -1,9 +1,9 @@
 """Integer stage tables: the cost model of one choice as per-unit affine costs, in integers both searches read.
 
 A *unit* is what the pipeline schedule paces: a stage, or under DualPipe a rank, which runs stage i for one
-direction and stage p-1-i for the other (DeepSeek-V3 §3.2.1; ``costmodel/evaluate.py`` pairs them the same
+direction and stage p-1-i for the other (DeepSeek-V3 §3.2.1; ``costmodel/evaluation/evaluate.py`` pairs them the same
 way). Every unit ``u`` has its own layer count ``l_u`` and recompute count ``r_u``, and (from
-``costmodel/choice.py``, where each term is cited)::
+``costmodel/evaluation/choice.py``, where each term is cited)::
 
     time_u   = t_layer_u·l_u + t_recompute_u·r_u + t_const_u                (per micro-batch)
     memory_u = m_layer_u·l_u - m_saved_u·r_u + m_const_u                    (peak, with its in-flight count)
@@ -12,7 +12,7 @@ way). Every unit ``u`` has its own layer count ``l_u`` and recompute count ``r_u
     M = round(W·(m + w_max)),   S = round(W·w_sum·members)
 
 with ``(w_max, w_sum)`` the bubble's weights on the slowest and the summed unit times
-(``costmodel/bubble.py: stage_bubble_weights``: ``-β/(p-1)`` and ``β/(p-1)`` with β the schedule's bubble in
+(``costmodel/schedules/bubble.py: stage_bubble_weights``: ``-β/(p-1)`` and ``β/(p-1)`` with β the schedule's bubble in
 stage times; ``β`` and 0 without ``uneven_stage_bubble``), ``members`` the stages per unit (the evaluator sums
 a DualPipe rank's time once per stage pair member). On an MoE model the first stage's
 ``k`` leading dense layers are folded into its constants, and its recompute has a dense piece (``r_dense ≤ k``,
@@ -20,7 +20,7 @@ recomputed first, as the evaluator counts a stage's recomputed layers from its f
 A DualPipe rank's time is the mean of its two stages' (each runs half the micro-batches) and its memory holds
 both stages' states and the mean of their activations, so a rank depends only on its layer and recompute
 *totals*; the rank of stages 0 and p-1 keeps the dense layers on stage 0. A DualPipeV rank (two half stages,
-every micro-batch through both; ``costmodel/dualpipev.py``) is a unit like a plain stage whose ``stage_layers``
+every micro-batch through both; ``costmodel/schedules/dualpipev.py``) is a unit like a plain stage whose ``stage_layers``
 entry is the rank's total, with both the embedding and the head on unit 0 and at least two layers per unit.
 
 Units and scaling (:class:`Scale`): one time unit is ``2^j`` ns and the objective weight ``W`` a power of two,
@@ -32,21 +32,22 @@ down: never under-estimated.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
-from parplan.costmodel.assumptions import Assumptions
-from parplan.costmodel.bubble import stage_bubble_weights
-from parplan.costmodel.choice import ChoiceCosts, LayerCost
-from parplan.costmodel.schedule import PipelineUnits, Schedule
-from parplan.frameworks.layout import interleaved_inflight_chunks
+from parplan.costmodel.spec.assumptions import Assumptions
+from parplan.costmodel.schedules.bubble import stage_bubble_weights
+from parplan.costmodel.evaluation.choice import ChoiceCosts, LayerCost
+from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
+from parplan.costmodel.spec.layout import interleaved_inflight_chunks
 from parplan.solver.deadline import checked_range
 from parplan.solver.paired_split import (first_of, paired_exposure_table, rank_split, recomputing_stages,  # noqa: F401
                                          split_exposure, pair_split_violations)
-from parplan.solver.space import trimmed_stage_least_layers
+from parplan.solver.chunk_trims import trimmed_stage_least_layers
 
 KIB = 1024.0
 NS = 1e9
@@ -97,9 +98,11 @@ def kib_down(nbytes):
     return int(out) if out.ndim == 0 else out
 
 
+@functools.lru_cache(maxsize=None)
 def schedule_units(schedule: str, pp: int) -> PipelineUnits:
-    """The pipeline units the tables pace (costmodel/schedule.py ``PipelineUnits``: DeepSeek-V3 §3.2.1 for
-    DualPipe's rank pairs, ``costmodel/dualpipev.py`` for DualPipeV's); solver/ restates none of it."""
+    """The pipeline units the tables pace (costmodel/schedules/schedule.py ``PipelineUnits``: DeepSeek-V3 §3.2.1 for
+    DualPipe's rank pairs, ``costmodel/schedules/dualpipev.py`` for DualPipeV's); solver/ restates none of it. Kept per
+    (schedule, pp): a frozen record the search asks for every choice it bounds."""
     return PipelineUnits(Schedule(schedule), pp)
 
 
@@ -107,7 +110,7 @@ def schedule_units(schedule: str, pp: int) -> PipelineUnits:
 class StageTable:
     """One choice's integer model: per-unit coefficient arrays (int64, one entry per unit)."""
 
-    choice: object  # costmodel.choice.Choice
+    choice: object  # costmodel.evaluation.choice.Choice
     num_layers: int
     split: StageSplit
     uniform_recompute: bool
@@ -253,7 +256,7 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
         # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
         # trimmed chunk lacks layers at its own count, not at the stage's mean. Trimmed choices recompute no
         # layer or every layer (space.PrunedValues.recompute_trimmed: no per-chunk 'full' counts), so the missing
-        # layers are whole activations or, all recomputed, checkpoints (costmodel/layout.py stage_activation_bytes)
+        # layers are whole activations or, all recomputed, checkpoints (costmodel/spec/layout.py stage_activation_bytes)
         per_layer = main.act_recomputed_bytes if all_layers else main.act_bytes
         for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
             held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
@@ -270,7 +273,7 @@ def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
     else:
         lo[:] = g
         lo[0] = max(g, -(-k // g) * g)
-        # trimmed end chunks (space.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
+        # trimmed end chunks (chunk_trims.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
         # unit g·q − b; their layer counts keep that residue modulo the grid
         for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
             if trim:

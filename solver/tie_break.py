@@ -1,11 +1,11 @@
 """Ties the closed form leaves: among DualPipe stage splits it prices alike, the one its step order runs fastest.
 
 A DualPipe rank runs model stages r and p-1-r (deepseek-ai/DualPipe@3da1bbe ``dualpipe.py:355-356``). The closed form
-the search optimizes (costmodel/evaluate.py ``step_time``) reads a rank through its row, the mean of its two stages
+the search optimizes (costmodel/evaluation/evaluate.py ``step_time``) reads a rank through its row, the mean of its two stages
 plus the all-to-all its pairs leave exposed, so where that exposure does not change, every split of a rank's layers
 between its two stages has the same step: Mixtral 8x7B's research-space optimum on 64 H100 came back as
 [7, 7, 7, 7, 1, 1, 1, 1] at 5.69 s, tied with [4 x 8]. The step order itself (``metrics.step_order_step_s``,
-costmodel/dualpipe_steps.py) tells them apart: 5.85 s against 5.63 s. So for each DualPipe plan the planner
+costmodel/schedules/dualpipe_steps.py) tells them apart: 5.85 s against 5.63 s. So for each DualPipe plan the planner
 returns, it also evaluates the plan with every rank's two stages balanced (the odd layer on either side), and keeps
 a candidate only if it is legal, fits, has the same closed-form step (relative 1e-9) and a shorter step order. The
 objective value, the status and the optimality proof are unchanged: only which of the tied plans is returned.
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from parplan.costmodel.evaluate import Evaluation, PlanError
+from parplan.costmodel.evaluation.evaluate import PlanError
+from parplan.costmodel.evaluation.ledger import Evaluation
 
 TIE_REL = 1e-9
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import Choice, choice_costs, nvlink_domain_size
-from parplan.costmodel.evaluate import evaluate_costs
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.legality import choice_violations, stage_violations
-from parplan.costmodel.spec import SCHEDULES, Plan, Spec
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import Choice, choice_costs, nvlink_domain_size
+from parplan.costmodel.evaluation.evaluate import evaluate_costs
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.evaluation.legality import choice_violations, stage_violations
+from parplan.costmodel.spec.spec import SCHEDULES, Plan, Spec
 from parplan.solver.oracle import peak_mib
 from parplan.solver.tables import Assignment, StageTable, assignment_violations, evaluate_assignment
 
-from conftest import divisors_of
+from tests.conftest import divisors_of
 
 
 def compositions(n: int, k: int):
@@ -34,9 +34,10 @@ def _allowed(values, pins):
     return [v for v in values if pins is None or v in pins]
 
 
-def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
+def brute_force(spec: Spec, below, equal_middles: bool = False):
     """Every plan the spec's search allows, by the float evaluator: returns a plan that fits with a step time
-    below ``below`` (None: any plan that fits), or None when there is none.
+    below ``below`` (None: any plan that fits; a function of the Choice: a threshold per choice, as the replan
+    objective's tests/solver/test_replan.py), or None when there is none.
 
     Pruning uses only two evident properties of the cost model: recomputing more layers never makes a stage
     faster, and never makes it need more memory. So for one (choice, stage split): the split without
@@ -86,7 +87,7 @@ def brute_force(spec: Spec, below: float | None, equal_middles: bool = False):
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
-                        found = _best_split(spec, c, costs, a, below, equal_middles)
+                        found = _best_split(spec, c, costs, a, below(c) if callable(below) else below, equal_middles)
                         if found is not None:
                             return found
     return None

@@ -1,18 +1,62 @@
 """Shared fixtures and hypothesis strategies of the solver tests: the small random specs every oracle test draws
 (:func:`small_specs`), the assumption variants they carry, and a fixture that skips explanations. The checks
-they share are in ``solver_checks.py``, the brute forces in ``brute_force.py``; and the gRPC service tests' module
-server and channel (:func:`server`, :func:`channel`)."""
+they share are in ``solver_checks.py``, the brute forces in ``brute_force.py``; the gRPC service tests' module
+server and channel (:func:`server`, :func:`channel`); the package folders of this checkout
+(:func:`package_folders`, read from pyproject.toml); a self-signed TLS certificate (:func:`self_signed_certificate`)."""
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
+import os
+import time
 from unittest import mock
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from parplan.costmodel.spec import ALL_SCHEDULES, CP_COMM_TYPES, Spec
+from parplan.costmodel.spec.spec import ALL_SCHEDULES, CP_COMM_TYPES, Spec
 from parplan.frameworks.loader import validate_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def package_folders() -> dict[str, str]:
+    """Each installed package (pyproject ``packages``, listed one by one) and its folder in this checkout: its own
+    ``package-dir`` entry, else its parent's folder and its last name."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders: dict[str, str] = {}
+    for package in tool["packages"]:  # parents are listed before their subpackages
+        parent, _, last = package.rpartition(".")
+        folders[package] = tool["package-dir"].get(package) or f"{folders[parent]}/{last}"
+    return folders
+# The test profile: "default" (what `python -m pytest -q` and CI run, under the 10-minute goal) or "thorough"
+# (PARPLAN_TEST_PROFILE=thorough: the oracle / brute-force agreement tests on their full example counts and spaces,
+# run by nothing timed; docs/testing.md). A hypothesis profile of the same name: tests without their own
+# max_examples draw 100 examples by default and 500 under "thorough".
+settings.register_profile("thorough", max_examples=500)
+settings.load_profile(os.environ.get("PARPLAN_TEST_PROFILE", "default"))
+
+
+def sized(default, thorough):
+    """``thorough`` under the thorough test profile, else ``default``: an example count or a space size of a test
+    that checks the same property either way (the default one still fails on a wrong answer)."""
+    return thorough if settings.get_current_profile_name() == "thorough" else default
+
+
+def load_stretch(most: float = 4.0) -> float:
+    """How many times slower than on a quiet machine CPU-bound work runs now: the wall time over this process's CPU
+    time of a 0.1 s busy loop (1.0 when the process has a core to itself; ~4 with 8 runnable processes on 2 cores),
+    at most ``most``. The time-limited tests scale their limits and slacks by it, so that under load they grant the
+    same CPU time as on a quiet machine (where it changes nothing)."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall0 < 0.1:
+        pass
+    cpu_s = time.process_time() - cpu0
+    return min(most, max(1.0, (time.perf_counter() - wall0) / max(cpu_s, 1e-3)))
+
 
 GPU_NAMES = ["A100-SXM-80GB", "A100-SXM-40GB", "H100-SXM-80GB", "H800", "H200-SXM-141GB", "B200", "MI300X"]
 
@@ -100,7 +144,7 @@ def small_specs(draw, tiny: bool = False, memory_dims: bool = False, activation_
             search["ep"] = v
         if (v := _maybe_subset(draw, [1, 2], 0.2)) is not None:
             search["etp"] = v
-        # the EP communication choices (costmodel/moe_comm.py); FP8 dispatch needs FP8 training
+        # the EP communication choices (costmodel/moe/moe_comm.py); FP8 dispatch needs FP8 training
         for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):
             if (v := _maybe_subset(draw, [False, True], 0.4)) is not None:
                 search[name] = v
@@ -194,3 +238,53 @@ def channel(server):
 
     with grpc.insecure_channel(f"127.0.0.1:{server.port}") as ch:
         yield ch
+
+
+def self_signed_certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """(certificate, key) PEM files of a self-signed localhost / 127.0.0.1 certificate made in ``tmp_path``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before each test and its fixtures (a module-scoped one included), the process's default memory budget
+    (solver/deadline.py) is set to this test process's RSS plus the default: the room a fresh server process has
+    beside its interpreter. The pytest process's RSS grows with every test before (over 1.5 GiB after the whole
+    suite in CI, where the fixed default left no room for any solve: OverBudget, UNKNOWN). A test that changes
+    the budget has the next test start from this again. Tests of the budget itself give their calls explicit
+    budgets or patch ``rss_bytes``."""
+    from parplan.solver import deadline
+
+    deadline._process_default_mib = deadline.rss_bytes() // deadline.MIB + deadline.DEFAULT_MEMORY_BUDGET_MIB
+
+
+def budget_beside_this_process(monkeypatch, room_mib: int) -> None:
+    """The process's memory budget (solver/deadline.py) set to this test process's RSS plus ``room_mib``: an
+    in-process server shares the pytest process, whose RSS grows with every test before (a fixed budget left no
+    room for a sweep worker after the whole suite: RESOURCE_EXHAUSTED)."""
+    from parplan.solver import deadline
+
+    monkeypatch.setattr(deadline, "_process_default_mib", deadline.rss_bytes() // deadline.MIB + room_mib)

@@ -1,8 +1,8 @@
 """Discrete-event simulation of DualPipe's and DualPipeV's step orders, with per-chunk compute, all-to-all and
-other times as inputs: a second coding of costmodel/dualpipe_steps.py's longest path (tests/test_dualpipe_sim.py
-checks costmodel/paired_overlap.py's closed form against it, and the evaluator's step-order step against it).
+other times as inputs: a second coding of costmodel/schedules/dualpipe_steps.py's longest path (tests/costmodel/schedules/test_paired_overlap.py
+checks costmodel/schedules/paired_overlap.py's closed form against it, and the evaluator's step-order step against it).
 
-The step orders are costmodel/dualpipe_steps.py's (``step_orders``, from
+The step orders are costmodel/schedules/dualpipe_steps.py's (``step_orders``, from
 deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpipe.py:358-417`` and
 ``dualpipe/dualpipev.py:330-395``); the durations are written out here per operation (:func:`op_duration_s`). Each rank list-schedules its operations in that order, each as soon
 as its input is ready (the previous stage's forward, the next stage's backward, or for the model's last stage its
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parplan.costmodel.dualpipe_steps import (Op, OpGraph, StageWork, op_parts, pass_stage,  # noqa: F401
+from parplan.costmodel.schedules.dualpipe_steps import (Op, OpGraph, StageWork, op_parts, pass_stage,  # noqa: F401
                                               phase_stages, step_orders)
-from parplan.costmodel.dualpipe_steps import op_graph as steps_op_graph
-from parplan.costmodel.paired_overlap import ChunkWork, pair_exposed_s
+from parplan.costmodel.schedules.dualpipe_steps import op_graph as steps_op_graph
+from parplan.costmodel.schedules.paired_overlap import ChunkWork, pair_exposed_s
 
 
 def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferred: list[float]) -> float:
-    """An operation's duration, written out per operation (costmodel/dualpipe_steps.py computes them element-wise):
+    """An operation's duration, written out per operation (costmodel/schedules/dualpipe_steps.py computes them element-wise):
     ``parts`` its (kind, model stage) passes, ``deferred`` the rank's queued weight-gradient work (FIFO as
     ``WeightGradStore``): a zero-bubble backward appends, W pops."""
     C, X, f, w = work.C, work.X, work.f, work.w
@@ -135,6 +135,6 @@ def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: floa
 
 
 def op_graph(schedule: str, C: list[float], X: list[float], m: int, f: float, w: float) -> OpGraph:
-    """costmodel/dualpipe_steps.py :func:`~parplan.costmodel.dualpipe_steps.op_graph` over per-stage compute and
+    """costmodel/schedules/dualpipe_steps.py :func:`~parplan.costmodel.schedules.dualpipe_steps.op_graph` over per-stage compute and
     all-to-all alone (no other time)."""
     return steps_op_graph(schedule, StageWork(C, X, f, w), m)

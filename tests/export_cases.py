@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from parplan.client.evaluation import evaluate_spec
-from parplan.client.spec_io import load_spec_file
-from parplan.costmodel.spec import Plan, Spec
+from parplan.library.evaluation import evaluate_spec
+from parplan.library.spec_io import load_spec_file
+from parplan.costmodel.spec.spec import Plan, Spec
 
 DATA = Path(__file__).parent / "data" / "exports"
 CASES_DIR = DATA / "cases"

@@ -1,6 +1,6 @@
 """Configurations compared against Megatron-LM's theoretical memory formula, and the comparison itself.
 
-Shared by ``tests/test_megatron_memory.py`` and ``benchmarks/megatron_memory.py``. Each case is built
+Shared by ``tests/costmodel/memory/test_megatron_memory.py`` and ``benchmarks/megatron_memory.py``. Each case is built
 twice: as Megatron ``args`` for the oracle in :mod:`megatron_theoretical_memory`, and as our
 :class:`Spec` + plan (default assumptions preset, ``recompute: selective``, ``sequence_parallel: true``,
 Megatron's distributed optimizer -> ``zero_stage: 1`` over DP (cp = 1), none -> ``zero_stage: 0``).
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from megatron_theoretical_memory import (
+from tests.megatron_theoretical_memory import (
     NUM_BYTES_IN_MEGABYTE,
     MegatronArgs,
     activation_bytes_per_layer,
@@ -23,11 +23,11 @@ from megatron_theoretical_memory import (
     report_theoretical_memory,
 )
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import choice_costs
-from parplan.costmodel.evaluate import evaluate, plan_choice, resolve_plan
-from parplan.costmodel.hardware import GIB, resolve_gpu
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import choice_costs
+from parplan.costmodel.evaluation.evaluate import evaluate, plan_choice, resolve_plan
+from parplan.costmodel.spec.hardware import GIB, resolve_gpu
+from parplan.costmodel.spec.spec import Spec
 from parplan.frameworks.loader import validate_spec
 
 MB_PER_GIB = GIB / NUM_BYTES_IN_MEGABYTE

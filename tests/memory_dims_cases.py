@@ -8,11 +8,11 @@ P = 4h² + 2hf + 2h = 4·1048576 + 2·1024·4096 + 2048 = 12 584 960 parameters 
 
 from __future__ import annotations
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import Choice, choice_costs
-from parplan.costmodel.evaluate import evaluate
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Plan, PlanSpec, Spec
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import Choice, choice_costs
+from parplan.costmodel.evaluation.evaluate import evaluate
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.spec.spec import Plan, PlanSpec, Spec
 from parplan.solver.space import enumerate_choices
 from parplan.frameworks.loader import validate_spec
 
@@ -22,7 +22,7 @@ MODEL = dict(name="m", num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num
 # line rates, no latency, nothing hidden: every DP term is its bytes over its link's bandwidth
 PLAIN = dict(intra_node_bandwidth_efficiency=1.0, inter_node_bandwidth_efficiency=1.0, include_latency=False,
              dp_comm_overlap=0.0, zero_microbatch_comm_overlap=0.0, hierarchical_collectives=False)
-NV = 360e9  # H100 NVLink reduce-scatter / all-gather bus bandwidth prior (costmodel/hardware.py NVLINK_BUSBW_GBPS)
+NV = 360e9  # H100 NVLink reduce-scatter / all-gather bus bandwidth prior (costmodel/spec/hardware.py NVLINK_BUSBW_GBPS)
 NV_AR = 470e9  # H100 NVLink all-reduce with NVLS (the same table); both were the 450 GB/s line rate before issue 19
 NET = 50e9  # H100 NIC per GPU per direction
 

@@ -3,7 +3,7 @@ test_moe_comm, test_tables, test_service_proto) and their spec in the research s
 
 from __future__ import annotations
 
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec.spec import Spec
 from parplan.frameworks.loader import validate_spec
 
 DENSE = dict(name="d", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8, vocab_size=32000)

@@ -4,10 +4,10 @@ DeepSeek-V3 (config.json), a spec of either on H100 (BF16) or H800 (FP8), the co
 
 from __future__ import annotations
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import Choice, choice_costs
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.spec import Spec
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import Choice, choice_costs
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.spec.spec import Spec
 from parplan.frameworks.loader import validate_spec
 
 LLAMA70B = dict(name="llama3-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,

@@ -1,5 +1,5 @@
 """Discrete-event simulation of pipeline schedules, shared by the tests that check the cost model's bubble
-(tests/test_uneven_bubble.py: unequal stages; tests/test_pools.py: stages on pools of different GPUs)."""
+(tests/costmodel/schedules/test_uneven_bubble.py: unequal stages; tests/costmodel/evaluation/test_pools.py: stages on pools of different GPUs)."""
 
 from __future__ import annotations
 

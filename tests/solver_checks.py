@@ -8,18 +8,20 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck
 
-from parplan.costmodel.assumptions import resolve_assumptions
-from parplan.costmodel.choice import choice_costs, nvlink_domain_size
-from parplan.costmodel.evaluate import Evaluation, evaluate, plan_choice
-from parplan.costmodel.hardware import resolve_gpu
-from parplan.costmodel.legality import choice_violations, stage_violations
-from parplan.costmodel.spec import Plan, Spec
-from parplan.frameworks.profiles import profile
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import choice_costs, nvlink_domain_size
+from parplan.costmodel.evaluation.evaluate import evaluate, plan_choice
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.evaluation.legality import choice_violations, stage_violations
+from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.frameworks.profiles import export_profile, profile
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
 from parplan.solver.tables import build_table, evaluate_assignment
 from parplan.frameworks.loader import validate_spec
+from parplan.frameworks.profile_data import EXPORT_VERSIONS as EXPORT_NAMES
 
 SCALE_TOL = 1e-3  # integer objective vs float step time (relative)
 
@@ -62,8 +64,9 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
         value = getattr(plan, key)
         if (value not in listed) if listed is not None else value != default:
             out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
-    for name in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # unset: off
-        if getattr(plan, name) not in (getattr(s, name) or [False]):
+    # unset: FP8 dispatch off; the all-to-all overlap both ways for an MoE model (solver/space.py default_a2a_overlap)
+    for name, unset in (("moe_fp8_dispatch", [False]), ("moe_a2a_overlap", [False, spec.model.moe is not None])):
+        if getattr(plan, name) not in (getattr(s, name) or unset):
             out.append(f"{name} {getattr(plan, name)} not in search.{name} = {getattr(s, name)}")
     if not s.uneven_stages and len(set(plan.stage_layers)) > 1:
         out.append(f"uneven_stages is false but stage_layers = {plan.stage_layers}")
@@ -140,7 +143,8 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
     spec may pin what the framework lacks; the planner would rightly refuse it)."""
     data = spec.model_dump(mode="python", exclude_none=True)
     data["framework"] = name if version is None else {"name": name, "version": version}
-    prof = profile(name, version)
+    # a framework named without a version runs at its export's version (frameworks/profile_data.EXPORT_VERSIONS)
+    prof = profile(name, version) if version is not None or name not in EXPORT_NAMES else export_profile(name)
     search = data.get("search", {})
     for key, allowed in (("schedules", prof.schedules), ("recompute", prof.recompute),
                          ("zero_stages", prof.zero_stages)):

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import package_folders
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -69,7 +71,7 @@ def wheel_venv(tmp_path_factory) -> tuple[Path, Path]:
 def test_wheel_holds_every_package(wheel_venv):
     wheel, _ = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
-    for module in ("parplan/__init__.py", "parplan/solver/planner.py", "parplan/costmodel/evaluate.py",
+    for module in ("parplan/__init__.py", "parplan/solver/planner.py", "parplan/costmodel/evaluation/evaluate.py",
                    "parplan/client/cli.py", "parplan/server/service.py", "parplan/frameworks/__init__.py",
                    "parplan/v1/planner_pb2.py", "parplan/v1/planner_pb2_grpc.py"):
         assert module in names, module
@@ -85,7 +87,7 @@ def test_installed_wheel_imports_from_the_repository_root(wheel_venv):
     assert run.returncode == 0, run.stderr[-2000:]
     where, module, status = run.stdout.split()
     assert Path(where).is_relative_to(python.parent.parent), where  # the wheel's copy, not the work tree
-    assert module == "parplan.client.api"  # the facade: a Spec, a path or a dict
+    assert module == "parplan.library.api"  # the facade: a Spec, a path or a dict
     assert status == "OPTIMAL"
 
 
@@ -99,11 +101,13 @@ def test_import_parplan_stays_cheap(wheel_venv):
 
 
 def test_a_benchmark_runs_from_the_installed_wheel(wheel_venv):
-    """The benchmarks need no editable install (they ran only from one while the root folder shadowed it)."""
+    """The benchmarks need no editable install (they ran only from one while the root folder shadowed it). One quick
+    scenario, the smallest (all three, in-process: tests/benchmarks/test_benchmarks_smoke.py)."""
     _, python = wheel_venv
-    run = _run([str(python), "benchmarks/solver_speed.py", "--quick", "--workers", "1"], cwd=REPO)
+    run = _run([str(python), "benchmarks/solver_speed.py", "--quick", "--only", "8B / 8 H100", "--workers", "1"],
+               cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "same K best step times (top 1 and top 10): 3/3" in run.stdout
+    assert "same K best step times (top 1 and top 10): 1/1" in run.stdout
 
 
 SMALL_PRESET_SPEC = """\
@@ -127,7 +131,7 @@ def outside(tmp_path_factory, wheel_venv) -> tuple[Path, Path]:
 def test_presets_ship_in_the_wheel(wheel_venv):
     wheel, _ = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "parplan/client/model_presets.yaml" in names
+    assert "parplan/library/model_presets.yaml" in names
     assert "parplan/v1/planner_pb2.pyi" in names
 
 
@@ -136,22 +140,17 @@ def test_every_package_data_file_ships_in_the_wheel(wheel_venv):
     code may read: presets, the proto and its typing stubs; each must be in the wheel at its package path (a new
     data file left out of ``package-data`` fails here, not in a user's ``FileNotFoundError``). The profile data
     and the calibration are Python modules: checked by name."""
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-
     wheel, _ = wheel_venv
     names = set(zipfile.ZipFile(wheel).namelist())
-    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     missing = []
-    for package in tool["packages"]:  # setuptools lists packages one by one: each folder without recursion
-        parent, _, last = package.rpartition(".")
-        folder = tool["package-dir"].get(package) or f"{tool['package-dir'][parent]}/{last}"
+    for package, folder in package_folders().items():  # setuptools lists packages one by one: no recursion
         for path in (REPO / folder).iterdir():
             if path.is_file() and path.suffix not in (".py", ".pyc", ".md") and not path.name.startswith("."):
                 if f"{package.replace('.', '/')}/{path.name}" not in names:
                     missing.append(f"{folder}/{path.name}")
     assert not missing, f"not in the wheel (add them to [tool.setuptools.package-data]): {sorted(set(missing))}"
-    for data in ("parplan/client/model_presets.yaml", "parplan/v1/planner.proto", "parplan/v1/planner_pb2.pyi",
-                 "parplan/costmodel/calibration.py", "parplan/frameworks/profile_data.py",
+    for data in ("parplan/library/model_presets.yaml", "parplan/v1/planner.proto", "parplan/v1/planner_pb2.pyi",
+                 "parplan/costmodel/spec/calibration.py", "parplan/frameworks/profile_data.py",
                  "parplan/frameworks/profile_citations.py"):
         assert data in names, data
 
@@ -209,3 +208,24 @@ def test_wheel_with_its_dependencies_from_pypi(wheel_venv, tmp_path):
     assert run.returncode == 0 and "OPTIMAL" in run.stdout, run.stderr[-2000:]
     serve = _run([str(venv / "bin" / "solver-cli"), "serve", "--port", "0"], cwd=tmp_path)
     assert serve.returncode == 2 and "pip install 'parplan[server]'" in serve.stderr
+
+
+def test_the_readmes_first_command_installs_no_test_only_package():
+    """Issue 42 item 3: the README's first command (the one that plans) installs parplan with no extra whose
+    packages only the tests need: the extras it names (if any) share no package with the test extra's own."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    (line,) = [text for text in block.splitlines() if "solver-cli optimize" in text]
+    install = re.search(r"pip install (?:-e )?[\"']?\.(?:\[([\w,-]+)\])?[\"']?(?:\s|$)", line)
+    assert install, line
+    extras = set(filter(None, (install.group(1) or "").split(",")))
+    optional = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    def packages(extra: str) -> set[str]:
+        return {re.split(r"[=<>\[ ]", requirement)[0] for requirement in optional[extra]}
+
+    test_only = packages("test") - {"parplan"}
+    assert "test" not in extras and not set().union(*map(packages, extras)) & test_only, (line, extras)

@@ -2,7 +2,7 @@
 
 For one choice (a :class:`StageTable`) and a memory cap it finds the least objective
 ``U = M·max_u time_u + S·Σ_u time_u + W·max_u dp_u`` over every layer split and recompute count the table
-allows, exactly (S weighs the uneven-stage bubble, ``costmodel/bubble.py``; per-layer times are the same on
+allows, exactly (S weighs the uneven-stage bubble, ``costmodel/schedules/bubble.py``; per-layer times are the same on
 every unit, so Σ_u time_u is one constant over the splits unless each unit's least recompute varies with it):
 
 * :mod:`.recompute`: a unit's least time at ``l`` layers takes the fewest recomputed layers that fit the cap

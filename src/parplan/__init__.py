@@ -2,8 +2,9 @@
 
 The top-level folders of the repository are installed as subpackages of this one:
 ``parplan.costmodel`` (the exact evaluator), ``parplan.solver`` (CP-SAT planner and its exact oracle),
-``parplan.frameworks`` (framework profiles and exports), ``parplan.client`` (spec loading, reports, the
-``solver-cli`` command, the gRPC client), ``parplan.server`` (the gRPC service).
+``parplan.frameworks`` (framework profiles and exports), ``parplan.library`` (spec loading, optimize and
+evaluate, sweeps: what the CLI and the service share), ``parplan.wire`` (the proto mapping), ``parplan.server``
+(the gRPC service), ``parplan.client`` (the ``solver-cli`` command and its reports, the gRPC client).
 
 Embedding code usually needs three names::
 
@@ -22,24 +23,24 @@ resolved on first use.
 __version__ = "0.1.0"
 
 _NAMES = {
-    "load_spec": ("parplan.client.spec_io", "load_spec"),
-    "as_spec": ("parplan.client.spec_io", "as_spec"),
-    "optimize": ("parplan.client.api", "optimize"),
-    "plan": ("parplan.client.api", "optimize"),
-    "evaluate": ("parplan.client.api", "evaluate"),
-    "Spec": ("parplan.costmodel.spec", "Spec"),
-    "Plan": ("parplan.costmodel.spec", "Plan"),
-    "PlanSpec": ("parplan.costmodel.spec", "PlanSpec"),
+    "load_spec": ("parplan.library.spec_io", "load_spec"),
+    "as_spec": ("parplan.library.spec_io", "as_spec"),
+    "optimize": ("parplan.library.api", "optimize"),
+    "plan": ("parplan.library.api", "optimize"),
+    "evaluate": ("parplan.library.api", "evaluate"),
+    "Spec": ("parplan.costmodel.spec.spec", "Spec"),
+    "Plan": ("parplan.costmodel.spec.spec", "Plan"),
+    "PlanSpec": ("parplan.costmodel.spec.spec", "PlanSpec"),
     "SolverControls": ("parplan.solver.cpsat", "SolverControls"),
     "PlanResult": ("parplan.solver.result", "PlanResult"),
     "ParplanError": ("parplan.costmodel.errors", "ParplanError"),
     "ArgumentError": ("parplan.costmodel.errors", "ArgumentError"),
-    "SpecError": ("parplan.client.spec_io", "SpecError"),
-    "PlanError": ("parplan.costmodel.evaluate", "PlanError"),
+    "SpecError": ("parplan.library.spec_io", "SpecError"),
+    "PlanError": ("parplan.costmodel.evaluation.evaluate", "PlanError"),
     "PlannerClient": ("parplan.client.grpc_client", "PlannerClient"),  # the gRPC client (the 'server' extra)
     "ServiceError": ("parplan.client.grpc_client", "ServiceError"),
-    "sweep": ("parplan.client.sweep.run", "sweep"),
-    "SweepError": ("parplan.client.sweep.points", "SweepError"),
+    "sweep": ("parplan.library.sweep.run", "sweep"),
+    "SweepError": ("parplan.library.sweep.points", "SweepError"),
 }
 
 __all__ = sorted(_NAMES) + ["__version__"]

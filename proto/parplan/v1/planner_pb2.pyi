@@ -535,11 +535,12 @@ class SolverParameters(_message.Message):
     def __init__(self, method: _Optional[_Union[Method, str]] = ..., time_limit_s: _Optional[float] = ..., workers: _Optional[int] = ..., deterministic: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Plan(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools")
+    __slots__ = ("tp", "cp", "pp", "dp", "num_gpus", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp", "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel", "pipeline_layout", "cp_comm_type", "zero_replicas", "optimizer_states", "optimizer_offload_fraction", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
     DP_FIELD_NUMBER: _ClassVar[int]
+    NUM_GPUS_FIELD_NUMBER: _ClassVar[int]
     EP_FIELD_NUMBER: _ClassVar[int]
     ETP_FIELD_NUMBER: _ClassVar[int]
     MICRO_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -564,6 +565,7 @@ class Plan(_message.Message):
     cp: int
     pp: int
     dp: int
+    num_gpus: int
     ep: int
     etp: int
     micro_batch_size: int
@@ -584,7 +586,7 @@ class Plan(_message.Message):
     moe_a2a_overlap: bool
     activation_offload_layers: int
     stage_pools: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ..., stage_pools: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, tp: _Optional[int] = ..., cp: _Optional[int] = ..., pp: _Optional[int] = ..., dp: _Optional[int] = ..., num_gpus: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., micro_batch_size: _Optional[int] = ..., num_microbatches: _Optional[int] = ..., vpp: _Optional[int] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., stage_layers: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Union[Recompute, str]] = ..., recompute_layers: _Optional[_Iterable[int]] = ..., zero_stage: _Optional[int] = ..., sequence_parallel: _Optional[bool] = ..., pipeline_layout: _Optional[_Union[PipelineLayoutDecoderLayers, _Mapping]] = ..., cp_comm_type: _Optional[_Union[CpCommType, str]] = ..., zero_replicas: _Optional[int] = ..., optimizer_states: _Optional[str] = ..., optimizer_offload_fraction: _Optional[float] = ..., moe_fp8_dispatch: _Optional[bool] = ..., moe_a2a_overlap: _Optional[bool] = ..., activation_offload_layers: _Optional[int] = ..., stage_pools: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Metrics(_message.Message):
     __slots__ = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s", "hfu", "model_tflops_per_gpu", "usable_memory_gib", "fits", "memory_outside_ledger_gib", "step_order_step_s")
@@ -761,21 +763,23 @@ class SolveStats(_message.Message):
     def __init__(self, method: _Optional[_Union[Method, str]] = ..., wall_time_s: _Optional[float] = ..., choices_total: _Optional[int] = ..., choices_searched: _Optional[int] = ..., objective_value: _Optional[float] = ..., best_bound: _Optional[float] = ..., gap: _Optional[float] = ..., workers: _Optional[int] = ..., seed: _Optional[int] = ..., deterministic: _Optional[bool] = ..., ortools_version: _Optional[str] = ...) -> None: ...
 
 class PlanRequest(_message.Message):
-    __slots__ = ("spec", "spec_text", "solver", "top_k", "pareto_axis")
+    __slots__ = ("spec", "spec_text", "solver", "top_k", "pareto_axis", "contract_json")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     PARETO_AXIS_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     spec: Spec
     spec_text: str
     solver: SolverParameters
     top_k: int
     pareto_axis: ParetoAxis
-    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ...) -> None: ...
+    contract_json: bool
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission", "completed", "memory_margin_gib", "placement")
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission", "completed", "memory_margin_gib", "placement", "parplan_version", "contract_json")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
@@ -789,6 +793,8 @@ class PlanResponse(_message.Message):
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MARGIN_GIB_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     objective: Objective
     plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -802,7 +808,9 @@ class PlanResponse(_message.Message):
     completed: _containers.RepeatedScalarFieldContainer[str]
     memory_margin_gib: float
     placement: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., completed: _Optional[_Iterable[str]] = ..., memory_margin_gib: _Optional[float] = ..., placement: _Optional[_Iterable[str]] = ...) -> None: ...
+    parplan_version: str
+    contract_json: str
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., completed: _Optional[_Iterable[str]] = ..., memory_margin_gib: _Optional[float] = ..., placement: _Optional[_Iterable[str]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
 
 class Admission(_message.Message):
     __slots__ = ("queue_wait_s", "queue_length", "solver_slots", "max_queue")
@@ -831,16 +839,18 @@ class Timing(_message.Message):
     def __init__(self, wall_time_s: _Optional[float] = ..., search_s: _Optional[float] = ..., top_k_s: _Optional[float] = ..., frontier_s: _Optional[float] = ..., explanation_s: _Optional[float] = ...) -> None: ...
 
 class PlanStreamRequest(_message.Message):
-    __slots__ = ("spec", "spec_text", "solver", "top_k")
+    __slots__ = ("spec", "spec_text", "solver", "top_k", "contract_json")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     spec: Spec
     spec_text: str
     solver: SolverParameters
     top_k: int
-    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ...) -> None: ...
+    contract_json: bool
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class PlanProgress(_message.Message):
     __slots__ = ("plan", "objective_value", "best_bound", "elapsed_s")
@@ -863,37 +873,45 @@ class PlanStreamResponse(_message.Message):
     def __init__(self, progress: _Optional[_Union[PlanProgress, _Mapping]] = ..., result: _Optional[_Union[PlanResponse, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("spec", "spec_text", "plan")
+    __slots__ = ("spec", "spec_text", "plan", "contract_json")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
     PLAN_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     spec: Spec
     spec_text: str
     plan: PlanSpec
-    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ...) -> None: ...
+    contract_json: bool
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("status", "evaluation")
+    __slots__ = ("status", "evaluation", "parplan_version", "contract_json")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     evaluation: Evaluation
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ...) -> None: ...
+    parplan_version: str
+    contract_json: str
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
 
 class ParetoRequest(_message.Message):
-    __slots__ = ("spec", "spec_text", "axis", "solver")
+    __slots__ = ("spec", "spec_text", "axis", "solver", "contract_json")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
     AXIS_FIELD_NUMBER: _ClassVar[int]
     SOLVER_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     spec: Spec
     spec_text: str
     axis: ParetoAxis
     solver: SolverParameters
-    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ...) -> None: ...
+    contract_json: bool
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class ParetoResponse(_message.Message):
-    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing", "admission")
+    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing", "admission", "parplan_version", "contract_json")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AXIS_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
@@ -901,6 +919,8 @@ class ParetoResponse(_message.Message):
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     axis: ParetoAxis
     points: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -908,7 +928,9 @@ class ParetoResponse(_message.Message):
     parameters: SolverParameters
     timing: Timing
     admission: Admission
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...
+    parplan_version: str
+    contract_json: str
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
 
 class SweepRequest(_message.Message):
     __slots__ = ("sweep_text", "engine", "jobs", "ray_address")
@@ -941,16 +963,18 @@ class SweepPoint(_message.Message):
     def __init__(self, index: _Optional[int] = ..., key: _Optional[str] = ..., status: _Optional[str] = ..., axes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., record_json: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SweepSummary(_message.Message):
-    __slots__ = ("records_jsonl", "summary_json", "points", "failed")
+    __slots__ = ("records_jsonl", "summary_json", "points", "failed", "parplan_version")
     RECORDS_JSONL_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
     records_jsonl: str
     summary_json: str
     points: int
     failed: int
-    def __init__(self, records_jsonl: _Optional[str] = ..., summary_json: _Optional[str] = ..., points: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
+    parplan_version: str
+    def __init__(self, records_jsonl: _Optional[str] = ..., summary_json: _Optional[str] = ..., points: _Optional[int] = ..., failed: _Optional[int] = ..., parplan_version: _Optional[str] = ...) -> None: ...
 
 class SweepResponse(_message.Message):
     __slots__ = ("point", "summary")
@@ -959,3 +983,89 @@ class SweepResponse(_message.Message):
     point: SweepPoint
     summary: SweepSummary
     def __init__(self, point: _Optional[_Union[SweepPoint, _Mapping]] = ..., summary: _Optional[_Union[SweepSummary, _Mapping]] = ...) -> None: ...
+
+class ReshardAssumptions(_message.Message):
+    __slots__ = ("checkpoint_bytes_per_param", "storage_read_gbps_per_node", "peer_gbps_per_gpu", "restart_s")
+    CHECKPOINT_BYTES_PER_PARAM_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_READ_GBPS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    PEER_GBPS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    RESTART_S_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_bytes_per_param: float
+    storage_read_gbps_per_node: float
+    peer_gbps_per_gpu: float
+    restart_s: float
+    def __init__(self, checkpoint_bytes_per_param: _Optional[float] = ..., storage_read_gbps_per_node: _Optional[float] = ..., peer_gbps_per_gpu: _Optional[float] = ..., restart_s: _Optional[float] = ...) -> None: ...
+
+class ReplanRequest(_message.Message):
+    __slots__ = ("spec", "spec_text", "plan", "lost_nodes", "added_nodes", "horizon_s", "reshard", "solver", "export_text", "export_target")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    LOST_NODES_FIELD_NUMBER: _ClassVar[int]
+    ADDED_NODES_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_S_FIELD_NUMBER: _ClassVar[int]
+    RESHARD_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_TARGET_FIELD_NUMBER: _ClassVar[int]
+    spec: Spec
+    spec_text: str
+    plan: PlanSpec
+    lost_nodes: _containers.RepeatedScalarFieldContainer[int]
+    added_nodes: int
+    horizon_s: float
+    reshard: ReshardAssumptions
+    solver: SolverParameters
+    export_text: str
+    export_target: str
+    def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ..., lost_nodes: _Optional[_Iterable[int]] = ..., added_nodes: _Optional[int] = ..., horizon_s: _Optional[float] = ..., reshard: _Optional[_Union[ReshardAssumptions, _Mapping]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., export_text: _Optional[str] = ..., export_target: _Optional[str] = ...) -> None: ...
+
+class ReplanPoint(_message.Message):
+    __slots__ = ("evaluation", "step_time_s", "reconfiguration_s", "resharded_bytes", "peer_bytes_per_gpu", "moved_classes", "effective_step_time_s", "keeps_layout")
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
+    STEP_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    RECONFIGURATION_S_FIELD_NUMBER: _ClassVar[int]
+    RESHARDED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PEER_BYTES_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    MOVED_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_STEP_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    KEEPS_LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    evaluation: Evaluation
+    step_time_s: float
+    reconfiguration_s: float
+    resharded_bytes: float
+    peer_bytes_per_gpu: float
+    moved_classes: _containers.RepeatedScalarFieldContainer[str]
+    effective_step_time_s: float
+    keeps_layout: bool
+    def __init__(self, evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., step_time_s: _Optional[float] = ..., reconfiguration_s: _Optional[float] = ..., resharded_bytes: _Optional[float] = ..., peer_bytes_per_gpu: _Optional[float] = ..., moved_classes: _Optional[_Iterable[str]] = ..., effective_step_time_s: _Optional[float] = ..., keeps_layout: _Optional[bool] = ...) -> None: ...
+
+class ReplanResponse(_message.Message):
+    __slots__ = ("status", "horizon_s", "best", "fastest", "keep", "keep_reason", "frontier", "candidates", "solver", "assumptions", "timing", "parameters", "admission")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_S_FIELD_NUMBER: _ClassVar[int]
+    BEST_FIELD_NUMBER: _ClassVar[int]
+    FASTEST_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    KEEP_REASON_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    SOLVER_FIELD_NUMBER: _ClassVar[int]
+    ASSUMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    status: PlanStatus
+    horizon_s: float
+    best: ReplanPoint
+    fastest: ReplanPoint
+    keep: ReplanPoint
+    keep_reason: str
+    frontier: _containers.RepeatedCompositeFieldContainer[ReplanPoint]
+    candidates: int
+    solver: SolveStats
+    assumptions: ReshardAssumptions
+    timing: Timing
+    parameters: SolverParameters
+    admission: Admission
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., horizon_s: _Optional[float] = ..., best: _Optional[_Union[ReplanPoint, _Mapping]] = ..., fastest: _Optional[_Union[ReplanPoint, _Mapping]] = ..., keep: _Optional[_Union[ReplanPoint, _Mapping]] = ..., keep_reason: _Optional[str] = ..., frontier: _Optional[_Iterable[_Union[ReplanPoint, _Mapping]]] = ..., candidates: _Optional[int] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., assumptions: _Optional[_Union[ReshardAssumptions, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ...) -> None: ...

@@ -60,6 +60,11 @@ class PlannerServiceStub:
                 request_serializer=parplan_dot_v1_dot_planner__pb2.SweepRequest.SerializeToString,
                 response_deserializer=parplan_dot_v1_dot_planner__pb2.SweepResponse.FromString,
                 _registered_method=True)
+        self.Replan = channel.unary_unary(
+                '/parplan.v1.PlannerService/Replan',
+                request_serializer=parplan_dot_v1_dot_planner__pb2.ReplanRequest.SerializeToString,
+                response_deserializer=parplan_dot_v1_dot_planner__pb2.ReplanResponse.FromString,
+                _registered_method=True)
 
 
 class PlannerServiceServicer:
@@ -101,6 +106,14 @@ class PlannerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Replan(self, request, context):
+        """Replan a running job after nodes were lost or added: the plan of least effective step time, its
+        reconfiguration cost and the frontier of step time against reconfiguration time (docs/replan.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlannerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +141,11 @@ def add_PlannerServiceServicer_to_server(servicer, server):
                     servicer.Sweep,
                     request_deserializer=parplan_dot_v1_dot_planner__pb2.SweepRequest.FromString,
                     response_serializer=parplan_dot_v1_dot_planner__pb2.SweepResponse.SerializeToString,
+            ),
+            'Replan': grpc.unary_unary_rpc_method_handler(
+                    servicer.Replan,
+                    request_deserializer=parplan_dot_v1_dot_planner__pb2.ReplanRequest.FromString,
+                    response_serializer=parplan_dot_v1_dot_planner__pb2.ReplanResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +284,33 @@ class PlannerService:
             '/parplan.v1.PlannerService/Sweep',
             parplan_dot_v1_dot_planner__pb2.SweepRequest.SerializeToString,
             parplan_dot_v1_dot_planner__pb2.SweepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Replan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/parplan.v1.PlannerService/Replan',
+            parplan_dot_v1_dot_planner__pb2.ReplanRequest.SerializeToString,
+            parplan_dot_v1_dot_planner__pb2.ReplanResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,6 +12,9 @@ MODEL_ARGS=(
     --num-attention-heads 24
     --seq-length 2048
     --max-position-embeddings 2048
+    --normalization RMSNorm
+    --position-embedding-type rope
+    --disable-bias-linear
 )
 
 MODEL_PARALLEL_ARGS=(
@@ -30,6 +33,6 @@ TRAINING_ARGS=(
     --bf16
 )
 
-# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 51200), optimizer, schedule, checkpointing, and family flags such as --normalization RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.
+# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 51200), optimizer, schedule, checkpointing, and what the spec does not state (the rotary base, --rotary-base; the norm epsilon, --norm-epsilon).
 MEGATRON_ARGS=( "${MODEL_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" "${TRAINING_ARGS[@]}" )
 # torchrun --nproc-per-node 8 ... pretrain_gpt.py "${MEGATRON_ARGS[@]}"   (solver-cli optimize ... --emit slurm writes the job)

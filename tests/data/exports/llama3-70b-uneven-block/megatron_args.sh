@@ -15,6 +15,9 @@ MODEL_ARGS=(
     --num-query-groups 8
     --seq-length 8192
     --max-position-embeddings 8192
+    --normalization RMSNorm
+    --position-embedding-type rope
+    --disable-bias-linear
     --swiglu
     --untie-embeddings-and-output-weights
 )
@@ -41,6 +44,6 @@ TRAINING_ARGS=(
     --bf16
 )
 
-# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 128256), optimizer, schedule, checkpointing, and family flags such as --normalization RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.
+# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 128256), optimizer, schedule, checkpointing, and what the spec does not state (the rotary base, --rotary-base; the norm epsilon, --norm-epsilon).
 MEGATRON_ARGS=( "${MODEL_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" "${TRAINING_ARGS[@]}" )
 # torchrun --nproc-per-node 8 ... pretrain_gpt.py "${MEGATRON_ARGS[@]}"   (solver-cli optimize ... --emit slurm writes the job)

@@ -14,6 +14,9 @@ MODEL_ARGS=(
     --num-query-groups 8
     --seq-length 4096
     --max-position-embeddings 4096
+    --normalization RMSNorm
+    --position-embedding-type rope
+    --disable-bias-linear
     --swiglu
     --untie-embeddings-and-output-weights
     --num-experts 8
@@ -44,6 +47,6 @@ TRAINING_ARGS=(
     --bf16
 )
 
-# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 32000), optimizer, schedule, checkpointing, and family flags such as --normalization RMSNorm --position-embedding-type rope --disable-bias-linear for Llama-style models.
+# Not part of the plan, yours to add: data (--data-path), tokenizer (--tokenizer-type ...; vocab size 32000), optimizer, schedule, checkpointing, and what the spec does not state (the rotary base, --rotary-base; the norm epsilon, --norm-epsilon).
 MEGATRON_ARGS=( "${MODEL_ARGS[@]}" "${MODEL_PARALLEL_ARGS[@]}" "${TRAINING_ARGS[@]}" )
 # torchrun --nproc-per-node 8 ... pretrain_gpt.py "${MEGATRON_ARGS[@]}"   (solver-cli optimize ... --emit slurm writes the job)

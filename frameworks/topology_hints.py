@@ -1,0 +1,104 @@
+"""A plan's placement needs as Kueue Topology Aware Scheduling (TAS) annotations on the job's pod templates
+(issue 43 item 2): which parallel groups the cost model priced on NVLink (so must share an NVLink domain), and
+that the rest may cross the fabric (preferably inside one block).
+
+The annotations (Kueue's docs, "Topology Aware Scheduling", kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/,
+beta and on by default since Kueue v0.14; constants in kubernetes-sigs/kueue@ff69552e apis/kueue/v1beta1/topology_types.go:
+28-60), each set on a PodSet's PodTemplate metadata:
+
+* ``kueue.x-k8s.io/podset-required-topology: LEVEL``: every pod of the PodSet on nodes of one domain of LEVEL;
+* ``kueue.x-k8s.io/podset-preferred-topology: LEVEL``: the same as a preference; Kueue tries the levels above
+  LEVEL one by one and at worst admits the PodSet spread over several domains;
+* ``kueue.x-k8s.io/podset-slice-required-topology: LEVEL`` with ``kueue.x-k8s.io/podset-slice-size: N``: the
+  PodSet cut into slices of N consecutive pods, each slice inside one domain of LEVEL (the size annotation is
+  required with the slice level);
+* ``kueue.x-k8s.io/podset-group-name``: PodSets of one group are fitted into the topology together (a PyTorchJob's
+  Master and Worker).
+
+Which groups need NVLink: the cost model puts a group of ``size`` ranks at stride ``stride`` on NVLink exactly
+when ``span_within_domain(stride, size, domain)`` (costmodel/communication/comm.py ``Comm._of``, costmodel/communication/mesh.py), for TP
+(stride 1), CP (TP), DP·CP (TP), PP (TP·CP·DP), EP (ETP) and expert DP (ETP·EP). The plan is priced as planned
+only if every block of ``span`` consecutive ranks of the largest such group shares an NVLink domain: one pod
+(= one node of ``gpus_per_node`` ranks) when ``span ≤ gpus_per_node``; else slices of ``span / gpus_per_node``
+pods inside the NVLink-domain level (an NVL72 rack). The level names are Kueue's sample topology (the docs above:
+``cloud.provider.com/topology-block``, ``cloud.provider.com/topology-rack``): a site sets its own labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from parplan.costmodel.evaluation.choice import nvlink_domain_size
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.communication.mesh import span_within_domain
+from parplan.costmodel.spec.spec import Plan, Spec
+
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+BLOCK_LEVEL = "cloud.provider.com/topology-block"  # the job: DP and PP over the fabric, fewest hops preferred
+NVLINK_LEVEL = "cloud.provider.com/topology-rack"  # a multi-node NVLink domain (NVL72: one rack)
+
+
+@dataclass(frozen=True)
+class TopologyHints:
+    nvlink_span_gpus: int  # consecutive ranks that must share an NVLink domain (1: none)
+    nvlink_groups: tuple[str, ...]  # the groups priced on NVLink
+    slice_pods: int  # pods per NVLink slice (1: a pod, one node, holds it)
+    pods: int
+
+    def reason(self) -> str:
+        if self.slice_pods > 1:
+            return (f"{', '.join(self.nvlink_groups)} priced on NVLink: each {self.slice_pods} consecutive pods "
+                    f"({self.nvlink_span_gpus} GPUs) inside one NVLink domain ({NVLINK_LEVEL}); the rest preferably "
+                    f"inside one {BLOCK_LEVEL}")
+        return (f"NVLink groups ({', '.join(self.nvlink_groups) or 'none'}) inside one node; the job preferably inside "
+                f"one {BLOCK_LEVEL}")
+
+
+def topology_hints(spec: Spec, plan: Plan, per_node: int, pods: int) -> TopologyHints:
+    """What the plan needs of its placement (module docstring)."""
+    domain = nvlink_domain_size(spec, resolve_gpu(spec.cluster))
+    n = plan.num_gpus
+    groups = {"tp": (1, plan.tp), "cp": (plan.tp, plan.cp), "dp_cp": (plan.tp, plan.cp * plan.dp),
+              "pp": (plan.stage_ranks, plan.pp)}
+    if spec.model.moe is not None:
+        groups.update({"ep": (plan.etp, plan.ep), "edp": (plan.etp * plan.ep, plan.expert_dp)})
+    on_nvlink = {g: s * k for g, (s, k) in groups.items() if k > 1 and span_within_domain(s, k, domain, n)}
+    span = max(on_nvlink.values(), default=1)
+    slice_pods = max(1, -(-span // per_node))
+    return TopologyHints(span, tuple(g for g in groups if g in on_nvlink), slice_pods, pods)
+
+
+def kueue_annotations(h: TopologyHints, podset_pods: int, group: Optional[str] = None,
+                      slices: bool = True) -> dict[str, str]:
+    """The TAS annotations of one PodSet of ``podset_pods`` pods (``group``: its podset-group-name; ``slices``:
+    False where the PodSet's pods do not start at an NVLink slice's first rank, a PyTorchJob's Workers)."""
+    out: dict[str, str] = {}
+    if h.slice_pods > 1 and h.slice_pods >= h.pods:  # the whole job is one NVLink domain
+        out[REQUIRED] = NVLINK_LEVEL
+    elif slices and h.slice_pods > 1 and podset_pods % h.slice_pods == 0:
+        out[PREFERRED] = BLOCK_LEVEL
+        out[SLICE_REQUIRED] = NVLINK_LEVEL
+        out[SLICE_SIZE] = str(h.slice_pods)
+    else:
+        out[PREFERRED] = BLOCK_LEVEL
+    if group is not None:
+        out[GROUP_NAME] = group
+    return out
+
+
+def pytorchjob_warning(h: TopologyHints) -> Optional[str]:
+    """A PyTorchJob's Master is a PodSet of its own: slices of several pods cannot span it and the Workers."""
+    if 1 < h.slice_pods < h.pods:
+        return (f"topology: the plan needs each {h.slice_pods} consecutive pods in one NVLink domain, which a "
+                "PyTorchJob cannot state (its Master is a PodSet of one pod); the Worker PodSet has no slice "
+                "annotation -- place the NVLink domains by hand or run the job as a JobSet")
+    return None
+
+
+__all__ = ["TopologyHints", "topology_hints", "kueue_annotations", "pytorchjob_warning", "REQUIRED", "PREFERRED",
+           "SLICE_REQUIRED", "SLICE_SIZE", "GROUP_NAME", "BLOCK_LEVEL", "NVLINK_LEVEL"]

@@ -1,0 +1,417 @@
+"""Reading a spec: YAML text or a file in, a validated :class:`~parplan.costmodel.spec.spec.Spec` out.
+
+Every failure, whatever the input text, is a :class:`SpecError` whose message is ONE line naming the
+field path and the rule, e.g. ``model.num_layers: Input should be greater than 0``,
+``cluster.gpu: unknown GPU 'H900'; known: ...`` or ``spec.yaml: malformed YAML at line 3 column 5: ...``.
+
+Beyond the pydantic schema (``costmodel/spec/spec.py``), loading adds a few checks:
+
+* duplicate keys in a YAML mapping are an error (PyYAML would silently keep the last one);
+* numbers must be finite (no ``.inf`` / ``.nan``) and integers at most 2**53 (the cost model computes
+  in floating point; larger integers overflow it or lose exactness);
+* knob overrides under ``assumptions:`` are checked against the knobs' ranges (the schema of the
+  section only checks their types; the cost model applies the ranges when it resolves the preset);
+* ``training.precision: fp8`` needs a GPU with FP8 peak rate (catalog or ``cluster.peak_fp8_tflops``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import typing
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from parplan.library.huggingface import ModelSourceError, expand_model_section
+from parplan.library.profile import ProfileError, with_profile
+from parplan.library.messages import one_line  # noqa: F401  (re-exported: server/, client/ import it from here)
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.errors import ParplanError
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.spec.spec import MAX_NUM_GPUS, Spec
+from parplan.frameworks.loader import validate_spec
+
+MAX_SPEC_BYTES = 4 * 2**20  # spec files are a few KB; refuse to slurp /dev/zero
+MAX_INT = 2**53  # largest integer the float arithmetic of the cost model represents exactly
+MAX_ERRORS_SHOWN = 3
+_MAX_PATH_PART = 40
+
+
+class SpecError(ParplanError):
+    """An unusable spec. ``str(err)`` is a single line naming the field path (or the file) and the rule."""
+
+    def __init__(self, message: str, *, source: Optional[str] = None):
+        self.message = one_line(message)
+        self.source = source
+        super().__init__(self.message)
+        if source is not None and self.message.startswith(f"{source}: "):
+            self.field = None  # the message names the file, not a field
+
+
+# ---------------------------------------------------------------------------------------------- YAML
+
+
+class _StrictSafeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects duplicate keys in a mapping (merge keys ``<<`` may still override)."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML API
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=False)
+                try:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            "while constructing a mapping", node.start_mark,
+                            f"found duplicate key {_short(key)}", key_node.start_mark)
+                    seen[key] = key_node
+                except TypeError:  # unhashable: the base class reports it
+                    pass
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error_message(err: yaml.YAMLError, name: str, text: str) -> str:
+    if isinstance(err, yaml.reader.ReaderError):
+        position = err.position if isinstance(err.position, int) else 0
+        line = text.count("\n", 0, position) + 1
+        column = position - (text.rfind("\n", 0, position) + 1) + 1
+        char = err.character
+        code = ord(char) if isinstance(char, str) and len(char) == 1 else char
+        what = f"#x{code:04x}" if isinstance(code, int) else repr(code)
+        return f"{name}: malformed YAML at line {line} column {column}: unacceptable character {what}: {err.reason}"
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+    parts = [p for p in (getattr(err, "problem", None), getattr(err, "context", None)) if p]
+    detail = "; ".join(parts) if parts else str(err)
+    return f"{name}: malformed YAML{where}: {detail}"
+
+
+MAX_ALIAS_EXPANSION_NODES = 100_000
+"""Nodes that aliases (``*a``) may add to a document once expanded, counted on the composed node graph before
+anything is constructed: a 517-byte alias bomb ("billion laughs", CWE-776) would otherwise expand to 10^9
+nodes for whoever walks the result. A document without aliases is never refused by this."""
+
+
+def _alias_expansion(root: yaml.Node) -> int:
+    """How many more nodes the document has expanded (every alias copied in place) than composed: the tree
+    size is memoised per node object (an alias is the same object), so this is linear in the composed graph."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key not in sizes:
+            sizes[key] = 0  # a recursive alias counts once (PyYAML builds it as a cycle)
+            if isinstance(node, yaml.MappingNode):
+                children = [n for pair in node.value for n in pair]
+            elif isinstance(node, yaml.SequenceNode):
+                children = list(node.value)
+            else:
+                children = []
+            sizes[key] = min(1 + sum(size(child) for child in children), 10**12)
+        return sizes[key]
+
+    return size(root) - len(sizes)
+
+
+def parse_yaml(text: str, name: str = "spec") -> Any:
+    """Parse YAML text with a safe loader; raise :class:`SpecError` on anything malformed."""
+    try:
+        loader = _StrictSafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            extra = _alias_expansion(node)
+            if extra > MAX_ALIAS_EXPANSION_NODES:
+                raise SpecError(f"{name}: YAML aliases expand to {extra} more nodes than written (at most "
+                                f"{MAX_ALIAS_EXPANSION_NODES}; an alias bomb?)", source=name)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except SpecError:
+        raise
+    except yaml.YAMLError as err:
+        raise SpecError(_yaml_error_message(err, name, text), source=name) from None
+    except RecursionError:
+        raise SpecError(f"{name}: malformed YAML: nested too deeply", source=name) from None
+    except (ValueError, TypeError, OverflowError) as err:  # PyYAML resolvers on odd scalars (e.g. huge dates)
+        raise SpecError(f"{name}: malformed YAML: {err}", source=name) from None
+
+
+# ---------------------------------------------------------------------------------- error messages
+
+
+def _short(value: Any, limit: int = _MAX_PATH_PART) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_FIELD_PREFIX = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*): ")
+
+
+def format_path(loc: tuple[Any, ...], root: str = "spec") -> str:
+    """``('plan', 'stage_layers', 2)`` -> ``plan.stage_layers[2]``; odd keys are quoted."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        elif isinstance(part, str) and _IDENT.match(part) and len(part) <= _MAX_PATH_PART:
+            out += ("." if out else "") + part
+        else:
+            out += f"[{_short(part)}]"
+    return out or root
+
+
+def _unwrap_model(annotation: Any) -> Optional[type[BaseModel]]:
+    """The pydantic model inside ``Optional[M]`` / ``list[M]`` / ``M``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _unwrap_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(loc: tuple[Any, ...]) -> Optional[type[BaseModel]]:
+    model: Optional[type[BaseModel]] = Spec
+    for part in loc:
+        if model is None:
+            return None
+        if not isinstance(part, str):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = _unwrap_model(field.annotation)
+    return model
+
+
+def _describe_error(err: dict[str, Any], prefix: tuple[Any, ...] = ()) -> str:
+    loc = prefix + tuple(err.get("loc", ()))
+    kind = err.get("type", "")
+    msg = str(err.get("msg", "invalid"))
+    if kind == "missing" and loc:
+        return f"{format_path(loc[:-1])}: missing required field {_short(loc[-1])}"
+    if kind == "extra_forbidden" and loc:
+        text = f"{format_path(loc)}: unknown key"
+        model = _model_at(loc[:-1])
+        if model is not None and isinstance(loc[-1], str):
+            close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
+            if close:
+                text += f" (did you mean {close[0]!r}?)"
+        return text
+    if kind == "invalid_key" and loc:
+        return f"{format_path(loc[:-1])}: key {_short(loc[-1])} must be a string"
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        # a validator of a section may name the exact field inside it: "search.ep: ..." raised at "search"
+        named = _FIELD_PREFIX.match(msg)
+        path = format_path(loc)
+        if named and (not loc or named.group(1) == path or named.group(1).startswith((path + ".", path + "["))):
+            return msg
+    elif kind == "assertion_error":
+        msg = msg.removeprefix("Assertion failed, ")
+    text = f"{format_path(loc)}: {msg}"
+    if "input" in err and kind not in ("value_error", "model_type", "model_attributes_type"):
+        value = err["input"]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            text += f" (got {_short(value)})"
+    return text
+
+
+def validation_error_message(err: ValidationError, limit: int = MAX_ERRORS_SHOWN,
+                             prefix: tuple[Any, ...] = ()) -> str:
+    """The first few errors of a pydantic ValidationError, '; '-joined on one line; ``prefix`` is
+    prepended to every error location (for models validated below the top level)."""
+    try:
+        errors = err.errors(include_url=False, include_context=False)
+    except Exception:  # pragma: no cover - pydantic-core always gives a list
+        return one_line(str(err))
+    text = "; ".join(_describe_error(e, prefix) for e in errors[:limit]) or "invalid spec"
+    if len(errors) > limit:
+        text += f" (and {len(errors) - limit} more)"
+    return text
+
+
+# ---------------------------------------------------------------------------- post-schema checks
+
+
+def _check_numbers(data: Any, path: tuple[Any, ...] = ()) -> None:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _check_numbers(value, path + (key,))
+    elif isinstance(data, (list, tuple)):
+        for i, value in enumerate(data):
+            _check_numbers(value, path + (i,))
+    elif isinstance(data, float) and not math.isfinite(data):
+        raise SpecError(f"{format_path(path)}: must be a finite number (got {data!r})")
+    elif isinstance(data, int) and not isinstance(data, bool) and abs(data) > MAX_INT:
+        raise SpecError(f"{format_path(path)}: {_short(data)} is out of range (at most 2**53 = {MAX_INT})")
+
+
+def check_spec(spec: Spec) -> Spec:
+    """The checks the schema does not make (see the module docstring)."""
+    _check_numbers(spec.model_dump(mode="python", exclude_none=True))
+    try:  # the knob overrides are checked against the knobs' ranges only when the preset is applied
+        resolve_assumptions(spec.assumptions)
+    except ValidationError as err:
+        raise SpecError(validation_error_message(err, prefix=("assumptions",))) from None
+    try:
+        resolve_gpu(spec.cluster).peak_tflops(spec.training.precision)
+    except ValueError as err:
+        raise SpecError(f"training.precision: {err}") from None
+    return spec
+
+
+# ------------------------------------------------------------------------------------------ entry
+
+
+def spec_from_data(data: Any, name: str = "spec", *, base_dir: str = ".", notes: Optional[list[str]] = None) -> Spec:
+    """Validate already-parsed data (a dict from YAML or JSON) into a :class:`Spec`.
+
+    ``model: {hf_config: ...}`` / ``model: {preset: ...}`` are expanded first (library/huggingface.py;
+    a relative hf_config path is read from ``base_dir``); what the expansion could not map is appended
+    to ``notes``. A ``profile:`` (library/profile.py) is merged under the ``assumptions:`` section first."""
+    if data is None:
+        raise SpecError(f"{name}: empty spec (expected a mapping with model, training and cluster)", source=name)
+    if not isinstance(data, dict):
+        raise SpecError(f"{name}: the top level must be a mapping of sections (model, training, cluster, ...), "
+                        f"got {type(data).__name__}", source=name)
+    try:
+        data = expand_model_section(with_profile(data, base_dir), base_dir=base_dir, warnings=notes)
+    except ProfileError as err:
+        raise SpecError(str(err)) from None
+    except ModelSourceError as err:
+        raise SpecError(str(err), source=name) from None
+    try:
+        spec = validate_spec(data)
+    except ValidationError as err:
+        raise SpecError(validation_error_message(err), source=name) from None
+    except RecursionError:
+        raise SpecError(f"{name}: spec nested too deeply", source=name) from None
+    except (ValueError, TypeError) as err:  # a validator that raised outside pydantic's wrapping
+        raise SpecError(f"{name}: {err}", source=name) from None
+    return check_spec(spec)
+
+
+def parse_spec(text: Union[str, bytes], name: str = "spec", *, base_dir: str = ".",
+               notes: Optional[list[str]] = None) -> Spec:
+    """A spec from YAML (or JSON) text."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise SpecError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})", source=name) from None
+    if not text.strip():
+        raise SpecError(f"{name}: empty spec (expected a mapping with model, training and cluster)", source=name)
+    return spec_from_data(parse_yaml(text, name), name, base_dir=base_dir, notes=notes)
+
+
+def read_capped(path: str, limit_bytes: int) -> bytes:
+    """A file's bytes, read only up to ``limit_bytes`` + 1 so that a huge file costs no memory; ``ValueError`` with
+    the reason ("cannot read: ...", "larger than N MiB") for the caller to frame in its own error type."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit_bytes + 1)
+    except (OSError, ValueError) as err:  # ValueError: embedded NUL in the path
+        raise ValueError(f"cannot read: {getattr(err, 'strerror', None) or err}") from None
+    if len(raw) > limit_bytes:
+        raise ValueError(f"larger than {limit_bytes // 2**20} MiB")
+    return raw
+
+
+def read_spec_text(path: Union[str, os.PathLike]) -> str:
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            raw = f.read(MAX_SPEC_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError(f"{name}: file not found", source=name) from None
+    except IsADirectoryError:
+        raise SpecError(f"{name}: is a directory, not a spec file", source=name) from None
+    except PermissionError:
+        raise SpecError(f"{name}: permission denied", source=name) from None
+    except (OSError, ValueError) as err:  # ValueError: embedded NUL in the path
+        reason = getattr(err, "strerror", None) or str(err)
+        raise SpecError(f"{name}: cannot read: {reason}", source=name) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"{name}: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file", source=name)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})", source=name) from None
+
+
+def load_spec_file(path: Union[str, os.PathLike], notes: Optional[list[str]] = None) -> Spec:
+    name = os.fspath(path)
+    return parse_spec(read_spec_text(path), name=name, base_dir=os.path.dirname(name) or ".", notes=notes)
+
+
+def _looks_like_path(text: str) -> bool:
+    if "\n" in text or "\r" in text or not text.strip():
+        return False
+    if text.lower().endswith((".yaml", ".yml", ".json")):
+        return True
+    try:
+        return os.path.exists(text)
+    except (OSError, ValueError):
+        return False
+
+
+def load_spec(path_or_text: Union[str, bytes, os.PathLike]) -> Spec:
+    """A spec from a path (``Path``, or a one-line string naming an existing file or ending in
+    ``.yaml``/``.yml``/``.json``) or from YAML text. Raises only :class:`SpecError`."""
+    try:
+        if isinstance(path_or_text, os.PathLike):
+            return load_spec_file(path_or_text)
+        if isinstance(path_or_text, bytes):
+            return parse_spec(path_or_text)
+        if isinstance(path_or_text, str):
+            if _looks_like_path(path_or_text):
+                return load_spec_file(path_or_text)
+            return parse_spec(path_or_text)
+        raise SpecError(f"load_spec: expected a path or YAML text, got {type(path_or_text).__name__}")
+    except SpecError:
+        raise
+    except RecursionError:
+        raise SpecError("spec: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError, ArithmeticError, UnicodeError) as err:
+        # Belt and braces: nothing but SpecError leaves this function for any input text. The fuzz
+        # tests treat this message as a bug to fix in the targeted handlers above.
+        raise SpecError(f"spec: internal error while reading ({type(err).__name__}): {err}") from None
+
+
+def as_spec(obj: Any) -> Spec:
+    """Any spec a caller may hand the library, as a validated :class:`Spec`:
+
+    * a ``Spec`` (checked with :func:`check_spec`, as a loaded one is);
+    * a path (``str`` or ``os.PathLike``) to a YAML or JSON file, or YAML text (as :func:`load_spec`);
+    * a mapping of sections (as from ``yaml.safe_load``), validated like a file's contents.
+
+    Raises only :class:`SpecError` (for any other type, naming it)."""
+    if isinstance(obj, Spec):
+        return check_spec(obj)
+    if isinstance(obj, (str, bytes, os.PathLike)):
+        return load_spec(obj)
+    if isinstance(obj, Mapping):
+        try:
+            return spec_from_data(dict(obj))
+        except SpecError:
+            raise
+        except (ValueError, TypeError, OverflowError, ArithmeticError, RecursionError) as err:
+            raise SpecError(f"spec: internal error while reading ({type(err).__name__}): {err}") from None
+    raise SpecError(f"spec: expected a Spec, a path to a YAML/JSON file or a mapping, got {type(obj).__name__}")
+
+
+__all__ = ["SpecError", "as_spec", "load_spec", "load_spec_file", "parse_spec", "spec_from_data", "check_spec",
+           "validation_error_message", "format_path", "one_line", "MAX_INT", "MAX_NUM_GPUS"]
+

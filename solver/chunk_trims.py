@@ -1,0 +1,43 @@
+"""Interleaved layouts whose end chunks hold a layer fewer: which (first, last) trims a model's layers allow at a
+given pipeline and virtual-stage count, and the fewest layers such a stage holds (the space enumerates them, the
+tables bound them: solver/space.py, solver/tables.py)."""
+
+from __future__ import annotations
+
+MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
+
+
+def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[int, int]]:
+    """The (first, last) chunk trims of interleaved choices with ``vpp`` chunks per stage.
+
+    Every stage holds ``vpp`` chunks of equal layers, except that stage 0's first chunk may hold ``first`` and
+    the last stage's last chunk ``last`` layers fewer (``pipeline_layout``: Meta's Llama 3 405B split, 126
+    layers on 16 stages with one layer fewer on the first and last; Megatron's
+    ``--account-for-embedding/loss-in-pipeline-split``, which count the embedding and the loss as one layer
+    each). Per-stage totals then take ``vpp·q − trim``; the trims are the pairs of 0 or 1 with
+    ``first + last ≡ −num_layers (mod vpp)`` (the one layer short at either end that practitioners use), so a
+    model whose layers divide into chunks keeps (0, 0) only and one that misses whole chunks by more than two
+    layers has no interleaved choice at that vpp.
+    Without trims (``trims`` false: a framework without per-chunk layouts, or a stage split or model the
+    tables cannot trim exactly) only models whose layers divide by vpp have interleaved choices. Every
+    chunk but a trimmed one needs a layer."""
+    r = (-num_layers) % vpp
+    if not trims or r == 0:
+        pairs = [(0, 0)] if r == 0 else []
+    else:
+        pairs = [(a, r - a) for a in range(r + 1) if a <= MAX_CHUNK_TRIM and r - a <= MAX_CHUNK_TRIM]
+    # least layers: one per chunk, a trimmed chunk may be empty (Megatron's layout allows an 'E' or 'L' chunk)
+    return [(a, b) for a, b in pairs if num_layers >= _least_layers(pp, vpp, a, b)]
+
+
+def _least_layers(pp: int, vpp: int, first: int, last: int) -> int:
+    """Fewest layers of a trimmed layout: every stage at its least (pp 1, which interleaving rejects, by its
+    first stage)."""
+    if pp == 1:
+        return vpp * max(1, first, last) - first - last
+    return (pp - 2) * vpp + trimmed_stage_least_layers(vpp, first) + trimmed_stage_least_layers(vpp, last)
+
+
+def trimmed_stage_least_layers(vpp: int, trim: int) -> int:
+    """Fewest layers of a stage of ``vpp`` equal chunks of q ≥ 1 layers, one of them ``trim`` short (q ≥ trim)."""
+    return vpp * max(1, trim) - trim

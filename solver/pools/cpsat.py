@@ -1,0 +1,497 @@
+"""Plans on heterogeneous GPU pools (issue 21): one CP-SAT model per choice with a stage → pool assignment.
+
+For a choice (the job's degrees, micro-batches, schedule 1F1B/ZB-H1, ZeRO, recompute granularity, SP; the same
+choices :func:`parplan.solver.pools.pool_choices` enumerates) the model decides, per pipeline stage ``i``, its
+pool (``x[i][k]``, one per stage), its layers ``l_i ≥ 1`` (Σ = the model's layers) and its recomputed layers
+``r_i ≤ l_i`` (full recompute by count only). Every coefficient is read off the evaluator itself
+(``costmodel/evaluation/ledger.py: stage_totals`` / ``stage_report`` with the pool's ``choice_costs``), which is affine in
+the counts for a stage of one layer class::
+
+    time_ik(l, r)   = T0_ik + Tl_k·l + Tr_k·r  (+ D_k when a neighbour of stage i sits on another pool)
+    memory_ik(l, r) = M0_ik + Ml_ik·l − Mr_ik·r + WS_k·[r ≥ 1]      ≤ usable memory of pool k
+    dp_ik(l)        = P0_ik + Pl_k·l
+    step            = (m + w_max)·max_i time_i + w_sum·Σ_i time_i + max_i dp_i
+
+(``D_k``: ``costmodel/evaluation/pools.py: boundary_p2p_s`` less the pool's own p2p; ``w_max, w_sum``: the uneven-stage
+bubble weights, ``costmodel/schedules/bubble.py``), with the pools' capacities Σ_i x_ik·tp·cp·dp ≤ num_gpus_k and the
+pools a choice is illegal on (``choice_violations`` of the pool's view) forbidden, and the stage rules of the
+spec's framework and ``search:`` (``solver/pools/space.py: StageRules``: equal layer counts under an ``even`` or
+``first_last`` split; under ``uniform_recompute`` every stage recomputes one N ≤ its layers). Products x·l are
+linearised per (stage, pool); the crossing indicators, the maximum and the sum enter the minimised objective
+with non-negative weights, so one-sided constraints are exact. The coefficients are checked against the
+evaluator at a further point before use (:class:`PoolModelError` when a term is not affine: an MoE model with
+leading dense layers, whose stage 0 mixes two layer classes, is refused).
+
+Times are integers of ``2^j`` ns (the largest stage time ≈ 2^28 units), weights ``W·(m + w_max)`` ≤ 2^20,
+memory in bytes. Choices are visited in the order of a quick lower bound (every stage at the least p2p time, the
+slowest stage at least N / Σ_i 1/tl_k(i) with the fastest pools taking as many stages as their GPUs allow,
+every layer at the fastest legal pool's time, ``t_max ≥ Σt / pp``: :func:`choice_head`, from the pool costs
+alone) and the walk stops once it reaches the K-th best step found; a choice's coefficients are read only when
+it is visited, and its tighter bound (each stage's least constant, the least DP time) may skip it; each model
+gets the K-th best as a cutoff. Every answer is re-evaluated by ``costmodel/evaluation/pools.py: evaluate_pools`` and ranked by that step time;
+the proof is CP-SAT's per choice (OPTIMAL or INFEASIBLE under the cutoff) and the bounds of the choices skipped,
+up to the integer model's resolution (a relative 2^-20 of a step). Top-K is K distinct (choice, stage pools)
+pairs, as :func:`parplan.solver.pools.search.search_pools`: each found sequence is cut off (a no-good) and the choice
+re-solved.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.schedules.bubble import stage_bubble_weights
+from parplan.costmodel.evaluation.choice import ChoiceCosts, nvlink_domain_size
+from parplan.costmodel.spec.degrees import Choice
+from parplan.costmodel.errors import ParplanError
+from parplan.costmodel.evaluation.ledger import stage_report, stage_totals
+from parplan.costmodel.evaluation.legality import choice_violations
+from parplan.costmodel.evaluation.pools import (boundary_p2p_s, evaluate_pools, inter_pool_link, pool_costs, pool_gpus,
+                                     pool_spec, pool_usage, spec_pools)
+from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.solver.ortools_cp import cp_model
+from parplan.solver.pools.space import PoolPlan, StageRules, pool_choices
+
+TIME_BITS = 28
+WEIGHT_BITS = 20
+AFFINE_RTOL = 1e-9
+# CPU s of optimize_pools (70B / 8B examples, any): presolve on, linearization 1: 8.3 / 0.69; on, 2: 3.6 / 0.91;
+# off, 2: 6.7 / 0.74; off, 1: 2.7 / 0.57 (one worker, seed 1)
+PRESOLVE = False
+LINEARIZATION = 1
+
+
+class PoolModelError(ParplanError):
+    """A pools spec the stage → pool model does not cover (the message names the field)."""
+
+
+@dataclass
+class PoolSearchStats:
+    """How the answer was found: choices in the space, choices whose model was solved, CP-SAT status per solve."""
+
+    choices_total: int = 0
+    choices_solved: int = 0
+    models_solved: int = 0
+    proven: bool = True  # every model solved to OPTIMAL/INFEASIBLE and every skipped choice bounded
+    best_bound_s: Optional[float] = None  # a lower bound of the best step time (the least over the open parts)
+    wall_time_s: float = 0.0
+
+
+@dataclass
+class PoolSearch:
+    plans: list[PoolPlan]
+    stats: PoolSearchStats = field(default_factory=PoolSearchStats)
+
+    @property
+    def status(self) -> str:
+        if self.plans:
+            return "OPTIMAL" if self.stats.proven else "FEASIBLE"
+        return "INFEASIBLE" if self.stats.proven else "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class StageCoeffs:
+    """Stage ``i`` on pool ``k``: the affine terms of the module docstring, in seconds and bytes."""
+
+    t0: float
+    tl: float
+    tr: float
+    cross: float
+    m0: float
+    ml: float
+    mr: float
+    ws: float
+    p0: float
+    pl: float
+    usable: float
+
+
+def _uniform_model(spec: Spec) -> None:
+    moe = spec.model.moe
+    if moe is not None and moe.first_dense_layers:
+        raise PoolModelError(f"model.moe.first_dense_layers: {moe.first_dense_layers} leading dense layers on a "
+                             f"pools spec are not planned yet (stage 0 would mix two layer classes)")
+
+
+def _classes(spec: Spec, n: int) -> tuple[int, int]:
+    return (n, 0) if spec.model.moe is None else (0, n)
+
+
+def _point(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, n: int, r: int) -> tuple[float, float, float]:
+    """(time, memory bytes, DP time) of stage ``i`` with ``n`` layers, ``r`` recomputed: ``stage_totals`` and
+    ``stage_report``'s memory sum (one chunk per stage, as on pools), checked against ``stage_report`` itself
+    at the check point of :func:`stage_coeffs`."""
+    d, e = _classes(spec, n)
+    t = stage_totals(costs, i, d, e, r)
+    mem = t.memory_bytes(costs.inflight(i) * t.act_bytes)
+    return t.time_s, mem, t.dp_s
+
+
+def _report_memory(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, n: int, r: int) -> float:
+    d, e = _classes(spec, n)
+    layers, rec = [1] * c.pp, [0] * c.pp
+    layers[i], rec[i] = n, r
+    plan = Plan.from_choice(c, layers, rec)
+    return stage_report(plan, costs, i, stage_totals(costs, i, d, e, r), d, e).memory_gib * 2**30
+
+
+def stage_coeffs(spec: Spec, c: Choice, costs: ChoiceCosts, i: int, a: Assumptions, link,
+                 check: bool = False) -> StageCoeffs:
+    """Read the affine terms off the evaluator at (1,0), (2,0), (2,1), (2,2) and check them at (3,1) (and
+    the memory sum against ``stage_report`` when ``check``)."""
+    t10, m10, d10 = _point(spec, c, costs, i, 1, 0)
+    t20, m20, d20 = _point(spec, c, costs, i, 2, 0)
+    t21, m21, _ = _point(spec, c, costs, i, 2, 1)
+    t22, m22, _ = _point(spec, c, costs, i, 2, 2)
+    tl, ml, pl = t20 - t10, m20 - m10, d20 - d10
+    tr, mr = t21 - t20, m21 - m22
+    ws = m21 - m20 + mr
+    k = StageCoeffs(t0=t10 - tl, tl=tl, tr=tr, cross=boundary_p2p_s(costs, link, a) - costs.p2p_s,
+                    m0=m10 - ml, ml=ml, mr=mr, ws=ws, p0=d10 - pl, pl=pl, usable=costs.usable_memory_bytes)
+    t31, m31, d31 = _point(spec, c, costs, i, 3, 1)
+    checks = [(t31, k.t0 + 3 * k.tl + k.tr), (m31, k.m0 + 3 * k.ml - k.mr + k.ws), (d31, k.p0 + 3 * k.pl)]
+    if check:
+        checks.append((_report_memory(spec, c, costs, i, 3, 1), m31))
+    for got, want in checks:
+        if not math.isclose(got, want, rel_tol=AFFINE_RTOL, abs_tol=1e-6 * max(1.0, abs(got)) * AFFINE_RTOL):
+            raise PoolModelError(f"cluster.pools: the cost of stage {i} is not affine in its layer and recompute "
+                                 f"counts for choice {c} ({got} vs {want}); the stage → pool model needs it")
+    return k
+
+
+@dataclass
+class ChoiceModel:
+    """One choice's coefficients (per stage and pool) and its bubble weights; the lower bound of its step."""
+
+    choice: Choice
+    costs: list[ChoiceCosts]
+    coeffs: list[list[Optional[StageCoeffs]]]  # [stage][pool], None where the pool is illegal for the choice
+    w_max: float
+    w_sum: float
+    lower_bound_s: float
+
+
+@dataclass
+class ChoiceHead:
+    """A choice's pool costs, the pools it is legal on, its bubble weights and a quick lower bound of its step
+    (every stage at the least p2p time, every layer at the fastest legal pool's time: stage extras ≥ 0)."""
+
+    choice: Choice
+    costs: list[ChoiceCosts]
+    legal: list[bool]
+    w_max: float
+    w_sum: float
+    quick_bound_s: float
+
+
+def choice_head(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceHead]:
+    costs = pool_costs(spec, c, a)
+    gpus = pool_gpus(spec)
+    legal = []
+    for k in range(len(gpus)):
+        view = pool_spec(spec, k, c.num_gpus)
+        legal.append(not choice_violations(view, c, a, nvlink_domain_size(view, gpus[k])))
+    if not any(legal):
+        return None
+    weights = {stage_bubble_weights(costs[k].bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
+               for k in range(len(gpus)) if legal[k]}
+    if len(weights) != 1:
+        raise PoolModelError("cluster.pools: the pipeline bubble weights differ between pools for this choice; "
+                             "the stage → pool model assumes one schedule bubble")
+    (w_max, w_sum), = weights
+    d1, e1 = _classes(spec, 1)
+    d2, e2 = _classes(spec, 2)
+    tl = {k: stage_totals(costs[k], 0, d2, e2, 0).time_s - stage_totals(costs[k], 0, d1, e1, 0).time_s
+          for k in range(len(gpus)) if legal[k]}
+    t_max = capacity_bound(spec, c, tl)
+    if t_max is None:
+        return None  # the legal pools hold fewer than pp stages
+    t_sum = c.pp * min(costs[k].p2p_s for k in tl) + spec.model.num_layers * min(tl.values())
+    lb = (c.num_microbatches + w_max) * max(t_max, t_sum / c.pp) + w_sum * t_sum
+    return ChoiceHead(choice=c, costs=costs, legal=legal, w_max=w_max, w_sum=w_sum, quick_bound_s=lb)
+
+
+def capacity_bound(spec: Spec, c: Choice, tl: dict[int, float]) -> Optional[float]:
+    """A lower bound of the slowest stage's time from the pools' sizes (None: the pools ``tl`` lists hold fewer
+    than pp stages). Stage i on pool k with n_i layers takes at least tl_k·n_i (its constant is ≥ 0), so
+    t_max ≥ N / Σ_i 1/tl_k(i), and Σ_i 1/tl_k(i) is largest when the fastest pools take as many stages as their
+    GPUs allow."""
+    per_stage = c.num_gpus // c.pp
+    pools = spec_pools(spec)
+    left, speed = c.pp, 0.0
+    for k in sorted(tl, key=tl.__getitem__):
+        take = min(left, pools[k].num_gpus // per_stage)
+        speed += take / tl[k] if tl[k] > 0 else math.inf
+        left -= take
+    if left > 0:
+        return None
+    return 0.0 if math.isinf(speed) else spec.model.num_layers / speed
+
+
+def complete_model(spec: Spec, h: ChoiceHead, a: Assumptions, check: bool = False) -> ChoiceModel:
+    """The head's coefficients for every (stage, legal pool) and the tighter lower bound they give."""
+    c = h.choice
+    link = inter_pool_link(spec)
+    coeffs = [[stage_coeffs(spec, c, h.costs[k], i, a, link, check=check and i == 0) if h.legal[k] else None
+               for k in range(len(h.costs))] for i in range(c.pp)]
+    # lower bound: every layer at the fastest legal pool's per-layer time, every stage at its least constant
+    n = spec.model.num_layers
+    t_sum = sum(min(x.t0 for x in row if x) for row in coeffs) + n * min(x.tl for row in coeffs for x in row if x)
+    dp_min = max(min(x.p0 + x.pl for x in row if x) for row in coeffs)
+    t_max = t_sum / c.pp
+    if all(x.t0 >= 0 for row in coeffs for x in row if x):
+        tl = {k: min(row[k].tl for row in coeffs) for k in range(len(h.costs)) if h.legal[k]}
+        t_max = max(t_max, capacity_bound(spec, c, tl) or 0.0)
+    lb = (c.num_microbatches + h.w_max) * t_max + h.w_sum * t_sum + dp_min
+    return ChoiceModel(choice=c, costs=h.costs, coeffs=coeffs, w_max=h.w_max, w_sum=h.w_sum, lower_bound_s=lb)
+
+
+def choice_model(spec: Spec, c: Choice, a: Assumptions) -> Optional[ChoiceModel]:
+    """The choice's coefficients, or None when no pool may hold any stage of it."""
+    _uniform_model(spec)
+    h = choice_head(spec, c, a)
+    return None if h is None else complete_model(spec, h, a, check=True)
+
+
+class _Built:
+    def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None,
+                 stage_counts: Optional[tuple[int, ...]] = None):
+        c, n = cm.choice, spec.model.num_layers
+        p, pools = c.pp, spec_pools(spec)
+        K = len(pools)
+        full = c.recompute == "full"
+        t_hi = max(x.t0 + n * x.tl + (n * x.tr if full else 0) + x.cross for row in cm.coeffs for x in row if x)
+        self.unit_ns = 1 << max(0, int(math.floor(math.log2(max(t_hi * 1e9, 1.0)))) - TIME_BITS)
+        factor = max(1.0, c.num_microbatches + cm.w_max + cm.w_sum * p)
+        self.W = 1 << max(0, WEIGHT_BITS - int(math.ceil(math.log2(factor))))
+        T = lambda s: int(round(s * 1e9 / self.unit_ns))  # noqa: E731
+        self.M = int(round(self.W * (c.num_microbatches + cm.w_max)))
+        self.S = int(round(self.W * cm.w_sum))
+        m = self.model = cp_model.CpModel()
+        per_stage = c.num_gpus // p
+        self.x = [[m.NewBoolVar(f"x{i}_{k}") if cm.coeffs[i][k] else None for k in range(K)] for i in range(p)]
+        self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
+        self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
+        m.Add(sum(self.layers) == n)
+        self._stage_rules(StageRules.of(spec), full)
+        t_vars, dp_vars = [], []
+        t_max = m.NewIntVar(0, 1 << 40, "tmax")
+        dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
+        cross = [m.NewBoolVar(f"cross{i}") for i in range(p)]
+        for i in range(p):
+            xs = [v for v in self.x[i] if v is not None]
+            m.AddExactlyOne(xs)
+            m.Add(self.rec[i] <= self.layers[i])
+            t_terms, dp_terms, mem_terms, split = [], [], [], []
+            for k in range(K):
+                x, s = self.x[i][k], cm.coeffs[i][k]
+                if x is None:
+                    continue
+                lk = m.NewIntVar(0, n, f"l{i}_{k}")
+                rk = m.NewIntVar(0, n if full else 0, f"r{i}_{k}")
+                zk = m.NewBoolVar(f"z{i}_{k}")
+                m.Add(lk <= n * x)
+                m.Add(rk <= n * zk)
+                m.AddImplication(zk, x)
+                ck = m.NewBoolVar(f"c{i}_{k}")  # x ∧ crossing: ≥ form (its cost is minimised)
+                m.Add(ck >= x + cross[i] - 1)
+                t_terms += [T(s.t0) * x, T(s.tl) * lk, T(s.tr) * rk, T(s.cross) * ck]
+                dp_terms += [T(s.p0) * x, T(s.pl) * lk]
+                mem_terms += [int(math.ceil(s.m0 - s.usable)) * x, int(math.ceil(s.ml)) * lk,
+                              -int(math.floor(s.mr)) * rk, int(math.ceil(s.ws)) * zk]
+                split.append((lk, rk))
+            m.Add(sum(lk for lk, _ in split) == self.layers[i])
+            m.Add(sum(rk for _, rk in split) == self.rec[i])
+            m.Add(sum(mem_terms) <= 0)
+            ti = m.NewIntVar(0, 1 << 40, f"t{i}")
+            m.Add(ti == sum(t_terms))
+            di = m.NewIntVar(0, 1 << 40, f"dp{i}")
+            m.Add(di == sum(dp_terms))
+            m.Add(t_max >= ti)
+            m.Add(dp_max >= di)
+            t_vars.append(ti)
+            dp_vars.append(di)
+        for i in range(p - 1):  # stages i and i+1 on different pools: both cross
+            for k in range(K):
+                a_, b_ = self.x[i][k], self.x[i + 1][k]
+                if a_ is not None:
+                    m.Add(cross[i] >= a_ - (b_ if b_ is not None else 0))
+                    m.Add(cross[i + 1] >= a_ - (b_ if b_ is not None else 0))
+        for k, pool in enumerate(pools):
+            xs = [self.x[i][k] for i in range(p) if self.x[i][k] is not None]
+            if xs and len(xs) * per_stage > pool.num_gpus:
+                m.Add(per_stage * sum(xs) <= pool.num_gpus)
+        if stage_counts is not None:  # exactly this many stages on each pool (the per-pool GPU frontier)
+            for k, want in enumerate(stage_counts):
+                m.Add(sum(self.x[i][k] for i in range(p) if self.x[i][k] is not None) == want)
+        if require_pool is not None:  # at least one stage on this pool (the explanation's "best use" of a pool)
+            m.Add(sum(self.x[i][require_pool] for i in range(p) if self.x[i][require_pool] is not None) >= 1)
+        self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max
+        if cutoff_s is not None:
+            m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
+        m.Minimize(self.objective)
+
+    def _stage_rules(self, rules: StageRules, full: bool) -> None:
+        """The framework's stage split (equal layer counts: even all, first_last the middle ones) and one
+        recompute count N for every stage, at most its layers (the first N layers of each)."""
+        m, p = self.model, len(self.layers)
+        for i in {"even": range(1, p), "first_last": range(2, p - 1)}.get(rules.split, ()):
+            m.Add(self.layers[i] == self.layers[i - 1])
+        if full and rules.uniform_recompute:
+            for i in range(p):
+                m.Add(self.rec[i] == self.rec[0])
+                m.Add(self.layers[i] >= self.rec[0])
+
+    def seconds(self, objective: float) -> float:
+        return objective / self.W * self.unit_ns / 1e9
+
+    def units_of(self, seconds: float) -> float:
+        return seconds * 1e9 / self.unit_ns * self.W
+
+    def forbid(self, seq: tuple[int, ...]) -> None:
+        self.model.AddBoolOr([self.x[i][k].Not() for i, k in enumerate(seq)])
+
+
+def _solve(b: _Built, time_limit_s: float, workers: int, seed: int):
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.max_time_in_seconds = max(0.001, time_limit_s)
+    prm.num_workers = max(1, workers)
+    prm.random_seed = seed
+    prm.cp_model_presolve = PRESOLVE
+    prm.linearization_level = LINEARIZATION
+    status = solver.Solve(b.model)
+    return solver, status
+
+
+def choice_heads(spec: Spec, a: Assumptions, deadline: float, cancel=None) -> Optional[tuple[list[ChoiceHead], int]]:
+    """Every choice's head (:func:`choice_head`) in the order of its quick bound, and the number of choices;
+    None when the deadline or ``cancel`` comes first."""
+    heads, total = [], 0
+    for c in pool_choices(spec, a):
+        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
+            return None
+        total += 1
+        h = choice_head(spec, c, a)
+        if h is not None:
+            heads.append(h)
+    return sorted(heads, key=lambda h: h.quick_bound_s), total
+
+
+def stage_counts(h: ChoiceHead, usage: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """The stages each pool holds when the choice of ``h`` uses exactly ``usage`` GPUs of each pool, or None
+    when it cannot (another GPU count, a share no whole number of stages, a stage on a pool it is illegal on)."""
+    c = h.choice
+    per_stage = c.num_gpus // c.pp
+    if sum(usage) != c.num_gpus or any(u % per_stage or (u and not ok) for u, ok in zip(usage, h.legal)):
+        return None
+    return tuple(u // per_stage for u in usage)
+
+
+def _with_usage(heads: list[ChoiceHead], total: int, usage: Optional[tuple[int, ...]]):
+    """(the heads that can use exactly ``usage``, their stage counts per pool by id, how many) or all heads."""
+    counts = {id(h): stage_counts(h, usage) for h in heads} if usage is not None else {}
+    kept = [h for h in heads if usage is None or counts[id(h)] is not None]
+    return kept, counts, total if usage is None else len(kept)
+
+
+def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumptions] = None,
+                   time_limit_s: float = 60.0, workers: int = 1, seed: int = 1, cancel=None,
+                   require_pool: Optional[int] = None, usage: Optional[tuple[int, ...]] = None,
+                   cutoff_s: Optional[float] = None, heads: Optional[list[ChoiceHead]] = None,
+                   models: Optional[dict] = None) -> PoolSearch:
+    """The ``top_k`` best plans (module docstring; OPTIMAL when proven) with a stage on ``require_pool``, using
+    exactly ``usage`` GPUs per pool, at most ``cutoff_s`` (none found: none is faster); ``heads``: choice_heads'
+    (read once), ``models``: their complete_model by id, filled as read (solver/pools/frontier.py)."""
+    t0, stats = time.perf_counter(), PoolSearchStats()
+    deadline = t0 + time_limit_s
+    _uniform_model(spec)
+    a = assumptions or resolve_assumptions(spec.assumptions)
+    read = (heads, len(heads)) if heads is not None else choice_heads(spec, a, deadline, cancel)
+    if read is None:
+        stats.proven = False  # out of time before the space was read: no plan, UNKNOWN
+        stats.wall_time_s = time.perf_counter() - t0
+        return PoolSearch(plans=[], stats=stats)
+    heads, counts, stats.choices_total = _with_usage(*read, usage)
+    checked = False
+    found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
+    order = 0
+    open_bounds: list[float] = []
+    kth = lambda: min([x for x in (found[top_k - 1][0] if len(found) >= top_k else None, cutoff_s)  # noqa: E731
+                       if x is not None], default=None)
+    for h in heads:
+        cutoff = kth()
+        if cutoff is not None and h.quick_bound_s >= cutoff:
+            break
+        if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
+            stats.proven = False
+            open_bounds.append(h.quick_bound_s)
+            break
+        cm = (models or {}).get(id(h)) or complete_model(spec, h, a, check=not checked)  # checked once
+        if models is not None:
+            models[id(h)] = cm
+        checked = True
+        if cutoff is not None and cm.lower_bound_s >= cutoff:
+            continue
+        if require_pool is not None and all(row[require_pool] is None for row in cm.coeffs):
+            continue
+        stats.choices_solved += 1
+        b = _Built(spec, cm, cutoff, require_pool, counts.get(id(h)))
+        for _ in range(top_k):
+            solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
+            stats.models_solved += 1
+            if status == cp_model.INFEASIBLE:
+                break
+            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                stats.proven = False
+                open_bounds.append(cm.lower_bound_s)
+                break
+            if status == cp_model.FEASIBLE:
+                stats.proven = False
+                open_bounds.append(b.seconds(solver.best_objective_bound))
+            c = cm.choice
+            seq = tuple(next(k for k, v in enumerate(b.x[i]) if v is not None and solver.Value(v))
+                        for i in range(c.pp))
+            layers = [solver.Value(v) for v in b.layers]
+            rec = [solver.Value(v) for v in b.rec]
+            plan = Plan.from_choice(c, layers, rec)
+            ev = evaluate_pools(spec, plan, list(seq), assumptions=a, costs=cm.costs)
+            if ev.violations:
+                raise PoolModelError(f"internal: the stage → pool model's answer does not fit: {ev.violations}")
+            model_s = b.seconds(solver.objective_value)
+            if not math.isclose(model_s, ev.metrics.step_time_s, rel_tol=1e-4):
+                raise PoolModelError(f"internal: the stage → pool model prices {model_s} s, the evaluator "
+                                     f"{ev.metrics.step_time_s} s")
+            order += 1
+            found.append((ev.metrics.step_time_s, order, PoolPlan(
+                evaluation=ev, stage_pools=seq, gpus_per_pool=tuple(pool_usage(spec, c, list(seq))))))
+            found.sort(key=lambda f: (f[0], f[2].evaluation.metrics.peak_memory_gib, f[1]))
+            del found[top_k:]
+            b.forbid(seq)
+            if (cut := kth()) is not None:
+                b.model.Add(b.objective <= int(math.ceil(b.units_of(cut) * (1 + 2.0 ** -WEIGHT_BITS))) + c.pp + 2)
+    stats.wall_time_s = time.perf_counter() - t0
+    if found:
+        best = found[0][0]
+        stats.best_bound_s = min([best, *open_bounds])
+    return PoolSearch(plans=[f[2] for f in found], stats=stats)
+
+
+def best_for_sequence(spec: Spec, cm: ChoiceModel, seq: tuple[int, ...], a: Assumptions,
+                      time_limit_s: float = 10.0):
+    """The best plan of ``cm``'s choice with its stages on the pools ``seq`` (one CP-SAT solve, every answer
+    re-evaluated): ``(evaluation, proven)``, or None when no split fits that sequence."""
+    if any(cm.coeffs[i][k] is None for i, k in enumerate(seq)):
+        return None
+    b = _Built(spec, cm, None)
+    for i, k in enumerate(seq):
+        b.model.Add(b.x[i][k] == 1)
+    solver, status = _solve(b, time_limit_s, 1, 1)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    plan = Plan.from_choice(cm.choice, [solver.Value(v) for v in b.layers], [solver.Value(v) for v in b.rec])
+    ev = evaluate_pools(spec, plan, list(seq), assumptions=a, costs=cm.costs)
+    return None if ev.violations else (ev, status == cp_model.OPTIMAL)

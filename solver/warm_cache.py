@@ -1,0 +1,219 @@
+"""What planning problems share across calls: the warm service's memory of cost pieces (issue 41 item 3).
+
+A scheduler calls a warm service many times with near-identical requests (another GPU count, another global
+batch). Every :class:`~parplan.solver.problem.Problem` of one process reads its cost pieces through
+:data:`WARM`: one :class:`SpecPieces` per spec, keyed by the content of everything those pieces read, never by the
+identity of an object:
+
+* the spec's sections as JSON (model, training, cluster, search, plan), less ``cluster.num_gpus`` and
+  ``training.global_batch_size``, and its assumptions as resolved (every knob's value, the framework profile's
+  conventions merged by the loader included). The ``framework`` itself is left out: the cost pieces read it only
+  through those conventions; the framework's rules are legality (costmodel/evaluation/legality.py, ``runs_on``), which
+  the problem's space and the evaluator decide outside the pieces (tests/solver/test_warm_cache.py checks the costs with the
+  spec's framework binding poisoned). So the per-framework solves of one spec whose conventions are equal (e.g.
+  ``any`` and Megatron-Core: frameworks/compare.py) share their pieces. The GPU count and the global batch are fixed
+  by each legal choice (tp·cp·pp·dp and dp·micro-batch size·m: costmodel/evaluation/legality.py
+  ``choice_violations``), so a piece keyed by the whole choice is the same whichever request built it; a choice's
+  costs do not read the micro-batch count m outside the cases :func:`m_free` excludes (costmodel/evaluation/choice.py:
+  ``inflight``, ``pipeline_buffer_bytes`` and the paired exposure read the choice they are handed, which
+  ``with_schedule`` swaps), so they are kept under the choice with m = 1 and shared by every global batch;
+* the code's version (:func:`code_version`: a digest of the cost model's, the solver's and the frameworks'
+  sources, which hold the assumption presets and the fitted calibration, costmodel/spec/calibration.py).
+
+A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one object for every call of the spec,
+so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
+(costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
+layer bound (solver/bounds.py ``layer_key``, which holds the GPU count). The cache is an LRU bounded by a share of
+the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter: solver/problem.py),
+its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`); ``PARPLAN_WARM_CACHE=0`` or
+:meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import parplan
+from parplan import costmodel, solver
+from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
+from parplan.costmodel.evaluation.choice import Choice, ChoiceCosts, choice_costs
+from parplan.costmodel.spec.hardware import GPU, resolve_gpu
+from parplan.costmodel.spec.spec import Spec
+from parplan.solver.deadline import MIB, default_memory_budget_mib
+
+CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory budget
+# resident bytes per cached piece, rounded up from tracemalloc on Llama-3 8B / 8 H100 and 70B / 64 H100 (the bytes
+# freed by dropping an entry's memo, then its costs: ~0.5 KB per memo entry, ~2 KB per ChoiceCosts with its two
+# LayerCosts and links)
+COSTS_BYTES = 2560
+MEMO_BYTES = 1024
+ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architecture, the key
+# the spec fields every legal choice fixes (module docstring): left out of the key
+CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of the sources the cost pieces come from (every .py file of costmodel/, solver/, frameworks/ and
+    the package version): a changed file is another version, never served another's pieces."""
+    h = hashlib.sha256(parplan.__version__.encode())
+    # frameworks/ (its profiles are read through costmodel's binding) is found beside costmodel/, as it is both in
+    # this checkout and in an installed wheel: the solver floor imports nothing above it (pyproject importlinter)
+    folders = [Path(package.__file__).parent for package in (costmodel, solver)]
+    for root in folders + [folders[0].parent / "frameworks"]:
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root.parent)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def spec_key(spec: Spec) -> str:
+    """The content key of what a spec's cost pieces read (module docstring): its JSON less
+    :data:`CHOICE_FIXED_FIELDS` and the framework, its assumptions resolved, and the code's version."""
+    data = spec.model_dump(mode="json")
+    for section, name in CHOICE_FIXED_FIELDS:
+        data[section].pop(name, None)
+    del data["framework"]
+    data["assumptions"] = resolve_assumptions(spec.assumptions).model_dump(mode="json")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{code_version()}\n{text}".encode()).hexdigest()
+
+
+def m_free(spec: Spec, c: Choice) -> bool:
+    """Whether the costs of choice ``c`` do not read its micro-batch count (module docstring): not under DualPipe(V),
+    an all-to-all overlap (combined 1F1B's lone passes read pp, vpp and m: costmodel/evaluation/moe_layer.py) nor MTP modules
+    (the last stage's MTP activations are held for its in-flight count, which m caps: costmodel/evaluation/stage_extras.py)."""
+    return not (c.schedule in ("dualpipe", "dualpipev") or c.moe_a2a_overlap or spec.model.num_mtp_layers)
+
+
+def base_choice(c: Choice, spec: Spec) -> Choice:
+    """The choice whose costs ``c``'s are (costmodel/evaluation/choice.py ``with_schedule``): 1F1B without virtual stages or
+    trims, and m = 1 where the costs do not read m (:func:`m_free`)."""
+    m = 1 if m_free(spec, c) else c.num_microbatches
+    return c.but(schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0, num_microbatches=m)
+
+
+@dataclass
+class SpecPieces:
+    """The cost pieces of one spec key (module docstring), shared by every problem of that key."""
+
+    key: str
+    assumptions: Assumptions
+    gpu: GPU
+    arch: Architecture
+    memo: dict = field(default_factory=dict)  # choice_costs' memo (costmodel/memo.py)
+    base_costs: dict = field(default_factory=dict)  # base_choice -> ChoiceCosts
+    costs: dict = field(default_factory=dict)  # a whole choice (DualPipe, MTP, overlap) -> ChoiceCosts
+    layer_sums: dict = field(default_factory=dict)  # bounds.layer_key -> bounds.layer_sum_s
+    evaluated: dict = field(default_factory=dict)  # (GPU count, global batch, choice) -> the evaluator's costs
+
+    @property
+    def nbytes(self) -> int:
+        """The estimated resident bytes of the pieces held."""
+        costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
+        return ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo)
+
+    def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
+        """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
+        the global batch and the whole choice (with this entry's key, the whole spec): the answers a Plan call
+        re-evaluates, which an Evaluate call of the same plan reads."""
+        key = (spec.cluster.num_gpus, spec.training.global_batch_size, c)
+        costs = self.evaluated.get(key)
+        if costs is None:
+            costs = self.evaluated[key] = choice_costs(spec, c, gpu, a)
+        return costs
+
+    def clear(self) -> None:
+        for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated):
+            pieces.clear()
+
+
+class WarmCache:
+    """An LRU of :class:`SpecPieces` by :func:`spec_key`, within ``1/CACHE_SHARE`` of the memory budget."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._entries: collections.OrderedDict[str, SpecPieces] = collections.OrderedDict()
+        self.hits = self.misses = self.evictions = 0
+
+    def pieces(self, spec: Spec) -> Optional[SpecPieces]:
+        """The spec's pieces (created empty on a miss); None while the cache is off. Past the cache's share of the
+        budget the least recently used entries are dropped first (never the one returned)."""
+        if not self.enabled:
+            return None
+        key = spec_key(spec)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                self._trim(keep=key)
+                return entry
+        entry = SpecPieces(key, resolve_assumptions(spec.assumptions), resolve_gpu(spec.cluster), Architecture(spec.model))
+        with self._lock:
+            entry = self._entries.setdefault(key, entry)  # a call that built it meanwhile wins: one entry per key
+            self._entries.move_to_end(key)
+            self.misses += 1
+            self._trim(keep=key)
+        return entry
+
+    def limit_bytes(self) -> int:
+        return default_memory_budget_mib() * MIB // CACHE_SHARE
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(e.nbytes for e in self._entries.values())
+
+    def _trim(self, keep: str) -> None:
+        """Drop least recently used entries until the rest fit the share (the lock held)."""
+        limit = self.limit_bytes()
+        total = sum(e.nbytes for e in self._entries.values())
+        while total > limit and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                break
+            total -= self._entries.pop(oldest).nbytes
+            self.evictions += 1
+        if total > limit:  # the one entry in use alone passes the share: its pieces start over
+            self._entries[keep].clear()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def evaluation_inputs(self, spec: Spec) -> dict:
+        """The keyword arguments of costmodel.evaluation.evaluate that share this cache (the Evaluate RPC's): the spec's
+        assumptions, GPU and ``costs_of``; none while the cache is off or for a spec on several pools (evaluated
+        per pool, costmodel/evaluation/pools.py)."""
+        pieces = self.pieces(spec) if spec.cluster.pools is None or len(spec.cluster.pools) <= 1 else None
+        if pieces is None:
+            return {}
+        return {"assumptions": pieces.assumptions, "gpu": pieces.gpu, "costs_of": pieces.evaluation_costs}
+
+    def disable(self) -> None:
+        self.enabled = False
+        self.clear()
+
+    def enable(self) -> None:
+        self.enabled = True
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def stats(self) -> dict:
+        """Entries, estimated bytes, hits, misses and evictions (the benchmark and the tests read them)."""
+        return {"entries": len(self), "nbytes": self.nbytes(), "limit_bytes": self.limit_bytes(), "hits": self.hits,
+                "misses": self.misses, "evictions": self.evictions}
+
+
+WARM = WarmCache(enabled=os.environ.get("PARPLAN_WARM_CACHE", "1") != "0")

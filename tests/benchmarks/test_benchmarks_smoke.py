@@ -1,0 +1,121 @@
+"""CI smoke of the speed benchmark: three small scenarios, CP-SAT and the oracle must agree."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, mod)  # a module's dataclasses look themselves up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_solver_speed_quick_agrees_with_the_oracle(capsys):
+    assert _load("solver_speed").main(["--quick", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "same K best step times (top 1 and top 10): 3/3" in out
+
+
+def test_search_breakdown_times_every_stage_and_restores_the_classes(capsys):
+    from parplan.solver import problem, search
+
+    before = (problem.Problem.__dict__["mean_bound"], search.Searcher.__dict__["_cpsat"])
+    assert _load("search_breakdown").main(["--only", "8B / 8 H100"]) == 0
+    out = capsys.readouterr().out
+    assert "top 1 OPTIMAL" in out and "CP-SAT solve" in out and " 0 calls" not in out.split("build")[1].splitlines()[0]
+    assert (problem.Problem.__dict__["mean_bound"], search.Searcher.__dict__["_cpsat"]) == before
+
+
+def test_sweep_benchmark_quick(capsys):
+    assert _load("sweep").main(["--quick", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "plans identical (1 job vs 2 jobs): True" in out and "| 512 |" in out
+
+
+def test_bridge_harness_maps_recipes_and_counts_recompute_as_megatron_does():
+    """benchmarks/framework_parsers.py --megatron-bridge needs a Bridge checkout; its own logic does not: the perf
+    recipe a spec maps to (or why none) and the layers Megatron-Core recomputes under Bridge's final config."""
+    from parplan.library.spec_io import spec_from_data
+
+    fp = _load("framework_parsers")
+    base = {"training": {"seq_len": 8192, "global_batch_size": 64}, "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8}}
+    assert fp.bridge_recipe(spec_from_data({**base, "model": {"preset": "llama3-70b"}}))[0] == (
+        "llama", "llama3_70b", "h100", "bf16")
+    assert fp.bridge_recipe(spec_from_data({**base, "model": {"preset": "megatron-gpt-1.7b"}})) == (
+        None, "no perf recipe for this model")
+    a100 = {**base, "cluster": {"gpu": "A100-SXM-80GB", "num_gpus": 8}, "model": {"preset": "llama3-8b"}}
+    assert fp.bridge_recipe(spec_from_data(a100))[1] == "no perf recipes for A100-SXM-80GB"
+    got = {"pp": 2, "layers": [3, 4, 3, 4], "recompute_granularity": "full", "recompute_method": "block",
+           "recompute_num_layers": 2}  # chunks v*pp + rank: rank 0 holds [3, 3], rank 1 [4, 4]
+    assert fp.bridge_recomputed(got) == [4, 4]
+    assert fp.bridge_recomputed({**got, "recompute_method": "uniform", "recompute_num_layers": 1}) == [6, 8]
+    assert fp.bridge_recomputed({**got, "recompute_granularity": "selective"}) == [0, 0]
+
+
+def test_answers_digest_tells_a_changed_plan_from_a_changed_count(tmp_path, capsys):
+    import json
+
+    mod = _load("answers_digest")
+    old = {"s top1": {"plans": [{"step": 1.0}], "stats": {"choices_searched": 9}}}
+    fewer = {"s top1": {"plans": [{"step": 1.0}], "stats": {"choices_searched": 3}}}
+    other = {"s top1": {"plans": [{"step": 1.5}], "stats": {"choices_searched": 9}}}
+    for name, d in (("old", old), ("fewer", fewer), ("other", other)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(d))
+    assert mod.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "fewer.json")]) == 0
+    assert "plans same; stats {'choices_searched': (9, 3)}" in capsys.readouterr().out
+    assert mod.main(["--compare", str(tmp_path / "old.json"), str(tmp_path / "other.json")]) == 1
+    assert "PLANS DIFFER" in capsys.readouterr().out
+
+
+def test_moe_layer_breakdown_adds_up_to_the_layer_and_prices_deepseek_v3_shapes_by_hand(capsys):
+    """benchmarks/moe_layer_breakdown.py: its terms add up to LayerCost.compute_s (it asserts so), and DeepSeek-V3's
+    routed up-projection is the shape worked by hand: EP64 gives 256/64 = 4 local experts of M_e = 64·4096·8/256 =
+    8192 rows, K = 7168, N = 2·2048 (gate and up), 6·8·2·7168·2048·4096 = 5.773 TFLOP fwd+bwd at the mean load."""
+    mod = _load("moe_layer_breakdown")
+    lines, totals = mod.breakdown(mod.DSV3)
+    row = next(x for x in lines if x.strip().startswith("expert_up"))
+    assert "4 local" in row and "8192 x 7168 x 4096" in row
+    busiest = float(row.split("busiest x")[1].split(")")[0])
+    tflop = float(row.split("8192 x 7168 x 4096")[1].split()[0])
+    assert abs(tflop / busiest - 6 * 8 * 2 * 7168 * 2048 * 4096 / 1e12) < 0.01 * busiest
+    # the hand column for it is DeepGEMM@55ab91f's 1346 TFLOPS at the mean load: 5.773 TFLOP / 1346 TFLOP/s
+    hand = float(row.split("8192 x 7168 x 4096")[1].split()[5])
+    assert abs(hand - 1e3 * 5.773 / 1346) < 0.02
+    assert totals["a2a_ms"] > 0 and totals["compute_ms"] > 0
+
+
+def test_warm_service_quick_prints_its_table_and_the_same_answers(capsys):
+    """benchmarks/warm_service.py --quick: S3 warm, cold, off and at a new GPU count through an in-process server,
+    the warm answers byte-identical to the cache off (its exit status), and the RSS rows (no timing is checked)."""
+    from parplan.solver.deadline import default_memory_budget_mib
+
+    before = default_memory_budget_mib()
+    assert _load("warm_service").main(["--quick", "--rss-specs", "4"]) == 0
+    assert default_memory_budget_mib() == before  # its 512 MiB RSS run leaves the process's budget as it was
+    out = capsys.readouterr().out
+    assert "S3 8B / 8 H100" in out and "goal S3" in out and "RSS under distinct specs" in out
+
+
+def test_speed_benchmark_quick_times_a_whole_process(capsys, tmp_path):
+    out_file = tmp_path / "speed.txt"
+    assert _load("speed").main(["--quick", "--out", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "8B / 8 H100, 8K" in out and "in-process proven optimum" in out and "OPTIMAL" in out
+    assert out_file.read_text().splitlines()[2].startswith("8B / 8 H100, 8K")
+
+
+def test_replan_simulation_quick_prints_goodput_per_policy(capsys):
+    """benchmarks/replan.py --quick: the failure trace replayed under the three policies (issue 43 item 3); replanning
+    with the cost never does worse than shrinking DP alone on the same trace."""
+    mod = _load("replan")
+    assert mod.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: float(line.split()[1]) for line in out.splitlines() if line.split()[:1] and
+            line.split()[0] in mod.POLICIES}
+    assert set(rows) == set(mod.POLICIES) and all(0 < g <= 1 for g in rows.values())
+    assert rows["replan-with-cost"] >= rows["shrink-DP-only"] - 1e-9

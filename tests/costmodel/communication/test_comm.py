@@ -1,0 +1,72 @@
+"""The communication links of a choice (costmodel/communication/comm.py): TP groups wider than an NVLink domain ride the same
+hierarchical NCCL rings as DP/ZeRO collectives (issue 25 item 3, "TP across nodes"), numbers worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.evaluation.choice import Choice, choice_costs
+from parplan.costmodel.communication.comm import Comm
+from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.frameworks.loader import validate_spec
+
+# A100-SXM-80GB (costmodel/spec/hardware.py): NVLink 300 GB/s, NIC 25 GB/s per GPU per direction, 8 GPUs per node
+KNOBS = dict(inter_node_bandwidth_efficiency=0.8, intra_node_bandwidth_efficiency=1.0,
+             hierarchical_collective_efficiency=0.5, collective_busbw_priors=False)
+
+
+def _spec(tp: int) -> dict:
+    return dict(model=dict(name="gpt-39b", num_layers=48, hidden_size=8192, ffn_hidden_size=32768,
+                           num_attention_heads=64, vocab_size=51200),
+                training=dict(seq_len=2048, global_batch_size=64),
+                cluster=dict(gpu="A100-SXM-80GB", num_gpus=64),
+                search=dict(tp=[tp], pp=[1], cp=[1]))
+
+
+def _choice(tp: int) -> Choice:
+    return Choice(tp=tp, cp=1, pp=1, dp=64 // tp, micro_batch_size=1, num_microbatches=1, schedule="1f1b")
+
+
+def test_tp_across_nodes_gets_the_k_fold_nic_speed_up_by_hand():
+    """TP 16 on 8-GPU nodes: 8 consecutive members per node share the node's 8 NICs, so each GPU moves 1/8 of its
+    ring bytes over its NIC: 25 GB/s x 0.8 = 20 GB/s flat, x (1 + 7 x 0.5) = 4.5 -> 90 GB/s (below NVLink's 300)."""
+    gpu = resolve_gpu(validate_spec(_spec(16)).cluster)
+    a = resolve_assumptions(KNOBS)
+    tp = Comm.of(_choice(16), gpu, a, 8).links["tp"]
+    assert not tp.nvlink
+    assert tp.bandwidth_Bps == pytest.approx(90e9)
+    flat = Comm.of(_choice(16), gpu, a.model_copy(update={"hierarchical_collectives": False}), 8).links["tp"]
+    assert flat.bandwidth_Bps == pytest.approx(20e9)
+    assert tp.latency_s == flat.latency_s  # the alpha term is the network's either way
+
+
+def test_tp_speed_up_is_capped_at_nvlink_by_hand():
+    """Efficiency 1: 20 GB/s x 8 = 160 GB/s, still under NVLink's 300; on a 64-GPU NVLink domain TP 16 is NVLink."""
+    gpu = resolve_gpu(validate_spec(_spec(16)).cluster)
+    a = resolve_assumptions({**KNOBS, "hierarchical_collective_efficiency": 1.0})
+    assert Comm.of(_choice(16), gpu, a, 8).links["tp"].bandwidth_Bps == pytest.approx(160e9)
+    wide = Comm.of(_choice(16), gpu, a, 64).links["tp"]
+    assert wide.nvlink and wide.bandwidth_Bps == pytest.approx(300e9)
+
+
+def test_tp_inside_a_node_is_unchanged():
+    """TP 8 on 8-GPU nodes never leaves NVLink: the hierarchical rule does not touch it."""
+    gpu = resolve_gpu(validate_spec(_spec(8)).cluster)
+    a = resolve_assumptions(KNOBS)
+    on = Comm.of(_choice(8), gpu, a, 8).links["tp"]
+    off = Comm.of(_choice(8), gpu, a.model_copy(update={"hierarchical_collectives": False}), 8).links["tp"]
+    assert on == off and on.nvlink and on.bandwidth_Bps == pytest.approx(300e9)
+
+
+def test_cross_node_tp_time_of_a_layer_falls_by_the_speed_up():
+    """Without latency the TP ring time is bytes / bandwidth, so a dense layer's exposed TP time at TP 16 is the flat
+    one / 4.5; its compute is the same."""
+    spec = validate_spec(_spec(16))
+    gpu = resolve_gpu(spec.cluster)
+    a = resolve_assumptions({**KNOBS, "include_latency": False, "tp_comm_overlap": 0.0})
+    hier = choice_costs(spec, _choice(16), gpu, a).dense
+    flat = choice_costs(spec, _choice(16), gpu, a.model_copy(update={"hierarchical_collectives": False})).dense
+    assert flat.tp_s > 0
+    assert hier.tp_s == pytest.approx(flat.tp_s / 4.5)
+    assert hier.compute_s == flat.compute_s

@@ -1,0 +1,73 @@
+"""Plausibility (issue 38 item 1): no preset x GPU prediction exceeds the best published MFU for its GPU and
+precision by more than 5 points.
+
+The table of best published figures is the one the calibration is fitted on: benchmarks/data/published-runs.yaml
+and benchmarks/data/mlperf-v5.1.yaml as benchmarks/fit.py reads them (each row cites its source; e.g. Megatron-LM
+SC'21, Narayanan et al. 2021, 52 % on A100; llm-foundry's A100-80GB throughput table 56-60 %), the largest
+published MFU per (GPU, precision). The plan is the issue's example: Llama-3 8B on 64 GPUs at 8K sequences, TP2
+DP32, micro-batch 2, no recompute, BF16, evaluated under every preset on every catalog GPU with a published row.
+
+Only dense rows count (an MoE run's MFU is no ceiling for a dense plan); a (GPU, precision) without a dense row is
+not parametrized (H800 and MI300X today). A100-80GB under the default preset is predicted at 66.7 % (the issue's
+figure) against llm-foundry's MPT-7B row at 64.2 % (the issue compared it with 56-60 %): it passes by 2.5 points.
+Today's violations are strict xfails (KNOWN_OVER), each with its reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import fit  # noqa: E402
+from parplan import evaluate  # noqa: E402
+from parplan.costmodel.spec.assumptions import PRESETS  # noqa: E402
+
+MARGIN_POINTS = 5.0
+PLAN = {"tp": 2, "pp": 1, "micro_batch_size": 2, "recompute": "none", "zero_stage": 1, "sequence_parallel": True}
+MODEL = {"name": "llama3-8b", "num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 14336,
+         "num_attention_heads": 32, "num_kv_heads": 8, "vocab_size": 128256, "gated_mlp": True, "tie_embeddings": False}
+
+
+def _best_published() -> dict[tuple[str, str], float]:
+    cases, _ = fit.prepare_cases(fit.fit_rows())
+    best: dict[tuple[str, str], float] = {}
+    for c in cases:
+        if c.spec.model.moe is not None:  # MoE rows' MFU is no ceiling for a dense plan
+            continue
+        key = (c.gpu.name, c.precision)
+        best[key] = max(best.get(key, 0.0), c.published_mfu)  # in percent
+    return best
+
+
+BEST = _best_published()
+
+
+# today's violations, each a strict xfail (it fails the day the prediction comes within the margin: drop it then)
+KNOWN_OVER: dict[tuple[str, str, str], str] = {
+    ("A100-SXM-40GB", "bf16", "default"): "64.3 % against llm-foundry's MPT-13B 51.9 % on A100-40GB: the Ampere "
+    "efficiency is fitted on rows up to llm-foundry's 64.2 % on A100-80GB (MPT-7B, 8 GPUs); issue 38",
+    ("A100-SXM-40GB", "bf16", "textbook"): "seed 003's flat 60 % GEMM efficiency (the textbook preset's convention)",
+    ("H100-SXM-80GB", "bf16", "textbook"): "seed 003's flat 60 % GEMM efficiency",
+    ("H100-SXM-80GB", "fp8", "textbook"): "seed 003's flat 60 % GEMM efficiency",
+    ("GB200-NVL72", "fp8", "textbook"): "seed 003's flat 60 % GEMM efficiency",
+}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("gpu,precision", sorted(BEST))
+def test_prediction_within_five_points_of_best_published(gpu, precision, preset, request):
+    reason = KNOWN_OVER.get((gpu, precision, preset))
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    spec = {"model": MODEL, "training": {"seq_len": 8192, "global_batch_size": 512, "precision": precision},
+            "cluster": {"gpu": gpu, "num_gpus": 64, "gpus_per_node": 8}, "plan": PLAN,
+            "assumptions": {"preset": preset}}
+    mfu = 100.0 * evaluate(spec).metrics.mfu
+    assert mfu <= BEST[(gpu, precision)] + MARGIN_POINTS, (
+        f"{gpu} {precision} {preset}: predicted {mfu:.1f} % MFU, best published {BEST[(gpu, precision)]:.1f} %")
