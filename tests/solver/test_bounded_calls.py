@@ -71,8 +71,9 @@ def test_huge_spec_under_the_oracle_too():
 
 # ------------------------------------------------------------------ the ways around what does not fit
 def test_oracle_answers_the_same_without_its_pooled_tables(monkeypatch):
-    """A pooled table that does not fit the budget is solved by bisection or CP-SAT: the same plans."""
-    spec = load_spec(EXAMPLES / "llama3-70b-64xh100.yaml")
+    """A pooled table that does not fit the budget is solved by bisection or CP-SAT: the same plans (PP 8 plans with
+    uneven stages: every stage's table goes the other way)."""
+    spec = load_spec(EXAMPLES / "uneven-stages-large-vocab.yaml")
     controls = SolverControls(workers=1, deterministic=True)
     want = optimize(spec, method="exhaustive", top_k=3, controls=controls)
     monkeypatch.setattr(oracle_per_stage, "POOLED_BYTES_PER_ENTRY", 1 << 40)

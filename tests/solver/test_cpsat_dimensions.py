@@ -15,7 +15,7 @@ from parplan.solver.planner import optimize
 
 from tests import memory_dims_cases as memory_dims
 from tests.brute_force import brute_force
-from tests.conftest import assumption_overrides, small_specs
+from tests.conftest import assumption_overrides, small_specs, sized
 from tests.solver_checks import (CPSAT, ORACLE_SETTINGS, REL_TOL, PlanTally, check_integer_scaling, check_plan,
                            cpsat_matches_exhaustive)
 
@@ -92,7 +92,7 @@ def _tally(res) -> None:
     SEEN["infeasible"] = SEEN.get("infeasible", 0) + (not res.plans)
 
 
-@settings(max_examples=60, **ORACLE_SETTINGS)
+@settings(max_examples=sized(30, 60), **ORACLE_SETTINGS)
 @given(spec=dimension_specs())
 def test_new_dimensions_cpsat_matches_exhaustive(spec):
     ex = optimize(spec, method="exhaustive", top_k=3)
@@ -109,7 +109,7 @@ def test_new_dimensions_cpsat_matches_exhaustive(spec):
     _tally(cp)
 
 
-@settings(max_examples=30, **ORACLE_SETTINGS)
+@settings(max_examples=sized(15, 30), **ORACLE_SETTINGS)
 @given(spec=dimension_specs(tiny=True))
 def test_new_dimensions_cpsat_matches_brute_force(spec):
     res = optimize(spec, method="cpsat", controls=CPSAT)
@@ -144,7 +144,7 @@ class MemTally(PlanTally):
         cls.offload += plan.optimizer_offload_fraction > 0
 
 
-@settings(max_examples=40, **ORACLE_SETTINGS)
+@settings(max_examples=sized(20, 40), **ORACLE_SETTINGS)
 @given(spec=small_specs(memory_dims=True))
 def test_cpsat_matches_exhaustive_with_memory_dims(spec):
     """CP-SAT and the exhaustive search agree with HSDP replicas, optimizer dtypes and offload shares drawn."""
@@ -161,7 +161,7 @@ def test_memory_dims_oracle_examples_were_mixed():
     assert t.feasible >= 10 and t.infeasible >= 1 and t.replicas >= 1 and t.states >= 1 and t.offload >= 1, vars(t)
 
 
-@settings(max_examples=30, **ORACLE_SETTINGS)
+@settings(max_examples=sized(15, 30), **ORACLE_SETTINGS)
 @given(spec=small_specs(tiny=True, memory_dims=True))
 def test_cpsat_matches_brute_force_with_memory_dims(spec):
     """No plan the brute force finds over the evaluator (every listed replica count, dtype and share, no

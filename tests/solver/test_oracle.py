@@ -209,7 +209,7 @@ def test_unpinned_etp_is_searched_fully():
     res = optimize(spec, method="cpsat", controls=CPSAT)
     best = res.plans[0]
     check_plan(spec, best)
-    with mock.patch("brute_force.ETP_EVERY_VALUE", True):
+    with mock.patch("tests.brute_force.ETP_EVERY_VALUE", True):
         better = brute_force(spec, best.metrics.step_time_s * (1 - REL_TOL))
     assert better is None, (best.metrics.step_time_s, better.metrics.step_time_s, better.plan)
 

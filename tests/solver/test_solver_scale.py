@@ -72,7 +72,7 @@ def _timed(spec: Spec, method: str, k: int):
     return res
 
 
-@settings(max_examples=sized(20, 40), deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(10, 40), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(drawn=large_specs())
 def test_large_specs_agree_and_end_in_time(drawn):

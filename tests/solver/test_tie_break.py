@@ -12,6 +12,7 @@ from parplan.costmodel.spec.spec import PlanSpec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.tie_break import TIE_REL, balanced_pairs
+from tests.conftest import sized
 
 
 def test_balanced_pairs_by_hand():
@@ -45,7 +46,7 @@ class Tally:
     dualpipe_plans = alternatives = 0
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(12, 25), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=dualpipe_specs())
 def test_no_tied_balanced_split_has_a_shorter_step_order(spec):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.solver_speed import LLAMA8B
-from tests.conftest import small_specs
+from tests.conftest import small_specs, sized
 from parplan.library.contract import evaluation_to_dict, framework_best_to_dict, plan_result_to_dict
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.errors import ParplanError
@@ -134,7 +134,7 @@ def test_shared_costs_equal_own_costs_choice_by_choice():
     assert len(WARM) == 1
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(8, 15), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(spec=small_specs(), data=st.data())
 def test_cached_answers_equal_uncached_on_near_identical_specs(spec, data):
@@ -188,7 +188,7 @@ def _poison(entry: SpecPieces) -> None:
         entry.layer_sums[k] = float("nan")
 
 
-@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(10, 20), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(spec=small_specs(tiny=True), change=st.sampled_from([
     {"training.seq_len": 256}, {"assumptions.dp_comm_overlap": 0.0}, {"assumptions.preset": "textbook"},

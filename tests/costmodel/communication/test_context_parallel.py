@@ -309,6 +309,7 @@ from tests.solver_checks import CPSAT, REL_TOL, check_plan  # noqa: E402
 
 from parplan.solver.planner import optimize  # noqa: E402
 from parplan.frameworks.loader import validate_spec  # noqa: E402
+from tests.conftest import sized  # noqa: E402
 
 
 @st.composite
@@ -346,7 +347,7 @@ class _Kinds:
     seen: set = set()
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(20, 40), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=cp_specs())
 def test_cp_comm_types_cpsat_exhaustive_and_brute_force_agree(spec):

@@ -109,6 +109,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_ray_start_head_joined_by_address(ray_env, local_records, tmp_path):
     if ray.is_initialized():
         ray.shutdown()
@@ -136,5 +144,7 @@ def test_ray_start_head_joined_by_address(ray_env, local_records, tmp_path):
                 os.killpg(head.pid, sig)
             except ProcessLookupError:
                 break
-            time.sleep(2)
+            gone_by = time.monotonic() + 2.0
+            while time.monotonic() < gone_by and _group_alive(head.pid):
+                time.sleep(0.05)
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -79,7 +79,7 @@ def answers(plans) -> list[tuple[str, tuple[int, ...]]]:
     return [(p.evaluation.model_dump_json(), p.stage_pools) for p in plans]
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=sized(15, 30), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(drawn=small_pool_specs())
 def test_branch_and_bound_answers_the_plain_enumeration(drawn):
     """The same top-K, plan for plan (evaluations and stage pools, so ties broken alike), both complete."""

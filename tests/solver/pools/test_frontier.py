@@ -21,6 +21,7 @@ from parplan.solver.planner import optimize
 from parplan.solver.pools.frontier import STRICT_RTOL, least_gpus, pool_frontier
 
 from tests.solver.pools.test_space import A100, H100, best_per_sequence, spec_of
+from tests.conftest import sized
 
 SEEN = {"points": 0, "multi_point": 0, "idle_pool_point": 0}
 
@@ -49,7 +50,7 @@ def pooled_specs(draw):
                    framework=framework)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=sized(8, 15), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(spec=pooled_specs())
 def test_frontier_equals_the_brute_force(spec):
     want = brute_frontier(spec)

@@ -106,7 +106,7 @@ def pooled_specs(draw):
 SEEN = {"feasible": 0, "empty": 0, "mixed": 0, "idle_pool": 0}
 
 
-@settings(max_examples=sized(20, 25), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=sized(12, 25), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(drawn=pooled_specs())
 def test_search_equals_brute_force_over_the_evaluator(drawn):
     spec, k = drawn
@@ -128,7 +128,7 @@ def test_the_brute_force_saw_mixed_and_idle_answers():
     and answers leaving a pool idle."""
     if sum(SEEN.values()) == 0:
         pytest.skip("run with test_search_equals_brute_force_over_the_evaluator (it fills the tally)")
-    assert SEEN["feasible"] >= 10 and SEEN["mixed"] >= 3 and SEEN["idle_pool"] >= 3, SEEN
+    assert SEEN["feasible"] >= 6 and SEEN["mixed"] >= 3 and SEEN["idle_pool"] >= 3, SEEN
 
 
 H100 = dict(gpu="H100-SXM-80GB", num_gpus=4, gpus_per_node=4)
