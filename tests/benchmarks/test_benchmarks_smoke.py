@@ -119,3 +119,11 @@ def test_replan_simulation_quick_prints_goodput_per_policy(capsys):
             line.split()[0] in mod.POLICIES}
     assert set(rows) == set(mod.POLICIES) and all(0 < g <= 1 for g in rows.values())
     assert rows["replan-with-cost"] >= rows["shrink-DP-only"] - 1e-9
+
+
+def test_replan_latency_answers_each_lost_node_with_a_proof(capsys):
+    """benchmarks/replan_latency.py --calls 2: a server on 127.0.0.1, the README example losing a node per call; the
+    table's lines and each answer proven (no timing is checked: the figures live in benchmarks/results/)."""
+    assert _load("replan_latency").main(["--calls", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "warm (2 calls, another node each): median" in out and "proven (OPTIMAL, gap 0): 2/2" in out
