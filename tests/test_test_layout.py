@@ -118,3 +118,14 @@ def test_every_test_folder_is_a_package() -> None:
     folders = {p.parent for p in _test_files()}
     missing = [f.relative_to(REPO).as_posix() for f in sorted(folders) if not (f / "__init__.py").is_file()]
     assert not missing, f"test folders without __init__.py (pytest would import two test_x.py as one): {missing}"
+
+
+def test_the_thorough_profiles_list_in_the_docs_names_every_file_that_sizes_its_examples() -> None:
+    """docs/testing.md lists the test files whose example counts or spaces grow under PARPLAN_TEST_PROFILE=thorough:
+    exactly the files that call ``sized(``, each named by its file name."""
+    import re
+
+    sizing = {p.name for p in TESTS.rglob("test_*.py") if "sized(" in p.read_text()}
+    section = (REPO / "docs" / "testing.md").read_text().split("## The thorough profile", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"(test_\w+\.py)", section.split("checks this list", 1)[0]))
+    assert sizing == listed, (sorted(sizing - listed), sorted(listed - sizing))
