@@ -32,12 +32,12 @@ constraint (pkg/podgrouper/podgrouper/plugins/constants/constants.go:21-23, defa
 docs/topology/README.md, whose example Topology ``cluster-topology`` has the block, rack and hostname levels named as
 above). Segments (``kai.scheduler/segment-size``, ``segment-topology-required-placement``, constants.go:25-27) are
 read only from a PyTorchJob's Worker template, numbered by Worker replica index (plugins/kubeflow/pytorch/
-pytorch_grouper.go:200-300), and from LeaderWorkerSets; a JobSet's grouper reads none (plugins/jobset/jobset_grouper.go).
+pytorch_grouper.go:127-293), and from LeaderWorkerSets; a JobSet's grouper reads none (plugins/jobset/jobset_grouper.go).
 A PyTorchJob's Master holds node rank 0, so Worker segments are one pod off the NVLink slices: they are not written
 (the same warning as Kueue's slices says so).
 
 Volcano (volcano-sh/volcano@ed72c7c815a9fd547a787134676f73d42e9d049c; the types in volcano-sh/apis@536f121f53656c6fb7a07b9775b7e0f22c3dc2d9
-pkg/apis/batch/v1alpha1/job.go:123-157, 279-297): a ``batch.volcano.sh/v1alpha1`` Job's ``spec.networkTopology``
+pkg/apis/batch/v1alpha1/job.go:123-157, 279-303): a ``batch.volcano.sh/v1alpha1`` Job's ``spec.networkTopology``
 ``{mode: hard|soft, highestTierAllowed: N}`` keeps the job inside one HyperNode of tier <= N (hard) or prefers the
 lowest tier (soft); a task's ``partitionPolicy`` ``{totalPartitions, partitionSize, networkTopology}`` cuts its pods,
 by task index / partitionSize (pkg/controllers/job/job_controller_util.go:167-177), into partitions each under its own
