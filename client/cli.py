@@ -326,7 +326,7 @@ def export_command(
         from parplan.library.spec_io import SpecError
 
         if to is None and emit is None:
-            raise SpecError("export: give --to megatron|bridge|torchtitan|deepspeed (or --emit slurm|pytorchjob)")
+            raise SpecError("export: give --to megatron|bridge|torchtitan|deepspeed (or --emit slurm|pytorchjob|volcano)")
         if spec_path is None:
             spec = read_spec(plan_path)
             plan = export_cli.plan_of_spec(spec)

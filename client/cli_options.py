@@ -24,14 +24,14 @@ ParetoAxis = choices("ParetoAxis", ("memory", "gpus"))
 # frameworks.export.TARGETS and frameworks.jobs.LAUNCHERS, spelled out: importing those modules pulls in the spec
 # models, which `solver-cli --help` must not (issue 41 item 2); tests/client/test_cli_startup.py checks they agree
 EXPORT_TARGETS = ("megatron", "bridge", "torchtitan", "deepspeed")
-LAUNCHERS = ("slurm", "pytorchjob")
+LAUNCHERS = ("slurm", "pytorchjob", "volcano")
 ExportTarget = choices("ExportTarget", EXPORT_TARGETS)
 Launcher = choices("Launcher", LAUNCHERS)
 ImportSource = choices("ImportSource", ("megatron", "torchtitan", "deepspeed"))
 EXPORT_OPTION = typer.Option(None, "--export", case_sensitive=False, help="write the best plan for a framework: "
                              "megatron (arguments), bridge (overrides), torchtitan (TOML), deepspeed (JSON)")
 EMIT_OPTION = typer.Option(None, "--emit", case_sensitive=False, help="write a job around the export (default "
-                           "--export megatron): slurm (sbatch + torchrun) or pytorchjob (Kubeflow YAML)")
+                           "--export megatron): slurm (sbatch + torchrun), pytorchjob (Kubeflow YAML) or volcano (Volcano Job YAML)")
 OUT_OPTION = typer.Option(None, "--out", metavar="DIR", help="write the export/job file into DIR and print the "
                           "report; without it the file goes to stdout instead of the report")
 HF_CONFIG_OPTION = typer.Option(None, "--hf-config", metavar="CONFIG.json", help="take the model from a Hugging "

@@ -182,7 +182,7 @@ def presets() -> dict[str, Any]:
 
 def export(body: Any) -> dict[str, Any]:
     """A plan's framework export (``target``: megatron, bridge, torchtitan, deepspeed) or job file (``launcher``:
-    slurm, pytorchjob), as ``solver-cli optimize --export/--emit`` writes it."""
+    slurm, pytorchjob, volcano), as ``solver-cli optimize --export/--emit`` writes it."""
     from parplan.library.api import evaluate
     from parplan.client.export_cli import build_export
     from parplan.frameworks.export import TARGETS

@@ -29,7 +29,8 @@ from parplan.frameworks.jobs import emit_job
 REGENERATE = os.environ.get("PARPLAN_REGENERATE_GOLDEN") == "1"
 JOB_CASES = [("llama3-70b-uneven-block", "megatron", "slurm"), ("llama3-70b-uneven-block", "megatron", "pytorchjob"),
              ("llama3-70b-interleaved", "torchtitan", "slurm"), ("llama3-70b-interleaved", "torchtitan", "pytorchjob"),
-             ("gpt-1.7b-ddp", "deepspeed", "slurm"), ("llama3-8b-fsdp", "bridge", "pytorchjob")]
+             ("gpt-1.7b-ddp", "deepspeed", "slurm"), ("llama3-8b-fsdp", "bridge", "pytorchjob"),
+             ("llama3-70b-interleaved", "torchtitan", "volcano")]
 
 
 def _check_golden(path, text: str) -> None:

@@ -65,6 +65,24 @@ def arg(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
 
+def run_pods(tmp_path: Path, container: dict, index_variable: str, pods: int) -> list[list[str]]:
+    """The torchrun argv of each of ``pods`` pods running ``container``'s command under bash, the pod's index in
+    ``index_variable`` (Kubernetes' JOB_COMPLETION_INDEX, Volcano's VC_TASK_INDEX)."""
+    stub = tmp_path / "bin"
+    stub.mkdir(parents=True, exist_ok=True)
+    (stub / "torchrun").write_text(STUBS["torchrun"])
+    (stub / "torchrun").chmod(0o755)
+    log, out = tmp_path / "torchrun.log", []
+    for index in range(pods):
+        log.write_text("")
+        env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", index_variable: str(index),
+               "PARPLAN_TEST_LOG": str(log), "SLURMD_NODENAME": "pod"}
+        done = subprocess.run(container["command"] + container["args"], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        out.append(log.read_text().split()[1:])
+    return out
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_slurm_hetjob_starts_each_stage_on_its_pool(tmp_path):
     spec, plan = pools_plan()
@@ -103,23 +121,13 @@ def test_pytorchjob_on_pools_is_a_jobset_with_one_indexed_job_per_block(tmp_path
     blocks = doc["spec"]["replicatedJobs"]
     selectors = [b["template"]["spec"]["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] for b in blocks]
     assert selectors == ["REPLACE-ME-H100-SXM-80GB", "REPLACE-ME-A100-SXM-80GB", "REPLACE-ME-H100-SXM-80GB"]
-    stub = tmp_path / "bin"
-    stub.mkdir()
-    (stub / "torchrun").write_text(STUBS["torchrun"])
-    (stub / "torchrun").chmod(0o755)
-    log = tmp_path / "torchrun.log"
     started = []  # (replicated Job, pod index, torchrun argv): each pod's command run under bash
     for b in blocks:
         tmpl = b["template"]["spec"]
         container = tmpl["template"]["spec"]["containers"][0]
         assert "$(" not in container["command"][2]  # the kubelet would expand $(...)
-        for index in range(tmpl["completions"]):
-            log.write_text("")
-            env = {**os.environ, "PATH": f"{stub}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(index),
-                   "PARPLAN_TEST_LOG": str(log), "SLURMD_NODENAME": "pod"}
-            done = subprocess.run(container["command"] + container["args"], env=env, capture_output=True, text=True)
-            assert done.returncode == 0, done.stderr
-            started.append((b["name"], index, log.read_text().split()[1:]))
+        started += [(b["name"], index, argv) for index, argv in
+                    enumerate(run_pods(tmp_path, container, "JOB_COMPLETION_INDEX", tmpl["completions"]))]
     ranks = sorted((int(arg(argv, "--node-rank")), name, int(arg(argv, "--nproc-per-node")))
                    for name, _, argv in started)
     assert [r for r, _, _ in ranks] == list(range(4))
@@ -145,11 +153,11 @@ from parplan.frameworks import topology_hints as th  # noqa: E402
 CRDS = Path(__file__).resolve().parents[1] / "data" / "crds"
 
 
-def _job(spec_data: dict, plan: dict):
+def _job(spec_data: dict, plan: dict, launcher: str = "pytorchjob"):
     spec = validate_spec(spec_data)
     plan = evaluate_spec(spec, PlanSpec(**plan)).plan
-    return spec, plan, yaml.safe_load_all(emit_job(spec, plan, export_plan(spec, plan, "megatron"),
-                                                   "pytorchjob").text)
+    return spec, plan, list(yaml.safe_load_all(emit_job(spec, plan, export_plan(spec, plan, "megatron"),
+                                                        launcher).text))
 
 
 def _nvl72(tp: int, gpus: int = 16) -> dict:
@@ -157,9 +165,19 @@ def _nvl72(tp: int, gpus: int = 16) -> dict:
             "cluster": {"gpu": "GB200-NVL72", "num_gpus": gpus, "gpus_per_node": 4}}
 
 
+def _two_racks() -> dict:
+    """144 GB200 GPUs (two NVL72 racks) on nodes of 4: TP 8 spans 2 pods on NVLink, DP 18 spans both racks."""
+    return {**_nvl72(8, gpus=144), "training": {"seq_len": 2048, "global_batch_size": 36}}
+
+
+TWO_RACKS_PLAN = dict(tp=8, pp=1, dp=18, micro_batch_size=1)
+
+
 def _annotations(doc: dict) -> list[dict]:
     if doc["kind"] == "PyTorchJob":
         return [r["template"]["metadata"]["annotations"] for r in doc["spec"]["pytorchReplicaSpecs"].values()]
+    if doc["kind"] == "Job":  # Volcano: its topology is in the Job's fields, not annotations
+        return [t["template"].get("metadata", {}).get("annotations", {}) for t in doc["spec"]["tasks"]]
     return [j["template"]["spec"]["template"]["metadata"]["annotations"] for j in doc["spec"]["replicatedJobs"]]
 
 
@@ -211,19 +229,28 @@ def _crd_schema(name: str, version: str) -> dict:
     return _strict(v["schema"]["openAPIV3Schema"])
 
 
-@pytest.mark.parametrize("case", ["pytorchjob", "jobset"])
+@pytest.mark.parametrize("case", ["pytorchjob", "jobset", "volcano", "volcano-pools"])
 def test_manifests_with_topology_annotations_pass_the_crd_schemas(case, tmp_path):
-    """Each PyTorchJob / JobSet passes its CRD's schema (training-operator v1.9.0, jobset main; unknown fields
-    refused), and every pod template, as a core v1 PodTemplate, passes kubernetes-validate --strict."""
+    """Each PyTorchJob / JobSet / Volcano Job passes its CRD's schema (training-operator v1.9.0, jobset main, volcano
+    master; unknown fields refused), and every pod template, as a core v1 PodTemplate, passes kubernetes-validate
+    --strict."""
     jsonschema = pytest.importorskip("jsonschema")
     if case == "pytorchjob":
         _, _, docs = _job(_nvl72(8), dict(tp=8, pp=2, dp=1, micro_batch_size=1, stage_layers=[3, 3]))
         crd, version, kind = "kubeflow.org_pytorchjobs.json.gz", "v1", "PyTorchJob"
+    elif case == "volcano":
+        _, _, docs = _job(_two_racks(), TWO_RACKS_PLAN, "volcano")
+        crd, version, kind = "batch.volcano.sh_jobs.json.gz", "v1alpha1", "Job"
     else:
         spec, plan = pools_plan()
-        docs = yaml.safe_load_all(emit_job(spec, plan, export_plan(spec, plan, "megatron"), "pytorchjob").text)
-        crd, version, kind = "jobset.x-k8s.io_jobsets.json.gz", "v1alpha2", "JobSet"
+        launcher = "pytorchjob" if case == "jobset" else "volcano"
+        docs = yaml.safe_load_all(emit_job(spec, plan, export_plan(spec, plan, "megatron"), launcher).text)
+        crd, version, kind = (("jobset.x-k8s.io_jobsets.json.gz", "v1alpha2", "JobSet") if case == "jobset" else
+                              ("batch.volcano.sh_jobs.json.gz", "v1alpha1", "Job"))
     (job,) = [d for d in docs if d["kind"] == kind]
+    if kind == "Job":
+        assert job["spec"]["networkTopology"]["mode"] in ("hard", "soft")
+        assert (case == "volcano") == all("partitionPolicy" in t for t in job["spec"]["tasks"])
     jsonschema.validate(job, _crd_schema(crd, version))
     bad = json.loads(json.dumps(job))
     _annotations(bad)  # the same documents with a misspelt field are refused
@@ -231,6 +258,7 @@ def test_manifests_with_topology_annotations_pass_the_crd_schemas(case, tmp_path
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, _crd_schema(crd, version))
     templates = ([r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()] if kind == "PyTorchJob" else
+                 [t["template"] for t in job["spec"]["tasks"]] if kind == "Job" else
                  [j["template"]["spec"]["template"] for j in job["spec"]["replicatedJobs"]])
     exe = Path(sys.executable).with_name("kubernetes-validate")
     exe = str(exe) if exe.exists() else shutil.which("kubernetes-validate")
@@ -238,10 +266,67 @@ def test_manifests_with_topology_annotations_pass_the_crd_schemas(case, tmp_path
         pytest.skip("kubernetes-validate is not installed (the test extra)")
     files = []
     for i, t in enumerate(templates):
-        assert any(k.startswith("kueue.x-k8s.io/podset-") for k in t["metadata"]["annotations"])
+        assert kind == "Job" or any(k.startswith("kueue.x-k8s.io/podset-") for k in t["metadata"]["annotations"])
         path = tmp_path / f"t{i}.yaml"
         path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "PodTemplate",
                                         "metadata": {"name": f"t{i}"}, "template": t}))
         files.append(str(path))
     out = subprocess.run([exe, "--strict", *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.count("passed") == len(files), out.stdout + out.stderr
+
+
+def test_kai_annotations_on_the_workload_follow_the_kueue_placement():
+    """KAI scheduler reads its topology from the workload's own annotations: the job inside one NVLink domain
+    (required rack) where the Kueue hints require it, else one block preferred; always naming the Topology."""
+    _, _, docs = _job(_nvl72(8), dict(tp=8, pp=2, dp=1, micro_batch_size=1, stage_layers=[3, 3]))
+    (job,) = [d for d in docs if d["kind"] == "PyTorchJob"]
+    kai = {k: v for k, v in job["metadata"]["annotations"].items() if k.startswith("kai.scheduler/")}
+    assert all(a[th.REQUIRED] == th.NVLINK_LEVEL for a in _annotations(job))
+    assert kai == {th.KAI_TOPOLOGY: th.KAI_TOPOLOGY_NAME, th.KAI_REQUIRED: th.NVLINK_LEVEL}
+    spec, plan = pools_plan()
+    jobset = yaml.safe_load(emit_job(spec, plan, export_plan(spec, plan, "megatron"), "pytorchjob").text)
+    kai = {k: v for k, v in jobset["metadata"]["annotations"].items() if k.startswith("kai.scheduler/")}
+    assert kai == {th.KAI_TOPOLOGY: th.KAI_TOPOLOGY_NAME, th.KAI_PREFERRED: th.BLOCK_LEVEL}
+    assert all(a[th.PREFERRED] == th.BLOCK_LEVEL for a in _annotations(jobset))
+
+
+def _node_ranks(tmp_path: Path, task: dict) -> list[int]:
+    """Each pod's node rank, from running its command under bash with VC_TASK_INDEX set (Volcano's env plugin)."""
+    container = task["template"]["spec"]["containers"][0]
+    return [int(arg(argv, "--node-rank")) for argv in run_pods(tmp_path, container, "VC_TASK_INDEX", task["replicas"])]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_volcano_partitions_are_the_nvlink_slices(tmp_path):
+    """On two NVL72 racks the TP groups (2 pods each) must each share a rack: Volcano numbers a task's pods into
+    partitions by task index // partitionSize, and the pods of each partition, run as Volcano runs them, hold the
+    node ranks of one NVLink slice; the job as a whole is only preferred close (soft)."""
+    spec, plan, docs = _job(_two_racks(), TWO_RACKS_PLAN, "volcano")
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    h = th.topology_hints(spec, plan, 4, 36)
+    assert h.nvlink_groups == ("tp",) and h.slice_pods == 2
+    assert job["spec"]["networkTopology"] == {"mode": "soft"} and job["spec"]["minAvailable"] == 36
+    (task,) = job["spec"]["tasks"]
+    policy = task["partitionPolicy"]
+    assert policy["networkTopology"] == {"mode": "hard", "highestTierAllowed": th.VOLCANO_NVLINK_TIER}
+    assert policy["totalPartitions"] * policy["partitionSize"] == task["replicas"]
+    ranks = _node_ranks(tmp_path, task)
+    assert sorted(ranks) == list(range(36))
+    for index, rank in enumerate(ranks):  # Volcano's partition of the pod = the NVLink slice of its node rank
+        assert index // policy["partitionSize"] == rank // h.slice_pods
+    _, _, one_rack = _job(_nvl72(8), dict(tp=8, pp=2, dp=1, micro_batch_size=1, stage_layers=[3, 3]), "volcano")
+    (small,) = [d for d in one_rack if d["kind"] == "Job"]
+    assert small["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": th.VOLCANO_NVLINK_TIER}
+    assert "partitionPolicy" not in small["spec"]["tasks"][0]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_volcano_on_pools_starts_each_stage_on_its_pool(tmp_path):
+    """Several pools: one task per block of stages, each with its pool's node selector, in rank order."""
+    spec, plan = pools_plan()
+    job = yaml.safe_load(emit_job(spec, plan, export_plan(spec, plan, "megatron"), "volcano").text)
+    tasks = job["spec"]["tasks"]
+    assert [t["template"]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] for t in tasks] == [
+        "REPLACE-ME-H100-SXM-80GB", "REPLACE-ME-A100-SXM-80GB", "REPLACE-ME-H100-SXM-80GB"]
+    ranks = [r for i, t in enumerate(tasks) for r in _node_ranks(tmp_path / str(i), t)]
+    assert ranks == list(range(4))
