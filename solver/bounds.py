@@ -99,7 +99,8 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
         high = max(float(np.ceil(kth)), float(np.ceil(tau_lo)), low + 1.0)
     else:
-        high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi)
+        guess = max(np.ceil(_kth_least_threshold(time_at, most, L)), np.ceil(tau_lo))
+        high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
@@ -107,6 +108,18 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     if least_exposure is not None and t.S > 0:
         time_sum += float(np.floor(least_exposure.sum()))
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+
+
+def _kth_least_threshold(time_at, most: np.ndarray, k: int) -> float:
+    """The ``k``-th least of the unit times ``T_u(l)``, ``1 ≤ l ≤ most_u``: the least τ at which the units' counts
+    ``max{l : T_u(l) ≤ τ}`` add up to ``k``, in exact arithmetic (relaxed_bound's guess of its search's answer, which
+    the search then checks on the counts themselves)."""
+    top = int(most.max())
+    if top < 1 or k > top * len(most):
+        return float("inf")
+    counts = np.broadcast_to(np.arange(1, top + 1, dtype=float), (len(most), top))
+    times = np.where(counts <= most[:, None], time_at(counts), np.inf).ravel()
+    return float(np.partition(times, k - 1)[k - 1])
 
 
 def _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed):
@@ -148,10 +161,19 @@ _STEPS = np.arange(1, SEARCH_POINTS, dtype=float)
 _FIRST = np.ones(1, dtype=bool)
 
 
-def least_integer_reaching(reached, low: float, high: float) -> float:
+def least_integer_reaching(reached, low: float, high: float, guess: float | None = None) -> float:
     """The least integer τ in (low, high] at which the nondecreasing predicate ``reached`` (element-wise over an
     array of τ) holds, given that it holds at ``high``: a search over integers that tries :data:`SEARCH_POINTS` of
-    them per round (the answer of a bisection, in a few NumPy calls instead of one per halving)."""
+    them per round (the answer of a bisection, in a few NumPy calls instead of one per halving). ``guess``: an
+    integer the answer likely is, tried first with the one below it (the same answer, whatever the guess)."""
+    if guess is not None and low < guess < high:
+        below, at = reached(np.array([guess - 1.0, guess]))
+        if at and (not below or guess - 1.0 <= low):
+            return guess
+        if below and guess - 1.0 > low:
+            high = guess - 1.0
+        elif not at:
+            low = guess
     while high - low > 1.0:
         points = np.floor(low + (high - low) * _STEPS / SEARCH_POINTS)  # nondecreasing: np.unique is the
         points = points[np.concatenate((_FIRST, points[1:] != points[:-1]))]  # first of each run
