@@ -279,21 +279,6 @@ def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) ->
             floor = floors[full] = (sum(unit_bytes) / len(unit_bytes) * (1 - 1e-9), max(unit_bytes) * (1 - 1e-9))
         mean[j], most[j] = floor
     return mean, most
-    seq, h, vocab = spec.training.seq_len, spec.model.hidden_size, spec.model.vocab_size
-    counts: dict[tuple, list] = {}  # by all that costmodel.evaluation.choice.pipeline_buffer_counts reads of a choice
-    for j, c in enumerate(choices):
-        io, retained = torch_pipelining_bytes(c, a, seq, h, vocab)
-        if not (io or retained):
-            continue
-        key = (c.schedule, c.pp, c.vpp, c.num_microbatches, c.moe_a2a_overlap)
-        held = counts.get(key)
-        if held is None:  # per unit: (boundary tensors, outputs) over its stages' chunks
-            per_stage = [np.sum(pipeline_buffer_counts(c, s), axis=0) for s in range(c.pp)]
-            held = counts[key] = np.array([np.sum([per_stage[s] for s in stages], axis=0)
-                                           for stages in schedule_units(c.schedule, c.pp).stage_pairs])
-        unit_bytes = held[:, 0] * io + held[:, 1] * retained
-        mean[j], most[j] = unit_bytes.mean() * (1 - 1e-9), unit_bytes.max() * (1 - 1e-9)
-    return mean, most
 
 
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
