@@ -202,7 +202,8 @@ def optimize(
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
     with _errors():
-        from parplan.client import export_cli
+        if plot or export or emit:  # the export, import and plot machinery: only when asked for
+            from parplan.client import export_cli
 
         axis = pareto.value if pareto else None
         budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
@@ -264,7 +265,7 @@ def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], s
             return remote_optimize(server, spec, top_k=top, pareto=pareto, **solver), None
         except ServiceError as err:
             _fail(f"--server {server}: {err}", EXIT_INTERNAL)
-    from parplan.client.export_cli import SolveProgress
+    from parplan.client.solve_progress import SolveProgress
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize as run_optimize
 

@@ -53,9 +53,9 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     room = cap_kib - t.m_const.astype(float)
     s = t.m_saved.astype(float)
     rho = t.t_recompute.astype(float)
+    # every division below is by a value np.where made positive: no error state to set (np.errstate costs ~5 us)
     if t.choice.recompute == "full" and not t.recompute_all:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
+        kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
         s_max = s.copy()
         if t.k_dense and t.m_saved_dense > 0:
             kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
@@ -66,9 +66,8 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     lo = t.layers_min.astype(np.int64)
     if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
         return float("inf")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        l_mem0 = np.where(sig > 0, room / np.where(sig > 0, sig, 1), np.inf)  # fits without recompute up to here
-        l_full = np.where(sig > s_max, room / np.where(sig > s_max, sig - s_max, 1), np.inf)
+    l_mem0 = np.where(sig > 0, room / np.where(sig > 0, sig, 1), np.inf)  # fits without recompute up to here
+    l_full = np.where(sig > s_max, room / np.where(sig > s_max, sig - s_max, 1), np.inf)
     fin = np.isfinite(kappa)
     kap = np.where(fin, kappa, 0.0)
     most = np.floor(np.minimum(np.where(fin, l_full, np.minimum(l_mem0, l_full)), L) + 1e-9).astype(np.int64)
@@ -99,7 +98,8 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
         high = max(float(np.ceil(kth)), float(np.ceil(tau_lo)), low + 1.0)
     else:
-        high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi)
+        guess = max(np.ceil(_kth_least_threshold(time_at, most, L)), np.ceil(tau_lo))
+        high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
@@ -107,6 +107,18 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     if least_exposure is not None and t.S > 0:
         time_sum += float(np.floor(least_exposure.sum()))
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+
+
+def _kth_least_threshold(time_at, most: np.ndarray, k: int) -> float:
+    """The ``k``-th least of the unit times ``T_u(l)``, ``1 ≤ l ≤ most_u``: the least τ at which the units' counts
+    ``max{l : T_u(l) ≤ τ}`` add up to ``k``, in exact arithmetic (relaxed_bound's guess of its search's answer, which
+    the search then checks on the counts themselves)."""
+    top = int(most.max())
+    if top < 1 or k > top * len(most):
+        return float("inf")
+    counts = np.broadcast_to(np.arange(1, top + 1, dtype=float), (len(most), top))
+    times = np.where(counts <= most[:, None], time_at(counts), np.inf).ravel()
+    return float(np.partition(times, k - 1)[k - 1])
 
 
 def _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed):
@@ -148,10 +160,19 @@ _STEPS = np.arange(1, SEARCH_POINTS, dtype=float)
 _FIRST = np.ones(1, dtype=bool)
 
 
-def least_integer_reaching(reached, low: float, high: float) -> float:
+def least_integer_reaching(reached, low: float, high: float, guess: float | None = None) -> float:
     """The least integer τ in (low, high] at which the nondecreasing predicate ``reached`` (element-wise over an
     array of τ) holds, given that it holds at ``high``: a search over integers that tries :data:`SEARCH_POINTS` of
-    them per round (the answer of a bisection, in a few NumPy calls instead of one per halving)."""
+    them per round (the answer of a bisection, in a few NumPy calls instead of one per halving). ``guess``: an
+    integer the answer likely is, tried first with the one below it (the same answer, whatever the guess)."""
+    if guess is not None and low < guess < high:
+        below, at = reached(np.array([guess - 1.0, guess]))
+        if at and (not below or guess - 1.0 <= low):
+            return guess
+        if below and guess - 1.0 > low:
+            high = guess - 1.0
+        elif not at:
+            low = guess
     while high - low > 1.0:
         points = np.floor(low + (high - low) * _STEPS / SEARCH_POINTS)  # nondecreasing: np.unique is the
         points = points[np.concatenate((_FIRST, points[1:] != points[:-1]))]  # first of each run
@@ -217,7 +238,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
     states = np.empty(len(choices))
     for (opt_states, f), g in group_ids.items():
         o = optimizer_state_bytes(opt_states, a.optimizer_bytes)
-        for z in np.unique(zero[group == g]):
+        for z in sorted(set(zero[group == g].tolist())):  # np.unique's stages (np.unique imports numpy.ma: 10-20 ms)
             sel = (group == g) & (zero == z)
             states[sel] = (model_state_bytes(dense_params[sel], int(z), g_dense[sel], a.weight_bytes, a.grad_bytes,
                                              o, f, a.zero3_resident_weight_bytes)
@@ -256,21 +277,6 @@ def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) ->
             unit_bytes = [sum(n * io + r * retained for n, r in unit) for unit in held]
             floor = floors[full] = (sum(unit_bytes) / len(unit_bytes) * (1 - 1e-9), max(unit_bytes) * (1 - 1e-9))
         mean[j], most[j] = floor
-    return mean, most
-    seq, h, vocab = spec.training.seq_len, spec.model.hidden_size, spec.model.vocab_size
-    counts: dict[tuple, list] = {}  # by all that costmodel.evaluation.choice.pipeline_buffer_counts reads of a choice
-    for j, c in enumerate(choices):
-        io, retained = torch_pipelining_bytes(c, a, seq, h, vocab)
-        if not (io or retained):
-            continue
-        key = (c.schedule, c.pp, c.vpp, c.num_microbatches, c.moe_a2a_overlap)
-        held = counts.get(key)
-        if held is None:  # per unit: (boundary tensors, outputs) over its stages' chunks
-            per_stage = [np.sum(pipeline_buffer_counts(c, s), axis=0) for s in range(c.pp)]
-            held = counts[key] = np.array([np.sum([per_stage[s] for s in stages], axis=0)
-                                           for stages in schedule_units(c.schedule, c.pp).stage_pairs])
-        unit_bytes = held[:, 0] * io + held[:, 1] * retained
-        mean[j], most[j] = unit_bytes.mean() * (1 - 1e-9), unit_bytes.max() * (1 - 1e-9)
     return mean, most
 
 

@@ -359,6 +359,10 @@ class _Expansion:
                       and (moe is None or moe.first_dense_layers == 0))
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
+        # no EP communication or activation offload value listed but the default: comm_choices and offload_choices
+        # hand each choice back alone, unchecked (their rules read only those values), so completions skips them
+        self.plain = opts.moe_fp8_dispatch == (False,) and opts.moe_a2a_overlap == (False,) and \
+            opts.activation_offload_layers == (0,)
 
     def heads(self, n: int, tp: int, cp: int, pp: int, dp: int):
         """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
@@ -409,13 +413,14 @@ class _Expansion:
                     continue
                 for rc in (pruned.recompute_trimmed if trimmed else pruned.recompute):
                     for sp in sps:
-                        for cc in self.comm_choices(mem.but(recompute=rc, sequence_parallel=sp)):
-                            for c in self.offload_choices(cc):
-                                why = profile_choice_violations(self.profile, spec, c)
-                                if why:
-                                    self.tally.reject(why)
-                                    continue
-                                yield c
+                        base = mem.but(recompute=rc, sequence_parallel=sp)
+                        for c in ((base,) if self.plain else
+                                  (oc for cc in self.comm_choices(base) for oc in self.offload_choices(cc))):
+                            why = profile_choice_violations(self.profile, spec, c)
+                            if why:
+                                self.tally.reject(why)
+                                continue
+                            yield c
 
     def comm_choices(self, c: Choice) -> list[Choice]:
         """``c`` with each legal (FP8 dispatch, all-to-all overlap) pair; FP8 drops BF16 where it dominates."""

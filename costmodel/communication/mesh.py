@@ -8,9 +8,14 @@ axes land on NVLink. MoE layers regroup the same ranks of a stage as expert-TP Ã
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+
+# the strided-group answers below read their integer arguments alone: memoized (the solver asks them for every choice
+# whose costs or layer times it computes, each once a NumPy pass over one period of ranks)
+RANK_PATTERN_CACHE = 1 << 14
 
 MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first, as in the reshape
 
@@ -36,6 +41,7 @@ def groups_within_domain(group_rows: np.ndarray, domain_size: int) -> bool:
     return bool((nodes == nodes[:, :1]).all())
 
 
+@functools.lru_cache(maxsize=RANK_PATTERN_CACHE)
 def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int | None = None) -> bool:
     """Closed form of :func:`groups_within_domain` for a strided group.
 
@@ -58,6 +64,7 @@ def span_within_domain(stride: int, size: int, domain_size: int, num_gpus: int |
     return bool((starts // domain_size == (starts + span - 1) // domain_size).all())
 
 
+@functools.lru_cache(maxsize=RANK_PATTERN_CACHE)
 def ep_members_per_domain(stride: int, size: int, domain_size: int, num_gpus: int | None = None) -> int:
     """Members of a strided group (an EP group: stride expert-TP) that share one NVLink domain: all of
     them when the group fits in a domain, else domain_size // stride (at least 1)."""
@@ -66,6 +73,7 @@ def ep_members_per_domain(stride: int, size: int, domain_size: int, num_gpus: in
     return max(1, min(size, domain_size // stride))
 
 
+@functools.lru_cache(maxsize=RANK_PATTERN_CACHE)
 def ep_domain_split(stride: int, size: int, domain_size: int, num_gpus: int | None = None) -> tuple[int, int]:
     """(fewest members of a strided group that share a rank's NVLink domain, most domains one group spans): what
     the EP all-to-all's slowest rank sees (costmodel/communication/comm.py). Aligned groups give (:func:`ep_members_per_domain`,

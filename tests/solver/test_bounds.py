@@ -105,6 +105,18 @@ def test_integer_search_gives_the_bisections_answer(low, width, threshold):
     assert least_integer_reaching(reached, float(low), float(high)) == _bisection(reached, float(low), float(high))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-10**6, 10**6), st.integers(1, 10**12), st.integers(0, 10**12), st.integers(-3, 10**12 + 3))
+def test_a_guess_changes_nothing_but_the_steps(low, width, threshold, offset):
+    """Whatever the guess (right, one off, outside (low, high]), the search gives the bisection's answer."""
+    high = low + width
+    t = low + threshold % (width + 1)
+    reached = lambda tau: np.asarray(tau) >= t  # noqa: E731
+    for guess in (float(t), float(t - 1), float(t + 1), float(low + offset)):
+        assert least_integer_reaching(reached, float(low), float(high), guess) == _bisection(reached, float(low),
+                                                                                              float(high))
+
+
 def test_a_unit_that_cannot_hold_its_least_layers_makes_the_bound_infinite():
     spec = load_spec(EXAMPLES / "llama3-70b-64xh100.yaml")
     p = Problem.build(spec)
