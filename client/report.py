@@ -20,6 +20,7 @@ from parplan.library.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status,
                                      metrics_to_dict, plan_entry, plan_result_to_dict, plan_to_dict,
                                      result_to_dict, to_json)
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.compare import in_words
 
@@ -302,14 +303,14 @@ def framework_line(entry) -> str:
     p, m = entry.best.plan, entry.best.metrics
     vs = "" if entry.vs_best is None else f"{entry.vs_best * 100:+.1f} %, "
     unproven = "" if entry.status == "OPTIMAL" else f"{entry.status}, the best found in the time it had: "
-    line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
+    line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES[p.schedule] if p.pp > 1 else 'no PP'}, "
             f"{m.step_time_s:.3f} s ({_short_plan(p)})")
     differs = getattr(entry, "differs", ())
     return line + (f"; differs in {', '.join(in_words(d) for d in differs)}" if differs else "; same plan and conventions")
 
 
-SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "ZB-H1", "dualpipe": "DualPipe",
-                  "dualpipev": "DualPipeV"}
+SCHEDULE_NAMES = {Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "interleaved 1F1B", Schedule.ZB_H1: "ZB-H1",
+                  Schedule.DUALPIPE: "DualPipe", Schedule.DUALPIPEV: "DualPipeV"}
 
 
 def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_framework=None) -> None:

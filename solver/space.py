@@ -37,6 +37,7 @@ from parplan.costmodel.evaluation.legality import (degree_violations, memory_dim
                                         moe_comm_violations, schedule_violations)
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.moe.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import SCHEDULES, Spec
 from parplan.costmodel.spec.framework_binding import spec_profile
 from parplan.costmodel.spec.framework_rules import space_limits
@@ -78,7 +79,7 @@ class SpaceOptions:
     etp: tuple[int, ...] | None
     micro_batch_size: tuple[int, ...] | None
     vpp: tuple[int, ...] | None
-    schedules: tuple[str, ...]
+    schedules: tuple[Schedule, ...]
     zero_stages: tuple[int, ...]
     recompute: tuple[str, ...]
     sequence_parallel: tuple[bool, ...] | None
@@ -200,7 +201,7 @@ class PrunedValues:
     recompute: list[str]
     recompute_trimmed: list[str]  # under a trimmed end chunk (one recompute count per chunk: no uniform 'full')
     none_pruned: bool  # 'none' was dropped for 'full': a choice that cannot recompute fully takes it back
-    schedules: list[str]  # under pp ≥ 2 (ZB-H1 needs two stages: pp 1 keeps the listed schedules)
+    schedules: list[Schedule]  # under pp ≥ 2 (ZB-H1 needs two stages: pp 1 keeps the listed schedules)
     memory_dims: list[tuple[int, str | None, float]]  # (zero_replicas, optimizer_states, offload fraction)
     offload: bool  # some optimizer offload fraction is listed
     fp8_dominates: bool  # FP8 dispatch drops BF16 where both are legal
@@ -234,8 +235,8 @@ def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> Pr
         back = ["none" if rc == "full" and none_pruned else rc for rc in recompute]  # PrunedValues.without_full
         recompute_trimmed = [rc for rc in back if rc != "full"]
     schedules = list(opts.schedules)
-    if prune and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
-        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only)
+    if prune and a.zb_weight_grad_fraction > 0 and Schedule.ZB_H1 in schedules and Schedule.ONE_F_ONE_B in schedules:
+        schedules.remove(Schedule.ONE_F_ONE_B)  # same memory and stage times, a smaller bubble (pp ≥ 2 only)
     offload = any(f > 0 for f in opts.optimizer_offload_fractions)
     memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in _least_optimizer_states(opts, a)
                    for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
@@ -320,7 +321,7 @@ def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: Prune
     """(schedule, vpp, first chunk trim, last chunk trim): interleaved at every listed vpp ≥ 2 and its trims
     (:func:`chunk_trims`), the others at vpp 1 where the vpp pins allow it."""
     for schedule in (pruned.schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
-        if schedule == "interleaved":
+        if schedule is Schedule.INTERLEAVED:
             for vpp in (opts.vpp or DEFAULT_VPP):
                 if vpp >= 2:
                     for first, last in chunk_trims(num_layers, pp, vpp, trims):

@@ -12,9 +12,10 @@ accepted but have no effect are reported by :func:`spec_warnings` (the CLI print
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import Field, NonNegativeInt, PositiveInt, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, Field, NonNegativeInt, PlainSerializer, PositiveInt, PrivateAttr, ValidationInfo,
+                      field_validator, model_validator)
 
 from parplan.costmodel.spec.assumptions import AssumptionsSpec
 from parplan.costmodel.spec.spec_base import (  # noqa: F401  (re-exported: the limits and section bases)
@@ -28,9 +29,10 @@ from parplan.costmodel.spec.optimizer_states import OptimizerStates
 from parplan.costmodel.schedules.schedule import SEARCHED_BY_DEFAULT, Schedule
 from parplan.costmodel.spec.framework_binding import BoundFramework, UnboundSpec, loader_of
 
-# the spec's schedule strings: the values of costmodel/schedules/schedule.py Schedule (a Literal, so specs and plans hold
-# plain strings and the JSON schema lists them inline)
-ScheduleName = Literal[tuple(s.value for s in Schedule)]  # type: ignore[valid-type]
+# a schedule field: parsed from the spec's strings (the values of costmodel/schedules/schedule.py Schedule, checked as a
+# Literal, so the error and the JSON schema list them inline) into the Schedule it names, dumped as that string
+ScheduleField = Annotated[Literal[tuple(s.value for s in Schedule)],  # type: ignore[valid-type]
+                          AfterValidator(Schedule), PlainSerializer(lambda s: s.value, return_type=str)]
 Recompute = Literal["none", "selective", "full"]
 # Megatron-Core --cp-comm-type (costmodel/communication/context_parallel.py): the ring, Ulysses all-to-all, KV all-gather,
 # all-to-all within an NVLink domain and a ring across them
@@ -48,8 +50,8 @@ def default_framework(assumptions: Any) -> str:
     return "any" if preset == "textbook" else DEFAULT_FRAMEWORK
 
 # the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
-SCHEDULES: tuple[str, ...] = tuple(s.value for s in SEARCHED_BY_DEFAULT)
-ALL_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
+SCHEDULES: tuple[Schedule, ...] = SEARCHED_BY_DEFAULT
+ALL_SCHEDULES: tuple[Schedule, ...] = tuple(Schedule)
 RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
@@ -225,7 +227,7 @@ class SearchSpec(_Limited):
     dp: Optional[list[PositiveInt]] = None
     micro_batch_size: Optional[list[PositiveInt]] = None
     vpp: Optional[list[PositiveInt]] = None
-    schedules: Optional[list[ScheduleName]] = None
+    schedules: Optional[list[ScheduleField]] = None
     uneven_stages: bool = True
     stage_split: Optional[Literal["per_stage", "first_last", "even"]] = Field(
         None, description="how layer counts vary across stages: per_stage (default), first_last (middle stages "
@@ -320,7 +322,7 @@ class PlanSpec(_Limited):
     micro_batch_size: PositiveInt = 1
     num_microbatches: Optional[PositiveInt] = Field(None, description="default: global_batch_size / (dp*mbs)")
     vpp: PositiveInt = 1
-    schedule: ScheduleName = "1f1b"
+    schedule: ScheduleField = Schedule.ONE_F_ONE_B
     stage_layers: Optional[list[PositiveInt]] = None
     recompute: Recompute = "none"
     recompute_layers: Optional[list[int]] = None
@@ -359,7 +361,7 @@ class Plan(_Strict, ParallelDims):
     micro_batch_size: PositiveInt
     num_microbatches: PositiveInt
     vpp: PositiveInt
-    schedule: ScheduleName
+    schedule: ScheduleField
     stage_layers: list[PositiveInt]
     recompute: Recompute
     recompute_layers: list[int]
