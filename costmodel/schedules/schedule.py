@@ -4,7 +4,7 @@
 ``Plan.schedule``, ``PlanSpec.schedule``, ``search.schedules``, the profiles' schedules): code tests it with ``is``
 or its properties, never against a string. Its values are the strings of the spec, the proto enum mapping
 (``wire/convert.py``) and the export/import code: the spec's fields parse them at validation and dump them again
-(costmodel/spec/spec.py ``ScheduleField``), so YAML, JSON and messages read as before. Its :meth:`Schedule.bubble_time` is each schedule's bubble formula (DeepSeek-V3 report,
+(costmodel/spec/plan.py ``ScheduleField``), so YAML, JSON and messages read as before. Its :meth:`Schedule.bubble_time` is each schedule's bubble formula (DeepSeek-V3 report,
 arXiv 2412.19437, Table 2, as tabulated in seed 000 §4, with F the forward time of a chunk, B the backward time,
 W the weight-gradient part of B, F&B an overlapped forward+backward pair):
 
