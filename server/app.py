@@ -58,7 +58,9 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 
 from parplan.library.spec_io import MAX_SPEC_BYTES
 from parplan.library.sweep.engines import ENGINES
-from parplan.server.service import DEFAULT_MAX_QUEUE, SERVICE_NAME, PlannerServicer, add_to_server, log_event
+from parplan.server.call_log import log_event
+from parplan.server.handlers import SERVICE_NAME, add_to_server
+from parplan.server.service import DEFAULT_MAX_QUEUE, PlannerServicer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 50051
