@@ -52,14 +52,10 @@ class ModelOverflow(Exception):
     """A model whose linear expressions could exceed the solver's integer range (a scaling bug)."""
 
 
-def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+def _recompute_rules(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> None:
+    """What a unit may recompute (nothing without whole-layer recompute), the dense-first rule of a plain stage 0,
+    and ``uniform_recompute``'s one count per stage (in whole chunks of ``recompute_step`` layers)."""
     n, L, k = t.num_units, t.num_layers, t.k_dense
-    full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
-    model.add(sum(v.layers) == L)
-    if t.layers_fixed is not None:
-        for u in range(n):
-            model.add(v.layers[u] == int(t.layers_fixed[u]))
-    # recompute: what a unit may recompute, and the dense-first rule of a plain stage 0
     if not full:
         for r in v.recompute:
             model.add(r == 0)
@@ -87,6 +83,16 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
                         model.add(v.layers[0] >= rhs)
                 else:
                     model.add(v.layers[u] >= t.members * r)
+
+
+def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+    n, L, k = t.num_units, t.num_layers, t.k_dense
+    full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
+    model.add(sum(v.layers) == L)
+    if t.layers_fixed is not None:
+        for u in range(n):
+            model.add(v.layers[u] == int(t.layers_fixed[u]))
+    _recompute_rules(model, t, v, full)
     if t.split == "first_last":
         mid = list(range(1, n - 1)) if not t.one_end else list(range(1, n))
         for u in mid[1:]:
