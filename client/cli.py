@@ -16,7 +16,6 @@ none of them and ``validate`` only the spec models (benchmarks/cli_startup.py, t
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from enum import Enum
@@ -31,7 +30,10 @@ from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTIO
                                         VERSION_OPTION, ExportTarget, ImportSource, Launcher, Method, OutputFormat,
                                         ParetoAxis, ResultFormat)
 from parplan.client.calibrate_cli import register as register_calibrate
+from parplan.client.cli_spec import print_spec_warnings, read_spec, with_memory_margin
 from parplan.client.replan_cli import replan_command
+from parplan.client.serve_cli import serve_command
+from parplan.client.sweep_cli import sweep
 from parplan.client.ui_cli import ui_command
 from parplan.library.messages import one_line
 from parplan.costmodel.errors import ArgumentError
@@ -62,52 +64,6 @@ def _stdout_console() -> Console:
     from rich.console import Console  # lazy: start-up time (issue 41 item 2)
 
     return Console(file=sys.stdout, highlight=False, soft_wrap=False)
-
-
-def _warning(message: str) -> None:
-    typer.echo(f"warning: {one_line(message)}", err=True)
-
-
-def _warn(spec: Spec, pareto: Optional[str] = None) -> None:
-    """The spec's warnings on stderr, one ``warning: ...`` line each."""
-    from parplan.costmodel.spec.spec import spec_warnings
-
-    for warning in spec_warnings(spec, pareto=pareto):
-        _warning(warning)
-
-
-def read_spec(path: str, hf_config: Optional[str] = None, profile: Optional[str] = None) -> Spec:
-    """Load a spec from a file, or from stdin for '-'; ``hf_config`` replaces its model section, ``profile`` its
-    ``profile:`` (library/profile.py). What a Hugging Face config could not map is printed as warnings on stderr."""
-    from parplan.library.spec_io import MAX_SPEC_BYTES, SpecError, parse_yaml, read_spec_text, spec_from_data
-
-    if path == "-":
-        text = sys.stdin.read(MAX_SPEC_BYTES + 1)
-        if len(text) > MAX_SPEC_BYTES:
-            raise SpecError(f"<stdin>: larger than {MAX_SPEC_BYTES // 2**20} MiB; not a spec file")
-        name, base_dir = "<stdin>", "."
-    else:
-        text, name, base_dir = read_spec_text(path), path, os.path.dirname(path) or "."
-    data = parse_yaml(text, name) if text.strip() else None
-    if hf_config is not None:
-        data = {**data, "model": {"hf_config": os.path.abspath(hf_config)}} if isinstance(data, dict) else data
-    data = {**data, "profile": os.path.abspath(profile)} if profile is not None and isinstance(data, dict) else data
-    notes: list[str] = []
-    spec = spec_from_data(data, name, base_dir=base_dir, notes=notes)
-    for note in notes:
-        _warning(note)
-    return spec
-
-
-def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
-    """The spec with ``search.memory_margin_gib`` set from ``--memory-margin`` (None: the spec's own)."""
-    if margin is None:
-        return spec
-    import math
-
-    if not math.isfinite(margin) or not 0 <= margin <= 4096:
-        raise ArgumentError("--memory-margin", "must be a number of GiB from 0 to 4096", margin)
-    return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": float(margin)})})
 
 
 @app.command()
@@ -146,7 +102,7 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
                     typer.echo(to_json(plan_result_to_dict(result)))
                 else:
                     render_result(result, _stdout_console(), spec=spec)
-                _warn(spec)
+                print_spec_warnings(spec)
                 return
             evaluation, completed = result.plans[0], result.completed
         else:
@@ -165,7 +121,7 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
             render_evaluation(evaluation, _stdout_console(), spec=spec)
             if completed is not None:
                 typer.echo(f"completed (chosen by the planner): {', '.join(completed) or 'nothing'}")
-        _warn(spec)
+        print_spec_warnings(spec)
 
 
 @app.command()
@@ -220,17 +176,24 @@ def optimize(
             others = best_per_framework(spec, result, deadline=deadline, method=method.value, controls=controls)
         if plot:
             export_cli.plot_frontier(result, plot, spec)
-        if export or emit:
-            if result.plans:
-                export_cli.deliver(export_cli.build_export(spec, result.plans[0].plan, export and export.value,
-                                                           emit and emit.value), out)
-                if out is None:
-                    return
-            else:  # never the human report in place of the export (`--export megatron > a.sh`): stderr, exit 2
-                typer.echo("error: " + export_cli.nothing_to_export(result), err=True)
-                raise typer.Exit(EXIT_BAD_INPUT)
+        if (export or emit) and _deliver_export(spec, result, export, emit, out):
+            return
         _print_result(result, spec, others, output_format)
-        _warn(spec, axis)
+        print_spec_warnings(spec, axis)
+
+
+def _deliver_export(spec: Spec, result: Any, export: Optional[Enum], emit: Optional[Enum], out: Optional[str]) -> bool:
+    """``optimize --export/--emit``: the best plan's export (on stdout, or in ``out`` with its path printed);
+    True when stdout holds it (the report is not printed). Never the human report in place of the export
+    (``--export megatron > a.sh``): without a plan, one ``error:`` line on stderr, exit 2."""
+    from parplan.client import export_cli
+
+    if not result.plans:
+        typer.echo("error: " + export_cli.nothing_to_export(result), err=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    export_cli.deliver(export_cli.build_export(spec, result.plans[0].plan, export and export.value,
+                                               emit and emit.value), out)
+    return out is None
 
 
 def _check_optimize_options(top: int, method: str, pareto: Optional[str], time_limit: float, workers: int, seed: int,
@@ -306,7 +269,7 @@ def validate(spec_path: str = SPEC_ARGUMENT) -> None:
 
             evaluate_spec(spec)
         typer.echo("ok")
-        _warn(spec)
+        print_spec_warnings(spec)
 
 
 @app.command("export")
@@ -391,86 +354,11 @@ def gpus() -> None:
         print_gpu_catalog(_stdout_console())
 
 
-@app.command()
-def sweep(
-    sweep_path: str = typer.Argument(None, metavar="SWEEP.yaml", help="the sweep: base spec, axes, budget, prices "
-                                     "(library/sweep/spec.py)", show_default=False),
-    out: str = typer.Option(None, "--out", metavar="DIR", help="result store and outputs (points.jsonl, csv, ...)"),
-    report_dir: str = typer.Option(None, "--report", metavar="DIR", help="rebuild tables and plots from DIR's "
-                                   "store alone"),
-    engine: str = typer.Option("local", "--engine", help="local (a process pool) or ray"),
-    jobs: int = typer.Option(None, "--jobs", help="solves at once (default: one per core)"),
-    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDR", help="join this Ray cluster "
-                                    "(default: start a local Ray runtime)"),
-    resume: bool = typer.Option(False, "--resume", help="skip points already in DIR's store"),
-    top: int = typer.Option(None, "--top", "-k", help="plans per point (overrides solver.top_k)"), profile: str = PROFILE_OPTION,
-    time_limit: float = typer.Option(None, "--time-limit", help="seconds per solve (overrides solver.time_limit_s)"),
-    deterministic: bool = typer.Option(None, "--deterministic/--no-deterministic", help="byte-identical "
-                                       "records (overrides solver.deterministic)"),
-    progress: bool = typer.Option(None, "--progress/--no-progress", help="progress bar on stderr (default: on a "
-                                  "terminal)"),
-) -> None:
-    """Capacity sweep: plan every point of a grid of what-ifs; time, GPU-hours, cost, energy, Pareto, knees."""
-    with _errors():
-        from parplan.client.sweep_cli import sweep_command
-
-        sweep_command(sweep_path, out, report_dir, engine, jobs, ray_address, resume, top, time_limit,
-                      deterministic, progress, _fail, profile)
 
 
-@app.command()
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0: every interface)"),
-    port: int = typer.Option(50051, "--port", min=0, max=65535, help="TCP port (0: any free port)"),
-    health_port: int = typer.Option(50052, "--health-port", min=0, max=65535, help="TCP port of the health-only "
-                                    "server (plaintext, no token: the kubelet's grpc probe; 0: any free port)"),
-    max_concurrent: int = typer.Option(4, "--max-concurrent", min=1, help="solving calls at once; more wait "
-                                       "for a slot (up to their deadline) in the queue"),
-    max_queue: int = typer.Option(64, "--max-queue", min=0, help="calls that may wait for a solver slot; "
-                                  "more get RESOURCE_EXHAUSTED at once"),
-    idle_timeout: float = typer.Option(10.0, "--idle-timeout", min=0.001, help="seconds a call may go without "
-                                       "sending its request (or a reflection stream idle) before it is cancelled"),
-    hf_config_dir: str = typer.Option(None, "--hf-config-dir", metavar="DIR", help="the only folder whose "
-                                      "config.json files a request's model.hf_config may name (default: none; "
-                                      "send model.hf_config_json instead)"),
-    tls_cert: str = typer.Option(None, "--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)"),
-    tls_key: str = typer.Option(None, "--tls-key", metavar="PEM", help="TLS private key"),
-    auth_token_file: str = typer.Option(None, "--auth-token-file", metavar="FILE", help="require "
-                                        "'authorization: Bearer <token>' (the file's content) on every call"),
-    grace_period: float = typer.Option(10.0, "--grace-period", min=0, help="seconds in-flight calls get to "
-                                       "finish after SIGTERM (1 s before the end, solves answer with their best "
-                                       "plan so far); the process exits by the grace + 0.5 s"),
-    memory_budget_mib: int = typer.Option(None, "--memory-budget-mib", help="resident memory the server's solves "
-                                          "may grow the process to, MiB (256 to 4194304; default 1536): keep it "
-                                          "below the container's memory limit"),
-    sweep_engine: str = typer.Option("local", "--sweep-engine", help="where the Sweep RPC solves its points: "
-                                     "local (worker processes) or ray (a Ray runtime on the server)"),
-    ui_port: int = typer.Option(None, "--ui", min=0, max=65535, metavar="PORT", help="also serve the plan "
-                                "explorer (solver-cli ui) on 127.0.0.1:PORT (needs the optional 'ui' extra)"),
-) -> None:
-    """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
-    with _errors():
-        require_extra("server", "solver-cli serve")
-        if ui_port is not None:  # the explorer beside the service, in a daemon thread of this process
-            require_extra("ui", "solver-cli serve --ui")
-            from parplan.client.ui.runner import start_in_thread
 
-            typer.echo(f"plan explorer on {start_in_thread('127.0.0.1', ui_port)[1]}", err=True)
-        if memory_budget_mib is not None:  # the process default of every call's SolverControls.memory_budget_mib
-            from parplan.solver.deadline import set_default_memory_budget
-
-            set_default_memory_budget(memory_budget_mib)
-        from parplan.server.app import ServeConfigError, ServeOptions, serve as run_server
-
-        try:
-            run_server(ServeOptions(host=host, port=port, max_concurrent=max_concurrent, tls_cert=tls_cert,
-                                    tls_key=tls_key, auth_token_file=auth_token_file, grace_s=grace_period,
-                                    max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir,
-                                    health_port=health_port, sweep_engine=sweep_engine))
-        except ServeConfigError as err:
-            _fail(str(err), EXIT_BAD_INPUT)
-
-
+app.command("sweep")(sweep)  # client/sweep_cli.py
+app.command("serve")(serve_command)  # client/serve_cli.py (the gRPC service)
 app.command("ui")(ui_command)  # client/ui_cli.py (the plan explorer)
 app.command("replan")(replan_command)  # client/replan_cli.py (issue 43)
 

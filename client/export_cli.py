@@ -170,6 +170,25 @@ def check_plot(spec: Spec) -> None:
     require_extra("plot", "--plot")
 
 
+def _label_points(ax, xs: list[float], ys: list[float], points: list[Evaluation], log_y: bool) -> None:
+    """Label the frontier's points that have room (a readable subset, not all): a point is labelled when no
+    labelled one lies within 16 % of the x range and 6 % of the y range (log y: of its log range)."""
+    placed: list[tuple[float, float]] = []
+
+    def norm(x: float, y: float) -> tuple[float, float]:
+        fy = (math.log(y) - math.log(min(ys))) / (math.log(max(ys) / min(ys)) or 1) if log_y else \
+            (y - min(ys)) / ((max(ys) - min(ys)) or 1)
+        return (x - min(xs)) / ((max(xs) - min(xs)) or 1), fy
+
+    for x, y, p in zip(xs, ys, points):
+        nx, ny = norm(x, y)
+        if all(abs(nx - px) > 0.16 or abs(ny - py) > 0.06 for px, py in placed):
+            placed.append((nx, ny))
+            ax.annotate(f"TP{p.plan.tp} CP{p.plan.cp} PP{p.plan.pp} DP{p.plan.dp}"
+                        + (f" EP{p.plan.ep}" if p.plan.ep > 1 else "") + f" {p.plan.schedule}",
+                        (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7, color="#204a87")
+
+
 def plot_frontier(result, path: str, spec: Spec) -> None:
     """A labelled PNG of the Pareto frontier; the chosen (best) plan is starred. matplotlib is the
     optional ``plot`` extra (``pip install 'parplan[plot]'``)."""
@@ -193,20 +212,7 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
     fig, ax = plt.subplots(figsize=(10, 6), dpi=120)
     ax.plot(xs, ys, "-o", color="#3465a4", markersize=4, zorder=2, label=f"Pareto frontier ({len(points)} plans)")
     log_y = max(ys) > 5 * min(ys)
-    placed: list[tuple[float, float]] = []
-
-    def norm(x: float, y: float) -> tuple[float, float]:
-        fy = (math.log(y) - math.log(min(ys))) / (math.log(max(ys) / min(ys)) or 1) if log_y else \
-            (y - min(ys)) / ((max(ys) - min(ys)) or 1)
-        return (x - min(xs)) / ((max(xs) - min(xs)) or 1), fy
-
-    for x, y, p in zip(xs, ys, points):  # label the points that have room: a readable subset, not all
-        nx, ny = norm(x, y)
-        if all(abs(nx - px) > 0.16 or abs(ny - py) > 0.06 for px, py in placed):
-            placed.append((nx, ny))
-            ax.annotate(f"TP{p.plan.tp} CP{p.plan.cp} PP{p.plan.pp} DP{p.plan.dp}"
-                        + (f" EP{p.plan.ep}" if p.plan.ep > 1 else "") + f" {p.plan.schedule}",
-                        (x, y), textcoords="offset points", xytext=(5, 4), fontsize=7, color="#204a87")
+    _label_points(ax, xs, ys, points, log_y)
     if result.plans:
         best = result.plans[0]
         bx = best.plan.num_gpus if by_gpus else best.metrics.peak_memory_gib

@@ -10,6 +10,7 @@ import typer
 
 from parplan.client.cli_errors import _errors
 from parplan.client.cli_options import ImportSource, ResultFormat
+from parplan.client.cli_spec import read_spec
 
 OPTION_OF_FIELD = {"lost_nodes": "--lost-node", "added_nodes": "--add-nodes", "horizon_s": "--horizon",
                    "time_limit_s": "--time-limit", "workers": "--workers"}
@@ -45,7 +46,6 @@ def replan_command(
 ) -> None:
     """Replan a running job after nodes are lost or added: the plan of least step time plus amortised resharding."""
     with _errors():
-        from parplan.client.cli import read_spec
         from parplan.client.export_cli import read_plan_file
         from parplan.costmodel.errors import ParplanError
         from parplan.library.replan import replan

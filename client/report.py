@@ -20,6 +20,7 @@ from parplan.library.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status,
                                      metrics_to_dict, plan_entry, plan_result_to_dict, plan_to_dict,
                                      result_to_dict, to_json)
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.compare import in_words
 
@@ -302,14 +303,14 @@ def framework_line(entry) -> str:
     p, m = entry.best.plan, entry.best.metrics
     vs = "" if entry.vs_best is None else f"{entry.vs_best * 100:+.1f} %, "
     unproven = "" if entry.status == "OPTIMAL" else f"{entry.status}, the best found in the time it had: "
-    line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES.get(p.schedule, p.schedule) if p.pp > 1 else 'no PP'}, "
+    line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES[p.schedule] if p.pp > 1 else 'no PP'}, "
             f"{m.step_time_s:.3f} s ({_short_plan(p)})")
     differs = getattr(entry, "differs", ())
     return line + (f"; differs in {', '.join(in_words(d) for d in differs)}" if differs else "; same plan and conventions")
 
 
-SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "interleaved 1F1B", "zb-h1": "ZB-H1", "dualpipe": "DualPipe",
-                  "dualpipev": "DualPipeV"}
+SCHEDULE_NAMES = {Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "interleaved 1F1B", Schedule.ZB_H1: "ZB-H1",
+                  Schedule.DUALPIPE: "DualPipe", Schedule.DUALPIPEV: "DualPipeV"}
 
 
 def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_framework=None) -> None:
@@ -353,36 +354,45 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
             for i, e in enumerate(result.plans[1:], 2):
                 console.print(Text(f"  #{i} loses on: {why_it_wins(best, e)}", style="dim"))
     if result.pareto:
-        pools = len(spec.cluster.pools) if spec is not None and spec.cluster.pools else 1
-        axis = ("peak memory per GPU" if result.pareto_axis == "memory" else "GPUs per pool" if pools > 1
-                else "GPU count")
-        chosen = result.plans[0].plan if result.plans else None
-        table = ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)",
-                              chosen=chosen, pools=pools)
-        if chosen is not None:
-            best = result.plans[0].metrics
-            dominating = [i for i, e in enumerate(result.pareto, 1) if e.plan != chosen
-                          and e.metrics.step_time_s <= best.step_time_s and e.metrics.peak_memory_gib <= best.peak_memory_gib]
-            if any(e.plan == chosen for e in result.pareto):
-                table.caption = "* the chosen plan"
-            elif dominating:
-                table.caption = (f"the chosen plan is not on this frontier: #{dominating[0]} matches its step time "
-                                 f"with less memory")
-            else:
-                table.caption = "the chosen plan is not on this frontier"
-            table.caption_justify = "left"
-        console.print(table)
+        console.print(_pareto_table(result, spec))
     if result.explanation is not None:
-        ex = result.explanation
-        console.print(Text("Why nothing fits", style="bold red"))
-        console.print(Text(f"  {ex.summary}"))
-        if ex.conflicting:
-            console.print(Text("  conflicting requirements: " + ", ".join(ex.conflicting)))
-        if ex.relaxations:
-            console.print(Text("What would fit", style="bold"))
-            for r in ex.relaxations:
-                tail = f"  -> {_short_plan(r.plan.plan)}, {r.plan.metrics.step_time_s:.2f} s" if r.plan else ""
-                console.print(Text(f"  - {r.requirement}: {r.change}{tail}"))
+        _render_explanation(result.explanation, console)
+
+
+def _pareto_table(result, spec: Optional[Spec]) -> Table:
+    """The Pareto frontier's table, the chosen plan starred (or a caption saying why it is not on it)."""
+    pools = len(spec.cluster.pools) if spec is not None and spec.cluster.pools else 1
+    axis = ("peak memory per GPU" if result.pareto_axis == "memory" else "GPUs per pool" if pools > 1
+            else "GPU count")
+    chosen = result.plans[0].plan if result.plans else None
+    table = ranking_table(result.pareto, f"Pareto frontier: step time vs {axis} ({len(result.pareto)} points)",
+                          chosen=chosen, pools=pools)
+    if chosen is not None:
+        best = result.plans[0].metrics
+        dominating = [i for i, e in enumerate(result.pareto, 1) if e.plan != chosen
+                      and e.metrics.step_time_s <= best.step_time_s and e.metrics.peak_memory_gib <= best.peak_memory_gib]
+        if any(e.plan == chosen for e in result.pareto):
+            table.caption = "* the chosen plan"
+        elif dominating:
+            table.caption = (f"the chosen plan is not on this frontier: #{dominating[0]} matches its step time "
+                             f"with less memory")
+        else:
+            table.caption = "the chosen plan is not on this frontier"
+        table.caption_justify = "left"
+    return table
+
+
+def _render_explanation(ex, console: Console) -> None:
+    """Why nothing fits: the summary, the conflicting requirements, and what would fit."""
+    console.print(Text("Why nothing fits", style="bold red"))
+    console.print(Text(f"  {ex.summary}"))
+    if ex.conflicting:
+        console.print(Text("  conflicting requirements: " + ", ".join(ex.conflicting)))
+    if ex.relaxations:
+        console.print(Text("What would fit", style="bold"))
+        for r in ex.relaxations:
+            tail = f"  -> {_short_plan(r.plan.plan)}, {r.plan.metrics.step_time_s:.2f} s" if r.plan else ""
+            console.print(Text(f"  - {r.requirement}: {r.change}{tail}"))
 
 
 __all__ = ["plan_result_to_dict", "render_result", "framework_line", "ranking_table", "why_it_wins", "plan_to_dict", "metrics_to_dict", "plan_entry", "result_to_dict", "evaluation_to_dict",

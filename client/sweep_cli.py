@@ -12,6 +12,9 @@ from typing import Optional
 
 import typer
 
+from parplan.client.cli_errors import _errors, _fail
+from parplan.client.cli_options import PROFILE_OPTION
+
 
 def sweep_command(sweep_path: Optional[str], out: Optional[str], report_dir: Optional[str], engine: str,
                   jobs: Optional[int], ray_address: Optional[str], resume: bool, top: Optional[int],
@@ -68,3 +71,27 @@ def sweep_command(sweep_path: Optional[str], out: Optional[str], report_dir: Opt
 
 
 __all__ = ["sweep_command"]
+
+
+def sweep(
+    sweep_path: str = typer.Argument(None, metavar="SWEEP.yaml", help="the sweep: base spec, axes, budget, prices "
+                                     "(library/sweep/spec.py)", show_default=False),
+    out: str = typer.Option(None, "--out", metavar="DIR", help="result store and outputs (points.jsonl, csv, ...)"),
+    report_dir: str = typer.Option(None, "--report", metavar="DIR", help="rebuild tables and plots from DIR's "
+                                   "store alone"),
+    engine: str = typer.Option("local", "--engine", help="local (a process pool) or ray"),
+    jobs: int = typer.Option(None, "--jobs", help="solves at once (default: one per core)"),
+    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDR", help="join this Ray cluster "
+                                    "(default: start a local Ray runtime)"),
+    resume: bool = typer.Option(False, "--resume", help="skip points already in DIR's store"),
+    top: int = typer.Option(None, "--top", "-k", help="plans per point (overrides solver.top_k)"), profile: str = PROFILE_OPTION,
+    time_limit: float = typer.Option(None, "--time-limit", help="seconds per solve (overrides solver.time_limit_s)"),
+    deterministic: bool = typer.Option(None, "--deterministic/--no-deterministic", help="byte-identical "
+                                       "records (overrides solver.deterministic)"),
+    progress: bool = typer.Option(None, "--progress/--no-progress", help="progress bar on stderr (default: on a "
+                                  "terminal)"),
+) -> None:
+    """Capacity sweep: plan every point of a grid of what-ifs; time, GPU-hours, cost, energy, Pareto, knees."""
+    with _errors():
+        sweep_command(sweep_path, out, report_dir, engine, jobs, ray_address, resume, top, time_limit,
+                      deterministic, progress, _fail, profile)

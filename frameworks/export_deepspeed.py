@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.spec.framework_rules import Profile, context_parallel_beside_pipeline
 from parplan.costmodel.spec.spec import Plan, Spec
@@ -121,7 +122,7 @@ def _recompute_and_pipeline(plan: Plan, cfg: dict, warnings: list[str]) -> None:
             warnings.append(f"stage_layers {plan.stage_layers}: PipelineModule's partition_method ('uniform', "
                             f"'parameters', 'type:<regex>') balances layers or parameters; it cannot place a given "
                             f"number of layers on each stage")
-        if plan.schedule != "1f1b" or plan.vpp > 1:
+        if plan.schedule is not Schedule.ONE_F_ONE_B or plan.vpp > 1:
             warnings.append(f"schedule '{plan.schedule}' (vpp {plan.vpp}): DeepSpeed's PipelineEngine runs only its "
                             f"own 1F1B TrainSchedule (pipe/schedule.py); exported as 1F1B, larger bubble than planned")
     elif some_recompute:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions, selective_policy
 from parplan.costmodel.spec.framework_rules import Profile, sequence_parallel_required
 from parplan.costmodel.spec.optimizer_states import split_states
@@ -177,7 +178,7 @@ def megatron_settings(spec: Spec, plan: Plan, prof: Optional[Profile] = None) ->
                          etp=plan.etp if moe else None, micro_batch_size=plan.micro_batch_size,
                          global_batch_size=global_batch_size(plan))
     _pipeline_split(plan, s, spec.model.num_mtp_layers)
-    if plan.schedule in ("zb-h1", "dualpipe", "dualpipev"):
+    if plan.schedule in (Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPEV):
         s.warnings.append(f"schedule '{plan.schedule}': upstream Megatron-LM has no zero-bubble or DualPipe schedule "
                           f"(megatron/core/pipeline_parallel/schedules.py: 1F1B and interleaved 1F1B); exported as "
                           f"{'interleaved 1F1B' if plan.vpp > 1 else '1F1B'}, whose bubble is larger than planned")

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Optional
 
 from parplan.costmodel.schedules import dualpipev
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.spec.framework_rules import sequence_parallel_required
 from parplan.costmodel.spec.spec import Plan, Spec
@@ -41,8 +42,8 @@ from parplan.frameworks.profile_data import EXPORT_VERSIONS
 from parplan.frameworks.profiles import export_profile
 
 TORCHTITAN_VERSION = EXPORT_VERSIONS["torchtitan"]
-SCHEDULE_NAMES = {"1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zb-h1": "1F1B", "dualpipe": "DualPipeV",
-                  "dualpipev": "DualPipeV"}
+SCHEDULE_NAMES = {Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "Interleaved1F1B", Schedule.ZB_H1: "1F1B",
+                  Schedule.DUALPIPE: "DualPipeV", Schedule.DUALPIPEV: "DualPipeV"}
 
 
 # torchtitan v0.2.2's model flavours (torchtitan/models/llama3/__init__.py llama3_args, models/deepseek_v3/__init__.py
@@ -82,9 +83,9 @@ def model_flavor(spec: Spec) -> tuple[str, str] | None:
 def chunk_layers_for_schedule(plan: Plan, dense_layers: int = 0) -> list[int]:
     """Decoder layers per model chunk, in chunk order, as the exported schedule places them (``dense_layers``:
     an MoE model's leading dense layers, kept on stage 0 under DualPipeV as the cost model places them)."""
-    if plan.schedule == "dualpipev":  # V order: rank r holds chunks r and 2pp-1-r (costmodel/schedules/dualpipev.py)
+    if plan.schedule is Schedule.DUALPIPEV:  # V order: rank r holds chunks r and 2pp-1-r (costmodel/schedules/dualpipev.py)
         return dualpipev.chunk_layers(list(plan.stage_layers), dense_layers)
-    if plan.schedule == "dualpipe":  # not runnable as planned: each stage's layers halved into a V
+    if plan.schedule is Schedule.DUALPIPE:  # not runnable as planned: each stage's layers halved into a V
         first = [n - n // 2 for n in plan.stage_layers]
         second = [n // 2 for n in plan.stage_layers]
         return first + second[::-1]
@@ -197,11 +198,11 @@ def _pipeline_parallel(spec: Spec, plan: Plan, warnings: list[str]) -> dict[str,
         par["pipeline_parallel_microbatch_size"] = plan.micro_batch_size
         k = spec.model.moe.first_dense_layers if spec.model.moe is not None else 0
         par["module_fqns_per_model_part"] = module_fqns_per_model_part(chunk_layers_for_schedule(plan, k))
-        if plan.schedule == "zb-h1":
+        if plan.schedule is Schedule.ZB_H1:
             warnings.append("schedule 'zb-h1': torch.distributed.pipelining's zero-bubble schedules are multi-stage "
                             "(InterleavedZeroBubble, ZBVZeroBubble need >= 2 chunks per rank); exported as 1F1B, "
                             "whose bubble is larger than planned")
-        if plan.schedule == "dualpipe":
+        if plan.schedule is Schedule.DUALPIPE:
             warnings.append("schedule 'dualpipe': torchtitan cannot run DeepSeek's two-direction DualPipe (parameters "
                             "held twice; torch.distributed.pipelining has DualPipeV only); exported as DualPipeV "
                             "(two chunks per rank in V order, each stage's layers split in halves): its memory, "

@@ -29,6 +29,7 @@ import re
 import shlex
 from typing import Any, Optional
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.spec.spec_base import MAX_NUM_LAYERS
 from parplan.frameworks.export_megatron import block_recompute_layers
@@ -165,7 +166,7 @@ def spec_from_megatron(text: str, base: Spec) -> Spec:
     m = divide_exactly(gbs, dp * mbs, "--global-batch-size / (dp·--micro-batch-size)")
     stage_layers, vpp, layout = _megatron_stages(args, L, pp)
     plan: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp, "micro_batch_size": mbs, "num_microbatches": m,
-                            "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b", "stage_layers": stage_layers}
+                            "vpp": vpp, "schedule": Schedule.INTERLEAVED if vpp > 1 else Schedule.ONE_F_ONE_B, "stage_layers": stage_layers}
     if order is not None:  # several cluster.pools: the pool of each stage from the host order
         plan["stage_pools"] = stage_pools_from_host_order(order, tp * cp * dp, pp)
     if layout is not None and any(len(set(stage)) > 1 for stage in layout):

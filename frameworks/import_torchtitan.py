@@ -8,10 +8,12 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.frameworks.import_common import ImportPlanError, divide_exactly, spec_with
 
-TORCHTITAN_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "dualpipev": "dualpipev"}
+TORCHTITAN_SCHEDULES = {"1f1b": Schedule.ONE_F_ONE_B, "interleaved1f1b": Schedule.INTERLEAVED,
+                        "dualpipev": Schedule.DUALPIPEV}
 
 
 def spec_from_torchtitan(text: str, base: Spec) -> Spec:
@@ -73,7 +75,7 @@ def _pipeline(par: dict[str, Any], pp: int) -> dict[str, Any]:
     chunks = [sum(1 for name in part if name.startswith("layers.")) for part in parts]
     per_rank = divide_exactly(len(chunks), pp, "module_fqns_per_model_part entries / pp")
     out: dict[str, Any] = {"schedule": schedule}
-    if schedule == "dualpipev":  # rank r holds chunks r and 2pp-1-r; a plan's stage_layers are rank totals
+    if schedule is Schedule.DUALPIPEV:  # rank r holds chunks r and 2pp-1-r; a plan's stage_layers are rank totals
         out.update(vpp=1, stage_layers=[chunks[r] + chunks[2 * pp - 1 - r] for r in range(pp)])
         return out
     layout = [[chunks[v * pp + r] for v in range(per_rank)] for r in range(pp)]

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.framework_rules import Profile
 
 _MEGATRON_CORE = Profile(
     name="megatron-core", versions=">= 0.13.0 (core_v0.13.0 .. core_v0.19.0)",
-    schedules=("1f1b", "interleaved"),
+    schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED),
     zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1, 2, 3),
     recompute=("none", "selective", "full"), full_recompute_counts="chunk_block",
     context_parallel=True, expert_tensor_parallel="any", sequence_parallel=True, stage_split="any",
@@ -59,7 +60,7 @@ _MEGATRON_BRIDGE = replace(
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
-    schedules=("1f1b", "interleaved", "dualpipev"),
+    schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.DUALPIPEV),
     zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
     recompute=("none", "selective", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one", sequence_parallel=True, stage_split="any",
@@ -93,7 +94,7 @@ _TORCHTITAN_022 = replace(
 )
 TORCHTITAN_MAIN_2412 = replace(
     _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
-    schedules=("1f1b", "interleaved"),  # torch.distributed.pipelining had no ScheduleDualPipeV then
+    schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED),  # torch.distributed.pipelining had no ScheduleDualPipeV then
     expert_tensor_parallel="one", ddp_one_dimensional=True, default_split="torchtitan_split_points",
     assumptions={**_TORCHTITAN_022.assumptions, "cp_kv_heads_repeated": True},
     citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
@@ -102,7 +103,7 @@ TORCHTITAN_MAIN_2412 = replace(
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",
-    schedules=("1f1b",),
+    schedules=(Schedule.ONE_F_ONE_B,),
     zero_stages=(0, 1, 2, 3), zero_stages_with_pp=(0, 1),
     recompute=("none", "full"), full_recompute_counts="all",
     context_parallel=True, expert_tensor_parallel="one_or_tp", sequence_parallel=False, stage_split="even",
@@ -125,7 +126,7 @@ _DEEPSPEED = Profile(
 # Megatron-LM 2021-2022 (before Megatron-Core): each variant adds what one main-branch merge added
 _MEGATRON_LM_2021_01 = Profile(
     name="megatron-lm", versions="main 2021-01-11 .. 2021-02-16 (v2.0)",
-    schedules=("1f1b",),
+    schedules=(Schedule.ONE_F_ONE_B,),
     zero_stages=(0,), zero_stages_with_pp=(0,),
     recompute=("none", "full"), full_recompute_counts="all",
     context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",
@@ -136,7 +137,8 @@ _MEGATRON_LM_2021_01 = Profile(
     not_expressible=("--DDP-impl torch (PyTorch DDP overlaps the all-reduce: set assumptions.dp_comm_overlap)",),
 )
 _MEGATRON_LM_2021_02 = replace(
-    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-03-22", schedules=("1f1b", "interleaved"),
+    _MEGATRON_LM_2021_01, versions="main 2021-02-17 .. 2021-03-22",
+    schedules=(Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED),
     citations=_MEGATRON_LM_2021_01.citations + ("megatron_lm.interleaved",),
 )
 _MEGATRON_LM_2021_03 = replace(
@@ -160,7 +162,7 @@ _MEGATRON_LM_2022_06 = replace(
 
 _LLM_FOUNDRY = Profile(
     name="llm-foundry", versions="< 0.13.0 (main 061f2c7, 2023-10-17, on Composer 0.16)",
-    schedules=("1f1b",),
+    schedules=(Schedule.ONE_F_ONE_B,),
     zero_stages=(0, 2, 3), zero_stages_with_pp=(0, 2, 3),
     recompute=("none", "full"), full_recompute_counts="all",
     context_parallel=False, expert_tensor_parallel="one", sequence_parallel=False, stage_split="even",

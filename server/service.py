@@ -13,7 +13,10 @@ Each call runs inside ONE frame, :meth:`PlannerServicer._frame`, shared by the u
 * every :class:`~parplan.costmodel.errors.ParplanError` (SpecError, PlanError, UnknownGPU, ArgumentError,
   and the RequestError of server/requests.py and the proto edge's ConversionError) becomes INVALID_ARGUMENT with a
   ``google.rpc.BadRequest`` whose field violation names the exact field (``plan.micro_batch_size``,
-  ``assumptions.nope``, ``solver.workers``): :func:`status_of`. Anything else is a bug: INTERNAL, logged.
+  ``assumptions.nope``, ``solver.workers``): :func:`~parplan.server.call_status.status_of`. Anything else is a
+  bug: INTERNAL, logged;
+* one JSON log line per call (server/call_log.py). The handlers that register the service on a gRPC server are
+  server/handlers.py's.
 
 A request never makes the server read a file: ``model.hf_config`` paths are refused unless the server was started with
 ``--hf-config-dir`` (then: relative paths under it, no link followed, regular files only, at most 1 MiB;
@@ -25,31 +28,25 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
-import logging
 import queue
-import re
 import threading
 import time
-import traceback
-import uuid
 from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import grpc
-from google.protobuf import any_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
 from parplan.library.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
 from parplan.library.evaluation import evaluate_spec
-from parplan.library.spec_io import one_line
-from parplan.costmodel.errors import ArgumentError, ParplanError
 from parplan.costmodel.spec.spec import Spec
 from parplan.wire import convert
 from parplan.server.admission import DEFAULT_MAX_QUEUE, Abort, Admission, plain_status
+from parplan.server.call_log import log_event, request_id
 from parplan.server.call_registry import CallRegistry
+from parplan.server.call_status import call_ended, code_name, ended_status, status_of
 from parplan.server.requests import (MalformedRequest, RequestError, capped_by_deadline, expand_request_model,
                                      pareto_axis, read_allowed_hf_config, read_spec, solver_parameters, top_k)
 from parplan.solver.cpsat import SolverControls
@@ -59,81 +56,6 @@ from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
 
 SHUTTING_DOWN = "server is shutting down"
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["PlannerService"].full_name  # "parplan.v1.PlannerService"
-
-# The library's input errors: everything a caller can fix derives from ParplanError (costmodel/errors.py).
-LIBRARY_ERRORS: tuple[type[Exception], ...] = (ParplanError,)
-
-# library argument (solver/arguments) -> the request field that carries it
-ARGUMENT_FIELDS = {"top_k": "top_k", "method": "solver.method", "time_limit_s": "solver.time_limit_s",
-                   "workers": "solver.workers", "seed": "solver.seed", "deterministic": "solver.deterministic"}
-
-log = logging.getLogger("parplan.server")
-
-
-def _strip_spec(path: str) -> str:
-    """``spec.plan.micro_batch_size`` -> ``plan.micro_batch_size``: violations name the spec's own paths."""
-    return path[len("spec."):] if path.startswith("spec.") else path
-
-
-def violation_field(err: ParplanError, request: Any) -> str:
-    """The field a caller fixes: the spec path (as in spec.yaml), a request field (``solver.workers``,
-    ``top_k``) or, when the error names none, the request field the spec came from."""
-    if isinstance(err, ArgumentError):
-        if err.argument == "pareto":
-            return "axis" if isinstance(request, pb.ParetoRequest) else "pareto_axis"
-        return ARGUMENT_FIELDS.get(err.argument, err.argument)
-    field = getattr(err, "field_path", None) or err.field
-    if isinstance(request, pb.SweepRequest):  # "axes.cluster.num_gpus: value 12: ..." names its key first
-        named = str(err).split(":", 1)[0].strip()
-        return named if re.fullmatch(r"[A-Za-z_][\w.\[\]-]*", named) else "sweep_text"
-    if field and field not in ("spec", "spec_text"):
-        return _strip_spec(field)
-    source = request.WhichOneof("spec_source") if hasattr(request, "WhichOneof") else None
-    return source or field or "spec_source"
-
-
-def invalid_argument(err: ParplanError, request: Any) -> status_pb2.Status:
-    """THE mapping of bad input to a gRPC status: INVALID_ARGUMENT with a google.rpc.BadRequest."""
-    violation = error_details_pb2.BadRequest.FieldViolation(field=violation_field(err, request),
-                                                            description=one_line(str(err)))
-    detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
-    return status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=violation.description, details=[detail])
-
-
-def internal_error(err: BaseException) -> status_pb2.Status:
-    log_event("internal_error", error=f"{type(err).__name__}: {err}", traceback=traceback.format_exc())
-    return status_pb2.Status(code=code_pb2.INTERNAL, message=f"internal error ({type(err).__name__}): "
-                                                            f"{one_line(str(err))}")
-
-def status_of(err: BaseException, request: Any) -> status_pb2.Status:
-    """The one place an exception of a call becomes its status."""
-    if isinstance(err, Abort):
-        return err.status
-    if isinstance(err, ParplanError):
-        return invalid_argument(err, request)
-    return internal_error(err)
-
-
-def _call_ended(state: "CallState", context: grpc.ServicerContext) -> bool:
-    """Whether the call was already over (cancelled, past its deadline) when its body raised: then the raise
-    (``send_initial_metadata`` on a dead call, say) is the caller's doing, not the server's."""
-    return context.is_active() is False
-
-
-def _ended_status(context: grpc.ServicerContext) -> status_pb2.Status:
-    remaining = context.time_remaining()
-    if remaining is not None and remaining <= 0:
-        return plain_status(code_pb2.DEADLINE_EXCEEDED, "the call's deadline passed")
-    return plain_status(code_pb2.CANCELLED, "client cancelled")
-
-
-def _code_name(code: int) -> str:
-    return code_pb2.Code.Name(code)
-
-
-# -------------------------------------------------------------------------------------------- service
 
 
 @dataclass
@@ -175,7 +97,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         starts while the server drains is refused UNAVAILABLE at once."""
         with self.calls.counted():
             if self.draining.is_set():
-                log_event("rpc", request_id=_request_id(context), method=method, peer=context.peer(),
+                log_event("rpc", request_id=request_id(context), method=method, peer=context.peer(),
                           code="UNAVAILABLE", error=SHUTTING_DOWN)
                 context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
             yield
@@ -190,7 +112,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
         becomes the call's status in :func:`status_of`. Initial metadata (``x-request-id``) is sent only once
         the call is admitted, so a refusal (RESOURCE_EXHAUSTED, UNAVAILABLE) carries no response headers and
         gRPC's retry policy can retry it."""
-        state = CallState(_request_id(context), method, threading.Event(), time.perf_counter())
+        state = CallState(request_id(context), method, threading.Event(), time.perf_counter())
         with self.calls.timed(state.cancel, context.add_callback):
             yield from self._framed(request, context, state, body)
 
@@ -212,8 +134,8 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             self._finish(context, state, plain_status(code_pb2.CANCELLED, "client cancelled"), extra, abort=False)
             raise
         except BaseException as err:  # noqa: BLE001 - ParplanError -> INVALID_ARGUMENT, the rest INTERNAL
-            if _call_ended(state, context):
-                status = _ended_status(context)
+            if call_ended(context):
+                status = ended_status(context)
             else:
                 status = status_of(err, request)
                 if status.code == code_pb2.CANCELLED and self.draining.is_set():  # timed up by the drain (a Sweep)
@@ -236,7 +158,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
 
     def _finish(self, context: grpc.ServicerContext, state: CallState, status: Optional[status_pb2.Status],
                 extra: dict[str, Any], abort: bool = True) -> None:
-        code = "OK" if status is None else _code_name(status.code)
+        code = "OK" if status is None else code_name(status.code)
         if status is None and state.cancel.is_set() and context.is_active() is False:  # the answer was not sent
             remaining = context.time_remaining()
             code = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
@@ -402,98 +324,5 @@ def _result_fields(result) -> dict[str, Any]:
     return fields
 
 
-# ------------------------------------------------------------------------------------ registration
-
-
-def _tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
-    """Parse a request; bytes that are not the message become a :class:`MalformedRequest` (INVALID_ARGUMENT
-    in the frame) instead of gRPC's own INTERNAL "Exception deserializing request"."""
-    name = message_class.DESCRIPTOR.full_name
-
-    def parse(data: bytes) -> Any:
-        try:
-            return message_class.FromString(data)
-        except Exception as err:  # noqa: BLE001 - DecodeError, RecursionError, ...
-            return MalformedRequest(name, err)
-
-    return parse
-
-
-
-
-def _single_request(behavior: Callable[[Any, grpc.ServicerContext], Any], streaming: bool,
-                    servicer: PlannerServicer, method: str):
-    """A unary-request method served as a request-streaming handler: it reads the one request message itself,
-    so the call is in the servicer's hands before its body arrives and the server's idle timeout (app.py's
-    ``IdleStreamTimeout``, a ``context.cancel()`` after the receive timeout) frees a call that never sends
-    it. gRPC's own unary handlers block a worker thread on the body with no time limit. The call is counted
-    for the drain (:meth:`PlannerServicer.handling`) from before its request is read."""
-    def first(request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Any:
-        try:
-            request = next(request_iterator, None)
-        except Exception:  # noqa: BLE001 - cancelled or past its deadline while the request was read
-            if context.is_active():
-                raise
-            request = None
-        if request is None:
-            if context.is_active():
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message (exactly one is required)")
-            ended = _ended_status(context)  # the caller's doing: no internal_error, no None to serialize
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED if ended.code == code_pb2.DEADLINE_EXCEEDED else
-                          grpc.StatusCode.CANCELLED, ended.message)
-        return request
-
-    if streaming:
-        def stream(request_iterator, context):
-            with servicer.handling(context, method):
-                request = first(request_iterator, context)
-                if request is not None:
-                    yield from behavior(request, context)
-        return stream
-
-    def unary(request_iterator, context):
-        with servicer.handling(context, method):
-            request = first(request_iterator, context)
-            return None if request is None else behavior(request, context)
-    return unary
-
-
-def method_handlers(servicer: PlannerServicer) -> dict[str, grpc.RpcMethodHandler]:
-    """The PlannerService's handlers, as the generated ``add_PlannerServiceServicer_to_server`` builds them but
-    with :func:`_tolerant_deserializer` and request-streaming on the server's side (:func:`_single_request`;
-    the wire format is the same, clients still call unary methods)."""
-    handlers = {}
-    for method in pb.DESCRIPTOR.services_by_name["PlannerService"].methods:
-        request_class = getattr(pb, method.input_type.name)
-        response_class = getattr(pb, method.output_type.name)
-        make = grpc.stream_stream_rpc_method_handler if method.server_streaming else grpc.stream_unary_rpc_method_handler
-        behavior = _single_request(getattr(servicer, method.name), method.server_streaming, servicer, method.name)
-        handlers[method.name] = make(behavior,
-                                     request_deserializer=_tolerant_deserializer(request_class),
-                                     response_serializer=response_class.SerializeToString)
-    return handlers
-
-
-def add_to_server(servicer: PlannerServicer, server: grpc.Server) -> None:
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, method_handlers(servicer)),))
-
-
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-def _request_id(context: grpc.ServicerContext) -> str:
-    """The caller's ``x-request-id`` if it is a sane token, else a fresh one."""
-    for key, value in context.invocation_metadata() or ():
-        if key == "x-request-id" and isinstance(value, str) and _REQUEST_ID.match(value):
-            return value
-    return uuid.uuid4().hex
-
-
-def log_event(event: str, **fields: Any) -> None:
-    """One JSON line on the ``parplan.server`` logger."""
-    log.info(json.dumps({"ts": round(time.time(), 3), "event": event, **fields}, default=str, ensure_ascii=False))
-
-
-__all__ = ["PlannerServicer", "Admission", "SERVICE_NAME", "LIBRARY_ERRORS", "invalid_argument", "violation_field",
-           "status_of", "RequestError", "MalformedRequest", "log_event", "solver_parameters", "add_to_server",
-           "method_handlers", "read_allowed_hf_config", "expand_request_model", "DEFAULT_MAX_QUEUE"]
+__all__ = ["PlannerServicer", "Admission", "status_of", "RequestError", "MalformedRequest", "log_event",
+           "solver_parameters", "read_allowed_hf_config", "expand_request_model", "DEFAULT_MAX_QUEUE"]

@@ -300,9 +300,9 @@ def layer_key(c: Choice) -> tuple | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _schedule_terms(schedule: str, a2a_overlap: bool) -> tuple[bool, bool]:
+def _schedule_terms(schedule: Schedule, a2a_overlap: bool) -> tuple[bool, bool]:
     """(paired, hides the all-to-all) of a schedule as moe_layer_cost reads them (:func:`layer_key`'s)."""
-    return Schedule(schedule).paired, moe_comm.overlaps_all_to_all(schedule, a2a_overlap)
+    return schedule.paired, moe_comm.overlaps_all_to_all(schedule, a2a_overlap)
 
 
 def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:

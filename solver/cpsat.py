@@ -1,7 +1,7 @@
 """The CP-SAT model of one choice's stage problem: every unit its own layer and recompute counts.
 
-Built in OR-Tools' order (cpsat-modeling.md; the cpsat-primer's ``*_vars.py`` shape): :class:`StageVars`
-holds the role-named variables, :func:`build_model` adds the constraints of :class:`tables.StageTable`
+Built in OR-Tools' order (cpsat-modeling.md; the cpsat-primer's ``*_vars.py`` shape): ``StageVars``
+(solver/cpsat_vars.py) holds the role-named variables, :func:`build_model` adds the constraints of :class:`tables.StageTable`
 (layers sum to the model, each unit's time under ``t_max``, its DP time under ``dp_max``, its memory under the
 cap and under ``peak``; dense-first recomputation on stage 0; shared counts for ``first_last``, fixed counts for
 ``even``, one count for ``uniform_recompute``), then the objective: ``U = M·t_max + S·Σ time_u + W·dp_max``, or the least
@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from parplan.solver.arguments import check_solver_controls
-from parplan.solver.deadline import MIB, TimeUp, budget, check, current, over_budget, rss_bytes
+from parplan.solver.deadline import MIB, TimeUp, budget, current, over_budget, rss_bytes
 from parplan.solver.ortools_cp import cp_model
-from parplan.solver.paired_split import ILLEGAL
+from parplan.solver.cpsat_rank_split import paired_split_terms, recomputing_stages
+from parplan.solver.cpsat_vars import StageVars, check_every, stage_vars
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
 
 STATUS_NAMES = {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "FEASIBLE", cp_model.INFEASIBLE: "INFEASIBLE",
@@ -49,86 +48,14 @@ class SolverControls:
                               deterministic=self.deterministic, memory_budget_mib=self.memory_budget_mib)
 
 
-def check_every(i: int, every: int = 256) -> None:
-    """The call's deadline and cancellation (deadline.check) every ``every`` iterations of a model-building loop."""
-    if i % every == 0:
-        check()
-
-
 class ModelOverflow(Exception):
     """A model whose linear expressions could exceed the solver's integer range (a scaling bug)."""
 
 
-@dataclass
-class StageVars:
-    """The variables of one stage model, by role; ``layers[u]``/``recompute[u]`` are unit u's counts."""
-
-    layers: list
-    recompute: list
-    dense_recompute: object
-    dense_done: object  # true: all of stage 0's dense layers are recomputed
-    stage_recompute: object  # uniform_recompute: the count every stage recomputes
-    t_max: object
-    dp_max: object
-    peak: object
-    objective: object = None  # U as a linear expression
-    time_sum: object = 0  # Σ_u time_u as a linear expression (the uneven-stage bubble's term)
-    split: list = field(default_factory=list)  # DualPipe with every split priced: each rank's phase-0 layers
-
-    def hint(self, model: cp_model.CpModel, x: Assignment) -> None:
-        for v, val in zip(self.layers, x.layers):
-            model.add_hint(v, int(val))
-        for v, val in zip(self.recompute, x.recompute):
-            model.add_hint(v, int(val))
-        model.add_hint(self.dense_recompute, int(x.dense))
-
-    def extract(self, solver: cp_model.CpSolver) -> Assignment:
-        return Assignment(tuple(solver.value(v) for v in self.layers), tuple(solver.value(v) for v in self.recompute),
-                          solver.value(self.dense_recompute),
-                          tuple(solver.value(v) for v in self.split) if self.split else None)
-
-
-def _variables(model: cp_model.CpModel, t: StageTable, cap_kib: int, cutoff: Optional[int]) -> StageVars:
-    n, L, g = t.num_units, t.num_layers, t.grid
-    spare = L - int(t.layers_min.sum())
-    layers = []
-    for u in range(n):
-        check_every(u)
-        lo = int(t.layers_min[u])
-        hi = max(lo, lo + spare)
-        if g > 1:  # lo + g·q (a trimmed end chunk makes lo no multiple of g)
-            q = model.new_int_var(0, (hi - lo) // g, f"layer_groups_{u}")
-            lv = model.new_int_var(lo, hi, f"layers_{u}")
-            model.add(lv == lo + g * q)
-        else:
-            lv = model.new_int_var(lo, hi, f"layers_{u}")
-        layers.append(lv)
-    recompute = [model.new_int_var(0, L, f"recompute_{u}") for u in range(n)]
-    dense = model.new_int_var(0, t.k_dense, "dense_recompute")
-    dense_done = model.new_bool_var("dense_done")
-    stage_rc = model.new_int_var(0, L, "stage_recompute")
-    t_hi = max(1, max(int(t.t_layer[u]) * L + int(t.t_recompute[u]) * L + int(t.t_const[u])
-                      + int(t.t_recompute_dense) * t.k_dense
-                      + (int(t.t_pair[u].max()) if t.t_pair is not None else 0) for u in range(n)))
-    if cutoff is not None:  # U ≥ M·t_max + S·(every layer's time without recompute, the constants)
-        t_hi = max(0, min(t_hi, (cutoff - t.S * t.base_time_sum) // max(t.M, 1)))
-    dp_hi = max(1, max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(n)))
-    if cutoff is not None:
-        dp_hi = max(0, min(dp_hi, cutoff // t.scale.weight))
-    t_max = model.new_int_var(min(t.lb_time, t_hi), t_hi, "t_max")
-    dp_max = model.new_int_var(0, dp_hi, "dp_max")
-    peak = model.new_int_var(0, max(0, cap_kib), "peak_kib")
-    return StageVars(layers, recompute, dense, dense_done, stage_rc, t_max, dp_max, peak)
-
-
-def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+def _recompute_rules(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> None:
+    """What a unit may recompute (nothing without whole-layer recompute), the dense-first rule of a plain stage 0,
+    and ``uniform_recompute``'s one count per stage (in whole chunks of ``recompute_step`` layers)."""
     n, L, k = t.num_units, t.num_layers, t.k_dense
-    full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
-    model.add(sum(v.layers) == L)
-    if t.layers_fixed is not None:
-        for u in range(n):
-            model.add(v.layers[u] == int(t.layers_fixed[u]))
-    # recompute: what a unit may recompute, and the dense-first rule of a plain stage 0
     if not full:
         for r in v.recompute:
             model.add(r == 0)
@@ -156,12 +83,22 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
                         model.add(v.layers[0] >= rhs)
                 else:
                     model.add(v.layers[u] >= t.members * r)
+
+
+def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: int) -> None:
+    n, L, k = t.num_units, t.num_layers, t.k_dense
+    full = t.choice.recompute == "full" and not t.recompute_all  # recompute_all: folded into the per-layer costs
+    model.add(sum(v.layers) == L)
+    if t.layers_fixed is not None:
+        for u in range(n):
+            model.add(v.layers[u] == int(t.layers_fixed[u]))
+    _recompute_rules(model, t, v, full)
     if t.split == "first_last":
         mid = list(range(1, n - 1)) if not t.one_end else list(range(1, n))
         for u in mid[1:]:
             model.add(v.layers[u] == v.layers[mid[0]])
             model.add(v.recompute[u] == v.recompute[mid[0]])
-    pair = _paired_split(model, t, v, full)
+    pair = paired_split_terms(model, t, v, full)
     # per-unit time, DP time and memory
     for u in range(n):
         check_every(u)
@@ -173,7 +110,7 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
             time_u += int(t.t_recompute_dense) * v.dense_recompute
             mem_u -= int(t.m_saved_dense) * v.dense_recompute
         if full and t.m_workspace:
-            mem_u += t.m_workspace * _recomputing_stages(model, t, v, u)
+            mem_u += t.m_workspace * recomputing_stages(model, t, v, u)
         model.add(time_u <= v.t_max)
         model.add(int(t.dp_layer[u]) * v.layers[u] + int(t.dp_const[u]) <= v.dp_max)
         model.add(mem_u <= cap_kib)
@@ -186,124 +123,13 @@ def _constraints(model: cp_model.CpModel, t: StageTable, v: StageVars, cap_kib: 
                        + sum(int(t.t_recompute[u]) * v.recompute[u] for u in range(n)))
 
 
-def _paired_split(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> list:
-    """Per unit (exposure, phase-0 layers) of a DualPipe/DualPipeV table with a paired exposure
-    (solver/paired_split.py): both read off the table at the unit's layer count (element constraints), and the
-    recompute the split must hold (tables.pair_split_violations)."""
-    if t.t_pair is None:
-        return []
-    out = []
-    for u in range(t.num_units):
-        if t.t_split is not None:
-            out.append(_every_split(model, t, v, u))
-            continue
-        expo = model.new_int_var(0, int(t.t_pair[u].max()), f"pair_exposure_{u}")
-        model.add_element(v.layers[u], [int(x) for x in t.t_pair[u]], expo)
-        first = model.new_int_var(0, t.num_layers, f"pair_first_{u}")
-        model.add_element(v.layers[u], [int(x) for x in t.pair_first[u]], first)
-        out.append((expo, first))
-    if not (full and t.dualpipe):
-        return out
-    if t.uniform_recompute:
-        for u, (_, first) in enumerate(out):
-            model.add(first >= v.stage_recompute)
-            model.add(v.layers[u] - first >= v.stage_recompute)
-    elif t.k_dense:  # rank 0's MoE recompute beyond stage p-1's layers needs every dense layer recomputed
-        model.add(v.recompute[0] <= v.layers[0] - out[0][1]).only_enforce_if(v.dense_done.Not())
-    return out
-
-
-def _every_split(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
-    """(exposure, phase-0 layers) of DualPipe rank ``u`` whose split is a variable: a layer on each stage, the
-    dense layers on stage 0 (``even``: half each), the exposure read off every split's table as a table
-    constraint over its legal (layers, first, exposure) triples (solver/paired_split.py)."""
-    L = t.num_layers
-    first = model.new_int_var(0, L, f"split_first_{u}")
-    if t.layers_fixed is not None:
-        model.add(first == int(t.layers_fixed[u]) // 2)
-    else:
-        model.add(first >= max(t.k_dense if u == 0 else 0, 1))
-        model.add(v.layers[u] - first >= 1)
-    lo = int(t.layers_min[u])
-    hi = lo + max(0, L - int(t.layers_min.sum()))
-    tuples = undominated_splits(t, u, lo, hi)
-    expo = model.new_int_var(0, max(e for _, _, e in tuples), f"split_exposure_{u}")
-    model.add_allowed_assignments([v.layers[u], first, expo], tuples)
-    v.split.append(first)
-    return expo, first
-
-
-def undominated_splits(t: StageTable, u: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
-    """(layers, phase-0 layers, exposure) of DualPipe rank ``u``'s legal splits at ``lo..hi`` layers, less those
-    another split of the same layers dominates: no less exposure and no more room for the recompute the model
-    lets the split hold (:func:`_paired_split`, :func:`_recomputing_stages`: under uniform recompute both stages
-    hold r, so the smaller stage's layers; rank 0 with the dense layers, stage p-1's MoE layers; else the larger
-    stage, which recomputes first and so decides how many stages hold a working set). Replacing a dominated split
-    by its dominator keeps every constraint and lowers no term, so the model's optimum and least peak stay."""
-    out = []
-    for l in range(lo, hi + 1):
-        row = t.t_split[u, l]
-        firsts = np.nonzero(row != ILLEGAL)[0]
-        if not len(firsts):
-            continue
-        if t.uniform_recompute:
-            room = np.minimum(firsts, l - firsts)
-        elif u == 0 and t.k_dense:
-            room = l - firsts
-        else:
-            room = np.maximum(firsts, l - firsts)
-        expo = row[firsts]
-        best_room, last_expo = -1, -1
-        for j in np.lexsort((-room, expo)):  # least exposure first, then most room
-            if room[j] > best_room or (room[j] == best_room and expo[j] == last_expo):
-                out.append((l, int(firsts[j]), int(expo[j])))
-                best_room, last_expo = int(room[j]), int(expo[j])
-    return out
-
-
-def _recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
-    """The number of unit u's stages that recompute at least one layer (each holds the working set), as
-    tables.rank_split places the recomputation; booleans forced on by the counts they cover."""
-    L, k = t.num_layers, t.k_dense
-    if t.uniform_recompute:
-        has = model.new_bool_var(f"recomputes_{u}")
-        model.add(v.stage_recompute <= L * has)
-        return t.members * has
-    if not t.dualpipe:
-        has = model.new_bool_var(f"recomputes_{u}")
-        model.add(v.recompute[u] + (v.dense_recompute if u == 0 else 0) <= L * has)
-        return has
-    first = model.new_bool_var(f"first_stage_recomputes_{u}")
-    second = model.new_bool_var(f"second_stage_recomputes_{u}")
-    if u == 0 and k:  # dense layers on stage 0, MoE layers on stage p-1
-        model.add(v.dense_recompute <= k * first)
-        model.add(v.recompute[0] <= L * second)
-        return first + second
-    if v.split:  # the larger stage of the rank's split recomputes first
-        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
-        model.add_max_equality(first_layers, [v.split[u], v.layers[u] - v.split[u]])
-    elif t.pair_first is not None:  # the larger stage of the least-exposure split recomputes first
-        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
-        model.add_element(v.layers[u], [max(int(f), total - int(f)) for total, f in enumerate(t.pair_first[u])],
-                          first_layers)
-    elif t.layers_fixed is not None:  # the larger half (tables.rank_split)
-        first_layers = int(t.layers_fixed[u]) - int(t.layers_fixed[u]) // 2
-    else:
-        first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
-        model.add(2 * first_layers >= v.layers[u])
-        model.add(2 * first_layers <= v.layers[u] + 1)
-    model.add(v.recompute[u] <= L * first)
-    model.add(v.recompute[u] <= first_layers + L * second)
-    return first + second
-
-
 def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
                 hold_objective: Optional[int] = None,
                 lower_bound: Optional[int] = None) -> tuple[cp_model.CpModel, StageVars]:
     """The model of ``t`` under ``cap_kib``: minimise U (≤ ``cutoff`` if given), or, with ``hold_objective``,
     minimise the peak memory (whole MiB) among assignments of U ≤ ``hold_objective``."""
     model = cp_model.CpModel()
-    v = _variables(model, t, cap_kib, cutoff if hold_objective is None else hold_objective)
+    v = stage_vars(model, t, cap_kib, cutoff if hold_objective is None else hold_objective)
     _constraints(model, t, v, cap_kib)
     v.objective = scaled_objective(t, v.t_max, v.time_sum, v.dp_max)
     if lower_bound is not None:  # the continuous relaxation's bound (bounds.relaxed_bound): a valid cut

@@ -20,6 +20,7 @@ from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, bubble_fac
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
@@ -155,11 +156,11 @@ class Problem:
         spec, a = self.spec, self.assumptions
         # DualPipe(V) change the EP overlap; with MTP modules, the last stage's in-flight count (which the
         # MTP activations are held for) differs from 1F1B's under interleaving: both computed in full
-        if (c.schedule in ("dualpipe", "dualpipev") or (spec.model.num_mtp_layers and c.schedule == "interleaved")
+        if (c.schedule.paired or (spec.model.num_mtp_layers and c.schedule is Schedule.INTERLEAVED)
                 or c.moe_a2a_overlap):  # combined 1F1B's lone passes read pp, vpp and m (moe_layer.py)
             return choice_costs(spec, c, self.gpu, a, self.arch, self._memo)
         # schedules other than DualPipe share every term but the p2p: computed once per layout
-        base = replace(c, schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0)
+        base = replace(c, schedule=Schedule.ONE_F_ONE_B, vpp=1, first_chunk_trim=0, last_chunk_trim=0)
         if base not in self._base_costs:
             self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
         return with_schedule(self._base_costs[base], c)
@@ -168,8 +169,8 @@ class Problem:
         """The costs of choice ``c`` from the pieces its spec key shares across calls (solver/warm_cache.py): the
         same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
         pieces, spec = self.pieces, self.spec
-        if c.schedule in ("dualpipe", "dualpipev") or c.moe_a2a_overlap or (
-                spec.model.num_mtp_layers and c.schedule == "interleaved"):  # computed in full, as _own_costs does
+        if c.schedule.paired or c.moe_a2a_overlap or (
+                spec.model.num_mtp_layers and c.schedule is Schedule.INTERLEAVED):  # computed in full, as _own_costs does
             costs = pieces.costs.get(c)
             if costs is None:
                 costs = pieces.costs[c] = choice_costs(spec, c, self.gpu, self.assumptions, self.arch, pieces.memo)
@@ -242,7 +243,7 @@ class Problem:
 
 
 @functools.lru_cache(maxsize=None)
-def unit_count(schedule: str, pp: int) -> int:
+def unit_count(schedule: Schedule, pp: int) -> int:
     """tables.schedule_units(schedule, pp).count (the layer bound asks it for every choice it bounds)."""
     return schedule_units(schedule, pp).count
 

@@ -1,6 +1,6 @@
 """The discrete search space: every legal choice of degrees, batch split, schedule, ZeRO and recompute.
 
-Candidate values come from the spec's ``search:`` restrictions; unset, micro-batch sizes are the divisors
+Candidate values come from the spec's ``search:`` restrictions (solver/space_options.py); unset, micro-batch sizes are the divisors
 of the per-DP batch up to 16, vpp every value of :data:`DEFAULT_VPP` (layers that do not divide into whole chunks
 trim stage 0's first chunk and the last stage's last one: :func:`chunk_trims`), expert-TP
 every divisor of TP, the degrees every divisor of the GPU count; legality is
@@ -27,7 +27,7 @@ never less time)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from parplan.costmodel.evaluation.activation_offload import activation_offload_violations
 from parplan.costmodel.spec.assumptions import Assumptions, selective_policy
@@ -37,11 +37,12 @@ from parplan.costmodel.evaluation.legality import (degree_violations, memory_dim
                                         moe_comm_violations, schedule_violations)
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
 from parplan.costmodel.moe.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
-from parplan.costmodel.spec.spec import SCHEDULES, Spec
+from parplan.costmodel.schedules.schedule import Schedule
+from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.spec.framework_binding import spec_profile
-from parplan.costmodel.spec.framework_rules import space_limits
 from parplan.solver.chunk_trims import chunk_trims
 from parplan.solver.deadline import budget, check
+from parplan.solver.space_options import SpaceOptions
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
@@ -64,110 +65,6 @@ def default_expert_tp(tp: int) -> list[int]:
 def divisors(n: int) -> list[int]:
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
-
-
-@dataclass(frozen=True)
-class SpaceOptions:
-    """Pins that the explanation machinery may relax (a spec's ``search:``, resolved)."""
-
-    tp: tuple[int, ...] | None
-    cp: tuple[int, ...] | None
-    pp: tuple[int, ...] | None
-    dp: tuple[int, ...] | None
-    ep: tuple[int, ...] | None
-    etp: tuple[int, ...] | None
-    micro_batch_size: tuple[int, ...] | None
-    vpp: tuple[int, ...] | None
-    schedules: tuple[str, ...]
-    zero_stages: tuple[int, ...]
-    recompute: tuple[str, ...]
-    sequence_parallel: tuple[bool, ...] | None
-    uneven_stages: bool
-    uniform_recompute: bool
-    stage_split: str = "per_stage"  # per_stage | first_last | even (uneven_stages false: even)
-    prune_dominated: bool = True  # off for the explanation's relaxed space, where every value must be present
-    zero_stages_with_pp: tuple[int, ...] | None = None  # a framework's ZeRO stages under PP (None: zero_stages)
-    recompute_all_layers: bool = False  # 'full' recomputes every layer (torchtitan's full AC, DeepSpeed's)
-    chunk_layouts: bool = True  # interleaved chunks may differ within a stage (trimmed first / last chunk)
-    cp_comm_types: tuple[str, ...] = ("p2p",)  # with cp > 1 (cp = 1 is always p2p); search.cp_comm_types
-    zero_replicas: tuple[int, ...] = (1,)  # HSDP replica groups of the ZeRO group
-    optimizer_states: tuple[str | None, ...] = (None,)  # None: assumptions.optimizer_bytes
-    optimizer_offload_fractions: tuple[float, ...] = (0.0,)
-    moe_fp8_dispatch: tuple[bool, ...] = (False,)  # search.moe_fp8_dispatch (default: off, today's space)
-    moe_a2a_overlap: tuple[bool, ...] = (False,)  # search.moe_a2a_overlap
-    activation_offload_layers: tuple[int, ...] = (0,)  # search.activation_offload_layers (costmodel/evaluation/activation_offload.py)
-    num_microbatches: tuple[int, ...] | None = None  # a partial plan's pinned micro-batch count (solver/completion.py)
-
-    @staticmethod
-    def from_spec(spec: Spec) -> "SpaceOptions":
-        """The spec's ``search:``, intersected with its framework's legal space (frameworks/profiles.py)."""
-        s = spec.search
-        t = lambda v: None if v is None else tuple(v)  # noqa: E731
-        opts = SpaceOptions(
-            tp=t(s.tp), cp=t(s.cp), pp=t(s.pp), dp=t(s.dp), ep=t(s.ep), etp=t(s.etp),
-            micro_batch_size=t(s.micro_batch_size), vpp=t(s.vpp),
-            schedules=tuple(s.schedules) if s.schedules else SCHEDULES,
-            zero_stages=tuple(s.zero_stages) if s.zero_stages else (0, 1, 2, 3),
-            recompute=tuple(s.recompute) if s.recompute else ("none", "selective", "full"),
-            sequence_parallel=t(s.sequence_parallel),
-            uneven_stages=s.resolved_stage_split != "even", uniform_recompute=s.uniform_recompute,
-            stage_split=s.resolved_stage_split,
-            cp_comm_types=tuple(s.cp_comm_types) if s.cp_comm_types else ("p2p",),
-            zero_replicas=tuple(s.zero_replicas) if s.zero_replicas else (1,),
-            optimizer_states=tuple(s.optimizer_states) if s.optimizer_states else (None,),
-            optimizer_offload_fractions=tuple(s.optimizer_offload_fractions) if s.optimizer_offload_fractions else (0.0,),
-            moe_fp8_dispatch=tuple(s.moe_fp8_dispatch) if s.moe_fp8_dispatch else (False,),
-            moe_a2a_overlap=tuple(s.moe_a2a_overlap) if s.moe_a2a_overlap else default_a2a_overlap(spec),
-            activation_offload_layers=(tuple(dict.fromkeys(s.activation_offload_layers))
-                                       if s.activation_offload_layers else (0,)),
-            num_microbatches=(spec.plan.num_microbatches,) if spec.plan is not None and spec.plan.num_microbatches
-            is not None and "num_microbatches" in spec.plan.model_fields_set else None,
-        )
-        prof = spec_profile(spec)
-        if prof is None:
-            return opts
-        lim = space_limits(prof)
-        keep = lambda mine, theirs: tuple(v for v in mine if v in theirs)  # noqa: E731
-        pin = lambda mine, theirs: theirs if mine is None else keep(mine, theirs)  # noqa: E731
-        cp_types = keep(opts.cp_comm_types, lim.cp_comm_types)
-        if not cp_types:  # none of the asked CP comm types runs there: no cp > 1
-            opts = replace(opts, cp=pin(opts.cp, (1,)))
-        return replace(
-            opts, schedules=keep(opts.schedules, lim.schedules), zero_stages=keep(opts.zero_stages, lim.zero_stages),
-            recompute=keep(opts.recompute, lim.recompute),
-            cp=opts.cp if lim.cp is None else pin(opts.cp, lim.cp),
-            tp=opts.tp if lim.tp is None else pin(opts.tp, lim.tp), pp=opts.pp if lim.pp is None else pin(opts.pp, lim.pp),
-            zero_stages_with_pp=lim.zero_stages_with_pp,
-            etp=pin(opts.etp, (1,)) if lim.etp_one else opts.etp,
-            sequence_parallel=opts.sequence_parallel if lim.sequence_parallel is None
-            else pin(opts.sequence_parallel, lim.sequence_parallel),
-            uneven_stages=_tighter(opts.stage_split, lim.stage_split) != "even",
-            stage_split=_tighter(opts.stage_split, lim.stage_split),
-            uniform_recompute=opts.uniform_recompute or lim.uniform_recompute,
-            recompute_all_layers=lim.recompute_all_layers, cp_comm_types=cp_types or ("p2p",),
-            chunk_layouts=lim.chunk_layouts,
-            # a framework without a precision-aware optimizer runs only the assumptions' optimizer bytes
-            optimizer_states=opts.optimizer_states if prof.optimizer_states
-            else tuple(v for v in opts.optimizer_states if v is None),
-            moe_fp8_dispatch=tuple(v for v in opts.moe_fp8_dispatch if not v or prof.fp8_dispatch),
-            moe_a2a_overlap=tuple(v for v in opts.moe_a2a_overlap if not v or prof.moe_a2a_overlap),
-            activation_offload_layers=tuple(v for v in opts.activation_offload_layers
-                                            if not v or prof.activation_offload),
-        )
-
-
-def default_a2a_overlap(spec: Spec) -> tuple[bool, ...]:
-    """``search.moe_a2a_overlap`` unset: both values for an MoE model with expert parallelism possible (the profile
-    filter in :meth:`SpaceOptions.from_spec` then keeps ``true`` only where the framework runs it: Megatron-Core
-    >= 0.15, ``--overlap-moe-expert-parallel-comm``, NVIDIA/Megatron-LM@d98e8a64 megatron/training/arguments.py and
-    transformer_config.py:3002-3046; and the research space, which runs what any framework runs); else off."""
-    return (False, True) if spec.model.moe is not None else (False,)
-
-
-def _tighter(a: str, b: str) -> str:
-    """The more restrictive of two stage splits (per_stage ⊃ first_last ⊃ even)."""
-    order = ("per_stage", "first_last", "even")
-    return max(a, b, key=order.index)
 
 
 @dataclass
@@ -200,7 +97,7 @@ class PrunedValues:
     recompute: list[str]
     recompute_trimmed: list[str]  # under a trimmed end chunk (one recompute count per chunk: no uniform 'full')
     none_pruned: bool  # 'none' was dropped for 'full': a choice that cannot recompute fully takes it back
-    schedules: list[str]  # under pp ≥ 2 (ZB-H1 needs two stages: pp 1 keeps the listed schedules)
+    schedules: list[Schedule]  # under pp ≥ 2 (ZB-H1 needs two stages: pp 1 keeps the listed schedules)
     memory_dims: list[tuple[int, str | None, float]]  # (zero_replicas, optimizer_states, offload fraction)
     offload: bool  # some optimizer offload fraction is listed
     fp8_dominates: bool  # FP8 dispatch drops BF16 where both are legal
@@ -234,8 +131,8 @@ def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> Pr
         back = ["none" if rc == "full" and none_pruned else rc for rc in recompute]  # PrunedValues.without_full
         recompute_trimmed = [rc for rc in back if rc != "full"]
     schedules = list(opts.schedules)
-    if prune and a.zb_weight_grad_fraction > 0 and "zb-h1" in schedules and "1f1b" in schedules:
-        schedules.remove("1f1b")  # same memory and stage times, a smaller bubble (pp ≥ 2 only)
+    if prune and a.zb_weight_grad_fraction > 0 and Schedule.ZB_H1 in schedules and Schedule.ONE_F_ONE_B in schedules:
+        schedules.remove(Schedule.ONE_F_ONE_B)  # same memory and stage times, a smaller bubble (pp ≥ 2 only)
     offload = any(f > 0 for f in opts.optimizer_offload_fractions)
     memory_dims = [(r, st, f) for r in dict.fromkeys(opts.zero_replicas) for st in _least_optimizer_states(opts, a)
                    for f in dict.fromkeys(float(x) for x in opts.optimizer_offload_fractions)]
@@ -320,7 +217,7 @@ def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: Prune
     """(schedule, vpp, first chunk trim, last chunk trim): interleaved at every listed vpp ≥ 2 and its trims
     (:func:`chunk_trims`), the others at vpp 1 where the vpp pins allow it."""
     for schedule in (pruned.schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
-        if schedule == "interleaved":
+        if schedule is Schedule.INTERLEAVED:
             for vpp in (opts.vpp or DEFAULT_VPP):
                 if vpp >= 2:
                     for first, last in chunk_trims(num_layers, pp, vpp, trims):

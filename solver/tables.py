@@ -99,11 +99,11 @@ def kib_down(nbytes):
 
 
 @functools.lru_cache(maxsize=None)
-def schedule_units(schedule: str, pp: int) -> PipelineUnits:
+def schedule_units(schedule: Schedule, pp: int) -> PipelineUnits:
     """The pipeline units the tables pace (costmodel/schedules/schedule.py ``PipelineUnits``: DeepSeek-V3 §3.2.1 for
     DualPipe's rank pairs, ``costmodel/schedules/dualpipev.py`` for DualPipeV's); solver/ restates none of it. Kept per
     (schedule, pp): a frozen record the search asks for every choice it bounds."""
-    return PipelineUnits(Schedule(schedule), pp)
+    return PipelineUnits(schedule, pp)
 
 
 @dataclass(frozen=True)

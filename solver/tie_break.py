@@ -19,6 +19,7 @@ from typing import Callable
 
 from parplan.costmodel.evaluation.evaluate import PlanError
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.schedules.schedule import Schedule
 
 TIE_REL = 1e-9
 
@@ -50,7 +51,7 @@ def _candidates(e: Evaluation, evaluate_plan: Callable) -> list[Evaluation]:
 
 def shortest_step_order(e: Evaluation, evaluate_plan: Callable) -> Evaluation:
     """``e``, or the tied balanced split of it whose step order is shortest (module docstring)."""
-    if e.plan.schedule != "dualpipe" or e.metrics.step_order_step_s is None or e.plan.pipeline_layout is not None:
+    if e.plan.schedule is not Schedule.DUALPIPE or e.metrics.step_order_step_s is None or e.plan.pipeline_layout is not None:
         return e
     step, best = e.metrics.step_time_s, e
     for cand in _candidates(e, evaluate_plan):

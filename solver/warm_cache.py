@@ -47,6 +47,7 @@ from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, ChoiceCosts, choice_costs
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.deadline import MIB, default_memory_budget_mib
 
@@ -92,14 +93,14 @@ def m_free(spec: Spec, c: Choice) -> bool:
     """Whether the costs of choice ``c`` do not read its micro-batch count (module docstring): not under DualPipe(V),
     an all-to-all overlap (combined 1F1B's lone passes read pp, vpp and m: costmodel/evaluation/moe_layer.py) nor MTP modules
     (the last stage's MTP activations are held for its in-flight count, which m caps: costmodel/evaluation/stage_extras.py)."""
-    return not (c.schedule in ("dualpipe", "dualpipev") or c.moe_a2a_overlap or spec.model.num_mtp_layers)
+    return not (c.schedule.paired or c.moe_a2a_overlap or spec.model.num_mtp_layers)
 
 
 def base_choice(c: Choice, spec: Spec) -> Choice:
     """The choice whose costs ``c``'s are (costmodel/evaluation/choice.py ``with_schedule``): 1F1B without virtual stages or
     trims, and m = 1 where the costs do not read m (:func:`m_free`)."""
     m = 1 if m_free(spec, c) else c.num_microbatches
-    return c.but(schedule="1f1b", vpp=1, first_chunk_trim=0, last_chunk_trim=0, num_microbatches=m)
+    return c.but(schedule=Schedule.ONE_F_ONE_B, vpp=1, first_chunk_trim=0, last_chunk_trim=0, num_microbatches=m)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from parplan.costmodel.schedules.dualpipe_steps import (Op, OpGraph, StageWork, 
                                               phase_stages, step_orders)
 from parplan.costmodel.schedules.dualpipe_steps import op_graph as steps_op_graph
 from parplan.costmodel.schedules.paired_overlap import ChunkWork, pair_exposed_s
+from parplan.costmodel.schedules.schedule import Schedule
 
 
 def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferred: list[float]) -> float:
@@ -104,10 +105,10 @@ def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float
     entering at rank 0 and stage p-1-r of the flow entering at rank p-1; for the first half of the ranks phase 0
     is the first flow, for the second half the other (dualpipe.py:355-356)."""
     p = len(C)
-    orders = step_orders("dualpipe", p, m)
+    orders = step_orders(Schedule.DUALPIPE, p, m)
 
     def stage_of(r, phase):
-        return pass_stage("dualpipe", p, r, phase)
+        return pass_stage(Schedule.DUALPIPE, p, r, phase)
 
     def next_stage(flow, s):  # model stage s of flow 0 is on rank s, of flow 1 on rank p-1-s; stages by model index
         return None if s == p - 1 else s + 1
@@ -124,10 +125,10 @@ def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: floa
     """DualPipeV on P = len(C)/2 ranks, ``m`` micro-batches; rank r holds chunk 0 = stage r and chunk 1 =
     stage 2P-1-r (dualpipev.py), every micro-batch through all 2P stages."""
     P = len(C) // 2
-    orders = step_orders("dualpipev", P, m)
+    orders = step_orders(Schedule.DUALPIPEV, P, m)
 
     def stage_of(r, phase):
-        return pass_stage("dualpipev", P, r, phase)
+        return pass_stage(Schedule.DUALPIPEV, P, r, phase)
 
     mbs = [{0: m, 1: m} for _ in range(P)]
     return _run(orders, stage_of, lambda _, s: None if s == 2 * P - 1 else s + 1,

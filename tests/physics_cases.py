@@ -4,6 +4,7 @@ DeepSeek-V3 (config.json), a spec of either on H100 (BF16) or H800 (FP8), the co
 
 from __future__ import annotations
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
 from parplan.costmodel.spec.hardware import resolve_gpu
@@ -40,6 +41,6 @@ def costs(spec: Spec, choice: Choice):
 def dsv3(**assumptions):
     """DeepSeek-V3 on 2048 H800s in FP8 and its published choice: DualPipe over PP 16, EP 64, DeepSeek's selective
     recompute."""
-    choice = Choice(tp=1, cp=1, pp=16, dp=128, ep=64, micro_batch_size=1, num_microbatches=120, schedule="dualpipe",
+    choice = Choice(tp=1, cp=1, pp=16, dp=128, ep=64, micro_batch_size=1, num_microbatches=120, schedule=Schedule.DUALPIPE,
                     recompute="selective", zero_stage=1, sequence_parallel=False)
     return spec(DSV3, 2048, seq=4096, gbs=15360, precision="fp8", **assumptions), choice

@@ -64,7 +64,7 @@ def search_violations(spec: Spec, plan: Plan) -> list[str]:
         value = getattr(plan, key)
         if (value not in listed) if listed is not None else value != default:
             out.append(f"{key} = {value!r} not in search ({listed!r}, unset means {default!r})")
-    # unset: FP8 dispatch off; the all-to-all overlap both ways for an MoE model (solver/space.py default_a2a_overlap)
+    # unset: FP8 dispatch off; the all-to-all overlap both ways for an MoE model (solver/space_options.py default_a2a_overlap)
     for name, unset in (("moe_fp8_dispatch", [False]), ("moe_a2a_overlap", [False, spec.model.moe is not None])):
         if getattr(plan, name) not in (getattr(s, name) or unset):
             out.append(f"{name} {getattr(plan, name)} not in search.{name} = {getattr(s, name)}")

@@ -32,7 +32,8 @@ from google.protobuf.message import Message
 from parplan.costmodel.spec.assumptions import PRESETS
 from parplan.costmodel.errors import ParplanError
 from parplan.library.contract import to_json
-from parplan.costmodel.spec.spec import (ALL_SCHEDULES, CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, FrameworkName,
+from parplan.costmodel.schedules.schedule import Schedule
+from parplan.costmodel.spec.spec import (CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, FrameworkName,
                                     MoESpec, Objective, Precision, SearchSpec)
 from parplan.solver.result import Status
 from parplan.v1 import planner_pb2 as pb
@@ -43,7 +44,7 @@ STAGE_SPLITS = typing.get_args(typing.get_args(SearchSpec.model_fields["stage_sp
 
 # enum full name -> the library's values (strings) it stands for
 ENUM_VALUES: dict[str, tuple[str, ...]] = {
-    "parplan.v1.Schedule": ALL_SCHEDULES,
+    "parplan.v1.Schedule": tuple(s.value for s in Schedule),  # the proto edge carries the values (strings)
     "parplan.v1.Recompute": RECOMPUTE_GRANULARITIES,
     "parplan.v1.Precision": typing.get_args(Precision),
     "parplan.v1.Objective": typing.get_args(Objective),

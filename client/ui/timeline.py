@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from parplan.costmodel.schedules.schedule import Schedule
+
 MAX_DRAWN_MICROBATCHES = 64  # longer pipelines are drawn with this many micro-batches (the fill and drain)
 
 
@@ -81,7 +83,7 @@ def _list_schedule(F: list[float], B: list[float], W: list[float], m: int, v: in
     return rows
 
 
-def _step_order(schedule: str, C: list[float], f: float, w: float, m: int) -> list[list[dict[str, Any]]]:
+def _step_order(schedule: Schedule, C: list[float], f: float, w: float, m: int) -> list[list[dict[str, Any]]]:
     """The DualPipe/DualPipeV step order's operations with their start and end (inputs and rank free)."""
     from parplan.costmodel.schedules.dualpipe_steps import StageWork, op_graph
 
@@ -115,13 +117,13 @@ def timeline(spec: Any, evaluation: Any) -> dict[str, Any]:
 
     a = resolve_assumptions(spec.assumptions)
     plan = evaluation.plan
-    schedule, pp, m = str(plan.schedule), plan.pp, plan.num_microbatches
+    schedule, pp, m = plan.schedule, plan.pp, plan.num_microbatches
     f = 1.0 / (1.0 + a.backward_to_forward_ratio)
     t = [s.time_per_microbatch_s for s in evaluation.stages]
     drawn = min(m, MAX_DRAWN_MICROBATCHES)
-    out = {"schedule": schedule, "microbatches": m, "microbatches_drawn": drawn}
-    if schedule in ("dualpipe", "dualpipev"):
-        if schedule == "dualpipe":
+    out = {"schedule": schedule.value, "microbatches": m, "microbatches_drawn": drawn}
+    if schedule.paired:
+        if schedule is Schedule.DUALPIPE:
             C = t
         else:  # a DualPipeV rank holds stages r and 2P-1-r: its time split evenly between them
             C = [t[r] / 2 for r in range(pp)] + [t[pp - 1 - r] / 2 for r in range(pp)]
@@ -132,10 +134,10 @@ def timeline(spec: Any, evaluation: Any) -> dict[str, Any]:
             out.update(ranks=[[] for _ in range(pp)], microbatches_drawn=0)
     else:
         F = [x * f for x in t]
-        zb = schedule == "zb-h1"
+        zb = schedule is Schedule.ZB_H1
         W = [(x - fx) * a.zb_weight_grad_fraction if zb else 0.0 for x, fx in zip(t, F)]
         B = [x - fx - wx for x, fx, wx in zip(t, F, W)]
-        v = plan.vpp if schedule == "interleaved" else 1
+        v = plan.vpp if schedule is Schedule.INTERLEAVED else 1
         if v > 1:  # whole groups of pp micro-batches, as Megatron-LM's interleaved schedule runs them
             drawn = max(pp, drawn // pp * pp) if m % pp == 0 else drawn
         out.update(ranks=_list_schedule(F, B, W, drawn, v), microbatches_drawn=drawn)

@@ -69,7 +69,7 @@ class DataParallel:
         (DeepSeek-V3 §3.2.1, "two copies of the model parameters"; deepseek-ai/DualPipe@3da1bbe README, "Parameter
         Per Device 2x"). DualPipeV's ranks hold one copy."""
         c = self.comm.c
-        return Schedule(c.schedule) is Schedule.DUALPIPE and c.pp > 1
+        return c.schedule is Schedule.DUALPIPE and c.pp > 1
 
     def mirror_reduce_per_param(self, grp: ZeroGroup) -> float:
         """DualPipe: seconds per parameter on this GPU of summing its gradient with its copy's once per step

@@ -59,7 +59,7 @@ __all__ = ["Choice", "ChoiceCosts", "LayerCost", "Link", "ZeroGroup", "bubble_fa
 def inflight_microbatches(c: Choice, stage: int) -> float:
     """Micro-batches whose activations stage ``stage`` holds at its peak (in whole-stage units)."""
     p, m, v = c.pp, c.num_microbatches, c.vpp
-    schedule = Schedule(c.schedule)
+    schedule = c.schedule
     # interleaved: one more chunk forward before the combined 1F1B steps (moe_comm.py); pp 1 pairs layer by layer and
     # holds one more layer, not one more micro-batch (stage_extras.stage_workspace)
     extra = 1 if c.moe_a2a_overlap and schedule is Schedule.INTERLEAVED else 0
@@ -80,14 +80,14 @@ def pipeline_buffer_counts(c: Choice, stage: int) -> list[tuple[float, float]]:
     (:meth:`ChoiceCosts.pipeline_buffer_bytes` prices them; its docstring gives the source of each count). They
     read only the choice's schedule, pp, vpp, micro-batch count and in-flight counts."""
     m, v = c.num_microbatches, c.vpp
-    if c.schedule == Schedule.DUALPIPEV:  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
+    if c.schedule is Schedule.DUALPIPEV:  # rank r's two stages, r and 2p-1-r (the first and the last on rank 0),
         #                            each holding half the rank's in-flight micro-batches
         half = inflight_microbatches(c, stage)
         return [_chunk_buffer_counts(m, 1, first, last, half, input_grads=False) for first, last in
                 ((stage == 0, False), (False, stage == 0))]
     first, last = stage == 0, stage == c.pp - 1
     return [_chunk_buffer_counts(m, v, first, last, inflight_microbatches(c, stage) * v,
-                                 input_grads=not Schedule(c.schedule).paired)]
+                                 input_grads=not c.schedule.paired)]
 
 
 def _chunk_buffer_counts(m: int, v: int, first: bool, last: bool, inflight_chunks: float,
@@ -151,7 +151,7 @@ class ChoiceCosts:
     def paired_exposure(self) -> bool:
         """Whether a rank's all-to-all is priced beside its partner stage's compute (:meth:`rank_exposed_s`): a
         paired schedule (DualPipe, DualPipeV) on an MoE model whose all-to-all takes time."""
-        return Schedule(self.choice.schedule).paired and self.moe is not None and self.moe.a2a_s != 0.0
+        return self.choice.schedule.paired and self.moe is not None and self.moe.a2a_s != 0.0
 
     def rank_exposed_s(self, rank: int, a: tuple[int, int], b: tuple[int, int]) -> float:
         """The EP all-to-all rank ``rank`` leaves exposed per micro-batch when its phase-0 and phase-1 stages
@@ -161,7 +161,7 @@ class ChoiceCosts:
         if not self.paired_exposure:
             return 0.0
         c = self.choice
-        pair = dualpipe_rank_exposed_s if Schedule(c.schedule) is Schedule.DUALPIPE else dualpipev_rank_exposed_s
+        pair = dualpipe_rank_exposed_s if c.schedule is Schedule.DUALPIPE else dualpipev_rank_exposed_s
         return pair(c.pp, rank, c.num_microbatches, self.chunk_work(*a), self.chunk_work(*b), self.fwd_share)
 
     def dualpipe_ranks_exposed_s(self, a: tuple, b: tuple, rank_class=None):
@@ -170,7 +170,7 @@ class ChoiceCosts:
         arrays whose first axis is the rank, or with ``rank_class`` (an int array, one entry per rank) the rank's
         row of them (ranks of equal work share their pairings' exposure). DualPipe with an all-to-all only."""
         c = self.choice
-        if Schedule(c.schedule) is not Schedule.DUALPIPE or not self.paired_exposure:
+        if c.schedule is not Schedule.DUALPIPE or not self.paired_exposure:
             raise ValueError("every rank at once: DualPipe with an EP all-to-all only")
         c0, c1 = self.chunk_work(*a), self.chunk_work(*b)
         p01, p10 = pair_exposed_s(c0, c1, self.fwd_share), pair_exposed_s(c1, c0, self.fwd_share)
@@ -257,7 +257,7 @@ def with_schedule(costs: ChoiceCosts, choice: Choice) -> ChoiceCosts:
     choice); DualPipe also changes the EP overlap and is computed in full.
     """
     base = costs.choice
-    if Schedule(choice.schedule).paired or Schedule(base.schedule).paired:
+    if choice.schedule.paired or base.schedule.paired:
         raise ValueError("DualPipe changes the EP overlap: compute its costs in full")
     out = object.__new__(ChoiceCosts)  # copy.copy without its reduce protocol (the search makes one per choice)
     out.__dict__.update(costs.__dict__, choice=choice, p2p_s=costs.p2p_s * choice.vpp / base.vpp)

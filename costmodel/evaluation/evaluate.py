@@ -116,7 +116,7 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
             raise PlanError(f"plan.vpp = {ps.vpp} but plan.pipeline_layout has {resolved.vpp} chunks per stage")
         vpp = resolved.vpp
         if vpp > 1 and "schedule" not in ps.model_fields_set:
-            schedule = Schedule.INTERLEAVED.value  # Megatron runs virtual stages with the interleaved schedule
+            schedule = Schedule.INTERLEAVED  # Megatron runs virtual stages with the interleaved schedule
         if ps.stage_layers is not None and list(ps.stage_layers) != resolved.stage_layers:
             raise PlanError(f"plan.stage_layers {list(ps.stage_layers)} differ from the layout's {resolved.stage_layers}")
         empty = [i for i, n in enumerate(resolved.stage_layers) if n == 0]

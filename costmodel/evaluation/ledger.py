@@ -211,7 +211,7 @@ def stage_report(plan: Plan, costs: ChoiceCosts, i: int, r: StageTotals, dense: 
     c = costs.choice
     inflight = costs.inflight(i)
     activations = inflight * r.act_bytes
-    if plan.pipeline_layout is not None and c.schedule == Schedule.INTERLEAVED:
+    if plan.pipeline_layout is not None and c.schedule is Schedule.INTERLEAVED:
         # uneven chunks: each in-flight chunk forward holds its own chunk's layers, and saves for the chunk's own
         # recomputed layers (costmodel/spec/layout.py stage_activation_bytes); per-layer bytes are the stage's means
         layers, rec = plan.stage_layers[i], plan.recompute_layers[i]

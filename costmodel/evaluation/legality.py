@@ -110,7 +110,7 @@ def schedule_violations(spec: Spec, c: Choice) -> list[str]:
         out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
                    f"must equal training.global_batch_size = {spec.training.global_batch_size}")
     p, mb, v = c.pp, c.num_microbatches, c.vpp
-    schedule = Schedule(c.schedule)
+    schedule = c.schedule
     if schedule is not Schedule.INTERLEAVED and v != 1:
         out.append(f"vpp ({v}) > 1 needs schedule interleaved")
     if schedule is Schedule.INTERLEAVED:
@@ -158,7 +158,7 @@ def stage_violations(spec: Spec, c: Choice, stage_layers: list[int], recompute_l
             out.append("pipeline_layout's per-stage sums must equal stage_layers")
     if c.recompute != "full" and any(recompute_layers):
         out.append("recompute_layers must be 0 unless recompute is full")
-    if c.schedule == Schedule.DUALPIPEV and len(stage_layers) == c.pp:
+    if c.schedule is Schedule.DUALPIPEV and len(stage_layers) == c.pp:
         # two stages per rank, each with a layer; rank 0's first stage holds the model's leading dense layers
         k = spec.model.moe.first_dense_layers if spec.model.moe is not None else 0
         for i, l in enumerate(stage_layers):

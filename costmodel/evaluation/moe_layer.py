@@ -19,7 +19,6 @@ from parplan.costmodel.evaluation.layer_costs import (Activations, ChoiceContext
                                            moe_busiest_load, moe_params_gpu)
 from parplan.costmodel.schedules.paired_overlap import (ChunkWork, combined_1f1b_exposed_s, combined_1f1b_key,
                                               combined_1f1b_lone_share)
-from parplan.costmodel.schedules.schedule import Schedule
 
 
 def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
@@ -30,7 +29,7 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.ep, c.etp, Schedule(c.schedule).paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
+           c.ep, c.etp, c.schedule.paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
            combined_1f1b_key(c))
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
@@ -40,7 +39,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     a, c, moe = ctx.a, ctx.c, ctx.m.moe
     moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks = _moe_shape_terms(ctx, rates, acts, memo)
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
-    paired = Schedule(c.schedule).paired
+    paired = c.schedule.paired
     # how much of the all-to-all runs beside the compute (and so beside its TP collectives): all of it under the
     # overlapped schedules (combined 1F1B: less its lone passes), the hidden share of ep_comm_overlap otherwise
     if paired or not overlapped:

@@ -111,7 +111,7 @@ def pipeline_boundary(ctx: ChoiceContext) -> tuple[float, float]:
         if units.schedule is Schedule.DUALPIPE and a.dualpipe_pp_comm_overlap is not None:
             hidden = a.dualpipe_pp_comm_overlap
         elif units.schedule.paired:
-            paired = paired_pass_share(units.schedule.value, c.pp, c.num_microbatches)
+            paired = paired_pass_share(units.schedule, c.pp, c.num_microbatches)
             hidden = paired + (1.0 - paired) * a.pp_comm_overlap
         p2p = 2 * chunks * (Lp.latency_s + p2p_bytes / Lp.bandwidth_Bps) * (1 - hidden)
     return p2p, torch_pipelining_bytes(c, a, ctx.seq, h, ctx.m.vocab_size)[0]

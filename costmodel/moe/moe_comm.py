@@ -51,10 +51,10 @@ def dispatch_bytes_per_element(fp8_dispatch: bool, knob_bytes: float) -> float:
     return FP8_DISPATCH_BYTES_PER_ELEMENT if fp8_dispatch else knob_bytes
 
 
-def overlaps_all_to_all(schedule: str, a2a_overlap: bool) -> bool:
+def overlaps_all_to_all(schedule: Schedule, a2a_overlap: bool) -> bool:
     """The schedule hides the EP all-to-all behind a paired chunk's compute: DualPipe, DualPipeV, or
     Megatron-Core's combined 1F1B (``plan.moe_a2a_overlap``); only these reserve SMs for it."""
-    return Schedule(schedule).paired or a2a_overlap
+    return schedule.paired or a2a_overlap
 
 
 # DeepEP Buffer.num_sms (deepseek-ai/DeepEP@ebfe47e deep_ep/buffer.py:30), Megatron-Core's default for its flex dispatcher
@@ -96,7 +96,7 @@ def a2a_overlap_violations(c, num_mtp_layers: int, is_moe: bool) -> list[str]:
     out = []
     if not is_moe or c.ep <= 1:
         out.append("moe_a2a_overlap needs expert parallelism (ep > 1)")
-    if c.pp > 1 and c.schedule != Schedule.INTERLEAVED:
+    if c.pp > 1 and c.schedule is not Schedule.INTERLEAVED:
         out.append(f"moe_a2a_overlap with pp > 1 needs schedule interleaved (virtual pipeline stages; got "
                    f"{c.schedule})")
     if c.recompute == "full":

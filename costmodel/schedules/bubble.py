@@ -14,13 +14,13 @@ from parplan.costmodel.schedules.schedule import Schedule, stage_bubble_weights
 __all__ = ["bubble_fraction", "bubble_ratio", "bubble_time", "stage_bubble_weights"]
 
 
-def bubble_time(schedule: str, pp: int, F: float, B: float, W: float = 0.0, FandB: Optional[float] = None,
+def bubble_time(schedule: Schedule, pp: int, F: float, B: float, W: float = 0.0, FandB: Optional[float] = None,
                 vpp: int = 1) -> float:
-    """The bubble of ``schedule`` (a :class:`Schedule` or its string) on ``pp`` ranks."""
-    return Schedule(schedule).bubble_time(pp, F, B, W, FandB, vpp)
+    """The bubble of ``schedule`` on ``pp`` ranks."""
+    return schedule.bubble_time(pp, F, B, W, FandB, vpp)
 
 
-def bubble_ratio(schedule: str, pp: int, m: int, F: float = 1.0, B: float = 2.0, W: float = 0.5,
+def bubble_ratio(schedule: Schedule, pp: int, m: int, F: float = 1.0, B: float = 2.0, W: float = 0.5,
                  FandB: float = 2.0, vpp: int = 1) -> float:
     """Bubble over total time, ``b / (m(F+B) + b)`` (seed 000 ``bubble.py``)."""
     b = bubble_time(schedule, pp, F, B, W, FandB, vpp)

@@ -32,6 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from parplan.costmodel.schedules.paired_overlap import ChunkWork, pair_exposed_s
+from parplan.costmodel.schedules.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -73,31 +74,31 @@ def _orders(n: int, r: int, main: int, unoverlapped_first: bool) -> list[Op]:
     return ops
 
 
-def step_orders(schedule: str, ranks: int, m: int) -> list[list[Op]]:
+def step_orders(schedule: Schedule, ranks: int, m: int) -> list[list[Op]]:
     """Every rank's operations in step order: DualPipe on ``ranks`` = p ranks (``half_rank`` = min(r, p-1-r),
     dualpipe.py:358-417), DualPipeV on ``ranks`` = P ranks (dualpipev.py:330-395)."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         half = ranks // 2
         return [_orders(half, h, m // 2 - ranks + h + 1, unoverlapped_first=(h == half - 1))
                 for h in (min(r, ranks - 1 - r) for r in range(ranks))]
     return [_orders(ranks, r, m - 2 * ranks + r + 1, unoverlapped_first=(r == ranks - 1)) for r in range(ranks)]
 
 
-def phase_stages(schedule: str, ranks: int, r: int) -> tuple[int, int]:
+def phase_stages(schedule: Schedule, ranks: int, r: int) -> tuple[int, int]:
     """(phase 0, phase 1) of rank ``r`` as model stage indices (the index of ``C`` and ``X``): DualPipe's phase 0
     is stage min(r, p-1-r) of the flow entering at the rank's own end, phase 1 stage p-1-min(r, p-1-r)
     (dualpipe.py:355-356); DualPipeV's chunk 0 is stage r, chunk 1 stage 2P-1-r."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         h = min(r, ranks - 1 - r)
         return h, ranks - 1 - h
     return r, 2 * ranks - 1 - r
 
 
-def pass_stage(schedule: str, ranks: int, r: int, phase: int) -> tuple[int, int]:
+def pass_stage(schedule: Schedule, ranks: int, r: int, phase: int) -> tuple[int, int]:
     """(flow, model stage) of rank ``r``'s phase ``phase``: DualPipe's phase 0 is the flow entering at the rank's
     own end (flow 0 enters at rank 0, where model stage s lies on rank s; flow 1 at rank p-1, stage s on rank
     p-1-s; dualpipe.py:355-356); DualPipeV has one flow, chunk 0 = stage r, chunk 1 = stage 2P-1-r."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         flow = phase if r < ranks // 2 else 1 - phase
         return flow, (r if flow == 0 else ranks - 1 - r)
     return 0, (r if phase == 0 else 2 * ranks - 1 - r)
@@ -121,11 +122,11 @@ class StageWork:
     E: Optional[Sequence[float]] = None
 
 
-def step_order_defined(schedule: str, ranks: int, m: int) -> bool:
+def step_order_defined(schedule: Schedule, ranks: int, m: int) -> bool:
     """Whether the upstream step order exists for ``m`` micro-batches on ``ranks`` ranks: DualPipe asserts an even
     rank count and an even ``num_chunks >= num_ranks * 2`` (half from each end), DualPipeV ``num_chunks >=
     num_ranks * 2`` (dualpipe.py / dualpipev.py ``step``; costmodel/evaluation/legality.py states the same rules)."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         return ranks >= 2 and ranks % 2 == 0 and m % 2 == 0 and m >= 2 * ranks
     return ranks >= 1 and m >= 2 * ranks
 
@@ -150,9 +151,9 @@ _KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
 
 
 @functools.lru_cache(maxsize=32)
-def _structure(schedule: str, ranks: int, m: int) -> _Structure:
+def _structure(schedule: Schedule, ranks: int, m: int) -> _Structure:
     """The step orders' operations and edges with integer ids, in Kahn's topological order."""
-    stages = ranks if schedule == "dualpipe" else 2 * ranks
+    stages = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
     orders = step_orders(schedule, ranks, m)
     start = [0]
     for ops in orders:
@@ -230,10 +231,10 @@ class OpGraph:
     inputs: list[list[list[tuple[int, int]]]]
 
 
-def op_graph(schedule: str, work: StageWork, m: int) -> OpGraph:
+def op_graph(schedule: Schedule, work: StageWork, m: int) -> OpGraph:
     """:func:`step_order_s`'s graph and durations by (rank, index), over ``len(work.C)`` model stages (DualPipe: one
     per rank; DualPipeV: two) and ``m`` micro-batches: what tests/costmodel/schedules/test_paired_overlap.py searches paths of."""
-    ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
+    ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
     st, orders = _structure(schedule, ranks, m), step_orders(schedule, ranks, m)
     durations = [[0.0] * len(ops) for ops in orders]
     inputs: list[list[list[tuple[int, int]]]] = [[[] for _ in ops] for ops in orders]
@@ -261,11 +262,11 @@ def _durations_s(st: _Structure, work: StageWork) -> list[float]:
     return np.choose(st.kind, [lone_f, lone_b, pair, weight]).tolist()
 
 
-def step_order_s(schedule: str, work: StageWork, m: int) -> float:
+def step_order_s(schedule: Schedule, work: StageWork, m: int) -> float:
     """The pipeline's step (no DP term) by the step order of ``schedule`` over ``work``: the longest path through
     the graph (cached per (schedule, ranks, m)) with the durations computed element-wise; a ValueError where the
     step order does not exist (:func:`step_order_defined`)."""
-    ranks = len(work.C) if schedule == "dualpipe" else len(work.C) // 2
+    ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
     if not step_order_defined(schedule, ranks, m):
         raise ValueError(f"{schedule} has no step order for {m} micro-batches on {ranks} ranks")
     st = _structure(schedule, ranks, m)

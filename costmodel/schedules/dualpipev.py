@@ -29,8 +29,6 @@ embedding) and last stage (the head, the loss and MTP) both lie on rank 0.
 
 from __future__ import annotations
 
-SCHEDULE = "dualpipev"
-
 
 def inflight_microbatches(pp: int) -> float:
     """Activations held per rank, in whole-rank micro-batches: 2P+1 chunk micro-batches (README: PP+1 stages'

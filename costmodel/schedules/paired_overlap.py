@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from parplan.costmodel.schedules.schedule import Schedule
+
 
 @dataclass(frozen=True)
 class ChunkWork:
@@ -97,16 +99,16 @@ def dualpipe_step_counts(pp: int, microbatches: int) -> dict[str, np.ndarray]:
     return {key: np.array([r[key] for r in rows], np.int64).reshape(n, 1, 1) for key in rows[0]}
 
 
-def paired_pass_share(schedule: str, pp: int, microbatches: int) -> float:
+def paired_pass_share(schedule: Schedule, pp: int, microbatches: int) -> float:
     """Share of a rank's chunk passes (forward or backward) that DualPipe / DualPipeV run as one half of an F&B pair
     (``_forward_backward_chunk``), the ranks' mean from :func:`step_order_counts`: an F&B step posts each chunk's
     send and receive beside the partner's compute, so its pipeline p2p is hidden ("both all-to-all and PP
     communication can be fully hidden", DeepSeek-V3 §3.2.1); the lone chunks of the fill and drain run alone.
     0 for other schedules."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         n = pp // 2
         rows = [step_order_counts(n, h, microbatches // 2 - pp + h + 1, h == n - 1) for h in range(n)]
-    elif schedule == "dualpipev":
+    elif schedule is Schedule.DUALPIPEV:
         rows = [step_order_counts(pp, r, microbatches - 2 * pp + r + 1, r == pp - 1) for r in range(pp)]
     else:
         return 0.0

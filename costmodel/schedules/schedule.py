@@ -1,8 +1,10 @@
 """Pipeline schedules as one type, and the pipeline units each schedule paces.
 
-:class:`Schedule` names the schedules a plan can use; its values are the strings of the spec, the proto enum
-mapping (``wire/convert.py``) and the export/import code, so a ``Schedule`` compares equal to its string and
-YAML keeps plain strings. Its :meth:`Schedule.bubble_time` is each schedule's bubble formula (DeepSeek-V3 report,
+:class:`Schedule` names the schedules a plan can use, and every plan type carries one (``Choice.schedule``,
+``Plan.schedule``, ``PlanSpec.schedule``, ``search.schedules``, the profiles' schedules): code tests it with ``is``
+or its properties, never against a string. Its values are the strings of the spec, the proto enum mapping
+(``wire/convert.py``) and the export/import code: the spec's fields parse them at validation and dump them again
+(costmodel/spec/plan.py ``ScheduleField``), so YAML, JSON and messages read as before. Its :meth:`Schedule.bubble_time` is each schedule's bubble formula (DeepSeek-V3 report,
 arXiv 2412.19437, Table 2, as tabulated in seed 000 §4, with F the forward time of a chunk, B the backward time,
 W the weight-gradient part of B, F&B an overlapped forward+backward pair):
 
@@ -53,6 +55,11 @@ class Schedule(StrEnum):
     ZB_H1 = "zb-h1"
     DUALPIPE = "dualpipe"
     DUALPIPEV = "dualpipev"
+
+    def __repr__(self) -> str:
+        """The value's repr, ``'zb-h1'``: a message that prints a schedule or a list of them (``{value!r}``,
+        ``{list(search.schedules)}``) reads as the spec wrote it."""
+        return repr(self.value)
 
     @property
     def paired(self) -> bool:
@@ -117,7 +124,7 @@ class BubbleKnobs(Protocol):
 
 
 class _Pipelined(Protocol):
-    schedule: str
+    schedule: Schedule
     pp: int
     vpp: int
 
@@ -135,7 +142,7 @@ class PipelineUnits:
 
     @classmethod
     def of(cls, c: _Pipelined) -> "PipelineUnits":
-        return cls(Schedule(c.schedule), c.pp, c.vpp)
+        return cls(c.schedule, c.pp, c.vpp)
 
     @property
     def stages_per_unit(self) -> int:

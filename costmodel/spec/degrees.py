@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from parplan.costmodel.schedules.schedule import Schedule
+
 
 class ParallelDims:
     """Derived sizes of the degrees ``tp, cp, pp, dp, ep, etp``, ``zero_replicas`` and ``sequence_parallel``:
@@ -80,7 +82,7 @@ class Choice(ParallelDims):
     micro_batch_size: int = 1
     num_microbatches: int = 1
     vpp: int = 1
-    schedule: str = "1f1b"
+    schedule: Schedule = Schedule.ONE_F_ONE_B
     recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
     zero_stage: int = 1
     sequence_parallel: bool = True
@@ -100,6 +102,10 @@ class Choice(ParallelDims):
     moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe/moe_comm.py)
     activation_offload_layers: int = 0  # --cpu-offloading-num-layers: layers whose activations go to the host
     #                                     (costmodel/evaluation/activation_offload.py; pp 1, no recompute)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schedule, Schedule):  # a string compares equal but fails every ``is`` test
+            raise TypeError(f"Choice.schedule is a Schedule, not {type(self.schedule).__name__} {self.schedule!r}")
 
     def but(self, **changes) -> "Choice":
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop

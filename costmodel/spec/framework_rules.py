@@ -28,7 +28,7 @@ class Profile:
 
     name: str
     versions: str  # human-readable range this profile describes
-    schedules: tuple[str, ...]  # parplan schedules it can run (pp 1 runs as '1f1b')
+    schedules: tuple[Schedule, ...]  # parplan schedules it can run (pp 1 runs as 1F1B)
     zero_stages: tuple[int, ...]  # without pipeline parallelism
     zero_stages_with_pp: tuple[int, ...]
     recompute: tuple[str, ...]  # granularities
@@ -68,7 +68,7 @@ class Profile:
 class SpaceLimits:
     """What ``SpaceOptions.from_spec`` intersects the search with."""
 
-    schedules: tuple[str, ...]
+    schedules: tuple[Schedule, ...]
     zero_stages: tuple[int, ...]  # without PP and with it (the union)
     zero_stages_with_pp: tuple[int, ...]
     recompute: tuple[str, ...]
@@ -114,7 +114,7 @@ def choice_rule_violations(prof: Profile, c: Degrees) -> list[str]:
         out.append(f"{who} has no pipeline parallelism (pp must be 1)")
     if c.pp > 1 and c.schedule not in prof.schedules:
         out.append(f"{who} cannot run schedule {c.schedule} (it runs {', '.join(prof.schedules)})")
-    if c.schedule == Schedule.INTERLEAVED and 1 < c.pp < prof.interleaved_min_pp:
+    if c.schedule is Schedule.INTERLEAVED and 1 < c.pp < prof.interleaved_min_pp:
         out.append(f"{who} {prof.versions} runs the interleaved schedule only with pp > {prof.interleaved_min_pp - 1}")
     if c.pp == 1 and c.schedule not in (Schedule.ONE_F_ONE_B, *prof.schedules):
         out.append(f"{who} cannot run schedule {c.schedule}")
@@ -147,7 +147,7 @@ def choice_rule_violations(prof: Profile, c: Degrees) -> list[str]:
         out.append(f"{who} {prof.versions} has no EP all-to-all overlap (--overlap-moe-expert-parallel-comm)")
     if c.activation_offload_layers and not prof.activation_offload:
         out.append(f"{who} {prof.versions} has no activation CPU offload (activation_offload_layers must be 0)")
-    if (prof.dualpipev_ep_no_recompute and c.schedule == Schedule.DUALPIPEV and c.pp > 1 and c.ep > 1
+    if (prof.dualpipev_ep_no_recompute and c.schedule is Schedule.DUALPIPEV and c.pp > 1 and c.ep > 1
             and c.recompute != "none"):
         out.append(f"{who} {prof.versions} runs DualPipeV with expert parallelism only without activation "
                    "checkpointing (recompute none)")

@@ -1,4 +1,7 @@
-"""The spec and plan types: one of each, used by the cost model, the solver, the CLI and the service.
+"""The spec: a whole request (:class:`Spec`: model, training batch, cluster, search space, assumptions, objective,
+an optional plan, the framework), used by the cost model, the solver, the CLI and the service. Its sections live
+beside it: the model (``costmodel/spec/model.py``), the cluster (``cluster.py``), the assumptions
+(``assumptions.py``) and the plan types (``plan.py``), all re-exported here.
 
 The YAML/JSON keys follow ``shared/spec/CONTRACT.md``; everything here is strict
 (`extra="forbid"`, no silent type coercion) so a typo is an error naming the field, never a default.
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, Optional, Union
 
-from pydantic import Field, NonNegativeInt, PositiveInt, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic import (Field, NonNegativeInt, PositiveInt, PrivateAttr, ValidationInfo, field_validator,
+                      model_validator)
 
 from parplan.costmodel.spec.assumptions import AssumptionsSpec
 from parplan.costmodel.spec.spec_base import (  # noqa: F401  (re-exported: the limits and section bases)
@@ -22,19 +26,14 @@ from parplan.costmodel.spec.spec_base import (  # noqa: F401  (re-exported: the 
     MAX_LATENCY_US, MAX_MEMORY_GIB, MAX_NUM_GPUS, MAX_NUM_LAYERS, MAX_PEAK_TFLOPS, MAX_SEQ_LEN, MAX_VOCAB_SIZE,
     _Limited, _Strict, _at_most, _limit_text)
 from parplan.costmodel.spec.cluster import POOL_REPLACED_KEYS, ClusterSpec, PoolSpec  # noqa: F401
-from parplan.costmodel.spec.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.spec.hardware import lookup_gpu
+from parplan.costmodel.spec.model import AttentionSpec, MLASpec, ModelSpec, MoESpec  # noqa: F401  (re-exported)
 from parplan.costmodel.spec.optimizer_states import OptimizerStates
-from parplan.costmodel.schedules.schedule import SEARCHED_BY_DEFAULT, Schedule
+from parplan.costmodel.spec.plan import (  # noqa: F401  (re-exported: the plan types and their values)
+    ALL_SCHEDULES, CP_COMM_TYPES, RECOMPUTE_GRANULARITIES, SCHEDULES, CpCommType, Plan, PlanSpec, Recompute,
+    ScheduleField)
 from parplan.costmodel.spec.framework_binding import BoundFramework, UnboundSpec, loader_of
 
-# the spec's schedule strings: the values of costmodel/schedules/schedule.py Schedule (a Literal, so specs and plans hold
-# plain strings and the JSON schema lists them inline)
-ScheduleName = Literal[tuple(s.value for s in Schedule)]  # type: ignore[valid-type]
-Recompute = Literal["none", "selective", "full"]
-# Megatron-Core --cp-comm-type (costmodel/communication/context_parallel.py): the ring, Ulysses all-to-all, KV all-gather,
-# all-to-all within an NVLink domain and a ring across them
-CpCommType = Literal["p2p", "a2a", "allgather", "a2a+p2p"]
 Precision = Literal["bf16", "fp8"]
 Objective = Literal["max_throughput", "min_memory", "min_gpus"]
 FrameworkName = Literal["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "megatron-lm", "llm-foundry"]
@@ -46,160 +45,6 @@ def default_framework(assumptions: Any) -> str:
     conventions, which a profile's memory knobs would overwrite)."""
     preset = assumptions.get("preset") if isinstance(assumptions, dict) else getattr(assumptions, "preset", None)
     return "any" if preset == "textbook" else DEFAULT_FRAMEWORK
-
-# the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
-SCHEDULES: tuple[str, ...] = tuple(s.value for s in SEARCHED_BY_DEFAULT)
-ALL_SCHEDULES: tuple[str, ...] = tuple(s.value for s in Schedule)
-RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
-CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
-
-
-class MoESpec(_Limited):
-    """Mixture-of-experts layers (Megatron naming: --num-experts, --moe-router-topk, ...)."""
-
-    LIMITS: ClassVar[dict[str, float]] = {
-        "num_experts": MAX_EXPERTS, "num_shared_experts": MAX_EXPERTS,
-        "expert_ffn_hidden_size": MAX_HIDDEN_SIZE, "shared_expert_ffn_hidden_size": MAX_HIDDEN_SIZE}
-
-    num_experts: PositiveInt
-    top_k: PositiveInt
-    expert_ffn_hidden_size: PositiveInt
-    num_shared_experts: int = Field(0, ge=0)
-    shared_expert_ffn_hidden_size: Optional[PositiveInt] = Field(
-        None, description="width of one shared expert; default: expert_ffn_hidden_size"
-    )
-    first_dense_layers: int = Field(0, ge=0, description="leading layers that are dense, not MoE")
-    max_nodes_per_token: Optional[PositiveInt] = Field(
-        None, description="node-limited routing: a token's experts lie on at most this many nodes, reached "
-        "once each over the network and fanned out over NVLink (DeepSeek-V3 §3.2.2: 4); None: unrestricted. It "
-        "saves network crossings only under dispatcher flex (DeepEP/HybridEP), and only where it binds (fewer than "
-        "the EP group's nodes; costmodel/moe/moe_dispatch.py)")
-    dispatcher: Literal["alltoall", "allgather", "flex"] = Field(
-        "alltoall", description="token dispatcher (Megatron-Core --moe-token-dispatcher-type): 'alltoall' (NCCL "
-        "all-to-all: one network copy per remote expert; torchtitan expert_parallel_comm_backend 'standard', "
-        "DeepSpeed-MoE's _AllToAll), 'flex' (DeepEP/HybridEP: one network copy per remote node holding one of the "
-        "token's experts), 'allgather' (every rank gathers the EP group's tokens); costmodel/moe/moe_dispatch.py")
-    dispatcher_backend: Literal["deepep", "hybridep"] = Field(
-        "deepep", description="backend of dispatcher 'flex' (Megatron-Core --moe-flex-dispatcher-backend; "
-        "torchtitan expert_parallel_comm_backend 'deepep' | 'hybridep'); both send a token once per remote node")
-    capacity_factor: Optional[float] = Field(
-        None, gt=0, description="expert capacity factor (Megatron-Core --moe-expert-capacity-factor, DeepSpeed-MoE "
-        "capacity_factor): tokens beyond this x the mean per expert are dropped, so the busiest EP rank receives at "
-        "most this x the mean; None: no token dropping")
-    dispatcher_sms: Optional[PositiveInt] = Field(
-        None, le=1024, description="SMs the dispatch/combine kernels hold while they run beside compute under an "
-        "overlapped schedule (DualPipe, DualPipeV, plan.moe_a2a_overlap): Megatron-Core --moe-deepep-num-sms / "
-        "--moe-hybridep-num-sms (--moe-flex-dispatcher-num-sms from core_v0.19.0), DeepEP Buffer.num_sms; None: 20, "
-        "DeepEP's default and DeepSeek-V3's (§3.2.2). Of the GPU's SMs (costmodel/moe/moe_comm.py sm_fraction)")
-    activation_clamp: Optional[float] = Field(
-        None, gt=0, le=1e6, description="the experts' gated activation clamps its inputs to this value (GPT-OSS: "
-        "7.0, config.json swiglu_limit; Megatron-Core activation_func_clamp_value, set by Megatron-Bridge "
-        "models/gpt_oss/gpt_oss_bridge.py:83 at 067f987d): Megatron-Core runs the clamp as separate elementwise "
-        "kernels before its fused activation (costmodel/moe/expert_elementwise.py); None: no clamp")
-    expert_bias: bool = Field(
-        False, description="the routed experts' linear layers carry biases (GPT-OSS; Megatron-Core add_bias_linear): "
-        "the second one is added per expert, scaled by the routing weight, by separate elementwise kernels "
-        "(costmodel/moe/expert_elementwise.py); the first is fused into the activation")
-
-    @model_validator(mode="after")
-    def _top_k_fits(self) -> "MoESpec":
-        if self.top_k > self.num_experts:
-            raise ValueError(f"top_k ({self.top_k}) must not exceed num_experts ({self.num_experts})")
-        return self
-
-
-class MLASpec(_Strict):
-    """Multi-head latent attention (DeepSeek-V2/V3; names as in DeepSeek-V3's config.json).
-
-    Queries: h -> q_lora_rank (0: no query compression) -> heads x (qk_nope_head_dim + qk_rope_head_dim);
-    keys/values: h -> kv_lora_rank + qk_rope_head_dim, then kv_lora_rank -> heads x (qk_nope_head_dim +
-    v_head_dim); output: heads x v_head_dim -> h.
-    """
-
-    q_lora_rank: int = Field(ge=0, description="query compression rank (DeepSeek-V3: 1536); 0: none")
-    kv_lora_rank: PositiveInt = Field(description="key/value compression rank (DeepSeek-V3: 512)")
-    qk_nope_head_dim: PositiveInt = Field(description="per-head query/key width without RoPE (128)")
-    qk_rope_head_dim: int = Field(ge=0, description="per-head decoupled RoPE width, key shared by heads (64)")
-    v_head_dim: PositiveInt = Field(description="per-head value width (128)")
-
-
-class AttentionSpec(_Limited):
-    """Attention variants that change the attention core's work, not its weights (GPT-OSS: every other layer a
-    128-token sliding window, learned per-head sink logits).
-
-    Megatron-Core names (3rdparty/Megatron-LM of Megatron-Bridge 067f987d = Megatron-LM 2a75ac12): ``window_size``
-    (w - 1, 0) and ``window_attn_skip_freq`` N, "one full attention layer after (N-1) SWA layers"
-    (transformer/transformer_config.py:244-247; transformer/utils.py:531-542: layer_number, 1-indexed, is windowed
-    iff ``layer_number % N != 0``); sinks are ``softmax_type: learnable`` (Megatron-Bridge 067f987d
-    models/gpt_oss/gpt_oss_bridge.py:86-88 sets all three for GPT-OSS from its config.json)."""
-
-    LIMITS: ClassVar[dict[str, float]] = {"sliding_window": MAX_SEQ_LEN, "full_attention_every": MAX_NUM_LAYERS}
-
-    sliding_window: Optional[PositiveInt] = Field(
-        None, description="keys a windowed layer's query attends to, itself included (config.json sliding_window; "
-        "Megatron-Core window_size = (sliding_window - 1, 0)); None: every layer full causal attention")
-    full_attention_every: Optional[PositiveInt] = Field(
-        None, description="Megatron-Core window_attn_skip_freq N: layer l (1-indexed) has full attention iff "
-        "l % N == 0 (GPT-OSS: 2); None: every layer windowed")
-    sinks: bool = Field(False, description="learned per-head sink logits in the softmax (GPT-OSS; Megatron-Core "
-                        "softmax_type 'learnable'): keeps the attention core off FlashAttention and FP8 attention "
-                        "(Transformer Engine v2.14 attention/dot_product_attention/utils.py:728-736); runs on "
-                        "cuDNN fused attention in BF16 (cuDNN >= 9.13.1, common/fused_attn/fused_attn.cpp:460-465)")
-
-    @model_validator(mode="after")
-    def _pattern_needs_window(self) -> "AttentionSpec":
-        if self.full_attention_every is not None and self.sliding_window is None:
-            raise ValueError("attention.full_attention_every needs attention.sliding_window")
-        return self
-
-
-class ModelSpec(_Limited):
-    LIMITS: ClassVar[dict[str, float]] = {
-        "num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
-        "head_dim": MAX_HIDDEN_SIZE, "num_attention_heads": MAX_ATTENTION_HEADS,
-        "num_kv_heads": MAX_ATTENTION_HEADS, "vocab_size": MAX_VOCAB_SIZE}
-
-    name: str = "model"
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    ffn_hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
-    num_kv_heads: Optional[PositiveInt] = Field(None, description="GQA groups; default: num_attention_heads (MHA)")
-    head_dim: Optional[PositiveInt] = Field(None, description="default: hidden_size / num_attention_heads")
-    vocab_size: PositiveInt
-    gated_mlp: bool = True
-    tie_embeddings: bool = False
-    moe: Optional[MoESpec] = None
-    mla: Optional[MLASpec] = Field(None, description="multi-head latent attention; None: MHA/GQA")
-    attention: Optional[AttentionSpec] = Field(None, description="sliding-window layers and attention sinks; None: "
-                                               "full causal attention in every layer")
-    num_mtp_layers: int = Field(0, ge=0, description="multi-token prediction modules on the last stage "
-                                "(DeepSeek-V3 §2.2: 1), each a projection and one transformer layer sharing "
-                                "the embedding and the output head")
-
-    @model_validator(mode="after")
-    def _shapes_consistent(self) -> "ModelSpec":
-        kv = self.num_kv_heads or self.num_attention_heads
-        if self.num_attention_heads % kv:
-            raise ValueError(
-                f"num_attention_heads ({self.num_attention_heads}) must be divisible by num_kv_heads ({kv})"
-            )
-        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                f"({self.num_attention_heads}) unless head_dim is given"
-            )
-        if self.moe is not None and self.moe.first_dense_layers > self.num_layers:
-            raise ValueError("moe.first_dense_layers must not exceed num_layers")
-        return self
-
-    @property
-    def kv_heads(self) -> int:
-        return self.num_kv_heads or self.num_attention_heads
-
-    @property
-    def head_size(self) -> int:
-        return self.head_dim or self.hidden_size // self.num_attention_heads
 
 
 class TrainingSpec(_Limited):
@@ -225,7 +70,7 @@ class SearchSpec(_Limited):
     dp: Optional[list[PositiveInt]] = None
     micro_batch_size: Optional[list[PositiveInt]] = None
     vpp: Optional[list[PositiveInt]] = None
-    schedules: Optional[list[ScheduleName]] = None
+    schedules: Optional[list[ScheduleField]] = None
     uneven_stages: bool = True
     stage_split: Optional[Literal["per_stage", "first_last", "even"]] = Field(
         None, description="how layer counts vary across stages: per_stage (default), first_last (middle stages "
@@ -301,98 +146,6 @@ class FrameworkSpec(_Strict):
     name: FrameworkName
     version: Optional[str] = Field(None, description="release, e.g. 0.13.0 or main (megatron-lm: a main-branch "
                                    "date YYYY-MM-DD or tag v2.0/v2.5/v2.6); default: the newest profile")
-
-
-class PlanSpec(_Limited):
-    """The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`."""
-
-    LIMITS: ClassVar[dict[str, float]] = {
-        **dict.fromkeys(("tp", "cp", "pp", "dp", "ep", "etp"), MAX_NUM_GPUS),
-        "micro_batch_size": MAX_GLOBAL_BATCH_SIZE, "num_microbatches": MAX_GLOBAL_BATCH_SIZE,
-        **dict.fromkeys(("vpp", "stage_layers", "recompute_layers", "activation_offload_layers"), MAX_NUM_LAYERS)}
-
-    tp: PositiveInt = 1
-    cp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: Optional[PositiveInt] = Field(None, description="default: num_gpus / (tp*cp*pp)")
-    ep: PositiveInt = 1
-    etp: PositiveInt = 1
-    micro_batch_size: PositiveInt = 1
-    num_microbatches: Optional[PositiveInt] = Field(None, description="default: global_batch_size / (dp*mbs)")
-    vpp: PositiveInt = 1
-    schedule: ScheduleName = "1f1b"
-    stage_layers: Optional[list[PositiveInt]] = None
-    recompute: Recompute = "none"
-    recompute_layers: Optional[list[int]] = None
-    zero_stage: Literal[0, 1, 2, 3] = 1
-    sequence_parallel: bool = True
-    cp_comm_type: CpCommType = Field("p2p", description="CP attention communication (cp > 1): p2p | a2a | allgather "
-                                                       "| a2a+p2p (Megatron --cp-comm-type)")
-    zero_replicas: PositiveInt = Field(1, description="HSDP replica groups of the ZeRO group (1: shard over all of DP·CP)")
-    optimizer_states: Optional[OptimizerStates] = Field(
-        None, description="precision-aware optimizer dtypes MAIN/EXP_AVG/EXP_AVG_SQ; None: assumptions.optimizer_bytes")
-    optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0, description="share of the optimizer states on the host")
-    moe_fp8_dispatch: bool = Field(False, description="FP8 token dispatch to the experts (search.moe_fp8_dispatch)")
-    moe_a2a_overlap: bool = Field(False, description="EP all-to-all overlapped with another micro-batch "
-                                  "(search.moe_a2a_overlap; Megatron-Core --overlap-moe-expert-parallel-comm)")
-    activation_offload_layers: NonNegativeInt = Field(
-        0, description="layers whose saved activations are offloaded to the host (Megatron-Core "
-        "--cpu-offloading-num-layers; costmodel/evaluation/activation_offload.py); 0: none")
-    stage_pools: Optional[list[NonNegativeInt]] = Field(
-        None, description="on cluster.pools: the pool index of each pipeline stage (issue 21, costmodel/evaluation/pools.py)")
-    pipeline_layout: Optional[Union[str, list[list[str]], list[list[NonNegativeInt]]]] = Field(
-        None, description="Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its "
-        "list-of-stages form, or decoder-layer counts per [stage][virtual chunk] (costmodel/spec/layout.py)")
-
-
-class Plan(_Strict, ParallelDims):
-    """The canonical, complete parallel plan (CONTRACT.md output ``plan``): a :class:`Choice` plus its stage
-    split (``stage_layers``, ``recompute_layers``, ``pipeline_layout``). Degree products are
-    :class:`ParallelDims`'s (``num_gpus``, ``dense_dp``, ``expert_dp``, ...), as on a Choice."""
-
-    tp: PositiveInt
-    cp: PositiveInt
-    pp: PositiveInt
-    dp: PositiveInt
-    ep: PositiveInt
-    etp: PositiveInt
-    micro_batch_size: PositiveInt
-    num_microbatches: PositiveInt
-    vpp: PositiveInt
-    schedule: ScheduleName
-    stage_layers: list[PositiveInt]
-    recompute: Recompute
-    recompute_layers: list[int]
-    zero_stage: Literal[0, 1, 2, 3]
-    sequence_parallel: bool
-    pipeline_layout: Optional[list[list[NonNegativeInt]]] = None  # decoder layers per [stage][virtual chunk]
-    cp_comm_type: CpCommType = "p2p"  # CP attention communication; p2p whenever cp = 1 (the canonical form)
-    zero_replicas: PositiveInt = 1  # HSDP replica groups (costmodel/evaluation/choice.py Choice.dense_shard)
-    optimizer_states: Optional[OptimizerStates] = None  # costmodel/spec/optimizer_states.py; None: assumptions
-    optimizer_offload_fraction: float = Field(0.0, ge=0.0, le=1.0)  # costmodel/memory/offload.py
-    moe_fp8_dispatch: bool = False  # FP8 dispatch, BF16 combine (costmodel/evaluation/choice.py all_to_all_s)
-    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm
-    activation_offload_layers: NonNegativeInt = 0  # --cpu-offloading-num-layers (costmodel/evaluation/activation_offload.py)
-    stage_pools: Optional[list[NonNegativeInt]] = None  # on cluster.pools: each stage's pool (costmodel/evaluation/pools.py)
-
-    def to_choice(self) -> Choice:
-        """The plan's choice: every field a Choice has, and the chunk trims its ``pipeline_layout`` carries."""
-        first, last = chunk_trims_of(self.pipeline_layout)
-        return Choice(**{name: getattr(self, name) for name in _CHOICE_FIELDS}, first_chunk_trim=first,
-                      last_chunk_trim=last)
-
-    @classmethod
-    def from_choice(cls, choice: Choice, stage_layers: list[int], recompute_layers: list[int],
-                    pipeline_layout: Optional[list[list[int]]] = None, **changes: Any) -> "Plan":
-        """The plan of ``choice`` with this stage split; ``changes`` override choice fields (e.g. a canonical
-        ``recompute``)."""
-        fields = {name: getattr(choice, name) for name in _CHOICE_FIELDS}
-        return cls(**{**fields, **changes}, stage_layers=stage_layers, recompute_layers=recompute_layers,
-                   pipeline_layout=pipeline_layout)
-
-
-# the fields a Plan and a Choice share (a Choice adds the chunk trims, a Plan the stage split)
-_CHOICE_FIELDS = tuple(name for name in Choice.__dataclass_fields__ if name in Plan.model_fields)
 
 
 class Spec(_Strict):

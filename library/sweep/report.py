@@ -120,59 +120,68 @@ def plot(records: list[dict[str, Any]], summary: dict[str, Any], out_dir: str) -
     import matplotlib.pyplot as plt
 
     written = []
-    curves = summary["curves"]
-    if curves:
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for c in curves:
-            rest = ", ".join(f"{k}={v}" for k, v in c["axes"].items())
-            label = f"{c['model']} on {c['gpu']}" + (f" ({rest})" if rest else "")
-            xs = [p["num_gpus"] for p in c["points"]]
-            (line,) = ax1.plot(xs, [p["tokens_per_s"] for p in c["points"]], marker="o", label=label)
-            ax2.plot(xs, [p["efficiency"] for p in c["points"]], marker="o", color=line.get_color())
-            knee = next(p for p in c["points"] if p["num_gpus"] == c["knee_gpus"])
-            if not c["knee_reached"]:
-                continue
-            ax1.plot([knee["num_gpus"]], [knee["tokens_per_s"]], marker="*", markersize=16, color=line.get_color(),
-                     markeredgecolor="black")
-            ax2.plot([knee["num_gpus"]], [knee["efficiency"]], marker="*", markersize=16, color=line.get_color(),
-                     markeredgecolor="black")
-        for ax in (ax1, ax2):
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("GPUs")
-            ax.grid(alpha=0.3)
-        ax1.set_yscale("log")
-        ax1.set_ylabel("tokens/s (best plan)")
-        ax2.set_ylabel("scaling efficiency")
-        ax1.set_title("Scaling (star: the knee)")
-        ax1.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(out_dir, "scaling.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+    if summary["curves"]:
+        written.append(_plot_scaling(plt, summary["curves"], out_dir))
     axis = summary["pareto_axis"]
     timed = [r for r in records if r["time_to_train_h"] is not None and r[axis] is not None]
     if timed:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for gpu in sorted({r["gpu"] for r in timed}):
-            rs = [r for r in timed if r["gpu"] == gpu]
-            ax.scatter([r["time_to_train_h"] / 24 for r in rs], [r[axis] for r in rs], label=gpu, alpha=0.8)
-        front = sorted((r for r in timed if r["pareto"]), key=lambda r: r["time_to_train_h"])
-        ax.plot([r["time_to_train_h"] / 24 for r in front], [r[axis] for r in front], color="black", lw=1,
-                marker="D", mfc="none", markersize=9, label="Pareto set")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("time to train the budget (days)")
-        ax.set_ylabel("cost ($, your prices)" if axis == "cost_usd" else "GPU-hours")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-        ax.set_title("Cost vs time to train")
-        fig.tight_layout()
-        path = os.path.join(out_dir, "cost_time.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_plot_cost_time(plt, timed, axis, out_dir))
     return written
+
+
+def _plot_scaling(plt, curves: list[dict[str, Any]], out_dir: str) -> str:
+    """``scaling.png``: tokens/s and scaling efficiency against GPU count per curve, the knee starred."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for c in curves:
+        rest = ", ".join(f"{k}={v}" for k, v in c["axes"].items())
+        label = f"{c['model']} on {c['gpu']}" + (f" ({rest})" if rest else "")
+        xs = [p["num_gpus"] for p in c["points"]]
+        (line,) = ax1.plot(xs, [p["tokens_per_s"] for p in c["points"]], marker="o", label=label)
+        ax2.plot(xs, [p["efficiency"] for p in c["points"]], marker="o", color=line.get_color())
+        knee = next(p for p in c["points"] if p["num_gpus"] == c["knee_gpus"])
+        if not c["knee_reached"]:
+            continue
+        ax1.plot([knee["num_gpus"]], [knee["tokens_per_s"]], marker="*", markersize=16, color=line.get_color(),
+                 markeredgecolor="black")
+        ax2.plot([knee["num_gpus"]], [knee["efficiency"]], marker="*", markersize=16, color=line.get_color(),
+                 markeredgecolor="black")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("GPUs")
+        ax.grid(alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("tokens/s (best plan)")
+    ax2.set_ylabel("scaling efficiency")
+    ax1.set_title("Scaling (star: the knee)")
+    ax1.legend(fontsize=7)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "scaling.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_cost_time(plt, timed: list[dict[str, Any]], axis: str, out_dir: str) -> str:
+    """``cost_time.png``: cost (or GPU-hours) against time to train per GPU type, the Pareto set joined."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for gpu in sorted({r["gpu"] for r in timed}):
+        rs = [r for r in timed if r["gpu"] == gpu]
+        ax.scatter([r["time_to_train_h"] / 24 for r in rs], [r[axis] for r in rs], label=gpu, alpha=0.8)
+    front = sorted((r for r in timed if r["pareto"]), key=lambda r: r["time_to_train_h"])
+    ax.plot([r["time_to_train_h"] / 24 for r in front], [r[axis] for r in front], color="black", lw=1,
+            marker="D", mfc="none", markersize=9, label="Pareto set")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time to train the budget (days)")
+    ax.set_ylabel("cost ($, your prices)" if axis == "cost_usd" else "GPU-hours")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("Cost vs time to train")
+    fig.tight_layout()
+    path = os.path.join(out_dir, "cost_time.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def write_outputs(records: list[dict[str, Any]], summary: dict[str, Any], out_dir: str,

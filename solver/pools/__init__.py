@@ -2,7 +2,8 @@
 a package as :mod:`parplan.solver.oracle` is (the pool pricing is the cost model's, ``costmodel/evaluation/pools.py``).
 
 * :mod:`.planner`: ``optimize`` on several ``cluster.pools`` (``solver/planner.py`` hands such a spec here);
-* :mod:`.cpsat`: one CP-SAT stage → pool model per choice (``method='cpsat'``);
+* :mod:`.cpsat`: one CP-SAT stage → pool model per choice (``method='cpsat'``), whose coefficients and bounds
+  :mod:`.choice_model` reads off the evaluator;
 * :mod:`.space`: the space (choices, stage pool sequences, layer compositions, the least recompute that fits)
   and its plain enumeration, the tests' reference;
 * :mod:`.search` and :mod:`.bnb`: the exact search over that space by branch and bound (``method='exhaustive'``),

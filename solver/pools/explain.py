@@ -15,7 +15,8 @@ from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.evaluation.pools import spec_pools
 from parplan.costmodel.spec.spec import Spec
-from parplan.solver.pools.cpsat import ChoiceModel, best_for_sequence, choice_model, optimize_pools
+from parplan.solver.pools.choice_model import ChoiceModel, choice_model
+from parplan.solver.pools.cpsat import best_for_sequence, optimize_pools
 
 
 def _ms(s: float) -> str:

@@ -31,7 +31,8 @@ from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.evaluation.pools import spec_pools
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.pools.space import PoolPlan
-from parplan.solver.pools.cpsat import ChoiceHead, PoolSearchStats, choice_heads, optimize_pools
+from parplan.solver.pools.choice_model import ChoiceHead, choice_heads
+from parplan.solver.pools.cpsat import PoolSearchStats, optimize_pools
 
 STRICT_RTOL = 1e-9  # "strictly faster": by more than this relative margin (float noise of one evaluator)
 

@@ -27,7 +27,8 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.frontier import target_step_s, timing
 from parplan.solver.pools.search import search_pools_until
 from parplan.solver.pools.explain import placement_lines
-from parplan.solver.pools.cpsat import PoolModelError, PoolSearch, PoolSearchStats, optimize_pools
+from parplan.solver.pools.choice_model import PoolModelError
+from parplan.solver.pools.cpsat import PoolSearch, PoolSearchStats, optimize_pools
 from parplan.solver.pools.frontier import pool_frontier
 from parplan.solver.result import Explanation, PlanResult, SolveStats
 

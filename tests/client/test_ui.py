@@ -204,12 +204,13 @@ def test_the_interleaved_timeline_has_the_schedules_bubble(p, v, m):
 
 def test_the_dualpipe_timeline_follows_the_step_order():
     from parplan.costmodel.schedules.dualpipe_steps import StageWork, step_order_s
+    from parplan.costmodel.schedules.schedule import Schedule
 
     plan = {**PLAN, "schedule": "dualpipe", "num_microbatches": 16}
     evaluation, t, f = _times(yaml.safe_load(README_SPEC), plan)
     view = payloads.plan_view({"spec_yaml": README_SPEC, "plan": plan})["timeline"]
     w = parplan.costmodel.spec.assumptions.resolve_assumptions(None).zb_weight_grad_fraction
-    assert view["span_s"] == pytest.approx(step_order_s("dualpipe", StageWork(t, [0.0] * 4, f, w), 16), rel=1e-12)
+    assert view["span_s"] == pytest.approx(step_order_s(Schedule.DUALPIPE, StageWork(t, [0.0] * 4, f, w), 16), rel=1e-12)
     kinds = {c["kind"] for row in view["ranks"] for c in row}
     assert kinds == {"F", "B", "FB", "W"}
 

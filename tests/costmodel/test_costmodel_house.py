@@ -113,7 +113,7 @@ def test_pipeline_units_per_schedule():
 
 def test_plan_and_choice_share_degrees_and_convert():
     plan = Plan(tp=2, cp=2, pp=2, dp=4, ep=4, etp=1, micro_batch_size=1, num_microbatches=8, vpp=2,
-                schedule="interleaved", stage_layers=[6, 6], recompute="full", recompute_layers=[2, 0],
+                schedule=Schedule.INTERLEAVED, stage_layers=[6, 6], recompute="full", recompute_layers=[2, 0],
                 zero_stage=1, sequence_parallel=True, pipeline_layout=[[2, 4], [4, 2]], zero_replicas=2)
     c = plan.to_choice()
     assert (c.first_chunk_trim, c.last_chunk_trim) == (2, 2)

@@ -18,6 +18,7 @@ from parplan.costmodel.schedules import bubble
 from parplan.costmodel.communication import collectives, mesh
 from parplan.costmodel.moe import ep_overlap
 from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
 from parplan.costmodel.evaluation.evaluate import evaluate
@@ -164,7 +165,7 @@ def test_seed000_s4_bubble_table(pp, m, f1b, zb, dual):
     """Seed 000 §4 ``bubble.py`` (DeepSeek-V3 Table 2): 1F1B (PP-1)(F+B), ZB1P (PP-1)(F+B-2W),
     DualPipe (PP/2-1)(F&B+B-3W), as b / (m(F+B) + b), with F=1, B=2, W=0.5, F&B=2.0."""
     got = [round(100 * bubble.bubble_ratio(s, pp, m, F=1.0, B=2.0, W=0.5, FandB=2.0), 1)
-           for s in ("1f1b", "zb-h1", "dualpipe")]
+           for s in (Schedule.ONE_F_ONE_B, Schedule.ZB_H1, Schedule.DUALPIPE)]
     assert got == [f1b, zb, dual]
 
 
@@ -175,7 +176,7 @@ def test_seed001_s41_1f1b_bubble_fraction():
     assert bubble.bubble_fraction(8, 64) == pytest.approx(7 / 71)
     assert round(100 * bubble.bubble_fraction(8, 64)) == 10
     # the same as bubble_ratio for 1F1B at any F, B (the time-slot count does not depend on them)
-    assert bubble.bubble_ratio("1f1b", 8, 16, F=1.3, B=2.9) == pytest.approx(7 / 23)
+    assert bubble.bubble_ratio(Schedule.ONE_F_ONE_B, 8, 16, F=1.3, B=2.9) == pytest.approx(7 / 23)
 
 
 def test_seed001_s43_interleaved_bubble():
@@ -184,9 +185,9 @@ def test_seed001_s43_interleaved_bubble():
     assert bubble.bubble_fraction(8, 32, vpp=2) == pytest.approx(7 / 71)
     assert round(100 * bubble.bubble_fraction(8, 32, vpp=2)) == 10
     for v in (2, 3, 4):
-        t_1f1b = bubble.bubble_time("1f1b", 8, 1.0, 2.0)
-        assert bubble.bubble_time("interleaved", 8, 1.0, 2.0, vpp=v) == pytest.approx(t_1f1b / v)
-        assert bubble.bubble_ratio("interleaved", 8, 32, vpp=v) == pytest.approx(bubble.bubble_fraction(8, 32, v))
+        t_1f1b = bubble.bubble_time(Schedule.ONE_F_ONE_B, 8, 1.0, 2.0)
+        assert bubble.bubble_time(Schedule.INTERLEAVED, 8, 1.0, 2.0, vpp=v) == pytest.approx(t_1f1b / v)
+        assert bubble.bubble_ratio(Schedule.INTERLEAVED, 8, 32, vpp=v) == pytest.approx(bubble.bubble_fraction(8, 32, v))
 
 
 def test_seed003_1f1b_bubble_at_128_microbatches():

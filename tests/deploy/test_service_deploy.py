@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import package_folders
 from parplan.client.cli import app
 from parplan.server.app import DEFAULT_PORT, HEALTH_SERVICE_NAME
-from parplan.server.service import SERVICE_NAME
+from parplan.server.handlers import SERVICE_NAME
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

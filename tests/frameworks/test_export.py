@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tests.conftest import small_specs
 from tests.export_cases import CASE_NAMES, DATA, load_case
 from tests import memory_dims_cases as memory_dims
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.frameworks.export import TARGETS, export_plan
 from parplan.frameworks.export_bridge import bridge_overrides
 from parplan.frameworks.export_deepspeed import deepspeed_config
@@ -81,7 +82,7 @@ def test_every_plan_feature_is_written_or_warned():
 
 def test_zero_bubble_and_dualpipe_are_warned_for_megatron_and_deepspeed():
     spec, plan = load_case("llama3-70b-uneven-block")
-    for schedule in ("zb-h1", "dualpipe"):
+    for schedule in (Schedule.ZB_H1, Schedule.DUALPIPE):
         p = plan.model_copy(update={"schedule": schedule})
         for target in ("megatron", "bridge", "torchtitan", "deepspeed"):
             assert any(f"'{schedule}'" in w for w in export_plan(spec, p, target).warnings), (schedule, target)

@@ -33,6 +33,7 @@ import shlex
 import pytest
 
 from tests.export_cases import CASE_NAMES, load_case
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.library.spec_io import parse_spec
 from parplan.frameworks.export import export_plan
 from parplan.frameworks.export_megatron import megatron_argv
@@ -217,9 +218,9 @@ def test_variants_pass_megatron_validation():
     spec, plan = load_case("llama3-70b-uneven-block")
     variants = [
         dict(stage_layers=[20, 20, 20, 20], recompute="none", recompute_layers=[0, 0, 0, 0]),
-        dict(stage_layers=[20, 20, 20, 20], vpp=5, schedule="interleaved"),
-        dict(stage_layers=[18, 22, 22, 18], vpp=2, schedule="interleaved", recompute_layers=[2, 2, 2, 2]),
-        dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule="interleaved", recompute_layers=[16, 24, 20, 20]),
+        dict(stage_layers=[20, 20, 20, 20], vpp=5, schedule=Schedule.INTERLEAVED),
+        dict(stage_layers=[18, 22, 22, 18], vpp=2, schedule=Schedule.INTERLEAVED, recompute_layers=[2, 2, 2, 2]),
+        dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule=Schedule.INTERLEAVED, recompute_layers=[16, 24, 20, 20]),
         dict(zero_stage=2), dict(zero_stage=0), dict(sequence_parallel=False),
     ]
     for update in variants:
@@ -229,7 +230,7 @@ def test_variants_pass_megatron_validation():
 
 def test_layout_string_puts_chunks_in_virtual_stage_order():
     spec, plan = load_case("llama3-70b-uneven-block")
-    p = plan.model_copy(update=dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule="interleaved",
+    p = plan.model_copy(update=dict(stage_layers=[16, 24, 20, 20], vpp=2, schedule=Schedule.INTERLEAVED,
                                     recompute_layers=[0, 0, 0, 0], recompute="none"))
     text = export_plan(spec, p, "megatron").text
     layout = shlex.split(text.split("--pipeline-model-parallel-layout", 1)[1].split("\n", 1)[0])[0]

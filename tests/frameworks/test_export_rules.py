@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.export_cases import CASE_NAMES, load_case
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.frameworks.export import export_plan
 from parplan.frameworks.export_common import ExportError
 from parplan.frameworks.export_megatron import megatron_argv
@@ -114,7 +115,7 @@ def test_torchtitan_rules_can_fail():
 
 def test_torchtitan_dualpipe_is_two_chunks_per_rank_in_v_order():
     spec, plan = load_case("llama3-70b-uneven-block")
-    p = plan.model_copy(update={"schedule": "dualpipe"})
+    p = plan.model_copy(update={"schedule": Schedule.DUALPIPE})
     doc = tomllib.loads(export_plan(spec, p, "torchtitan").text)
     par = doc["parallelism"]
     assert par["pipeline_parallel_schedule"] == "DualPipeV"
@@ -142,7 +143,7 @@ def test_deepspeed_batch_counts_ranks_as_deepspeed_does(update):
     """Issue 24.7: train_batch_size counted DP only, while deepspeed.initialize without an mpu counts the AutoTP
     ranks too (`512 != 2 * 8 * 64`). Now the batch rule holds with DeepSpeed's own count."""
     spec, plan = load_case("llama3-70b-interleaved")
-    base = dict(schedule="1f1b", vpp=1, zero_stage=1, recompute="none")
+    base = dict(schedule=Schedule.ONE_F_ONE_B, vpp=1, zero_stage=1, recompute="none")
     p = plan.model_copy(update={**base, **update})
     if p.pp != plan.pp:
         p = p.model_copy(update={"stage_layers": [spec.model.num_layers], "recompute_layers": [0]})

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from benchmarks import runs
 from parplan.costmodel.evaluation.evaluate import evaluate
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import PlanSpec, Spec
 from parplan.frameworks.profiles import (
     CITATIONS,
@@ -94,14 +95,14 @@ def test_legality_at_each_version_by_hand():
                                   "sequence_parallel": False})
     assert any("pp > 2" in m for m in choice_rule_violations(v21, pp2))
     assert choice_rule_violations(profile("megatron-lm", "2021-03-22"), pp2) == []
-    assert choice_rule_violations(v21, pp2.model_copy(update={"schedule": "1f1b", "vpp": 1})) == []
+    assert choice_rule_violations(v21, pp2.model_copy(update={"schedule": Schedule.ONE_F_ONE_B, "vpp": 1})) == []
     cp = plan.model_copy(update={"cp": 2})
     assert any("context parallelism" in m for m in choice_rule_violations(v22, cp))
     # stage split: num_layers divisible by PP (transformer.py:551-553 at de7dc40f)
     assert stage_rule_violations(v21, plan, [20, 20, 20, 20], [0] * 4) == []
     assert stage_rule_violations(v21, plan, [18, 22, 22, 18], [0] * 4)
     # full recompute: every layer before 2021-08-19; the first N of each chunk after it
-    full = plan.model_copy(update={"recompute": "full", "vpp": 1, "schedule": "1f1b"})
+    full = plan.model_copy(update={"recompute": "full", "vpp": 1, "schedule": Schedule.ONE_F_ONE_B})
     assert stage_rule_violations(profile("megatron-lm", "2021-08-10"), full, [20] * 4, [20] * 4) == []
     assert stage_rule_violations(profile("megatron-lm", "2021-08-10"), full, [20] * 4, [5] * 4)
     assert stage_rule_violations(profile("megatron-lm", "2021-08-19"), full, [20] * 4, [5] * 4) == []

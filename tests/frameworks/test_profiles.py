@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from parplan.client.cli import app
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.spec.spec import PlanSpec, Spec
@@ -139,7 +140,7 @@ def test_evaluator_reports_what_the_framework_cannot_run():
 def test_runs_on_rules_by_hand():
     base = evaluate(_llama(), PlanSpec(tp=8, pp=2, micro_batch_size=1, zero_stage=1, sequence_parallel=False)).plan
     assert runs_on(_llama(), base) == ["megatron-core", "megatron-bridge", "deepspeed"]  # torchtitan: no ZeRO-1
-    interleaved = base.model_copy(update={"schedule": "interleaved", "vpp": 2, "num_microbatches": 64})
+    interleaved = base.model_copy(update={"schedule": Schedule.INTERLEAVED, "vpp": 2, "num_microbatches": 64})
     assert runs_on(_llama(), interleaved) == ["megatron-core", "megatron-bridge"]
     fsdp = base.model_copy(update={"zero_stage": 3})
     # torchtitan is judged at v0.2.2, the version its export writes for: TP only with SP (the export switches it on)

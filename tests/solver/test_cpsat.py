@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from parplan.solver import cpsat
+from parplan.solver import cpsat, cpsat_rank_split
 from parplan.solver.cpsat import build_model
 from parplan.solver.oracle import least_peak, peak_mib, solve_table
 from parplan.solver.problem import Problem
@@ -127,7 +127,7 @@ def dualpipe_split_tables(draw):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(drawn=dualpipe_split_tables())
 def test_dropping_dominated_splits_keeps_the_optimum_and_least_peak(drawn):
-    """cpsat.undominated_splits: every split it drops has a kept split of the same layers with no more exposure and
+    """cpsat_rank_split.undominated_splits: every split it drops has a kept split of the same layers with no more exposure and
     no less room, and the model over the kept splits finds the brute force's least U and least peak at it."""
     assume(drawn is not None)
     problem, t = drawn
@@ -135,7 +135,7 @@ def test_dropping_dominated_splits_keeps_the_optimum_and_least_peak(drawn):
     for u in range(t.num_units):
         lo = int(t.layers_min[u])
         hi = lo + max(0, t.num_layers - int(t.layers_min.sum()))
-        kept = set(cpsat.undominated_splits(t, u, lo, hi))
+        kept = set(cpsat_rank_split.undominated_splits(t, u, lo, hi))
         for l in range(lo, hi + 1):
             for f in range(t.num_layers + 1):
                 e = int(t.t_split[u, l, f])

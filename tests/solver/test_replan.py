@@ -21,6 +21,7 @@ from parplan.client.cli import app
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.memory.reshard import ReshardAssumptions, effective_step_time_s, reconfiguration
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Plan, PlanSpec
 from parplan.library.replan import replan
 from parplan.library.spec_io import load_spec
@@ -36,7 +37,7 @@ OLD_128 = dict(tp=8, pp=4, dp=3, micro_batch_size=1, zero_stage=0, stage_layers=
 
 
 def _plan(**kw) -> Plan:
-    base = dict(tp=1, cp=1, pp=1, dp=1, ep=1, etp=1, micro_batch_size=1, num_microbatches=1, vpp=1, schedule="1f1b",
+    base = dict(tp=1, cp=1, pp=1, dp=1, ep=1, etp=1, micro_batch_size=1, num_microbatches=1, vpp=1, schedule=Schedule.ONE_F_ONE_B,
                 stage_layers=[80], recompute="none", recompute_layers=[0], zero_stage=1, sequence_parallel=True)
     base.update(kw)
     base["stage_layers"] = base.get("stage_layers") or [80 // base["pp"]] * base["pp"]

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.solver.test_dualpipe_split import _mixtral_spec, dualpipe_specs
 from parplan.costmodel.evaluation.evaluate import PlanError, evaluate
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import PlanSpec
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
@@ -29,7 +30,7 @@ def test_mixtral_research_optimum_is_the_balanced_split():
     search is held to DualPipe: with the all-to-all overlap in the default space the overall optimum is interleaved
     with combined 1F1B (5.633 s), and this test is about DualPipe's tie."""
     spec = _mixtral_spec()
-    spec = spec.model_copy(update={"search": spec.search.model_copy(update={"schedules": ["dualpipe"]})})
+    spec = spec.model_copy(update={"search": spec.search.model_copy(update={"schedules": [Schedule.DUALPIPE]})})
     result = optimize(spec, controls=SolverControls(deterministic=True))
     best = result.plans[0]
     assert result.status == "OPTIMAL" and best.plan.schedule == "dualpipe"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
 from parplan.costmodel.communication.comm import Comm
@@ -25,7 +26,7 @@ def _spec(tp: int) -> dict:
 
 
 def _choice(tp: int) -> Choice:
-    return Choice(tp=tp, cp=1, pp=1, dp=64 // tp, micro_batch_size=1, num_microbatches=1, schedule="1f1b")
+    return Choice(tp=tp, cp=1, pp=1, dp=64 // tp, micro_batch_size=1, num_microbatches=1, schedule=Schedule.ONE_F_ONE_B)
 
 
 def test_tp_across_nodes_gets_the_k_fold_nic_speed_up_by_hand():

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
+
 from tests import memory_dims_cases as memory_dims
 
 
@@ -65,12 +67,12 @@ def test_dualpipe_copies_sum_their_gradients_by_hand():
     spec16 = memory_dims.spec(gpus=16, gbs=16)
     kw = dict(pp=2, dp=8, micro_batch_size=1, num_microbatches=4)
     one_f_one_b = memory_dims.costs(spec16, **kw)
-    dualpipe = memory_dims.costs(spec16, schedule="dualpipe", **kw)
+    dualpipe = memory_dims.costs(spec16, schedule=Schedule.DUALPIPE, **kw)
     assert one_f_one_b.dense.dp_s == pytest.approx(memory_dims.P_LAYER * 5.25 / memory_dims.NV)
     assert dualpipe.dense.dp_s == pytest.approx(memory_dims.P_LAYER * (5.25 / memory_dims.NV + 0.5 / memory_dims.NET))
-    assert memory_dims.costs(spec16, schedule="dualpipev", **kw).dense.dp_s == pytest.approx(one_f_one_b.dense.dp_s)
+    assert memory_dims.costs(spec16, schedule=Schedule.DUALPIPEV, **kw).dense.dp_s == pytest.approx(one_f_one_b.dense.dp_s)
     spec2 = memory_dims.spec(gpus=2, gbs=16)
     kw = dict(pp=2, dp=1, micro_batch_size=1, num_microbatches=16)
     assert memory_dims.costs(spec2, **kw).dense.dp_s == 0.0
-    assert memory_dims.costs(spec2, schedule="dualpipe", **kw).dense.dp_s == pytest.approx(
+    assert memory_dims.costs(spec2, schedule=Schedule.DUALPIPE, **kw).dense.dp_s == pytest.approx(
         memory_dims.P_LAYER * 4 / 450e9)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, tier_links
 from parplan.costmodel.communication.comm import with_busbw
@@ -50,6 +51,6 @@ def test_ep_all_to_all_across_nvl72_domains_pays_the_network():
     tok = 2048 * 1024 * busiest * 2.0
     one = 2 * all_to_all_time_s(tok, 2, 64, 8, nv.bandwidth_Bps, nv.latency_s, net.bandwidth_Bps, net.latency_s)
     inside = 2 * all_to_all_time_s(tok, 2, 64, 64, nv.bandwidth_Bps, nv.latency_s, net.bandwidth_Bps, net.latency_s)
-    ep_s = costs(spec, replace(c, schedule="1f1b")).moe.ep_s
+    ep_s = costs(spec, replace(c, schedule=Schedule.ONE_F_ONE_B)).moe.ep_s
     assert ep_s == pytest.approx(2 * one)
     assert ep_s > 2 * inside

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, layer_pieces
 from parplan.costmodel.compute.fp8_transpose import needs_transposes, transpose_bytes, transpose_seconds
@@ -85,7 +86,7 @@ def test_h800_moe_layer_pays_the_copies_of_its_routed_tokens():
 
     spec_on, c = physics.dsv3()
     spec_off, _ = physics.dsv3(fp8_transpose_copies=False)
-    c = replace(c, schedule="1f1b")
+    c = replace(c, schedule=Schedule.ONE_F_ONE_B)
     on, off = physics.costs(spec_on, c), physics.costs(spec_off, c)
     gpu, a = resolve_gpu(spec_on.cluster), resolve_assumptions(spec_on.assumptions)
     ctx = layer_pieces(spec_on, c, gpu, a, Architecture(spec_on.model))[0]

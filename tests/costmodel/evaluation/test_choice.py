@@ -26,6 +26,7 @@ import pytest
 
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import resolve_gpu
 from parplan.solver.space import SpaceOptions, enumerate_choices
 from parplan.frameworks.loader import validate_spec
@@ -200,7 +201,8 @@ def test_choice_costs_bit_identical(name):
     assert scenario["cases"], name
     failures: list[str] = []
     for k, case in enumerate(scenario["cases"]):
-        choice = Choice(**case["choice"])  # fields added to Choice since take their defaults
+        # fields added to Choice since take their defaults; the JSON's schedule string parsed into its Schedule
+        choice = Choice(**{**case["choice"], "schedule": Schedule(case["choice"]["schedule"])})
         costs = _costs(scenario["spec"], choice)
         assert costs.choice == choice, (name, k)  # the echoed input, compared as a Choice
         want, got = dict(case["costs"]), _encode(costs)

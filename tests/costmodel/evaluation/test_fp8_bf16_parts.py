@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
 from parplan.costmodel.compute.efficiency import max_linear_efficiency
@@ -25,7 +26,7 @@ def _costs(precision: str):
                                     assumptions=dict(matmul_shape_penalty=0.0)))
     a = resolve_assumptions(spec.assumptions)
     gpu = resolve_gpu(spec.cluster)
-    c = Choice(tp=1, cp=1, pp=2, dp=4, ep=1, micro_batch_size=1, num_microbatches=16, schedule="1f1b")
+    c = Choice(tp=1, cp=1, pp=2, dp=4, ep=1, micro_batch_size=1, num_microbatches=16, schedule=Schedule.ONE_F_ONE_B)
     return choice_costs(spec, c, gpu, a), a, gpu
 
 

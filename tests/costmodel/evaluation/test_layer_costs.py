@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
+
 from tests import physics_cases as physics
 
 
@@ -25,7 +27,7 @@ def test_sms_reserved_for_communication_slow_moe_compute():
     assert sm.moe.a2a_s == pytest.approx(A)
     assert sm.moe.compute_s - base.moe.compute_s == pytest.approx(20 / 132 * min(A, C * 132 / 112))
     assert sm.dense.compute_s == pytest.approx(base.dense.compute_s)
-    one = replace(c, schedule="1f1b")
+    one = replace(c, schedule=Schedule.ONE_F_ONE_B)
     assert physics.costs(spec, one).moe.compute_s == pytest.approx(physics.costs(spec_none, one).moe.compute_s)
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tests import physics_cases as physics
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 
 
@@ -21,7 +22,7 @@ def test_dualpipe_p2p_hidden_as_its_step_order_hides_it():
     spec, c = physics.dsv3()
     a = resolve_assumptions(None)
     dual = physics.costs(spec, c)
-    one = physics.costs(spec, replace(c, schedule="1f1b"))
+    one = physics.costs(spec, replace(c, schedule=Schedule.ONE_F_ONE_B))
     link = dual.links["pp"]
     assert one.p2p_s == pytest.approx(2 * (link.latency_s + 4096 * 7168 * 2 / link.bandwidth_Bps) * (1 - a.pp_comm_overlap))
     shares = []
@@ -35,4 +36,4 @@ def test_dualpipe_p2p_hidden_as_its_step_order_hides_it():
     assert dual.p2p_s == pytest.approx(one.p2p_s * (1 - P))
     hidden, _ = physics.dsv3(dualpipe_pp_comm_overlap=1.0)
     assert physics.costs(hidden, c).p2p_s == 0.0
-    assert physics.costs(hidden, replace(c, schedule="1f1b")).p2p_s == pytest.approx(one.p2p_s)
+    assert physics.costs(hidden, replace(c, schedule=Schedule.ONE_F_ONE_B)).p2p_s == pytest.approx(one.p2p_s)

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs, effective_zero_stage
 from parplan.costmodel.evaluation.evaluate import evaluate
@@ -111,7 +112,7 @@ def test_dualpipe_rank_holds_the_workspace_once():
     spec = _spec()
     plan = PlanSpec(tp=1, pp=4, dp=4, micro_batch_size=1, schedule="dualpipe", recompute="full", zero_stage=1)
     ev = evaluate(spec, plan)
-    per_stage = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule="dualpipe",
+    per_stage = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule=Schedule.DUALPIPE,
                                     recompute="full")).recompute_workspace_bytes
     assert per_stage > 0
     for s in ev.stages:
@@ -146,7 +147,7 @@ def test_zero3_workspace_is_the_gathered_layers():
 @pytest.mark.parametrize("zero", [2, 3])
 def test_zero_2_3_under_pp_cost_zero_1(zero):
     spec = _spec()
-    base = dict(tp=2, pp=2, dp=4, micro_batch_size=1, schedule="1f1b", recompute="none")
+    base = dict(tp=2, pp=2, dp=4, micro_batch_size=1, schedule=Schedule.ONE_F_ONE_B, recompute="none")
     one = evaluate(spec, PlanSpec(**base, zero_stage=1))
     z = evaluate(spec, PlanSpec(**base, zero_stage=zero))
     assert z.metrics.step_time_s == pytest.approx(one.metrics.step_time_s)
@@ -242,7 +243,7 @@ def test_torch_pipelining_interleaved_buffers_by_hand():
     outputs (less the last stage's one, the logits), and held input gradients 16 - in-flight (less stage 0's
     8, which receive nothing): 16 + 0 + 11 + 0, 16 + 7 + 9 + 7, 16 + 9 + 7 + 9, 8 + 11 + 4 + 11."""
     spec = _spec(num_gpus=16)
-    c = Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=8, vpp=2, schedule="interleaved",
+    c = Choice(tp=2, cp=1, pp=4, dp=2, micro_batch_size=1, num_microbatches=8, vpp=2, schedule=Schedule.INTERLEAVED,
                recompute="full")
     torch_rt = _costs(spec, c, pipeline_runtime="torch")
     boundary = 4096 * H * 2 / 2
@@ -270,7 +271,7 @@ def test_dualpipe_rank_holds_both_stages_buffers():
     spec = _spec().model_copy(update={"assumptions": {"pipeline_runtime": "torch"}})
     plan = PlanSpec(tp=1, pp=4, dp=4, micro_batch_size=1, schedule="dualpipe", recompute="full", zero_stage=1)
     ev = evaluate(spec, plan)
-    costs = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule="dualpipe",
+    costs = _costs(spec, Choice(tp=1, cp=1, pp=4, dp=4, num_microbatches=16, schedule=Schedule.DUALPIPE,
                                 recompute="full"), pipeline_runtime="torch")
     for s in ev.stages:
         both = costs.pipeline_buffer_bytes(s.index) + costs.pipeline_buffer_bytes(3 - s.index)
@@ -301,7 +302,7 @@ def test_mla_activations_under_deepseek_selective_and_fp8_by_hand():
     # BF16 with Megatron-Core's core_attn selective recompute (policy 'attention') stores Q, K, V and both norm
     # outputs as well
     bf16 = physics.costs(physics.spec(physics.DSV3, 2048, seq=4096, gbs=15360, precision="bf16", selective_recompute_policy="attention"),
-                  replace(c, schedule="dualpipe"))
+                  replace(c, schedule=Schedule.DUALPIPE))
     assert bf16.moe.act_bytes / 4096 > 2 * per_token
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, tier_links
 from parplan.costmodel.communication.collectives import all_to_all_time_s
@@ -37,7 +38,7 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     more traffic than there is compute to hide it behind. (DualPipe prices its exposure per rank:
     tests/solver/test_dualpipe_split.py.)"""
     spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5, ep_comm_overlap=0.9)
-    c = replace(c, schedule="1f1b")
+    c = replace(c, schedule=Schedule.ONE_F_ONE_B)
     costs = physics.costs(spec, c)
     a = resolve_assumptions(spec.assumptions)
     nv, net = tier_links(resolve_gpu(spec.cluster), a)
@@ -53,7 +54,7 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     assert raw > window  # the all-to-all outlasts the compute
     assert costs.moe.ep_s == pytest.approx(max(raw * (1 - 0.9), raw - window))
     assert costs.moe.ep_s > raw * 0.1 * 1.5
-    dual = physics.costs(spec, replace(c, schedule="dualpipe"))
+    dual = physics.costs(spec, replace(c, schedule=Schedule.DUALPIPE))
     assert dual.moe.ep_s == 0.0 and dual.moe.a2a_s == pytest.approx(raw)
 
 
@@ -179,7 +180,7 @@ def test_a2a_overlap_holds_one_more_layer_or_chunk():
     from parplan.costmodel.evaluation.choice import inflight_microbatches
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
     assert inflight_microbatches(c, 0) == 1 and inflight_microbatches(replace(c, moe_a2a_overlap=True), 0) == 1
-    il = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, vpp=2, schedule="interleaved")
+    il = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, vpp=2, schedule=Schedule.INTERLEAVED)
     assert inflight_microbatches(il, 0) == 2.5
     assert inflight_microbatches(replace(il, moe_a2a_overlap=True), 0) == 3.0
     spec = moe_dims.spec(moe_dims.MOE)
@@ -197,9 +198,9 @@ def test_a2a_overlap_holds_one_more_layer_or_chunk():
 def test_a2a_overlap_legality_and_frameworks():
     from parplan.costmodel.evaluation.legality import moe_comm_violations
     spec = moe_dims.spec(moe_dims.MOE)
-    c = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, schedule="1f1b", moe_a2a_overlap=True)
+    c = Choice(tp=1, cp=1, pp=2, dp=4, ep=4, num_microbatches=8, schedule=Schedule.ONE_F_ONE_B, moe_a2a_overlap=True)
     assert any("interleaved" in v for v in moe_comm_violations(spec, c))
-    assert moe_comm_violations(spec, replace(c, schedule="interleaved", vpp=2)) == []
+    assert moe_comm_violations(spec, replace(c, schedule=Schedule.INTERLEAVED, vpp=2)) == []
     assert moe_comm_violations(spec, replace(c, pp=1, dp=8)) == []
     assert any("full" in v for v in moe_comm_violations(spec, replace(c, pp=1, dp=8, recompute="full")))
     assert any("ep > 1" in v for v in moe_comm_violations(spec, replace(c, pp=1, dp=8, ep=1)))

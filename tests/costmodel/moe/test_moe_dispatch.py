@@ -9,6 +9,7 @@ from math import comb
 import pytest
 
 from parplan.costmodel.compute.architecture import Architecture
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
 from parplan.costmodel.communication.comm import Comm
@@ -65,7 +66,7 @@ def test_an_unbinding_node_limit_changes_nothing_megatron_bridge_b200():
     assert expected_remote_nodes(256, 8, 4, 4) == expected_remote_nodes(256, 8, 4)
     gpu = resolve_gpu(validate_spec(_spec(_dsv3())).cluster)
     a = resolve_assumptions({})
-    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule="1f1b")
+    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule=Schedule.ONE_F_ONE_B)
     tokens_h = 4096 * 7168
 
     def a2a(model: dict) -> float:
@@ -108,10 +109,10 @@ def test_expert_gemms_and_all_to_all_scale_with_the_busiest_rank():
     a capacity factor 1.0 takes the expert GEMMs and the all-to-all from 1.1291 x to 1 x the mean."""
     gpu = resolve_gpu(validate_spec(_spec(_dsv3())).cluster)
     a = resolve_assumptions({})
-    one = Choice(tp=1, cp=1, pp=8, dp=32, ep=1, micro_batch_size=1, num_microbatches=64, schedule="1f1b")
+    one = Choice(tp=1, cp=1, pp=8, dp=32, ep=1, micro_batch_size=1, num_microbatches=64, schedule=Schedule.ONE_F_ONE_B)
     base, capped = (choice_costs(validate_spec(_spec(m)), one, gpu, a) for m in (_dsv3(), _dsv3(capacity_factor=1.0)))
     assert base.moe.compute_s == capped.moe.compute_s
-    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule="1f1b")
+    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule=Schedule.ONE_F_ONE_B)
     spec, spec_cf = (validate_spec(_spec(m)) for m in (_dsv3(), _dsv3(capacity_factor=1.0)))
     comm = Comm.of(c, gpu, a, 8)
     busiest = 1 + 0.1 * (5 / 3) ** 0.5
@@ -167,7 +168,7 @@ def test_allgather_dispatcher_by_hand():
     reduce-scatters the outputs: 2 ring passes of 31/32 of it over the EP link, k-independent, no imbalance."""
     gpu = resolve_gpu(validate_spec(_spec(_dsv3())).cluster)
     a = resolve_assumptions({})
-    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule="1f1b")
+    c = Choice(tp=1, cp=1, pp=8, dp=32, ep=32, micro_batch_size=1, num_microbatches=64, schedule=Schedule.ONE_F_ONE_B)
     comm = Comm.of(c, gpu, a, 8)
     L = comm.links["ep"]
     group_bytes = 32 * 4096 * 7168 * 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.schedules.bubble import bubble_time
 from parplan.costmodel.evaluation.choice import Choice, bubble_factor
@@ -23,15 +24,15 @@ def test_dualpipe_bubble_p16_by_hand():
     gave 7 · (2/3 + 2/3 - 1) = 7/3 t, half of ZB-H1's: the double credit the issue found.
     """
     a = resolve_assumptions({})
-    dual = bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule="dualpipe"), a)
-    zb = bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule="zb-h1"), a)
+    dual = bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule=Schedule.DUALPIPE), a)
+    zb = bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule=Schedule.ZB_H1), a)
     assert dual == pytest.approx(14 / 3)
     assert zb == pytest.approx(5.0)
     assert zb - dual == pytest.approx(1 / 3)  # DualPipe's whole bubble advantage at p = 16: a third of a stage
-    old = bubble_time("dualpipe", 16, 1 / 3, 2 / 3, 1 / 3, FandB=2 / 3)
+    old = bubble_time(Schedule.DUALPIPE, 16, 1 / 3, 2 / 3, 1 / 3, FandB=2 / 3)
     assert old == pytest.approx(7 / 3)
     x = resolve_assumptions({"dualpipe_chunk_overlap": 1.0})  # the old semantics, still expressible
-    assert bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule="dualpipe"), x) == pytest.approx(7 / 3)
+    assert bubble_factor(Choice(tp=1, cp=1, pp=16, dp=1, num_microbatches=64, schedule=Schedule.DUALPIPE), x) == pytest.approx(7 / 3)
 
 
 def test_dense_dualpipe_never_beats_zb_h1_by_more_than_its_bubble():
@@ -54,7 +55,7 @@ def test_dense_dualpipe_never_beats_zb_h1_by_more_than_its_bubble():
     g = physics.costs(spec, resolve_plan(spec, PlanSpec(schedule="zb-h1", **plan)).to_choice()).weight_grad_share
     assert 0.5 < g < 1.0
     beta_zb, beta_dp = 15 * (1 - 2 / 3 * g), 7 * (5 / 3 - g)
-    assert bubble_factor(Choice(tp=8, cp=1, pp=16, dp=1, num_microbatches=m, schedule="zb-h1"), a, g) == pytest.approx(beta_zb)
+    assert bubble_factor(Choice(tp=8, cp=1, pp=16, dp=1, num_microbatches=m, schedule=Schedule.ZB_H1), a, g) == pytest.approx(beta_zb)
     times_zb = [s.time_per_microbatch_s for s in zb.stages]
     times_dp = [s.time_per_microbatch_s for s in dp.stages]
     t_zb, t_dp = max(times_zb), max(times_dp)

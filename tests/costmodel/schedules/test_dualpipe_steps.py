@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests import moe_schedule_cases as moe_dims
 from tests.dualpipe_sim import simulate_dualpipe, simulate_dualpipev
 from tests.solver.test_dualpipe_split import _dsv3, _dsv3_plan, _mixtral_plan
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.library.contract import metrics_to_dict
 from parplan.costmodel.schedules import dualpipev
 from parplan.costmodel.spec.assumptions import resolve_assumptions
@@ -26,9 +27,9 @@ from parplan.costmodel.spec.spec import PlanSpec
 
 @st.composite
 def stage_work(draw):
-    schedule = draw(st.sampled_from(["dualpipe", "dualpipev"]))
+    schedule = draw(st.sampled_from([Schedule.DUALPIPE, Schedule.DUALPIPEV]))
     ranks = draw(st.sampled_from([2, 4, 6]))
-    stages = ranks if schedule == "dualpipe" else 2 * ranks
+    stages = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
     m = 2 * ranks * draw(st.integers(1, 3))
     C = [draw(st.floats(0.1, 2.0)) for _ in range(stages)]
     X = [c * draw(st.sampled_from([0.0, 0.5, 1.5, 3.0])) for c in C]
@@ -42,7 +43,7 @@ def test_longest_path_is_the_list_schedule(case):
     """Two codings of the same step orders agree, other time per stage included: the graph's longest path
     (costmodel) and the rank-by-rank list schedule with micro-batch counters (tests/dualpipe_sim.py)."""
     schedule, w, m = case
-    simulate = simulate_dualpipe if schedule == "dualpipe" else simulate_dualpipev
+    simulate = simulate_dualpipe if schedule is Schedule.DUALPIPE else simulate_dualpipev
     assert step_order_s(schedule, w, m) == pytest.approx(simulate(w.C, w.X, m, w.f, w.w, w.E).step_s, rel=1e-12)
 
 
@@ -57,7 +58,7 @@ def _by_hand_work(spec, ev):
     classes = layer_classes(spec, plan.stage_layers)
     totals = [stage_totals(costs, i, d, e, r).time_s
               for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
-    if plan.schedule == "dualpipe":
+    if plan.schedule is Schedule.DUALPIPE:
         chunks = [costs.chunk_work(d, e) for d, e in classes]
         C = [k.compute_s for k in chunks]
         return costs, a, C, [k.a2a_s for k in chunks], [t - c for t, c in zip(totals, C)]
@@ -99,7 +100,7 @@ def test_evaluator_step_order_is_its_rank_rows_in_the_upstream_order(name):
     costs, a, C, X, E = _by_hand_work(spec, ev)
     m, f = ev.plan.num_microbatches, costs.fwd_share
     w = a.zb_weight_grad_fraction * min(1.0, costs.weight_grad_share)
-    simulate = simulate_dualpipe if ev.plan.schedule == "dualpipe" else simulate_dualpipev
+    simulate = simulate_dualpipe if ev.plan.schedule is Schedule.DUALPIPE else simulate_dualpipev
     sim = simulate(C, X, m, f, w, E)
     for busy, stage in zip(sim.busy_s, ev.stages):
         assert busy == pytest.approx(m * stage.time_per_microbatch_s, rel=1e-9)
@@ -138,5 +139,5 @@ def test_a_plan_breaking_the_micro_batch_rule_has_no_step_order():
         assert any("num_microbatches" in v for v in ev.violations)
         assert ev.metrics.step_order_step_s is None
         with pytest.raises(ValueError, match="no step order"):
-            step_order_s("dualpipe", StageWork([1.0] * 4, [0.0] * 4, 1 / 3, 0.0), m)
+            step_order_s(Schedule.DUALPIPE, StageWork([1.0] * 4, [0.0] * 4, 1 / 3, 0.0), m)
     assert evaluate(spec, PlanSpec(pp=4, dp=2, schedule="dualpipe", num_microbatches=8)).metrics.step_order_step_s

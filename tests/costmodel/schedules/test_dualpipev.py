@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from parplan.costmodel.schedules import dualpipev
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.schedules.bubble import bubble_time
 from parplan.costmodel.evaluation.choice import Choice, bubble_factor, choice_costs
@@ -33,21 +34,21 @@ def test_dualpipev_bubble_p4_by_hand():
     (PP/2 - 1)(F&B + B - 3W) = (8/2 - 1)(1/2 + 1/3 - 1/2) = 3 · 1/3 = 1 rank time. ZB-H1 on 4 stages of the
     same rank time: (4 - 1)(1 - 2/3) = 1 as well; interleaved with v = 2: 3/2; 1F1B: 3."""
     a = resolve_assumptions({})
-    v = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, schedule="dualpipev"), a)
+    v = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, schedule=Schedule.DUALPIPEV), a)
     assert v == pytest.approx(1.0)
-    assert bubble_time("dualpipev", 4, 1 / 3, 2 / 3, 1 / 3, FandB=1.0) == pytest.approx((8 / 2 - 1) * (1 / 2 + 1 / 3 - 3 / 6))
-    zb = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, schedule="zb-h1"), a)
-    il = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, vpp=2, schedule="interleaved"), a)
+    assert bubble_time(Schedule.DUALPIPEV, 4, 1 / 3, 2 / 3, 1 / 3, FandB=1.0) == pytest.approx((8 / 2 - 1) * (1 / 2 + 1 / 3 - 3 / 6))
+    zb = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, schedule=Schedule.ZB_H1), a)
+    il = bubble_factor(Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=8, vpp=2, schedule=Schedule.INTERLEAVED), a)
     assert (zb, il) == pytest.approx((1.0, 1.5))
     # DeepSeek's DualPipe with the same 8 (full-size) stages: (8/2 - 1)(1 + 2/3 - 1) = 2 stage times
-    assert bubble_factor(Choice(tp=1, cp=1, pp=8, dp=1, num_microbatches=16, schedule="dualpipe"), a) == pytest.approx(2.0)
+    assert bubble_factor(Choice(tp=1, cp=1, pp=8, dp=1, num_microbatches=16, schedule=Schedule.DUALPIPE), a) == pytest.approx(2.0)
 
 
 def test_dualpipev_inflight_is_2p_plus_1_half_ranks():
     """DualPipe README: activations PP + 1 = 2p + 1 stages' (half-rank) micro-batches per device, i.e.
     (2·4 + 1)/2 = 4.5 rank micro-batches at p = 4, on every rank (dualpipev.py: 2(p-r-1) + 2(r+1) = 2p after
     step 2, one more while a forward overlaps a backward)."""
-    c = Choice(tp=1, cp=1, pp=4, dp=2, num_microbatches=8, schedule="dualpipev")
+    c = Choice(tp=1, cp=1, pp=4, dp=2, num_microbatches=8, schedule=Schedule.DUALPIPEV)
     from parplan.costmodel.evaluation.choice import inflight_microbatches
     assert [inflight_microbatches(c, i) for i in range(4)] == [4.5] * 4
     for r in range(4):  # the schedule's own count after its step 2: 2(p - r - 1) + 2(r + 1) chunk forwards
@@ -97,7 +98,7 @@ def test_dualpipev_rank_holds_one_copy_and_both_ends():
 def test_dualpipev_legality():
     spec = moe_dims.spec(moe_dims.MOE)
     from parplan.costmodel.evaluation.legality import schedule_violations, stage_violations
-    few = Choice(tp=1, cp=1, pp=4, dp=2, ep=2, num_microbatches=7, schedule="dualpipev")
+    few = Choice(tp=1, cp=1, pp=4, dp=2, ep=2, num_microbatches=7, schedule=Schedule.DUALPIPEV)
     assert any("2·pp" in v for v in schedule_violations(spec, few))
     assert schedule_violations(moe_dims.spec(moe_dims.MOE, gbs=18), replace(few, num_microbatches=9)) == []  # odd m is fine
     assert any("pp ≥ 2" in v for v in schedule_violations(spec, replace(few, pp=1, dp=8)))
@@ -118,7 +119,7 @@ def test_dualpipev_frameworks():
     assert "dualpipev" not in profile("megatron-core").schedules
     old = profile("torchtitan", "0.2.2")
     from parplan.frameworks.profiles import choice_rule_violations
-    c = Choice(tp=1, cp=1, pp=4, dp=2, ep=2, num_microbatches=8, schedule="dualpipev", recompute="full", zero_stage=2)
+    c = Choice(tp=1, cp=1, pp=4, dp=2, ep=2, num_microbatches=8, schedule=Schedule.DUALPIPEV, recompute="full", zero_stage=2)
     assert any("activation checkpointing" in v for v in choice_rule_violations(old, c))
     assert choice_rule_violations(profile("torchtitan"), c) == []
     assert choice_rule_violations(old, replace(c, recompute="none")) == []

@@ -20,9 +20,9 @@ FWD_SHARE = 1 / 3  # backward_to_forward_ratio 2
 @st.composite
 def pipelines(draw):
     """(schedule, per-stage compute C, per-stage all-to-all X, micro-batches m, weight-gradient share w)."""
-    schedule = draw(st.sampled_from(["dualpipe", "dualpipev"]))
+    schedule = draw(st.sampled_from([Schedule.DUALPIPE, Schedule.DUALPIPEV]))
     ranks = draw(st.sampled_from([2, 4, 6, 8]))
-    stages = ranks if schedule == "dualpipe" else 2 * ranks
+    stages = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
     m = 2 * ranks * draw(st.integers(1, 4))  # legality: DualPipe even m >= 2·pp, DualPipeV m >= 2·pp
     C = [draw(st.floats(0.1, 2.0)) for _ in range(stages)]
     X = [c * draw(st.sampled_from([0.0, 0.3, 0.8, 1.5, 3.0])) for c in C]  # all-to-all : compute, 0 = dense stage
@@ -30,9 +30,9 @@ def pipelines(draw):
     return schedule, C, X, m, w
 
 
-def _rows(schedule: str, C: list[float], X: list[float], m: int) -> list[float]:
+def _rows(schedule: Schedule, C: list[float], X: list[float], m: int) -> list[float]:
     """The cost model's per-micro-batch rank rows (costmodel/evaluation/evaluate.py schedule_rows + paired_exposure)."""
-    if schedule == "dualpipe":
+    if schedule is Schedule.DUALPIPE:
         p = len(C)
         lo = [min(r, p - 1 - r) for r in range(p)]
         return [(C[r] + C[p - 1 - r]) / 2 + dualpipe_rank_exposed_s(
@@ -43,20 +43,20 @@ def _rows(schedule: str, C: list[float], X: list[float], m: int) -> list[float]:
         P, r, m, ChunkWork(C[r], X[r]), ChunkWork(C[2 * P - 1 - r], X[2 * P - 1 - r]), FWD_SHARE) for r in range(P)]
 
 
-def _closed_form_step(schedule: str, C: list[float], X: list[float], m: int, w: float) -> float:
+def _closed_form_step(schedule: Schedule, C: list[float], X: list[float], m: int, w: float) -> float:
     """``m·t_max + bubble`` as costmodel/evaluation/evaluate.py step_time forms it (no DP term)."""
     rows = _rows(schedule, C, X, m)
     a = Assumptions(backward_to_forward_ratio=(1 - FWD_SHARE) / FWD_SHARE, zb_weight_grad_fraction=w)
-    beta = PipelineUnits(Schedule(schedule), len(rows)).bubble_beta(a)
+    beta = PipelineUnits(schedule, len(rows)).bubble_beta(a)
     w_max, w_sum = stage_bubble_weights(beta, len(rows), a.uneven_stage_bubble)
     return m * max(rows) + w_max * max(rows) + w_sum * sum(rows)
 
 
 def _simulate(schedule, C, X, m, w):
-    return (simulate_dualpipe if schedule == "dualpipe" else simulate_dualpipev)(C, X, m, FWD_SHARE, w)
+    return (simulate_dualpipe if schedule is Schedule.DUALPIPE else simulate_dualpipev)(C, X, m, FWD_SHARE, w)
 
 
-def _fill_busy_drain_step(schedule: str, C: list[float], X: list[float], m: int, w: float) -> float:
+def _fill_busy_drain_step(schedule: Schedule, C: list[float], X: list[float], m: int, w: float) -> float:
     """The longest of one family of paths through the step order, so never longer than the simulated step: for
     each rank r, (1) the first micro-batch's forwards on the h stages before r's phase-0 stage (h = min(r, p-1-r)
     under DualPipe, r under DualPipeV), each its rank's first operation, a lone chunk with its all-to-all
@@ -124,7 +124,7 @@ def _events(g: OpGraph) -> list[set[int]]:
     return out
 
 
-def _dwell_path_step(schedule: str, C: list[float], X: list[float], m: int, w: float, dwells: int = 6) -> float:
+def _dwell_path_step(schedule: Schedule, C: list[float], X: list[float], m: int, w: float, dwells: int = 6) -> float:
     """The longest of a family of paths through the step order's dependency graph (:func:`dualpipe_sim.op_graph`:
     every operation of every rank with its duration; edges: a rank's consecutive operations, and each operation's
     inputs from the neighbouring stages), so never longer than the simulated step. A path *dwells* on a rank
@@ -165,7 +165,7 @@ def _dwell_path_s(g: OpGraph, dwells: int) -> float:
     return max(max(map(max, rows)) for rows in best.values())
 
 
-def _row_scaled_dwell_path_step(schedule: str, C: list[float], X: list[float], m: int, w: float) -> float:
+def _row_scaled_dwell_path_step(schedule: Schedule, C: list[float], X: list[float], m: int, w: float) -> float:
     """:func:`_dwell_path_step` with rank rows only: each operation's duration its compute share (F f, B 1-f or
     (1-w)(1-f) zero-bubble, W w(1-f), an F&B pair 1) times one scale per rank that keeps the rank's busy time
     (m·row); what a form over the solver's rank rows could see of the step order (__main__ prints its band)."""
@@ -179,7 +179,7 @@ def _row_scaled_dwell_path_step(schedule: str, C: list[float], X: list[float], m
     return _dwell_path_s(OpGraph(g.orders, durations, g.inputs), 6)
 
 
-def _pair_averaged_dwell_path_step(schedule: str, C: list[float], X: list[float], m: int, w: float) -> float:
+def _pair_averaged_dwell_path_step(schedule: Schedule, C: list[float], X: list[float], m: int, w: float) -> float:
     """:func:`_dwell_path_step` with each rank's F&B pairs all at one time, the rank's row less its lone chunks
     (per-stage: f·C + X/2, (1-f)·C + X/2 or (1-w)(1-f)·C + X/2 zero-bubble, W w(1-f)·C) over its pairs:
     ``(m·row - Σ lone) / pairs`` with the cost model's row (:func:`_rows`), so the form needs each rank's row and
@@ -283,8 +283,8 @@ def test_lopsided_split_costs_more_in_the_simulation_and_the_closed_form():
         return C, X
     m = 16
     lop, bal = case(3, 27, 3), case(15, 15, 3)
-    sim_lop, sim_bal = _simulate("dualpipe", *lop, m, 0.0).step_s, _simulate("dualpipe", *bal, m, 0.0).step_s
-    cf_lop, cf_bal = _closed_form_step("dualpipe", *lop, m, 0.0), _closed_form_step("dualpipe", *bal, m, 0.0)
+    sim_lop, sim_bal = _simulate(Schedule.DUALPIPE, *lop, m, 0.0).step_s, _simulate(Schedule.DUALPIPE, *bal, m, 0.0).step_s
+    cf_lop, cf_bal = _closed_form_step(Schedule.DUALPIPE, *lop, m, 0.0), _closed_form_step(Schedule.DUALPIPE, *bal, m, 0.0)
     assert sim_lop > sim_bal * 1.05
     assert cf_lop > cf_bal * 1.05
 
@@ -323,9 +323,9 @@ def _band(draws: int = 500, seed: int = 0, comm: bool = True, form=_closed_form_
     rng = random.Random(seed)
     lo, hi, inside = float("inf"), 0.0, 0
     for _ in range(draws):
-        schedule = rng.choice(["dualpipe", "dualpipev"])
+        schedule = rng.choice([Schedule.DUALPIPE, Schedule.DUALPIPEV])
         ranks = rng.choice([2, 4, 6, 8])
-        stages = ranks if schedule == "dualpipe" else 2 * ranks
+        stages = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
         m = 2 * ranks * rng.randint(1, 4)
         C = [rng.uniform(*compute) for _ in range(stages)]
         X = [c * rng.choice([0.0, 0.3, 0.8, 1.5, 3.0]) * comm for c in C]
@@ -353,9 +353,9 @@ if __name__ == "__main__":  # python -m tests.costmodel.schedules.test_paired_ov
         low, high, inside = _band(form=form)
         print(f"dwell paths over {name} (6 dwells) / simulated step over 500 draws: {low:.3f} .. {high:.3f}, "
               f"{inside} in 0.98-1.05")
-    for schedule, ranks, m in (("dualpipe", 16, 64), ("dualpipe", 16, 256), ("dualpipev", 8, 32),
-                               ("dualpipev", 8, 128)):
-        n = ranks if schedule == "dualpipe" else 2 * ranks
+    for schedule, ranks, m in ((Schedule.DUALPIPE, 16, 64), (Schedule.DUALPIPE, 16, 256), (Schedule.DUALPIPEV, 8, 32),
+                               (Schedule.DUALPIPEV, 8, 128)):
+        n = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
         graph = op_graph(schedule, [1.0] * n, [0.0] * n, m, FWD_SHARE, 0.3)
         print(f"{schedule} on {ranks} ranks, m = {m}: {sum(map(len, graph.orders))} operations, at most "
               f"{max(map(len, _events(graph)))} event operations per rank (_events, where dwells may begin or end)")
@@ -363,9 +363,9 @@ if __name__ == "__main__":  # python -m tests.costmodel.schedules.test_paired_ov
         low, high, inside = _band(comm=with_comm, compute=(0.95, 1.05))
         print(f"closed form, stage compute 0.95-1.05, all-to-all {with_comm}: {low:.3f} .. {high:.3f}, "
               f"{inside} in 0.98-1.05")
-    equal = [(s, r, 2 * r * k, w) for s in ("dualpipe", "dualpipev") for r in (2, 4, 6, 8) for k in (1, 2, 4)
+    equal = [(s, r, 2 * r * k, w) for s in (Schedule.DUALPIPE, Schedule.DUALPIPEV) for r in (2, 4, 6, 8) for k in (1, 2, 4)
              for w in (0.0, 0.3, 0.5)]
     ratios = [_closed_form_step(s, [1.0] * n, [0.0] * n, m, w) / _simulate(s, [1.0] * n, [0.0] * n, m, w).step_s
-              for s, r, m, w in equal for n in [r if s == "dualpipe" else 2 * r]]
+              for s, r, m, w in equal for n in [r if s is Schedule.DUALPIPE else 2 * r]]
     print(f"equal chunks, no all-to-all ({len(equal)} cases): closed form / simulated step "
           f"{min(ratios):.3f} .. {max(ratios):.3f}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, bubble_factor, choice_costs
 from parplan.costmodel.spec.hardware import resolve_gpu
 from parplan.frameworks.loader import validate_spec
 
-ZB = Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=16, schedule="zb-h1")
+ZB = Choice(tp=1, cp=1, pp=4, dp=1, num_microbatches=16, schedule=Schedule.ZB_H1)
 
 
 def test_zb_h1_bubble_clamped_at_zero_by_hand():
@@ -31,7 +32,7 @@ def test_zb_w_share_scales_with_the_gemm_share_by_hand():
     assert bubble_factor(ZB, a, 0.6) == pytest.approx(1.8)
     assert bubble_factor(ZB, a, 1.0) == pytest.approx(1.0)
     assert bubble_factor(ZB, a, 0.0) == pytest.approx(3.0)
-    dual = Choice(tp=1, cp=1, pp=8, dp=1, num_microbatches=16, schedule="dualpipe")
+    dual = Choice(tp=1, cp=1, pp=8, dp=1, num_microbatches=16, schedule=Schedule.DUALPIPE)
     # DualPipe (8/2 - 1)(F&B + B - 3W), F&B = 1: share 1: 3 · (1 + 2/3 - 1) = 2; share 0.6: 3 · (5/3 - 0.6) = 3.2
     assert bubble_factor(dual, a, 1.0) == pytest.approx(2.0)
     assert bubble_factor(dual, a, 0.6) == pytest.approx(3.2)
@@ -46,7 +47,7 @@ def test_weight_grad_share_is_the_linear_gemms_share_and_falls_with_context():
     def share(seq: int) -> tuple[float, object]:
         spec = validate_spec(dict(model=model, training=dict(seq_len=seq, global_batch_size=32),
                                         cluster=dict(gpu="H100-SXM-80GB", num_gpus=8)))
-        c = Choice(tp=1, cp=1, pp=4, dp=2, num_microbatches=16, schedule="zb-h1")
+        c = Choice(tp=1, cp=1, pp=4, dp=2, num_microbatches=16, schedule=Schedule.ZB_H1)
         costs = choice_costs(spec, c, resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions))
         return costs.weight_grad_share, costs
 

@@ -13,7 +13,8 @@ from parplan.frameworks.loader import validate_spec
 from parplan.costmodel.spec.framework_binding import spec_profile
 from parplan.costmodel.evaluation.pools import evaluate_pools
 from parplan.solver.pools.search import search_pools
-from parplan.solver.pools.cpsat import PoolModelError, optimize_pools
+from parplan.solver.pools.choice_model import PoolModelError
+from parplan.solver.pools.cpsat import optimize_pools
 
 from tests.solver.pools.test_space import A100, H100, MAX_LAYERS, brute_force, spec_of
 
