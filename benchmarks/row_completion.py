@@ -26,6 +26,7 @@ from typing import Any, Optional
 from parplan.library.api import optimize
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import PlanSpec, Spec
 
 # the planner's limit per row (deterministic mode: CP-SAT's deterministic time, so the answer is reproducible)
@@ -64,7 +65,7 @@ def complete(spec: Spec, plan: PlanSpec, unstated: list[str], time_limit_s: floa
                                  "(solver/completion.py: per-stage lists)")
     search: dict[str, Any] = {}
     if "schedule" in unstated:
-        search["schedules"] = ["1f1b", "interleaved"]
+        search["schedules"] = [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]  # model_copy does not validate: the enum
     partial = partial_plan(plan, unstated)
     asked = spec.model_copy(update={"plan": partial, "search": spec.search.model_copy(update=search)})
     try:

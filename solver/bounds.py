@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -98,7 +99,8 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
         high = max(float(np.ceil(kth)), float(np.ceil(tau_lo)), low + 1.0)
     else:
-        guess = max(np.ceil(_kth_least_threshold(time_at, most, L)), np.ceil(tau_lo))
+        guess = _kth_least_threshold(time_at, most, L)
+        guess = None if guess is None else max(np.ceil(guess), np.ceil(tau_lo))
         high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
@@ -109,13 +111,17 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
 
 
-def _kth_least_threshold(time_at, most: np.ndarray, k: int) -> float:
+def _kth_least_threshold(time_at, most: np.ndarray, k: int) -> Optional[float]:
     """The ``k``-th least of the unit times ``T_u(l)``, ``1 ≤ l ≤ most_u``: the least τ at which the units' counts
     ``max{l : T_u(l) ≤ τ}`` add up to ``k``, in exact arithmetic (relaxed_bound's guess of its search's answer, which
-    the search then checks on the counts themselves)."""
+    the search then checks on the counts themselves). None where the units × counts array would pass
+    :data:`GUESS_MAX_ELEMENTS` (relaxed_bound keeps O(units) memory: a 10**6-layer spec's 262,144 units would need
+    33 GiB): the search then runs without a guess, to the same answer."""
     top = int(most.max())
     if top < 1 or k > top * len(most):
         return float("inf")
+    if top * len(most) > GUESS_MAX_ELEMENTS:
+        return None
     counts = np.broadcast_to(np.arange(1, top + 1, dtype=float), (len(most), top))
     times = np.where(counts <= most[:, None], time_at(counts), np.inf).ravel()
     return float(np.partition(times, k - 1)[k - 1])
@@ -153,6 +159,7 @@ def _layer_counts(a, d, sig, room, kap, fin, l_mem0, most, exposed):
 # layers_at's temporaries hold at most this many entries (1 MiB of float64) whatever the number of units: the
 # counts are integers (exact in float64 below 2**53), so summing them chunk by chunk gives the same floats
 LAYER_COUNT_CHUNK_ELEMENTS = 1 << 17
+GUESS_MAX_ELEMENTS = 1 << 20  # relaxed_bound's guess: at most 8 MiB of float64 unit times
 
 
 SEARCH_POINTS = 64  # τ values least_integer_reaching tries at once: each round narrows the interval 64-fold

@@ -7,7 +7,6 @@ server and channel (:func:`server`, :func:`channel`); the package folders of thi
 from __future__ import annotations
 
 import functools
-import gc
 from pathlib import Path
 import os
 import time
@@ -33,14 +32,6 @@ def package_folders() -> dict[str, str]:
         parent, _, last = package.rpartition(".")
         folders[package] = tool["package-dir"].get(package) or f"{folders[parent]}/{last}"
     return folders
-# The cyclic garbage collector's thresholds of the test process: the suite's process holds a large heap of
-# long-lived objects (module fixtures, the solver's caches, imported frameworks), which CPython's default thresholds
-# (700, 10, 10) re-scan in a full collection every ~70,000 net allocations. Fewer, later collections cut the time of
-# tests/solver/test_oracle.py tests/solver/test_frontier.py tests/costmodel from 96 s to 77 s here (docs/testing.md);
-# PARPLAN_TEST_GC=default keeps CPython's thresholds, to measure the difference again.
-if os.environ.get("PARPLAN_TEST_GC") != "default":
-    gc.set_threshold(50_000, 20, 20)
-
 # The test profile: "default" (what `python -m pytest -q` and CI run, under the 10-minute goal) or "thorough"
 # (PARPLAN_TEST_PROFILE=thorough: the oracle / brute-force agreement tests on their full example counts and spaces,
 # run by nothing timed; docs/testing.md). A hypothesis profile of the same name: tests without their own

@@ -260,3 +260,28 @@ def test_layer_counts_in_chunks_give_the_same_bound(spec, chunk_elements):
             finally:
                 bounds_mod.LAYER_COUNT_CHUNK_ELEMENTS = saved
             assert chunked == whole or (math.isinf(chunked) and math.isinf(whole)), (t.choice, chunked, whole)
+
+
+def test_the_bound_without_its_guess_is_the_same_and_a_huge_table_takes_no_guess(monkeypatch):
+    """relaxed_bound's guess (the k-th least unit time over a units × counts array) is skipped past
+    GUESS_MAX_ELEMENTS: the same bounds without it on the README example; and a 10**6-layer spec's table (262,144
+    units; the array would be 33 GiB) is bounded without building the array."""
+    from parplan.solver import bounds
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+
+    p = Problem.build(load_spec(EXAMPLES / "llama3-70b-64xh100.yaml"))
+    ids = range(0, len(p.choices), max(1, len(p.choices) // 40))
+    with_guess = [relaxed_bound(p.table(i), p.cap_kib) for i in ids]
+    monkeypatch.setattr(bounds, "GUESS_MAX_ELEMENTS", 0)
+    assert [relaxed_bound(p.table(i), p.cap_kib) for i in ids] == with_guess
+    monkeypatch.undo()
+    built = []
+    real = bounds._kth_least_threshold
+    monkeypatch.setattr(bounds, "_kth_least_threshold", lambda *a: built.append(real(*a)) or built[-1])
+    deep = validate_spec({"model": {"name": "deep", "num_layers": 10**6, "hidden_size": 256, "ffn_hidden_size": 1024,
+                                    "num_attention_heads": 4, "num_kv_heads": 4, "vocab_size": 32000},
+                          "training": {"seq_len": 256, "global_batch_size": 4194304},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 1048576}})
+    res = optimize(deep, pareto="memory", controls=SolverControls(workers=1, time_limit_s=3))
+    assert res.status in ("OPTIMAL", "FEASIBLE", "UNKNOWN") and None in built
