@@ -99,8 +99,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
         high = max(float(np.ceil(kth)), float(np.ceil(tau_lo)), low + 1.0)
     else:
-        guess = _kth_least_threshold(time_at, most, L)
-        guess = None if guess is None else max(np.ceil(guess), np.ceil(tau_lo))
+        guess = _integer_guess(time_at, most, L, tau_lo)
         high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
@@ -109,6 +108,13 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     if least_exposure is not None and t.S > 0:
         time_sum += float(np.floor(least_exposure.sum()))
     return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+
+
+def _integer_guess(time_at, most: np.ndarray, k: int, tau_lo: float) -> Optional[float]:
+    """relaxed_bound's guess of its integer search's answer: the ceiling of :func:`_kth_least_threshold`, at least
+    ``tau_lo``'s (None where the threshold is not formed)."""
+    kth = _kth_least_threshold(time_at, most, k)
+    return None if kth is None else max(np.ceil(kth), np.ceil(tau_lo))
 
 
 def _kth_least_threshold(time_at, most: np.ndarray, k: int) -> Optional[float]:

@@ -14,6 +14,7 @@ ROOT_TESTS = {
     "test_layers": "the import-linter floors between all packages (pyproject [tool.importlinter])",
     "test_packaging": "the installed wheel: every package and its data",
     "test_test_layout": "this file: the layout of tests/ itself",
+    "test_package_sizes": "the size rule over every package folder (modules, functions)",
     "test_docs": "README.md and docs/*.md: every command in them run or checked",
     "test_probe": "parplan.probe, the facade package's own module (src/parplan/probe.py)",
 }
