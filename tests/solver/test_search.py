@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import small_specs, spec_repr
+from tests.conftest import heap_of_a_fresh_process, small_specs, spec_repr
 from tests.solver_checks import REL_TOL
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import search
@@ -91,10 +91,11 @@ def test_a_call_cut_short_answers_feasible_with_a_plan():
     name, raw = SCENARIOS[-1]
     assert name.startswith("DeepSeek-V3")
     for limit_s in (2, 4, 8, 16):
-        cpu0 = time.process_time()
-        res = optimize(validate_spec(raw), top_k=10, controls=SolverControls(workers=1, deterministic=True,
-                                                                             time_limit_s=limit_s))
-        if res.status != "UNKNOWN" or time.process_time() - cpu0 >= 0.9 * 2:
+        cpu0 = time.thread_time()  # this thread's (CP-SAT with one worker solves on it), not the suite's other threads
+        with heap_of_a_fresh_process():
+            res = optimize(validate_spec(raw), top_k=10, controls=SolverControls(workers=1, deterministic=True,
+                                                                                 time_limit_s=limit_s))
+        if res.status != "UNKNOWN" or time.thread_time() - cpu0 >= 0.9 * 2:
             break  # an answer, or a call that had the CPU time of a 2 s call on a quiet machine
     assert res.status == "FEASIBLE" and res.plans, (res.status, limit_s)
     assert res.stats.best_bound is not None and 0 <= res.stats.gap < 1
