@@ -194,14 +194,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
         return Explanation(summary="no plan found; the explanation ran out of time before it could enumerate the "
                                    "relaxed space", conflicting=[], rejected_choices=rejected, usable_memory_gib=usable)
     if not relaxed.choices:
-        top = sorted(relaxed.space.rejected.items(), key=lambda kv: -kv[1])[:3]
-        reasons = "; ".join(f"{k} ({n} choices)" for k, n in top) or "no divisor combination of the GPU count"
-        notes: list[str] = []
-        sizes = _size_relaxations(spec, method, controls, deadline, incomplete, notes)
-        return Explanation(summary=f"no choice of degrees is legal for {spec.cluster.num_gpus} GPUs and a global batch "
-                                   f"of {spec.training.global_batch_size}: {reasons}" + _suffix(incomplete, notes),
-                           conflicting=["cluster.num_gpus", "training.global_batch_size"], rejected_choices=rejected,
-                           usable_memory_gib=usable, relaxations=sizes)
+        return _no_legal_degrees(spec, relaxed, method, controls, deadline, rejected, usable)
     try:
         core = _core(spec, relaxed, requirements, share(0.4))
     except TimeUp:
@@ -220,15 +213,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     for r in core:
         if r == "memory":
             if min_mem_plan is not None and min_needed is not None:
-                a = problem.assumptions
-                need_gib = math.ceil(memory_for_usable(min_needed + spec.search.memory_margin_gib, a) * 10) / 10
-                relaxations.append(Relaxation(
-                    requirement="memory",
-                    change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "
-                           f"{min_needed - usable:.1f} GiB more than the {usable:.1f} GiB usable on "
-                           f"{spec.cluster.gpu}: a GPU with {need_gib:.1f} GiB (cluster.memory_gib) fits it",
-                    patch={"cluster.memory_gib": need_gib},
-                    plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan)))  # under the relaxed spec
+                relaxations.append(_memory_relaxation(spec, problem, min_mem_plan, min_needed, usable))
             continue
         opts = _relaxed_options(spec, problem.options, [r])
         try:
@@ -246,6 +231,34 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     return Explanation(summary=_summary(core, min_needed, usable) + _suffix(incomplete, notes), conflicting=core,
                        rejected_choices=rejected,
                        min_memory_needed_gib=min_needed, usable_memory_gib=usable, relaxations=relaxations)
+
+
+def _no_legal_degrees(spec: Spec, relaxed: Problem, method: str, controls: SolverControls, deadline: Optional[float],
+                      rejected: dict, usable: float) -> Explanation:
+    """The explanation when even the relaxed space has no legal choice of degrees: the rules that rejected most
+    choices, and the GPU counts or batches that would have some (:func:`_size_relaxations`)."""
+    top = sorted(relaxed.space.rejected.items(), key=lambda kv: -kv[1])[:3]
+    reasons = "; ".join(f"{k} ({n} choices)" for k, n in top) or "no divisor combination of the GPU count"
+    incomplete: list[str] = []
+    notes: list[str] = []
+    sizes = _size_relaxations(spec, method, controls, deadline, incomplete, notes)
+    return Explanation(summary=f"no choice of degrees is legal for {spec.cluster.num_gpus} GPUs and a global batch "
+                               f"of {spec.training.global_batch_size}: {reasons}" + _suffix(incomplete, notes),
+                       conflicting=["cluster.num_gpus", "training.global_batch_size"], rejected_choices=rejected,
+                       usable_memory_gib=usable, relaxations=sizes)
+
+
+def _memory_relaxation(spec: Spec, problem: Problem, min_mem_plan, min_needed: float, usable: float) -> Relaxation:
+    """The memory a GPU would need for the least-memory plan (the user's pins kept), as a ``cluster.memory_gib``
+    patch, with that plan evaluated under the relaxed spec."""
+    need_gib = math.ceil(memory_for_usable(min_needed + spec.search.memory_margin_gib, problem.assumptions) * 10) / 10
+    return Relaxation(
+        requirement="memory",
+        change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "
+               f"{min_needed - usable:.1f} GiB more than the {usable:.1f} GiB usable on "
+               f"{spec.cluster.gpu}: a GPU with {need_gib:.1f} GiB (cluster.memory_gib) fits it",
+        patch={"cluster.memory_gib": need_gib},
+        plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan))
 
 
 def _summary(core: list[str], min_needed: Optional[float], usable: float) -> str:

@@ -117,19 +117,7 @@ def _replan(spec, old, lost_gpus, added_gpus, horizon_s, a, method, controls, t0
                            keeps_layout=all(getattr(e.plan, f) == getattr(old, f) for f in LAYOUT))
 
     r_min = min((move(c).time_s for c in problem.choices), default=math.inf)
-    kp, keep_reason = keep_plan(old, spec)
-    keep = None
-    if kp is not None:
-        c = kp.to_choice()  # the rules first: the evaluator prices legal plans only (an EP past TP·CP·DP divides by 0)
-        rules = choice_violations(spec, c, problem.assumptions, nvlink_domain_size(spec, problem.gpu)) + \
-            stage_violations(spec, c, kp.stage_layers, kp.recompute_layers, kp.pipeline_layout)
-        e = problem.evaluate(kp) if not rules else None
-        if e is None:
-            keep_reason = "the old layout breaks a rule on the new cluster: " + "; ".join(rules)
-        elif e.feasible:
-            keep = point(e)
-        else:
-            keep_reason = "the old layout does not fit: " + "; ".join(e.violations)
+    keep, keep_reason = _keep(spec, problem, old, point)
     searcher = Searcher(problem, method, controls, deadline)
     cap = problem.cap_kib
     status, points, bound_J = "UNKNOWN", [], None
@@ -156,6 +144,28 @@ def _replan(spec, old, lost_gpus, added_gpus, horizon_s, a, method, controls, t0
             points, status = known, "FEASIBLE" if known else first.status
     except TimeUp:
         status = "FEASIBLE" if points else "UNKNOWN"
+    return _result(status, points, keep, keep_reason, bound_J, horizon_s, a, method, controls, problem, searcher, t0)
+
+
+def _keep(spec: Spec, problem: Problem, old: Plan, point) -> tuple[Optional[ReplanPoint], Optional[str]]:
+    """The "keep TP/PP, change DP" move as a point (``point`` prices it), or why it is impossible."""
+    kp, keep_reason = keep_plan(old, spec)
+    if kp is None:
+        return None, keep_reason
+    c = kp.to_choice()  # the rules first: the evaluator prices legal plans only (an EP past TP·CP·DP divides by 0)
+    rules = choice_violations(spec, c, problem.assumptions, nvlink_domain_size(spec, problem.gpu)) + \
+        stage_violations(spec, c, kp.stage_layers, kp.recompute_layers, kp.pipeline_layout)
+    e = problem.evaluate(kp) if not rules else None
+    if e is None:
+        return None, "the old layout breaks a rule on the new cluster: " + "; ".join(rules)
+    if not e.feasible:
+        return None, "the old layout does not fit: " + "; ".join(e.violations)
+    return point(e), keep_reason
+
+
+def _result(status, points, keep, keep_reason, bound_J, horizon_s, a, method, controls, problem, searcher,
+            t0) -> ReplanResult:
+    """The answer: the best (least J) and fastest of the points and the keep move, the proof's value, bound and gap."""
     pool = points + ([keep] if keep else [])
     best = min(pool, key=lambda p: (p.effective_step_time_s, p.step_time_s, p.reconfiguration_s), default=None)
     fastest = min(pool, key=lambda p: (p.step_time_s, p.reconfiguration_s), default=None)

@@ -23,14 +23,11 @@ MODULES_OVER = {
 FUNCTIONS_OVER = {
     "solver/pools/cpsat.py:optimize_pools": 80,
     "solver/search.py:best": 78,
-    "solver/replan.py:_replan": 77,
     "solver/pools/cpsat.py:__init__": 76,
     "solver/tables.py:build_table": 75,
-    "solver/explain.py:explain": 75,
     "costmodel/evaluation/layer_costs.py:_of": 75,
     "solver/bounds.py:relaxed_bound": 70,
     "costmodel/evaluation/pools.py:evaluate_pools": 69,
-    "library/sweep/run.py:run_sweep": 68,
 }
 
 

@@ -87,6 +87,28 @@ def summary_of(records: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
     return {**finish(records), "parplan_version": manifest.get("parplan")}
 
 
+def _keys_of(sweep: Sweep, settings: dict[str, Any], cancel: Optional[Any]) -> list[str]:
+    """Each point's store key; thousands of points take a second to key, so the cancel is checked every 64."""
+    keys = []
+    for i, p in enumerate(sweep.points):
+        if cancel is not None and i % 64 == 0 and cancel.is_set():
+            raise Cancelled()
+        keys.append(point_key(p.spec, settings))
+    return keys
+
+
+def _to_solve(sweep: Sweep, keys: list[str], entries: dict[str, Any]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """The keys the store lacks, each with the first point that has it (equal keys are solved once), and the points
+    of every key."""
+    todo: dict[str, int] = {}
+    by_key_points: dict[str, list[int]] = {}
+    for p, key in zip(sweep.points, keys):
+        by_key_points.setdefault(key, []).append(p.index)
+        if key not in entries and key not in todo:
+            todo[key] = p.index
+    return todo, by_key_points
+
+
 def run_sweep(sweep: Sweep, out_dir: Optional[str] = None, *, engine: str = "local", jobs: Optional[int] = None,
               ray_address: Optional[str] = None, resume: bool = False, progress: bool = False,
               on_point: Optional[Callable[[dict[str, Any]], None]] = None,
@@ -102,11 +124,7 @@ def run_sweep(sweep: Sweep, out_dir: Optional[str] = None, *, engine: str = "loc
     if jobs is not None and not 1 <= jobs <= 4096:
         raise SweepError(f"--jobs: {jobs} is out of range (1-4096)")
     settings = settings_of(sweep)
-    keys = []
-    for i, p in enumerate(sweep.points):  # thousands of points take a second to key: the cancel is checked
-        if cancel is not None and i % 64 == 0 and cancel.is_set():
-            raise Cancelled()
-        keys.append(point_key(p.spec, settings))
+    keys = _keys_of(sweep, settings, cancel)
     store = Store(out_dir) if out_dir else None
     manifest = manifest_of(sweep, keys)
     entries: dict[str, dict[str, Any]] = {}
@@ -115,13 +133,7 @@ def run_sweep(sweep: Sweep, out_dir: Optional[str] = None, *, engine: str = "loc
         store.write_manifest(manifest)
         if resume:
             entries.update(store.entries(set(keys)))
-    todo: dict[str, int] = {}  # key -> first point with it (equal keys are solved once)
-    for p, key in zip(sweep.points, keys):
-        if key not in entries and key not in todo:
-            todo[key] = p.index
-    by_key_points: dict[str, list[int]] = {}
-    for p, key in zip(sweep.points, keys):
-        by_key_points.setdefault(key, []).append(p.index)
+    todo, by_key_points = _to_solve(sweep, keys, entries)
     task_keys = list(todo)
     tasks = [(i, diff_sections(sweep.base, sweep.points[todo[key]].spec)) for i, key in enumerate(task_keys)]
     counts = {"points": len(sweep.points), "skipped": len(sweep.points) - sum(len(by_key_points[k]) for k in todo),
