@@ -62,6 +62,14 @@ def heap_of_a_fresh_process():
         gc.unfreeze()
 
 
+@pytest.fixture(scope="module")
+def fresh_heap():
+    """``heap_of_a_fresh_process`` for a whole module of timed calls (``pytestmark = usefixtures("fresh_heap")``):
+    once per module, as a collection per call would itself cost a late suite ~0.5 s."""
+    with heap_of_a_fresh_process():
+        yield
+
+
 def load_stretch(most: float = 4.0) -> float:
     """How many times slower than on a quiet machine CPU-bound work runs now: the wall time over this process's CPU
     time of a 0.1 s busy loop (1.0 when the process has a core to itself; ~4 with 8 runnable processes on 2 cores),

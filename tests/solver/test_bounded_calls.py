@@ -37,6 +37,7 @@ from bounded_calls import SPECS, run_one  # noqa: E402
 
 BUDGET_MIB = 2048
 SLACK_S = 1.0
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
 
 
 def _truthful(res: dict) -> None:
