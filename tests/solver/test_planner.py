@@ -27,6 +27,8 @@ from parplan.frameworks.loader import validate_spec
 
 from tests.solver_checks import CPSAT, check_plan, choice_index
 
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
