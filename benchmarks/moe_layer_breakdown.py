@@ -57,7 +57,7 @@ from parplan.costmodel.compute.efficiency import max_linear_efficiency  # noqa: 
 from parplan.costmodel.evaluation.evaluate import plan_choice  # noqa: E402
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds  # noqa: E402
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes  # noqa: E402
-from parplan.costmodel.evaluation.layer_costs import moe_busiest_load  # noqa: E402
+from parplan.costmodel.evaluation.choice_context import moe_busiest_load  # noqa: E402
 from parplan.costmodel.schedules.schedule import Schedule  # noqa: E402
 
 HELDOUT = ROOT / "benchmarks" / "data" / "heldout-runs.yaml"

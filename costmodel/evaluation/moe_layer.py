@@ -15,8 +15,11 @@ from parplan.costmodel.communication import shared_links
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
-from parplan.costmodel.evaluation.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
-                                           moe_busiest_load, moe_params_gpu)
+from parplan.costmodel.evaluation.activations import Activations
+from parplan.costmodel.evaluation.choice_context import ChoiceContext, moe_busiest_load
+from parplan.costmodel.evaluation.gemm_rates import GemmRates
+from parplan.costmodel.evaluation.layer_comm import LayerComm
+from parplan.costmodel.evaluation.layer_costs import LayerCost, LayerTimes, moe_params_gpu
 from parplan.costmodel.schedules.paired_overlap import (ChunkWork, combined_1f1b_exposed_s, combined_1f1b_key,
                                               combined_1f1b_lone_share)
 

@@ -52,7 +52,8 @@ def test_narrow_heads_slow_the_attention_core():
     from parplan.costmodel.spec.assumptions import resolve_assumptions
     from parplan.costmodel.evaluation.choice import Choice
     from parplan.costmodel.spec.hardware import resolve_gpu
-    from parplan.costmodel.evaluation.layer_costs import ChoiceContext, GemmRates
+    from parplan.costmodel.evaluation.choice_context import ChoiceContext
+    from parplan.costmodel.evaluation.gemm_rates import GemmRates
 
     c = Choice(tp=4, cp=1, pp=1, dp=2, num_microbatches=4, sequence_parallel=True)
 
@@ -80,7 +81,8 @@ def test_sliding_window_and_sinks_in_the_attention_core_time():
     from parplan.costmodel.spec.assumptions import resolve_assumptions
     from parplan.costmodel.evaluation.choice import Choice
     from parplan.costmodel.spec.hardware import resolve_gpu
-    from parplan.costmodel.evaluation.layer_costs import ChoiceContext, GemmRates
+    from parplan.costmodel.evaluation.choice_context import ChoiceContext
+    from parplan.costmodel.evaluation.gemm_rates import GemmRates
 
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
 
