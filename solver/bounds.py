@@ -5,7 +5,7 @@ Quick bound: every stage's mean share of the model FLOPs at the fastest rate the
 
 Layer bound (:func:`layer_bound`, the search's next bound once a plan is known): every layer's compute, TP and EP
 time at the least bubble, shared by the choices of one :func:`layer_key` and at most the mean-unit bound
-(tables.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
+(table_builder.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
 
 Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
@@ -320,7 +320,7 @@ def _schedule_terms(schedule: Schedule, a2a_overlap: bool) -> tuple[bool, bool]:
 
 def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
     """Every layer's compute, TP and EP time without recompute, per micro-batch (seconds): the part of the
-    mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
+    mean-unit bound's layer sum (table_builder.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
     terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
     products of non-negative terms are monotone, so this is at most that sum. ``dense``, ``moe``: the layers'
     LayerCosts or their layer_costs.LayerTimes (the same three terms: costmodel.evaluation.choice.layer_times); ``moe`` None
@@ -330,7 +330,7 @@ def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
 
 
 def layer_bound(layer_s: float, pp: int, factor: float, units: int, num_layers: int, scale: Scale) -> float:
-    """A lower bound of ``Problem.mean_bound`` (``weight·lb_time``, tables.mean_unit_bound) from
+    """A lower bound of ``Problem.mean_bound`` (``weight·lb_time``, table_builder.mean_unit_bound) from
     :func:`layer_sum_s` alone. Time: ``lb_time = max(0, round(mean·NS/unit) - 2L - 4p)`` with ``mean ≥
     layer_s/p``. Weight: ``M + S·units = round(W(m + w_max)) + units·round(W·w_sum·stages_per_unit) ≥ W(m + β) -
     (1 + units)/2``, as ``w_max + p·w_sum = β`` (schedule.stage_bubble_weights, units·stages_per_unit = p) and β

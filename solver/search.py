@@ -29,7 +29,8 @@ from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
-from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assignment
+from parplan.solver.assignment_check import evaluate_assignment
+from parplan.solver.tables import MIB_KIB, Assignment, StageTable
 
 Method = Literal["cpsat", "exhaustive"]
 # while no plan is known, every this many mean-unit bounds the search solves the choice of least bound among those
