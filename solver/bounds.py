@@ -55,15 +55,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     s = t.m_saved.astype(float)
     rho = t.t_recompute.astype(float)
     # every division below is by a value np.where made positive: no error state to set (np.errstate costs ~5 us)
-    if t.choice.recompute == "full" and not t.recompute_all:
-        kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
-        s_max = s.copy()
-        if t.k_dense and t.m_saved_dense > 0:
-            kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
-            s_max[0] = max(s_max[0], float(t.m_saved_dense))
-    else:
-        kappa = np.full(n, np.inf)
-        s_max = np.zeros(n)
+    kappa, s_max = _recompute_rates(t, s, rho)
     lo = t.layers_min.astype(np.int64)
     if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
         return float("inf")
@@ -102,6 +94,29 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         guess = _integer_guess(time_at, most, L, tau_lo)
         high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
+    return _objective_at(t, tau, least_exposure)
+
+
+def _recompute_rates(t: StageTable, s: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(κ, s_max) per unit: the least time a KiB saved by recompute costs (a whole layer's recompute time over its
+    saving; unit 0's dense layers where they save at a lower rate) and the most KiB one recomputed layer saves; inf
+    and 0 where the table recomputes no whole layer (``s``, ``rho``: the per-layer saving and recompute time)."""
+    n = t.num_units
+    if t.choice.recompute == "full" and not t.recompute_all:
+        kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
+        s_max = s.copy()
+        if t.k_dense and t.m_saved_dense > 0:
+            kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
+            s_max[0] = max(s_max[0], float(t.m_saved_dense))
+        return kappa, s_max
+    return np.full(n, np.inf), np.zeros(n)
+
+
+def _objective_at(t: StageTable, tau: float, least_exposure: Optional[np.ndarray]) -> float:
+    """The lower bound of U when the slowest unit takes at least ``tau``: the summed time every layer without
+    recompute plus each unit's least exposure (``least_exposure``; None without an exposure table), the DP time the
+    mean unit's or the largest least one, less one unit for rounding (module docstring)."""
+    n, L = t.num_units, t.num_layers
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
     time_sum = float(t.base_time_sum)
