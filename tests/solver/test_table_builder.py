@@ -1,4 +1,5 @@
-"""The solver's per-choice tables (solver/tables.py) against the evaluator: interleaved stages with an MTP module.
+"""The tables the solver builds per choice (solver/table_builder.py) against the evaluator: interleaved stages with an
+MTP module.
 """
 
 from __future__ import annotations
