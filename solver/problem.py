@@ -25,8 +25,8 @@ from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
-from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.paired_split import first_of, rank_split
+from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.table_builder import build_table, mean_unit_bound, with_exposure
 from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import WARM, SpecPieces, base_choice

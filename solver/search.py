@@ -23,13 +23,13 @@ import numpy as np
 
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.solver import cpsat
+from parplan.solver.assignment_check import evaluate_assignment
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
-from parplan.solver.assignment_check import evaluate_assignment
 from parplan.solver.tables import MIB_KIB, Assignment, StageTable
 
 Method = Literal["cpsat", "exhaustive"]
