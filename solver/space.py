@@ -180,7 +180,7 @@ def degree_grid(n: int, num_layers: int, opts: SpaceOptions, tally: RejectionTal
 
 def sequence_parallel_values(tp: int, opts: SpaceOptions, sp_dominates: bool = False) -> list[bool]:
     """SP on and off under TP > 1, off at TP 1: SP holds less and alone hides its collectives, but only behind (tp-1)/tp
-    of the GEMMs (layer_costs.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
+    of the GEMMs (layer_comm.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
     the all-reduces' four: slower beside short GEMMs. ``sp_dominates`` (no re-gather): SP on alone."""
     values = [True, False] if tp > 1 else [False]
     if opts.sequence_parallel is not None:
