@@ -116,7 +116,10 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
                 return
         headroom = spec.search.memory_margin_gib > 0
         if output_format == OutputFormat.json:
-            typer.echo(to_json(evaluation_to_dict(evaluation, headroom=headroom, completed=completed)))
+            from parplan.costmodel.evaluation.prediction_band import band_source
+
+            typer.echo(to_json(evaluation_to_dict(evaluation, headroom=headroom, completed=completed,
+                                                  source=band_source(spec))))
         else:
             render_evaluation(evaluation, _stdout_console(), spec=spec)
             if completed is not None:
