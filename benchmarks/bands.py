@@ -41,7 +41,8 @@ from parplan.costmodel.spec.assumptions import resolve_assumptions  # noqa: E402
 QUANTILES = (0.1, 0.9)
 BAND_PY = ROOT / "costmodel" / "spec" / "calibration_band.py"
 RESULT = ROOT / "benchmarks" / "results" / "bands.txt"
-DATA = "benchmarks/data/published-runs.yaml + mlperf-v5.1.yaml (the default calibration's rows, benchmarks/fit.py)"
+DATA = ("benchmarks/data/published-runs.yaml + mlperf-v5.1.yaml (the rows benchmarks/fit.py fits the default calibration "
+        "on), in-sample residuals computed by benchmarks/bands.py (benchmarks/results/bands.txt)")
 
 
 def row_ratios(cases: Sequence[Case]) -> list[tuple[str, float, float, Optional[float]]]:
