@@ -4,6 +4,8 @@ solver change keeps them.
 
     python benchmarks/answers_digest.py --out FILE.json          # at one revision (~1 min)
     python benchmarks/answers_digest.py --compare OLD.json NEW.json
+    python benchmarks/answers_digest.py --memory-band --out FILE.json  # every scenario with search.memory_band: true
+    python benchmarks/answers_digest.py --compare-plans OLD.json NEW.json  # which answers' plans (only) changed
 
 Each call is ``optimize`` in deterministic mode (one worker, fixed seed: byte-identical output run to run), so two
 revisions whose digests are equal return the same plans, metrics and stats. ``--compare`` prints, per call, whether
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def digest(out: Path) -> None:
+def digest(out: Path, memory_band: bool = False) -> None:
     import solver_speed as ss
     from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
@@ -30,6 +32,8 @@ def digest(out: Path) -> None:
 
     answers = {}
     for name, raw in ss.SCENARIOS:
+        if memory_band:  # issue 38 item 4: fit by the memory band's upper end (costmodel/evaluation/prediction_band.py)
+            raw = {**raw, "search": {**(raw.get("search") or {}), "memory_band": True}}
         for k in (1, 10):
             t0 = time.perf_counter()
             res = optimize(validate_spec(raw), method="cpsat", top_k=k,
@@ -56,16 +60,38 @@ def compare(old: Path, new: Path) -> int:
     return 1 if differ else 0
 
 
+def compare_plans(old: Path, new: Path) -> int:
+    """Per call: whether the list of plans (their ``plan`` fields only: not the margin, the ledgers' headroom or the
+    stats) and the best plan changed, and the best step time before -> after; a count at the end. Exit 0."""
+    a, b = json.loads(old.read_text()), json.loads(new.read_text())
+    plans_changed = best_changed = 0
+    for key in sorted(set(a) & set(b)):
+        pa, pb = ([json.dumps(p["plan"], sort_keys=True) for p in d[key]["plans"]] for d in (a, b))
+        ta, tb = (d[key]["plans"][0]["metrics"]["step_time_s"] if d[key]["plans"] else None for d in (a, b))
+        plans_changed += pa != pb
+        best_changed += pa[:1] != pb[:1]
+        step = f"{ta:.4f} -> {tb:.4f} s ({100 * (tb / ta - 1):+.2f} %)" if ta and tb else f"{ta} -> {tb}"
+        print(f"{key:42s} margin {b[key].get('memory_margin_gib')} GiB  {a[key]['status']} -> {b[key]['status']}  "
+              f"plans {'CHANGED' if pa != pb else 'same'}  best {'CHANGED' if pa[:1] != pb[:1] else 'same'}  {step}")
+    print(f"answers whose plan list changes: {plans_changed} of {len(set(a) & set(b))}; whose best plan changes: "
+          f"{best_changed}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write the digest here")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    ap.add_argument("--memory-band", action="store_true", help="every scenario with search.memory_band: true")
+    ap.add_argument("--compare-plans", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
+    if args.compare_plans:
+        return compare_plans(*args.compare_plans)
     if not args.out:
         ap.error("--out FILE or --compare OLD NEW")
-    digest(args.out)
+    digest(args.out, args.memory_band)
     return 0
 
 

@@ -113,7 +113,8 @@ def collect(rows: Sequence[dict], preset: str = "default") -> dict[tuple, list[d
                 None if row.get("source_id") else row["id"])
         c = jobs.setdefault(job_key(row, r), {}).setdefault(conf, {"plan": conf[0], "gbs": conf[1], "ids": [],
                                                                       "measured_all": [], "fits": r["fits"],
-                                                                      "precision": r["precision"]})
+                                                                      "precision": r["precision"], "row": row,
+                                                                      "plan_json": r["plan"], "tokens": tokens})
         c["ids"].append(r["id"])
         c["measured_all"].append(tokens / r["published_step_time_s"])
         c["predicted"] = tokens / r["step_time_s"]
@@ -195,6 +196,8 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     p.add_argument("--data", type=Path, action="append", default=None, help="data files (default: all three)")
     p.add_argument("--out", type=Path, default=None, help=f"also write the report here (e.g. {RESULTS.relative_to(ROOT)})")
     p.add_argument("--preset", default="default")
+    p.add_argument("--few-shot", action="store_true", help="also calibrate on k runs of each job and predict the "
+                   "rest (benchmarks/few_shot.py; needs scipy); recorded in ranking_few_shot.txt beside --out")
     args = p.parse_args(argv)
     paths = args.data or default_data()
     rows = [r for path in paths for r in load_runs(path)]
@@ -210,7 +213,28 @@ def main(argv: Optional[list[str]] = None, out: TextIO = sys.stdout) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(buf.getvalue())
+    if args.few_shot:
+        _few_shot(table, argv, args.out, out)
     return 0
+
+
+def _few_shot(table: list[dict[str, Any]], argv: Optional[list[str]], out_path: Optional[Path], out: TextIO) -> None:
+    """``--few-shot``: benchmarks/few_shot.py's table, printed and (with ``--out``) written beside the report."""
+    import io
+
+    from benchmarks.few_shot import KS, evaluate_few_shot, render_few_shot
+
+    buf = io.StringIO()
+    command = " ".join(["python benchmarks/ranking.py", *(argv if argv is not None else sys.argv[1:])])
+    print(f"# Command: {command}", file=buf)
+    print(f"Few-shot calibration per job (benchmarks/few_shot.py): calibrate on every subset of k configurations "
+          f"(k = {', '.join(map(str, KS))}), predict the others; errors are of the held-out configurations' step "
+          "times, rho over all the job's configurations; each line the mean over its subsets", file=buf)
+    print(file=buf)
+    render_few_shot(evaluate_few_shot(table), buf)
+    out.write("\n" + buf.getvalue())
+    if out_path:
+        out_path.with_name("ranking_few_shot.txt").write_text(buf.getvalue())
 
 
 if __name__ == "__main__":

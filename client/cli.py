@@ -26,11 +26,11 @@ import typer
 from parplan.client.cli_errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, _Commands, _errors, _fail, _stdout_closed,
                                        require_extra)
 from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTION, HF_CONFIG_OPTION,
-                                        MEMORY_MARGIN_OPTION, OUT_OPTION, PROFILE_OPTION, SPEC_ARGUMENT,
+                                        MEMORY_MARGIN_OPTION, OUT_OPTION, PROFILE_OPTION, RANK_BY_OPTION, SPEC_ARGUMENT,
                                         VERSION_OPTION, ExportTarget, ImportSource, Launcher, Method, OutputFormat,
                                         ParetoAxis, ResultFormat)
 from parplan.client.calibrate_cli import register as register_calibrate
-from parplan.client.cli_spec import print_spec_warnings, read_spec, with_memory_margin
+from parplan.client.cli_spec import print_spec_warnings, read_spec, with_memory_margin, with_rank_by
 from parplan.client.replan_cli import replan_command
 from parplan.client.serve_cli import serve_command
 from parplan.client.sweep_cli import sweep
@@ -116,7 +116,10 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
                 return
         headroom = spec.search.memory_margin_gib > 0
         if output_format == OutputFormat.json:
-            typer.echo(to_json(evaluation_to_dict(evaluation, headroom=headroom, completed=completed)))
+            from parplan.costmodel.evaluation.prediction_band import band_source
+
+            typer.echo(to_json(evaluation_to_dict(evaluation, headroom=headroom, completed=completed,
+                                                  source=band_source(spec))))
         else:
             render_evaluation(evaluation, _stdout_console(), spec=spec)
             if completed is not None:
@@ -146,7 +149,7 @@ def optimize(
     emit: Launcher = EMIT_OPTION,
     out: str = OUT_OPTION,
     hf_config: str = HF_CONFIG_OPTION,
-    memory_margin: float = MEMORY_MARGIN_OPTION, profile: str = PROFILE_OPTION,
+    memory_margin: float = MEMORY_MARGIN_OPTION, profile: str = PROFILE_OPTION, rank_by: str = RANK_BY_OPTION,
     plot: str = typer.Option(None, "--plot", metavar="FILE.png", help="with --pareto: draw the frontier "
                              "(needs the optional 'plot' extra, matplotlib)"),
     progress: bool = typer.Option(None, "--progress/--no-progress", help="live status line on stderr "
@@ -164,7 +167,7 @@ def optimize(
         axis = pareto.value if pareto else None
         budget_kw = _check_optimize_options(top, method.value, axis, time_limit, workers, seed, deterministic,
                                             memory_budget_mib, server, plot)
-        spec = with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin)
+        spec = with_rank_by(with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin), rank_by)
         if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
             export_cli.check_plot(spec)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)

@@ -44,6 +44,8 @@ FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (
                              case_sensitive=False)
 MEMORY_MARGIN_OPTION = typer.Option(None, "--memory-margin", metavar="GIB", help="GiB per GPU kept free below "
                                     "the usable memory (0 to 4096; overrides search.memory_margin_gib)")
+RANK_BY_OPTION = typer.Option(None, "--rank-by", metavar="point|upper", help="order the plans by the predicted step "
+                              "time (point) or the upper end of its band (upper); overrides search.rank_by")
 
 
 def _print_version(value: bool) -> None:

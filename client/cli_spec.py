@@ -62,3 +62,12 @@ def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
     if not math.isfinite(margin) or not 0 <= margin <= 4096:
         raise ArgumentError("--memory-margin", "must be a number of GiB from 0 to 4096", margin)
     return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": float(margin)})})
+
+
+def with_rank_by(spec: Spec, rank_by: Optional[str]) -> Spec:
+    """The spec with ``search.rank_by`` set from ``--rank-by`` (None: the spec's own)."""
+    if rank_by is None:
+        return spec
+    if rank_by not in ("point", "upper"):
+        raise ArgumentError("--rank-by", "must be point or upper", rank_by)
+    return spec.model_copy(update={"search": spec.search.model_copy(update={"rank_by": rank_by})})

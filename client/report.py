@@ -9,7 +9,7 @@ its names are re-exported here for existing callers.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Optional
 
 from rich import box
 from rich.console import Console
@@ -20,6 +20,8 @@ from parplan.library.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status,
                                      metrics_to_dict, plan_entry, plan_result_to_dict, plan_to_dict,
                                      result_to_dict, to_json)
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
+from parplan.client.band_report import BandSource, band_caption, band_cells, best_band_line
+from parplan.client.plan_line import ints as _ints, short_plan as _short_plan
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.compare import in_words
@@ -38,10 +40,6 @@ BREAKDOWN_NOTES = {
 
 
 # ------------------------------------------------------------------------------------------ tables
-
-
-def _ints(values: Iterable[int]) -> str:
-    return "[" + ", ".join(str(v) for v in values) + "]"
 
 
 def _num(value: float, decimals: int) -> str:
@@ -229,31 +227,6 @@ def render_evaluation(evaluation: Evaluation, console: Console, *, spec: Optiona
 # ------------------------------------------------------------------------------------------ optimize
 
 
-def _short_plan(p: Plan) -> str:
-    s = f"TP{p.tp} CP{p.cp} PP{p.pp} DP{p.dp}"
-    if p.ep > 1 or p.etp > 1:
-        s += f" EP{p.ep} ETP{p.etp}"
-    s += f" mbs{p.micro_batch_size}×{p.num_microbatches} {p.schedule}"
-    if p.vpp > 1:
-        s += f" v{p.vpp}"
-    s += f" ZeRO-{p.zero_stage}"
-    if p.zero_replicas > 1:
-        s += f" HSDP×{p.zero_replicas}"
-    if p.optimizer_states is not None:
-        s += f" opt {p.optimizer_states}"
-    if p.optimizer_offload_fraction > 0:
-        s += f" offload {p.optimizer_offload_fraction:g}"
-    if p.activation_offload_layers:
-        s += f" act-offload {p.activation_offload_layers}"
-    if len(set(p.stage_layers)) > 1:
-        s += " layers " + _ints(p.stage_layers) if p.pp <= 4 else f" layers {p.stage_layers[0]}/{p.stage_layers[1]}…/{p.stage_layers[-1]}"
-    if any(p.recompute_layers):
-        s += " recompute " + (_ints(p.recompute_layers) if p.pp <= 4 else f"{sum(p.recompute_layers)} layers")
-    elif p.recompute == "selective":
-        s += " selective"
-    return s
-
-
 def gpus_per_pool(plan: Plan, pools: int) -> list[int]:
     """GPUs each of ``pools`` pools gives a plan with ``stage_pools``: tp·cp·dp per stage placed on it."""
     used = [0] * pools
@@ -263,13 +236,15 @@ def gpus_per_pool(plan: Plan, pools: int) -> list[int]:
 
 
 def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Evaluation] = None,
-                  chosen: Optional[Plan] = None, pools: int = 1) -> Table:
+                  chosen: Optional[Plan] = None, pools: int = 1, source: Optional[BandSource] = None) -> Table:
     """One row per plan: step time, the difference to the best, MFU, memory, on several ``pools`` the GPUs of
-    each pool (``H+A`` for two), and the plan; the row whose plan is ``chosen`` is marked ``*``."""
+    each pool (``H+A`` for two), and the plan; the row whose plan is ``chosen`` is marked ``*``. With a band
+    ``source``, each plan's step-time and peak-memory bands, ``tie`` where its step band overlaps the best's."""
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    headers = (("#", "right"), ("step (s)", "right"), ("vs best", "right"), ("MFU", "right"), ("tokens/s", "right"),
-               ("peak GiB", "right"), *((("GPUs per pool", "right"),) if pools > 1 else ()), ("runs on", "left"),
-               ("plan", "left"))
+    banded = (("band (s)", "left"), ("band GiB", "right")) if source is not None else ()
+    headers = (("#", "right"), ("step (s)", "right"), *banded[:1], ("vs best", "right"), ("MFU", "right"),
+               ("tokens/s", "right"), ("peak GiB", "right"), *banded[1:],
+               *((("GPUs per pool", "right"),) if pools > 1 else ()), ("runs on", "left"), ("plan", "left"))
     for header, justify in headers:
         table.add_column(header, justify=justify, no_wrap=header != "plan")
     ref = best or (evaluations[0] if evaluations else None)
@@ -277,10 +252,13 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
         m = e.metrics
         delta = "" if ref is None or e is ref else f"{(m.step_time_s / ref.metrics.step_time_s - 1) * 100:+.1f}%"
         per_pool = ("+".join(map(str, gpus_per_pool(e.plan, pools))),) if pools > 1 else ()
-        table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}", delta,
-                      f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}", *per_pool,
-                      " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
+        cells = band_cells(e, source, ref)
+        table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}",
+                      *cells[:1], delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}",
+                      *cells[1:], *per_pool, " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
     caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
+    if source is not None:
+        caption = band_caption(source) + "\n" + caption
     for name in ("megatron-lm", "llm-foundry"):
         if any(name in e.runs_on for e in evaluations):
             caption += f", {RUNS_ON_SHORT[name]} {name}"
@@ -349,8 +327,12 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
                                "one solve each)", style="bold"))
             for entry in per_framework:
                 console.print(Text(f"  {framework_line(entry)}"))
+        source = getattr(result, "band_source", None)
+        if source is not None:
+            console.print(Text(best_band_line(best, source)))
         if len(result.plans) > 1:
-            console.print(ranking_table(result.plans, f"Top {len(result.plans)} (distinct choices, best first)"))
+            console.print(ranking_table(result.plans, f"Top {len(result.plans)} (distinct choices, best first)",
+                                        source=source))
             for i, e in enumerate(result.plans[1:], 2):
                 console.print(Text(f"  #{i} loses on: {why_it_wins(best, e)}", style="dim"))
     if result.pareto:

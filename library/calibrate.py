@@ -270,7 +270,11 @@ def profile_document(cal: Calibration, sources: list[dict[str, Any]], now: Optio
                                          "leave_one_out": med(cal.loo_pct)},
                 "rows": [{"row": r.name, "kind": r.kind, "before_pct": round(b, 2), "after_pct": round(a, 2),
                           **({"left_out_pct": round(cal.loo_pct[i], 2)} if cal.loo_pct else {})}
-                         for i, (r, b, a) in enumerate(zip(cal.rows, cal.before_pct, cal.after_pct))]},
+                         for i, (r, b, a) in enumerate(zip(cal.rows, cal.before_pct, cal.after_pct))],
+                # peak memory, measured and predicted with the fitted knobs: the profile's memory band
+                # (costmodel/evaluation/prediction_band.py profile_source)
+                "memory": [{"row": name, "measured_gib": round(m, 4), "predicted_gib": round(after, 4)}
+                           for name, m, _, after in cal.memory]},
     }
 
 

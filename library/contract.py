@@ -16,7 +16,9 @@ Every answer carries ``parplan_version``; every plan its ``num_gpus`` (derived; 
 
 Keys beyond the spec reference (docs/spec.md): ``plans[i].stages`` (the per-stage ledger: StageReport
 fields), ``plans[i].violations`` (rules the plan breaks; empty when feasible), and in ``metrics`` the extra
-fields ``hfu``, ``model_tflops_per_gpu``, ``usable_memory_gib`` and ``fits``.
+fields ``hfu``, ``model_tflops_per_gpu``, ``usable_memory_gib`` and ``fits``. Where the answer knows the calibration
+its predictions rest on, every entry has its ``band`` and the answer its ``band_source``
+(costmodel/evaluation/prediction_band.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Iterable, Optional
 
 from parplan import __version__
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
+from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, overlaps, plan_band, plan_bands
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.result import PlanResult
 
@@ -82,33 +85,56 @@ def _stages(evaluation: Evaluation, headroom: bool) -> list[dict[str, Any]]:
     return stages
 
 
-def plan_entry(evaluation: Evaluation, headroom: bool = False) -> dict[str, Any]:
-    """One element of CONTRACT ``plans`` (``headroom``: each stage also gets ``headroom_gib``)."""
-    return {
+def plan_entry(evaluation: Evaluation, headroom: bool = False, band: Optional[PlanBand] = None) -> dict[str, Any]:
+    """One element of CONTRACT ``plans`` (``headroom``: each stage also gets ``headroom_gib``; ``band``: the plan's
+    prediction band, costmodel/evaluation/prediction_band.py)."""
+    out = {
         "plan": plan_to_dict(evaluation.plan),
         "metrics": metrics_to_dict(evaluation),
         "stages": _stages(evaluation, headroom),
         "violations": list(evaluation.violations),
         "runs_on": list(evaluation.runs_on),
     }
+    if band is not None:
+        out["band"] = band.model_dump(mode="json")
+    return out
 
 
-def result_to_dict(status: str, evaluations: Iterable[Evaluation],
-                   pareto: Iterable[Evaluation] = (), headroom: bool = False) -> dict[str, Any]:
-    """A CONTRACT object: ``{"status", "plans", "pareto"}`` (``pareto`` entries have the ``plans`` shape)."""
-    return {"status": status, "plans": [plan_entry(e, headroom) for e in evaluations],
-            "pareto": [plan_entry(e, headroom) for e in pareto]}
+def _bands(evaluations: list[Evaluation], pareto: list[Evaluation],
+           source: Optional[BandSource]) -> tuple[list[Optional[PlanBand]], list[Optional[PlanBand]]]:
+    """The plans' bands (ties marked against the first plan, the optimum) and the frontier's (against the same)."""
+    if source is None:
+        return [None] * len(evaluations), [None] * len(pareto)
+    bands = plan_bands(evaluations, source) if evaluations else []
+    frontier = [plan_band(e, source) for e in pareto]
+    if bands:
+        frontier = [b.model_copy(update={"ties_best": overlaps(b, bands[0])}) for b in frontier]
+    return bands, frontier
+
+
+def result_to_dict(status: str, evaluations: Iterable[Evaluation], pareto: Iterable[Evaluation] = (),
+                   headroom: bool = False, source: Optional[BandSource] = None) -> dict[str, Any]:
+    """A CONTRACT object: ``{"status", "plans", "pareto"}`` (``pareto`` entries have the ``plans`` shape); with a band
+    ``source`` every entry carries its ``band`` and the object its ``band_source``."""
+    evaluations, pareto = list(evaluations), list(pareto)
+    bands, frontier = _bands(evaluations, pareto, source)
+    out = {"status": status, "plans": [plan_entry(e, headroom, b) for e, b in zip(evaluations, bands)],
+           "pareto": [plan_entry(e, headroom, b) for e, b in zip(pareto, frontier)]}
+    if source is not None:
+        out["band_source"] = source.model_dump(mode="json")
+    return out
 
 
 def evaluation_status(evaluation: Evaluation) -> str:
     return "FEASIBLE" if evaluation.feasible else "INFEASIBLE"
 
 
-def evaluation_to_dict(evaluation: Evaluation, headroom: bool = False,
-                       completed: Optional[list[str]] = None) -> dict[str, Any]:
+def evaluation_to_dict(evaluation: Evaluation, headroom: bool = False, completed: Optional[list[str]] = None,
+                       source: Optional[BandSource] = None) -> dict[str, Any]:
     """``solver-cli evaluate --format json``: one plan, status FEASIBLE or INFEASIBLE (it has violations);
-    ``evaluate --complete`` adds ``completed``, a memory margin each stage's ``headroom_gib``."""
-    out = result_to_dict(evaluation_status(evaluation), [evaluation], headroom=headroom)
+    ``evaluate --complete`` adds ``completed``, a memory margin each stage's ``headroom_gib``, a band ``source``
+    (prediction_band.band_source of the spec) the plan's ``band`` and the answer's ``band_source``."""
+    out = result_to_dict(evaluation_status(evaluation), [evaluation], headroom=headroom, source=source)
     if completed is not None:
         out["completed"] = list(completed)
     out["parplan_version"] = __version__
@@ -123,7 +149,8 @@ def to_json(obj: Any, indent: Optional[int] = 2) -> str:
 def plan_result_to_dict(result: PlanResult) -> dict[str, Any]:
     """``solver-cli optimize --format json``: the CONTRACT object plus objective, explanation, solver stats and,
     unless the run was deterministic, ``timing`` (wall-clock seconds, see ``solver.result.Timing``)."""
-    out = result_to_dict(result.status, result.plans, result.pareto, headroom=result.memory_margin_gib is not None)
+    out = result_to_dict(result.status, result.plans, result.pareto, headroom=result.memory_margin_gib is not None,
+                         source=result.band_source)
     if result.completed is not None:  # a partial plan: the fields the planner chose
         out["completed"] = list(result.completed)
     if result.memory_margin_gib is not None:
@@ -154,8 +181,9 @@ def plan_fields(plan: dict[str, Any]) -> dict[str, Any]:
 
 def entry_fields(entry: dict[str, Any]) -> dict[str, Any]:
     """A CONTRACT plan entry (or Evaluation dict) as the library's Evaluation fields: without what is derived (the
-    plan's ``num_gpus``, a stage's ``headroom_gib``: usable minus its total)."""
-    out = {**entry, "plan": plan_fields(entry["plan"])}
+    plan's ``num_gpus``, a stage's ``headroom_gib``: usable minus its total; the ``band``: the answer's band source
+    and the metrics give it)."""
+    out = {**{k: v for k, v in entry.items() if k != "band"}, "plan": plan_fields(entry["plan"])}
     if "stages" in entry:
         out["stages"] = [{k: v for k, v in st.items() if k != "headroom_gib"} for st in entry["stages"]]
     return out

@@ -73,22 +73,29 @@ def read_profile(path: str) -> dict[str, Any]:
 def with_profile(data: Any, base_dir: str = ".") -> Any:
     """Spec data with its ``profile:`` (a path or a mapping) taken out and the profile's overrides merged under its
     ``assumptions:`` (module docstring). Data without ``profile:`` is returned as it is."""
+    return split_profile(data, base_dir)[0]
+
+
+def split_profile(data: Any, base_dir: str = ".") -> tuple[Any, Optional[dict[str, Any]]]:
+    """(:func:`with_profile`'s data, the profile mapping it merged or None): the spec keeps the profile for the
+    bands of its predictions (costmodel/evaluation/prediction_band.py reads its ``fit`` rows)."""
     if not isinstance(data, dict) or "profile" not in data:
-        return data
+        return data, None
     data = dict(data)
     given = data.pop("profile")
     if given is None:
-        return data
+        return data, None
     if isinstance(given, str):
         path = given if os.path.isabs(given) else os.path.join(base_dir, given)
-        overrides = check_profile(read_profile(path), f"profile ({given})")
+        profile = read_profile(path)
+        overrides = check_profile(profile, f"profile ({given})")
     else:
-        overrides = check_profile(given)
+        profile, overrides = given, check_profile(given)
     section = data.get("assumptions")
     if section is not None and not isinstance(section, dict):
-        return data  # the schema names the bad section
+        return data, None  # the schema names the bad section
     data["assumptions"] = {**overrides, **(section or {})}
-    return data
+    return data, profile
 
 
 def profile_path_or_none(value: Optional[str]) -> Optional[str]:
@@ -96,5 +103,5 @@ def profile_path_or_none(value: Optional[str]) -> Optional[str]:
     return None if value is None else os.path.abspath(value)
 
 
-__all__ = ["PROFILE_KIND", "PROFILE_VERSION", "ProfileError", "check_profile", "read_profile", "with_profile",
+__all__ = ["PROFILE_KIND", "PROFILE_VERSION", "ProfileError", "check_profile", "read_profile", "with_profile", "split_profile",
            "profile_path_or_none"]

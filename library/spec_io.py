@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from parplan.library.huggingface import ModelSourceError, expand_model_section
 from parplan.library.safe_yaml import parse_yaml, read_capped  # noqa: F401  (read_capped re-exported)
 from parplan.library.spec_error import SpecError
-from parplan.library.profile import ProfileError, with_profile
+from parplan.library.profile import ProfileError, split_profile
 from parplan.library.messages import one_line  # noqa: F401  (re-exported: server/, client/ import it from here)
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.spec.hardware import resolve_gpu
@@ -87,7 +87,8 @@ def spec_from_data(data: Any, name: str = "spec", *, base_dir: str = ".", notes:
         raise SpecError(f"{name}: the top level must be a mapping of sections (model, training, cluster, ...), "
                         f"got {type(data).__name__}", source=name)
     try:
-        data = expand_model_section(with_profile(data, base_dir), base_dir=base_dir, warnings=notes)
+        data, profile = split_profile(data, base_dir)
+        data = expand_model_section(data, base_dir=base_dir, warnings=notes)
     except ProfileError as err:
         raise SpecError(str(err)) from None
     except ModelSourceError as err:
@@ -100,6 +101,7 @@ def spec_from_data(data: Any, name: str = "spec", *, base_dir: str = ".", notes:
         raise SpecError(f"{name}: spec nested too deeply", source=name) from None
     except (ValueError, TypeError) as err:  # a validator that raised outside pydantic's wrapping
         raise SpecError(f"{name}: {err}", source=name) from None
+    spec._calibration_profile = profile  # the bands of its predictions (costmodel/evaluation/prediction_band.py)
     return check_spec(spec)
 
 

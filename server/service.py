@@ -39,6 +39,7 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
+from parplan.costmodel.evaluation.prediction_band import band_source
 from parplan.library.contract import evaluation_to_dict, plan_entry, plan_result_to_dict
 from parplan.library.evaluation import evaluate_spec
 from parplan.costmodel.spec.spec import Spec
@@ -199,11 +200,12 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             plan = convert.plan_spec_dict_from_message(request.plan) if request.HasField("plan") else None
             _, spec = read_spec(request, plan, hf_config_dir=self.hf_config_dir)
             with self.admitted(state, context):
-                data = evaluation_to_dict(evaluate_spec(spec, **WARM.evaluation_inputs(spec)))  # shared with Plan
+                data = evaluation_to_dict(evaluate_spec(spec, **WARM.evaluation_inputs(spec)),  # shared with Plan
+                                          source=band_source(spec))
             extra["plan_status"] = data["status"]
             yield convert.fill_message(pb.EvaluateResponse(), {
                 "status": data["status"], "evaluation": data["plans"][0], "parplan_version": data["parplan_version"],
-                "contract_json": convert.contract_json(data, request.contract_json)})
+                "band_source": data["band_source"], "contract_json": convert.contract_json(data, request.contract_json)})
 
         return self._unary(request, context, "Evaluate", body)
 
@@ -222,7 +224,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             response = convert.fill_message(pb.ParetoResponse(), {
                 "status": data["status"], "axis": axis, "points": data["pareto"], "solver": data["solver"],
                 "parameters": params, "timing": data.get("timing"), "parplan_version": data["parplan_version"],
-                "contract_json": convert.contract_json(data, request.contract_json)})
+                "band_source": data.get("band_source"), "contract_json": convert.contract_json(data, request.contract_json)})
             yield _with_admission(convert.set_deprecated_fields(response), state)
 
         return self._unary(request, context, "Pareto", body)

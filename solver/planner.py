@@ -13,6 +13,7 @@ from typing import Callable, Optional, Sequence
 from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.evaluation.prediction_band import band_source, upper_first, with_memory_band
 from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.cpsat import SolverControls
@@ -57,7 +58,7 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
                              memory_budget_mib=controls.memory_budget_mib)
     deadline = t0 + controls.time_limit_s
     given = spec
-    spec = pinned_spec(spec)  # a partial plan's set fields become pins (solver/completion.py)
+    spec = pinned_spec(with_memory_band(spec))  # search.memory_band: the band's margin where none is set  # a partial plan's set fields become pins (solver/completion.py)
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
     # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
     with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
@@ -71,6 +72,9 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
             _name_plan_pins(result, explanation_names(given))
     if spec.search.memory_margin_gib > 0:
         result.memory_margin_gib = spec.search.memory_margin_gib
+    result.band_source = band_source(given)  # the bands of the answers (left out of model_dump: solver/result.py)
+    if result.band_source.rank_by == "upper":
+        result.plans = upper_first(result.plans, result.band_source)
     return result
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.evaluation.prediction_band import BandSource
 
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
 
@@ -74,3 +75,6 @@ class PlanResult(_Out):
     completed: Optional[list[str]] = None  # a partial plan: the fields the planner chose (None: no plan given)
     memory_margin_gib: Optional[float] = None  # search.memory_margin_gib when set (> 0): stages get headroom_gib
     placement: Optional[list[str]] = None  # several cluster.pools: why each stage sits on its pool (issue 21)
+    # the calibration residuals the answers' bands come from (library/contract.py puts the bands in the answer); left
+    # out of model_dump, so that the planner's answers dump as they did before the bands
+    band_source: Optional[BandSource] = Field(None, exclude=True)

@@ -107,7 +107,7 @@ class Checked:
 SWEEP = "solver-cli sweep examples/sweeps/llama3-8b-capacity.yaml --out sweep-out"
 OPTIMIZE_SYNOPSIS = ("solver-cli optimize SPEC.yaml [--top K] [--pareto memory|gpus] [--format table|json|yaml] "
                      "[--time-limit S] [--method cpsat|exhaustive] [--workers N] [--deterministic] [--seed N] "
-                     "[--memory-budget-mib N] [--memory-margin GIB]")
+                     "[--memory-budget-mib N] [--memory-margin GIB] [--rank-by point|upper]")
 EXTRAS = "installs into the environment the tests run in"
 REPLAN_PLAN = "solver-cli optimize examples/llama3-70b-64xh100.yaml --format json > plan.json"
 RUNS_TABLE = ("printf 'runs:\\n  - {name: a, spec: examples/llama3-70b-64xh100-evaluate.yaml, step_time_s: 60.0}\\n'"

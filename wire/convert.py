@@ -54,6 +54,7 @@ ENUM_VALUES: dict[str, tuple[str, ...]] = {
     "parplan.v1.PlanStatus": typing.get_args(Status),
     "parplan.v1.Framework": typing.get_args(FrameworkName) + ("any",),
     "parplan.v1.StageSplit": STAGE_SPLITS,
+    "parplan.v1.RankBy": typing.get_args(SearchSpec.model_fields["rank_by"].annotation),
     "parplan.v1.CpCommType": CP_COMM_TYPES,
     "parplan.v1.MoeDispatcher": typing.get_args(MoESpec.model_fields["dispatcher"].annotation),
     "parplan.v1.MoeDispatcherBackend": typing.get_args(MoESpec.model_fields["dispatcher_backend"].annotation),
@@ -91,6 +92,9 @@ OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["memory_margin_gib"].full_name,  # no margin
                              pb.StageReport.DESCRIPTOR.fields_by_name["headroom_gib"].full_name,  # no margin
                              pb.Metrics.DESCRIPTOR.fields_by_name["step_order_step_s"].full_name,  # not DualPipe
+                             pb.Evaluation.DESCRIPTOR.fields_by_name["band"].full_name,  # no band_source
+                             *(m.DESCRIPTOR.fields_by_name["band_source"].full_name
+                               for m in (pb.PlanResponse, pb.EvaluateResponse, pb.ParetoResponse)),
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["admission"].full_name,
                              *(f.full_name for f in pb.Timing.DESCRIPTOR.fields if f.has_presence)})
 

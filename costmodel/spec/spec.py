@@ -105,6 +105,14 @@ class SearchSpec(_Limited):
     memory_margin_gib: float = Field(
         0.0, ge=0.0, le=4096.0, allow_inf_nan=False,
         description="GiB per GPU kept free below the usable memory (a safety margin the user controls); default 0")
+    memory_band: bool = Field(
+        False, description="a plan fits only if the upper end of its peak-memory band fits (the band of the "
+        "calibration the prediction rests on, costmodel/evaluation/prediction_band.py): a memory margin of "
+        "usable x (1 - the low predicted/measured quantile), stated in the answer; memory_margin_gib (--memory-margin) "
+        "above 0 overrides it; default false")
+    rank_by: Literal["point", "upper"] = Field(
+        "point", description="order of the plans returned: point (the predicted step time) or upper (the upper end "
+        "of its step-time band; the best plans by point are searched, then ordered); default point")
     activation_offload_layers: Optional[list[NonNegativeInt]] = Field(
         None, description="activation CPU offload: numbers of transformer layers (the first ones) whose saved "
         "activations go to host memory between their forward and backward, each in [0, num_layers - 1] "
@@ -164,6 +172,13 @@ class Spec(_Strict):
         DEFAULT_FRAMEWORK, description=f"the framework that will run the job; omitted: {DEFAULT_FRAMEWORK} (its "
         "newest profile); 'any': framework-neutral (the research space: ZB-H1, DualPipe)")
     _bound: Optional[BoundFramework] = PrivateAttr(None)  # the loader's (costmodel/spec/framework_binding.py)
+    # the calibrate profile whose assumptions the spec took (library/profile.py), for the prediction bands
+    _calibration_profile: Optional[dict[str, Any]] = PrivateAttr(None)
+
+    @property
+    def calibration_profile(self) -> Optional[dict[str, Any]]:
+        """The ``profile:`` the spec's assumptions came from (None: the default calibration)."""
+        return self._calibration_profile
 
     @model_validator(mode="before")
     @classmethod

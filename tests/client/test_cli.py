@@ -232,6 +232,20 @@ def test_usage_errors_exit_2():
     assert run("no-such-command").exit_code == 2
 
 
+def test_rank_by_option(tmp_path: Path):
+    """``--rank-by upper`` sets search.rank_by (the answer's band_source says it); another value is exit 2."""
+    spec = tmp_path / "small.yaml"
+    spec.write_text(yaml.safe_dump({"model": {"preset": "llama3-8b"}, "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8},
+                                    "training": {"seq_len": 8192, "global_batch_size": 64, "precision": "bf16"}}))
+    res = run("optimize", str(spec), "--top", "3", "--deterministic", "--no-per-framework", "--format", "json",
+              "--rank-by", "upper")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["band_source"]["rank_by"] == "upper" and all("band" in e for e in data["plans"])
+    bad = run("optimize", str(spec), "--rank-by", "best")
+    assert bad.exit_code == 2 and "--rank-by" in bad.output
+
+
 def test_console_script_one_line_error(tmp_path: Path):
     """The installed entry point (main()) exits 2 with one stderr line and no traceback."""
     proc = subprocess.run([sys.executable, "-c", "from parplan.client.cli import main; main()", "evaluate",

@@ -263,13 +263,16 @@ def test_every_reply_names_the_version_and_offers_the_clis_json(stub):
     CLI's JSON (numbers as numbers, enums as the spec's values), every plan with its num_gpus, every reply with
     the parplan version; unasked, contract_json stays empty."""
     import parplan
+    from parplan.costmodel.evaluation.prediction_band import band_source
     from parplan.library.contract import evaluation_to_dict
     from parplan.library.evaluation import evaluate_spec
 
     reply = stub.Evaluate(pb.EvaluateRequest(spec_text=LLAMA_EVALUATE.read_text(), contract_json=True), timeout=60)
     assert reply.parplan_version == parplan.__version__
-    assert json.loads(reply.contract_json) == json.loads(json.dumps(evaluation_to_dict(
-        evaluate_spec(load_spec_file(LLAMA_EVALUATE)))))
+    spec = load_spec_file(LLAMA_EVALUATE)
+    assert json.loads(reply.contract_json) == json.loads(json.dumps(evaluation_to_dict(  # with its band, as the CLI's
+        evaluate_spec(spec), source=band_source(spec))))
+    assert reply.band_source.calibration == "default" and reply.evaluation.band.step_time_s_high > 0
     plan = json.loads(reply.contract_json)["plans"][0]["plan"]
     assert plan["tp"] == 4 and plan["schedule"] == "interleaved" and plan["num_gpus"] == reply.evaluation.plan.num_gpus == 64
     frontier = stub.Pareto(pb.ParetoRequest(spec_text=SEED.read_text(), axis=pb.PARETO_AXIS_GPUS, contract_json=True,

@@ -150,3 +150,40 @@ def test_equal_step_time_prefers_less_memory():
 
 def _assignment(t, plan):
     return assignment_of(t, plan.stage_layers, plan.recompute_layers)
+
+
+def _small(**search) -> Spec:
+    from parplan.library.spec_io import spec_from_data
+
+    return spec_from_data({"model": {"preset": "llama3-8b"}, "framework": "any",
+                           "training": {"seq_len": 8192, "global_batch_size": 64, "precision": "bf16"},
+                           "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8}, "search": search})
+
+
+def test_rank_by_upper_orders_the_same_plans_by_their_bands_upper_end(monkeypatch):
+    from parplan.costmodel.evaluation.prediction_band import exposed_share, plan_band
+    from parplan.costmodel.spec import calibration_band
+
+    # plans more than 2 % exposed get a band ten times as wide: they go after every better-known plan
+    monkeypatch.setattr(calibration_band, "STEP_TIME_BINS", ((0.02, 0.9, 1.1, 1), (1.0, 0.1, 10.0, 1)))
+    point = optimize(_small(), top_k=8, controls=CPSAT)
+    shares = [exposed_share(e.metrics) > 0.02 for e in point.plans]
+    assert shares != sorted(shares)  # the case: a wider band ahead of a narrower one by point
+    upper = optimize(_small(rank_by="upper"), top_k=8, controls=CPSAT)
+    assert point.band_source.rank_by == "point" and upper.band_source.rank_by == "upper"
+    key = lambda e: plan_choice(e.plan)  # noqa: E731
+    assert sorted(map(key, upper.plans), key=str) == sorted(map(key, point.plans), key=str)
+    highs = [plan_band(e, upper.band_source).step_time_s_high for e in upper.plans]
+    assert highs == sorted(highs) and list(map(key, upper.plans)) != list(map(key, point.plans))
+    assert "band_source" not in point.model_dump()  # the planner's dump (answers_digest.py) is unchanged
+
+
+def test_memory_band_keeps_every_plans_upper_end_within_the_usable_memory():
+    from parplan.costmodel.evaluation.prediction_band import plan_band, with_memory_band
+
+    spec = _small(memory_band=True)
+    res = optimize(spec, top_k=5, controls=CPSAT)
+    assert res.memory_margin_gib == with_memory_band(spec).search.memory_margin_gib > 0  # stated in the answer
+    usable = optimize(_small(), controls=CPSAT).plans[0].metrics.usable_memory_gib  # without the margin
+    for e in res.plans:
+        assert plan_band(e, res.band_source).peak_memory_gib_high <= usable + 1e-9

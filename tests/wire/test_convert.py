@@ -22,6 +22,7 @@ from parplan.costmodel.spec.spec import (AttentionSpec, ClusterSpec, FrameworkSp
                                     Spec, TrainingSpec)
 from parplan.wire import convert
 from parplan.frameworks.loader import validate_spec
+from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, StepTimeBin
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
 from parplan.v1 import planner_pb2 as pb
 
@@ -49,7 +50,8 @@ PAIRS = [(Spec, pb.Spec, {"assumptions"}), (ModelSpec, pb.ModelSpec, {"preset", 
          (TrainingSpec, pb.TrainingSpec, set()), (ClusterSpec, pb.ClusterSpec, set()),
          (SearchSpec, pb.SearchSpec, set()), (PlanSpec, pb.PlanSpec, set()), (Plan, pb.Plan, {"num_gpus"}),  # num_gpus: derived
          (Metrics, pb.Metrics, set()), (StageReport, pb.StageReport, {"headroom_gib"}),  # headroom_gib: the JSON's, derived
-         (Evaluation, pb.Evaluation, set()),
+         (Evaluation, pb.Evaluation, {"band"}),  # band: the JSON's, from the answer's band_source (derived)
+         (BandSource, pb.BandSource, set()), (PlanBand, pb.PredictionBand, set()), (StepTimeBin, pb.StepTimeBin, set()),
          (Relaxation, pb.Relaxation, set()), (Explanation, pb.Explanation, set()), (SolveStats, pb.SolveStats, set())]
 
 

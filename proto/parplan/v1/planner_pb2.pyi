@@ -74,6 +74,12 @@ class Framework(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FRAMEWORK_MEGATRON_LM: _ClassVar[Framework]
     FRAMEWORK_LLM_FOUNDRY: _ClassVar[Framework]
 
+class RankBy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RANK_BY_UNSPECIFIED: _ClassVar[RankBy]
+    RANK_BY_POINT: _ClassVar[RankBy]
+    RANK_BY_UPPER: _ClassVar[RankBy]
+
 class StageSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STAGE_SPLIT_UNSPECIFIED: _ClassVar[StageSplit]
@@ -140,6 +146,9 @@ FRAMEWORK_DEEPSPEED: Framework
 FRAMEWORK_ANY: Framework
 FRAMEWORK_MEGATRON_LM: Framework
 FRAMEWORK_LLM_FOUNDRY: Framework
+RANK_BY_UNSPECIFIED: RankBy
+RANK_BY_POINT: RankBy
+RANK_BY_UPPER: RankBy
 STAGE_SPLIT_UNSPECIFIED: StageSplit
 STAGE_SPLIT_PER_STAGE: StageSplit
 STAGE_SPLIT_FIRST_LAST: StageSplit
@@ -354,7 +363,7 @@ class PoolSpec(_message.Message):
     def __init__(self, gpu: _Optional[str] = ..., num_gpus: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., memory_gib: _Optional[float] = ..., peak_bf16_tflops: _Optional[float] = ..., peak_fp8_tflops: _Optional[float] = ..., nvlink_domain_size: _Optional[int] = ..., intra_node_bandwidth_gbps: _Optional[float] = ..., inter_node_bandwidth_gbps: _Optional[float] = ..., intra_node_latency_us: _Optional[float] = ..., inter_node_latency_us: _Optional[float] = ...) -> None: ...
 
 class SearchSpec(_message.Message):
-    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "memory_margin_gib")
+    __slots__ = ("tp", "cp", "pp", "ep", "etp", "dp", "micro_batch_size", "vpp", "schedules", "uneven_stages", "zero_stages", "recompute", "uniform_recompute", "sequence_parallel", "max_num_gpus", "stage_split", "cp_comm_types", "zero_replicas", "optimizer_states", "optimizer_offload_fractions", "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "memory_margin_gib", "memory_band", "rank_by")
     TP_FIELD_NUMBER: _ClassVar[int]
     CP_FIELD_NUMBER: _ClassVar[int]
     PP_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +388,8 @@ class SearchSpec(_message.Message):
     MOE_A2A_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_OFFLOAD_LAYERS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MARGIN_GIB_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BAND_FIELD_NUMBER: _ClassVar[int]
+    RANK_BY_FIELD_NUMBER: _ClassVar[int]
     tp: _containers.RepeatedScalarFieldContainer[int]
     cp: _containers.RepeatedScalarFieldContainer[int]
     pp: _containers.RepeatedScalarFieldContainer[int]
@@ -403,7 +414,9 @@ class SearchSpec(_message.Message):
     moe_a2a_overlap: _containers.RepeatedScalarFieldContainer[bool]
     activation_offload_layers: _containers.RepeatedScalarFieldContainer[int]
     memory_margin_gib: float
-    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ..., activation_offload_layers: _Optional[_Iterable[int]] = ..., memory_margin_gib: _Optional[float] = ...) -> None: ...
+    memory_band: bool
+    rank_by: RankBy
+    def __init__(self, tp: _Optional[_Iterable[int]] = ..., cp: _Optional[_Iterable[int]] = ..., pp: _Optional[_Iterable[int]] = ..., ep: _Optional[_Iterable[int]] = ..., etp: _Optional[_Iterable[int]] = ..., dp: _Optional[_Iterable[int]] = ..., micro_batch_size: _Optional[_Iterable[int]] = ..., vpp: _Optional[_Iterable[int]] = ..., schedules: _Optional[_Iterable[_Union[Schedule, str]]] = ..., uneven_stages: _Optional[bool] = ..., zero_stages: _Optional[_Iterable[int]] = ..., recompute: _Optional[_Iterable[_Union[Recompute, str]]] = ..., uniform_recompute: _Optional[bool] = ..., sequence_parallel: _Optional[_Iterable[bool]] = ..., max_num_gpus: _Optional[int] = ..., stage_split: _Optional[_Union[StageSplit, str]] = ..., cp_comm_types: _Optional[_Iterable[_Union[CpCommType, str]]] = ..., zero_replicas: _Optional[_Iterable[int]] = ..., optimizer_states: _Optional[_Iterable[str]] = ..., optimizer_offload_fractions: _Optional[_Iterable[float]] = ..., moe_fp8_dispatch: _Optional[_Iterable[bool]] = ..., moe_a2a_overlap: _Optional[_Iterable[bool]] = ..., activation_offload_layers: _Optional[_Iterable[int]] = ..., memory_margin_gib: _Optional[float] = ..., memory_band: _Optional[bool] = ..., rank_by: _Optional[_Union[RankBy, str]] = ...) -> None: ...
 
 class ScalarValue(_message.Message):
     __slots__ = ("number_value", "integer_value", "bool_value", "string_value", "null_value")
@@ -681,18 +694,66 @@ class StageReport(_message.Message):
     def __init__(self, index: _Optional[int] = ..., layers: _Optional[int] = ..., dense_layers: _Optional[int] = ..., moe_layers: _Optional[int] = ..., recomputed_layers: _Optional[int] = ..., inflight_microbatches: _Optional[float] = ..., time_per_microbatch_s: _Optional[float] = ..., compute_s: _Optional[float] = ..., recompute_s: _Optional[float] = ..., tp_s: _Optional[float] = ..., cp_s: _Optional[float] = ..., ep_s: _Optional[float] = ..., pp_s: _Optional[float] = ..., zero_s: _Optional[float] = ..., dp_s: _Optional[float] = ..., model_states_gib: _Optional[float] = ..., activations_gib: _Optional[float] = ..., logits_gib: _Optional[float] = ..., workspace_gib: _Optional[float] = ..., pipeline_buffers_gib: _Optional[float] = ..., memory_gib: _Optional[float] = ..., headroom_gib: _Optional[float] = ..., runtime_buffers_gib: _Optional[float] = ...) -> None: ...
 
 class Evaluation(_message.Message):
-    __slots__ = ("plan", "metrics", "stages", "violations", "runs_on")
+    __slots__ = ("plan", "metrics", "stages", "violations", "runs_on", "band")
     PLAN_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     STAGES_FIELD_NUMBER: _ClassVar[int]
     VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     RUNS_ON_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
     plan: Plan
     metrics: Metrics
     stages: _containers.RepeatedCompositeFieldContainer[StageReport]
     violations: _containers.RepeatedScalarFieldContainer[str]
     runs_on: _containers.RepeatedScalarFieldContainer[Framework]
-    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., stages: _Optional[_Iterable[_Union[StageReport, _Mapping]]] = ..., violations: _Optional[_Iterable[str]] = ..., runs_on: _Optional[_Iterable[_Union[Framework, str]]] = ...) -> None: ...
+    band: PredictionBand
+    def __init__(self, plan: _Optional[_Union[Plan, _Mapping]] = ..., metrics: _Optional[_Union[Metrics, _Mapping]] = ..., stages: _Optional[_Iterable[_Union[StageReport, _Mapping]]] = ..., violations: _Optional[_Iterable[str]] = ..., runs_on: _Optional[_Iterable[_Union[Framework, str]]] = ..., band: _Optional[_Union[PredictionBand, _Mapping]] = ...) -> None: ...
+
+class PredictionBand(_message.Message):
+    __slots__ = ("step_time_s_low", "step_time_s_high", "peak_memory_gib_low", "peak_memory_gib_high", "ties_best")
+    STEP_TIME_S_LOW_FIELD_NUMBER: _ClassVar[int]
+    STEP_TIME_S_HIGH_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_GIB_LOW_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_GIB_HIGH_FIELD_NUMBER: _ClassVar[int]
+    TIES_BEST_FIELD_NUMBER: _ClassVar[int]
+    step_time_s_low: float
+    step_time_s_high: float
+    peak_memory_gib_low: float
+    peak_memory_gib_high: float
+    ties_best: bool
+    def __init__(self, step_time_s_low: _Optional[float] = ..., step_time_s_high: _Optional[float] = ..., peak_memory_gib_low: _Optional[float] = ..., peak_memory_gib_high: _Optional[float] = ..., ties_best: _Optional[bool] = ...) -> None: ...
+
+class StepTimeBin(_message.Message):
+    __slots__ = ("exposed_share_max", "ratio_low", "ratio_high", "rows")
+    EXPOSED_SHARE_MAX_FIELD_NUMBER: _ClassVar[int]
+    RATIO_LOW_FIELD_NUMBER: _ClassVar[int]
+    RATIO_HIGH_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    exposed_share_max: float
+    ratio_low: float
+    ratio_high: float
+    rows: int
+    def __init__(self, exposed_share_max: _Optional[float] = ..., ratio_low: _Optional[float] = ..., ratio_high: _Optional[float] = ..., rows: _Optional[int] = ...) -> None: ...
+
+class BandSource(_message.Message):
+    __slots__ = ("calibration", "data", "rows", "memory_rows", "quantiles", "step_time_bins", "peak_memory_ratio", "rank_by")
+    CALIBRATION_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ROWS_FIELD_NUMBER: _ClassVar[int]
+    QUANTILES_FIELD_NUMBER: _ClassVar[int]
+    STEP_TIME_BINS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_RATIO_FIELD_NUMBER: _ClassVar[int]
+    RANK_BY_FIELD_NUMBER: _ClassVar[int]
+    calibration: str
+    data: str
+    rows: int
+    memory_rows: int
+    quantiles: _containers.RepeatedScalarFieldContainer[float]
+    step_time_bins: _containers.RepeatedCompositeFieldContainer[StepTimeBin]
+    peak_memory_ratio: _containers.RepeatedScalarFieldContainer[float]
+    rank_by: RankBy
+    def __init__(self, calibration: _Optional[str] = ..., data: _Optional[str] = ..., rows: _Optional[int] = ..., memory_rows: _Optional[int] = ..., quantiles: _Optional[_Iterable[float]] = ..., step_time_bins: _Optional[_Iterable[_Union[StepTimeBin, _Mapping]]] = ..., peak_memory_ratio: _Optional[_Iterable[float]] = ..., rank_by: _Optional[_Union[RankBy, str]] = ...) -> None: ...
 
 class Relaxation(_message.Message):
     __slots__ = ("requirement", "change", "patch", "plan")
@@ -779,7 +840,7 @@ class PlanRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., top_k: _Optional[int] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class PlanResponse(_message.Message):
-    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission", "completed", "memory_margin_gib", "placement", "parplan_version", "contract_json")
+    __slots__ = ("status", "objective", "plans", "pareto", "pareto_axis", "explanation", "solver", "parameters", "timing", "admission", "completed", "memory_margin_gib", "placement", "parplan_version", "contract_json", "band_source")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
     PLANS_FIELD_NUMBER: _ClassVar[int]
@@ -795,6 +856,7 @@ class PlanResponse(_message.Message):
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BAND_SOURCE_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     objective: Objective
     plans: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -810,7 +872,8 @@ class PlanResponse(_message.Message):
     placement: _containers.RepeatedScalarFieldContainer[str]
     parplan_version: str
     contract_json: str
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., completed: _Optional[_Iterable[str]] = ..., memory_margin_gib: _Optional[float] = ..., placement: _Optional[_Iterable[str]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
+    band_source: BandSource
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., objective: _Optional[_Union[Objective, str]] = ..., plans: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., pareto_axis: _Optional[_Union[ParetoAxis, str]] = ..., explanation: _Optional[_Union[Explanation, _Mapping]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., completed: _Optional[_Iterable[str]] = ..., memory_margin_gib: _Optional[float] = ..., placement: _Optional[_Iterable[str]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ..., band_source: _Optional[_Union[BandSource, _Mapping]] = ...) -> None: ...
 
 class Admission(_message.Message):
     __slots__ = ("queue_wait_s", "queue_length", "solver_slots", "max_queue")
@@ -885,16 +948,18 @@ class EvaluateRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., plan: _Optional[_Union[PlanSpec, _Mapping]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("status", "evaluation", "parplan_version", "contract_json")
+    __slots__ = ("status", "evaluation", "parplan_version", "contract_json", "band_source")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_FIELD_NUMBER: _ClassVar[int]
     PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BAND_SOURCE_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     evaluation: Evaluation
     parplan_version: str
     contract_json: str
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
+    band_source: BandSource
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., evaluation: _Optional[_Union[Evaluation, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ..., band_source: _Optional[_Union[BandSource, _Mapping]] = ...) -> None: ...
 
 class ParetoRequest(_message.Message):
     __slots__ = ("spec", "spec_text", "axis", "solver", "contract_json")
@@ -911,7 +976,7 @@ class ParetoRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[Spec, _Mapping]] = ..., spec_text: _Optional[str] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., solver: _Optional[_Union[SolverParameters, _Mapping]] = ..., contract_json: _Optional[bool] = ...) -> None: ...
 
 class ParetoResponse(_message.Message):
-    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing", "admission", "parplan_version", "contract_json")
+    __slots__ = ("status", "axis", "points", "solver", "parameters", "timing", "admission", "parplan_version", "contract_json", "band_source")
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AXIS_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
@@ -921,6 +986,7 @@ class ParetoResponse(_message.Message):
     ADMISSION_FIELD_NUMBER: _ClassVar[int]
     PARPLAN_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTRACT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BAND_SOURCE_FIELD_NUMBER: _ClassVar[int]
     status: PlanStatus
     axis: ParetoAxis
     points: _containers.RepeatedCompositeFieldContainer[Evaluation]
@@ -930,7 +996,8 @@ class ParetoResponse(_message.Message):
     admission: Admission
     parplan_version: str
     contract_json: str
-    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ...) -> None: ...
+    band_source: BandSource
+    def __init__(self, status: _Optional[_Union[PlanStatus, str]] = ..., axis: _Optional[_Union[ParetoAxis, str]] = ..., points: _Optional[_Iterable[_Union[Evaluation, _Mapping]]] = ..., solver: _Optional[_Union[SolveStats, _Mapping]] = ..., parameters: _Optional[_Union[SolverParameters, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., admission: _Optional[_Union[Admission, _Mapping]] = ..., parplan_version: _Optional[str] = ..., contract_json: _Optional[str] = ..., band_source: _Optional[_Union[BandSource, _Mapping]] = ...) -> None: ...
 
 class SweepRequest(_message.Message):
     __slots__ = ("sweep_text", "engine", "jobs", "ray_address")
