@@ -7,7 +7,9 @@ bisection over the DP values that occur, and only the τ at which some unit's co
 they are walked in order until ``M·τ`` alone reaches the best U. Where Σ_u time_u varies with the split, each
 (τ, δ) also takes the least Σ under the units' count caps (:func:`least_sum`) and δ walks up at each τ through
 the values at which a DP-bound unit's count grows (:func:`walk_with_sums`). Tables too large to pool are
-solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by CP-SAT.
+solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by the pooled walk all
+the same wherever its tables fit the memory budget (:class:`OverBudget` where not: the least sum needs every
+unit's time at every count).
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ import numpy as np
 
 from parplan.solver.deadline import budget, check
 from parplan.solver.oracle.bisection import fixed_sum, per_stage_by_bisection, sum_varies
-from parplan.solver.oracle.fallback import per_stage_by_cpsat
-from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, KnapsackTooLarge, free_steps, least_sum
+from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, free_steps, least_sum
 from parplan.solver.oracle.levels import fill_levels, fill_order, least_true
 from parplan.solver.oracle.recompute import INF, UnitCosts
 from parplan.solver.oracle.state import TableSolve
@@ -36,14 +37,12 @@ def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assign
     if spare < 0 or spare % t.grid:
         return None
     spare_steps = spare // t.grid
-    if (t.num_units * (spare_steps + 1) <= POOLED_LIMIT
-            and budget().fits(t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY)):
-        try:
-            return pooled_walk(solve, units, spare_steps)
-        except KnapsackTooLarge:
-            return per_stage_by_cpsat(solve, units)
+    pooled_bytes = t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY
+    if t.num_units * (spare_steps + 1) <= POOLED_LIMIT and budget().fits(pooled_bytes):
+        return pooled_walk(solve, units, spare_steps)
     if sum_varies(t, units):
-        return per_stage_by_cpsat(solve, units)
+        budget().require(pooled_bytes, f"the summed-time walk's tables of {t.num_units} units")
+        return pooled_walk(solve, units, spare_steps)
     return per_stage_by_bisection(solve, units, spare_steps)
 
 
@@ -140,7 +139,8 @@ def walk_with_sums(solve: TableSolve, units: UnitCosts, pool: PooledTimes, tau: 
     def least(caps: np.ndarray) -> int:
         key = caps.tobytes()
         if key not in sums:
-            sums[key] = least_sum(pool.times, caps, pool.spare_steps, free=free, split=False)[0]
+            sums[key] = least_sum(pool.times, caps, pool.spare_steps, free=free, split=False,
+                                  deadline=solve.deadline)[0]
         return sums[key]
 
     sum_floor = least((pool.times < INF).sum(axis=1) - 1)
@@ -155,7 +155,8 @@ def walk_with_sums(solve: TableSolve, units: UnitCosts, pool: PooledTimes, tau: 
     if best is None:
         return None
     objective, tau, delta = best
-    _, steps = least_sum(pool.times, pool.caps(tau, delta), pool.spare_steps, units.layers_min, t.grid, free)
+    _, steps = least_sum(pool.times, pool.caps(tau, delta), pool.spare_steps, units.layers_min, t.grid, free,
+                         deadline=solve.deadline)
     return objective, solve.assign(units, units.layers_min + t.grid * steps)
 
 
