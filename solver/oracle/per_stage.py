@@ -28,6 +28,7 @@ from parplan.solver.tables import Assignment
 
 POOLED_LIMIT = 4_000_000  # unit × layer-count entries the tables may hold; larger tables are solved by bisection
 POOLED_BYTES_PER_ENTRY = 16 * 8  # the pooled walk's int64 arrays of that shape (layers, times, DP, counts, temporaries)
+GALLOP_WAIT = 64  # the most τ steps the summed walk waits after a failed gallop before it tries again
 
 
 def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assignment]]:
@@ -145,11 +146,12 @@ def walk_with_sums(solve: TableSolve, units: UnitCosts, pool: PooledTimes, tau: 
 
     sum_floor = least((pool.times < INF).sum(axis=1) - 1)
     best = None  # (U, τ, δ)
+    passing = PassedTaus(solve, pool, least, delta_floor)
     while True:
         check(solve.deadline)
         counts_at_tau = pool.counts_at_tau(tau)
         best = _walk_delta(solve, pool, tau, counts_at_tau, least, best)
-        tau = pool.next_tau(counts_at_tau)
+        tau = passing.first_to_visit(pool.next_tau(counts_at_tau), tau, best)
         if tau is None or (best is not None and solve.done(best[0], t.objective(tau, delta_floor, sum_floor))):
             break
     if best is None:
@@ -158,6 +160,43 @@ def walk_with_sums(solve: TableSolve, units: UnitCosts, pool: PooledTimes, tau: 
     _, steps = least_sum(pool.times, pool.caps(tau, delta), pool.spare_steps, units.layers_min, t.grid, free,
                          deadline=solve.deadline)
     return objective, solve.assign(units, units.layers_min + t.grid * steps)
+
+
+class PassedTaus:
+    """The τ ranges the summed walk may pass over: no τ in [τ₀, b] can beat the best U when the floor
+    M·τ₀ + S·(least Σ under the counts at b) + W·δ_floor already reaches it (a τ ≤ b holds no more counts than b,
+    so its least Σ is no smaller, and every δ is at least δ_floor). b gallops up from τ₀ by the walk's last τ
+    step, doubling while the floor holds (Bentley and Yao, "An almost optimal algorithm for unbounded
+    searching", IPL 5(3), 1976). A τ of equal U is passed over too: the walk keeps the first best it meets. Where
+    the first b fails, the next tries wait 1, 2, 4 ... (at most :data:`GALLOP_WAIT`) τ steps."""
+
+    def __init__(self, solve: TableSolve, pool: PooledTimes, least, delta_floor: int):
+        self.solve, self.pool, self.least, self.delta_floor = solve, pool, least, delta_floor
+        self.wait, self.misses = 0, 0
+
+    def first_to_visit(self, tau: Optional[int], last_tau: int, best) -> Optional[int]:
+        """The next τ the walk must visit from ``tau`` (None: none is left that can beat ``best``)."""
+        if tau is None or best is None:
+            return tau
+        if self.wait:
+            self.wait -= 1
+            return tau
+        span, passed = max(tau - last_tau, 1), None
+        while True:
+            check(self.solve.deadline)
+            counts = self.pool.counts_at_tau(tau + span)
+            total = self.least(counts - 1)
+            if total < LEAST_SUM_NONE and self.solve.t.objective(tau, self.delta_floor, total) < best[0]:
+                break
+            passed, span = counts, 2 * span
+            if self.pool.next_tau(counts) is None:
+                return None
+        if passed is None:
+            self.misses = min(2 * self.misses + 1, GALLOP_WAIT)
+            self.wait = self.misses
+            return tau
+        self.misses = 0
+        return self.pool.next_tau(passed)
 
 
 def _walk_delta(solve: TableSolve, pool: PooledTimes, tau: int, counts_at_tau: np.ndarray, least, best):
