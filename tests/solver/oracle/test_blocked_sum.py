@@ -75,10 +75,10 @@ def test_blocks_answer_as_the_vectorised_knapsack(table, block_entries, with_fre
         assert used  # the blocked recursion answered, not the vectorised one
 
 
-def _tables(spare_share):
-    """Pressured 4-stage tables whose least recompute (and Σ_u time_u) depends on the split."""
-    for schedule, layers in (("1f1b", 40), ("1f1b", 61), ("zb-h1", 37)):
-        pp = 4
+def _tables(spare_share, sizes=(("1f1b", 40), ("1f1b", 61), ("zb-h1", 37)), pp=4):
+    """Pressured tables (4 stages: sizes' schedules and layer counts) whose least recompute (and Σ_u time_u)
+    depends on the split."""
+    for schedule, layers in sizes:
         data = dict(model={**SMALL, "num_layers": layers},
                     training=dict(seq_len=2048, global_batch_size=pp * 4),
                     cluster=dict(gpu="H100-SXM-80GB", num_gpus=pp),
