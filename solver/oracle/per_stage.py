@@ -6,7 +6,8 @@ units' times pooled (K: grid steps to hand out beyond the minima, n: units), the
 bisection over the DP values that occur, and only the τ at which some unit's count grows can lower U further:
 they are walked in order until ``M·τ`` alone reaches the best U. Where Σ_u time_u varies with the split, each
 (τ, δ) also takes the least Σ under the units' count caps (:func:`least_sum`) and δ walks up at each τ through
-the values at which a DP-bound unit's count grows (:func:`walk_with_sums`). Tables too large to pool are
+the values at which a DP-bound unit's count grows (:func:`walk_with_sums`), passing over τ ranges whose floor
+already reaches the best U (:class:`PassedTaus`). Tables too large to pool are
 solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by the pooled walk all
 the same wherever its tables fit the memory budget (:class:`OverBudget` where not: the least sum needs every
 unit's time at every count).
