@@ -29,11 +29,17 @@ class UnitRows:
 
     def __init__(self, values: np.ndarray, caps: np.ndarray, deadline: Optional[float]):
         self.deadline, self.num_units = deadline, values.shape[0]
-        self.rows = []  # per unit (counts, times) of its finite entries
+        steps = np.arange(int(caps.max()) + 1)
+        self.rows = []  # per unit (counts, times) of its finite entries: views where they are a prefix (the walk's)
         for unit in range(self.num_units):
             times = values[unit, :int(caps[unit]) + 1]
-            counts = np.nonzero(times < INF)[0]
-            self.rows.append((counts, times[counts]))
+            finite = times < INF
+            fits = int(finite.sum())
+            if finite[:fits].all():
+                self.rows.append((steps[:fits], times[:fits]))
+            else:
+                counts = np.nonzero(finite)[0]
+                self.rows.append((counts, times[counts]))
 
     def slopes(self) -> tuple[int, int]:
         """The least and largest time per count between a unit's neighbouring finite entries, floored and ceiled

@@ -31,7 +31,8 @@ SLOPE = 5  # every row's time per step up to its free count (tables.build_table:
 @st.composite
 def knapsack_tables(draw):
     """(times, caps, spare_steps, layers_min, grid): rows that grow by SLOPE a step up to a free count and by
-    SLOPE plus a small extra (ties likely) beyond, some ending in INF (counts that do not fit)."""
+    SLOPE plus a small extra (ties likely) beyond, some ending in INF (counts that do not fit), a few with an INF
+    inside."""
     num_units = draw(st.integers(1, 5))
     spare_steps = draw(st.integers(0, 12))
     width = spare_steps + 1 + draw(st.integers(0, 2))
@@ -43,6 +44,8 @@ def knapsack_tables(draw):
         row = np.cumsum([draw(st.integers(0, 30))] + steps).astype(np.int64)
         fits = draw(st.integers(1, width))
         row[fits:] = INF
+        if draw(st.integers(0, 4)) == 0:  # now and then a count inside that does not fit either
+            row[draw(st.integers(0, width - 1))] = INF
         rows.append(row)
     caps = np.array(draw(st.lists(st.integers(-1, spare_steps + 1), min_size=num_units, max_size=num_units)))
     layers_min = np.array(draw(st.lists(st.integers(1, 4), min_size=num_units, max_size=num_units)))
