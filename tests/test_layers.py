@@ -75,6 +75,11 @@ UPWARD = [  # (file, an import above its floor, the broken rule's words)
      "parplan.costmodel.schedules is not allowed to import parplan.costmodel.compute"),
     ("costmodel/errors.py", "from parplan.costmodel.moe import moe_comm",
      "parplan.costmodel.errors is not allowed to import parplan.costmodel.moe"),
+    # the oracle and the CP-SAT model it checks (contract oracle-own)
+    ("solver/oracle/knapsack.py", "from parplan.solver import cpsat",
+     "parplan.solver.oracle is not allowed to import parplan.solver.cpsat"),
+    ("solver/oracle/levels.py", "from parplan.solver.cpsat_vars import StageVars",
+     "parplan.solver.oracle is not allowed to import parplan.solver.cpsat_vars"),
 ]
 
 

@@ -15,8 +15,11 @@ every unit, so Σ_u time_u is one constant over the splits unless each unit's le
   walked in order until ``M·τ`` alone reaches the best U. Where Σ_u time_u varies, each (τ, δ) also takes the
   least Σ under the units' count caps, a min-plus knapsack (:func:`.knapsack.least_sum`, over the steps
   beyond each unit's recompute-free count), and δ walks up at each τ through the values at which a DP-bound
-  unit's count grows (:func:`.per_stage.walk_with_sums`). Tables too large to pool: :mod:`.bisection`;
-  summed-time walks too large to hold: the CP-SAT model (:mod:`.fallback`).
+  unit's count grows (:func:`.per_stage.walk_with_sums`; τ ranges that cannot beat the best U are passed over
+  by galloping). Tables too large to pool: :mod:`.bisection` (or, where the sum varies, the pooled walk within
+  the memory budget); knapsacks too large to form at once: the same recursion over the counts the Lagrangian
+  bound leaves open (:mod:`.sum_windows`), in blocks of totals (:mod:`.blocked_sum`). Only DualPipe tables with
+  whole-layer recompute still take the CP-SAT model's answer (:mod:`.fallback`).
 * :mod:`.grouped`: ``first_last``: the middle units share a count; every (first, middle) pair is enumerated.
   ``even``: the split is fixed; each unit takes its least recompute.
 * :mod:`.solve`: ``uniform_recompute``: every stage recomputes the same count r; each r is solved as a
@@ -27,13 +30,11 @@ balanced split (middle stages first; :mod:`.levels`). The brute force over every
 lives with the tests (``tests/brute_force.py``).
 """
 
-from parplan.solver.oracle.knapsack import (KNAPSACK_LIMIT, LEAST_SUM_NONE, KnapsackTooLarge, free_steps,
-                                            least_sum)
+from parplan.solver.oracle.knapsack import KNAPSACK_LIMIT, LEAST_SUM_NONE, free_steps, least_sum
 from parplan.solver.oracle.levels import fill_levels, fill_order, least_true
 from parplan.solver.oracle.per_stage import POOLED_LIMIT
 from parplan.solver.oracle.recompute import INF, UnitCosts
 from parplan.solver.oracle.solve import RowSolution, least_peak, peak_mib, solve_table
 
-__all__ = ["INF", "KNAPSACK_LIMIT", "LEAST_SUM_NONE", "POOLED_LIMIT", "KnapsackTooLarge", "RowSolution", "UnitCosts",
-           "fill_levels", "fill_order", "free_steps", "least_peak", "least_sum", "least_true", "peak_mib",
-           "solve_table"]
+__all__ = ["INF", "KNAPSACK_LIMIT", "LEAST_SUM_NONE", "POOLED_LIMIT", "RowSolution", "UnitCosts", "fill_levels",
+           "fill_order", "free_steps", "least_peak", "least_sum", "least_true", "peak_mib", "solve_table"]

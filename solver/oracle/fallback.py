@@ -1,6 +1,7 @@
-"""The oracle's CP-SAT fallback: tables whose summed-time walk would not fit in memory (a knapsack over more
-than :data:`parplan.solver.oracle.knapsack.KNAPSACK_LIMIT` entries, e.g. 10^6 layers under memory pressure)
-take the same exact answer from the CP-SAT model of the table, one worker, within the deadline."""
+"""The oracle's one remaining use of the CP-SAT model: a DualPipe table with whole-layer recompute
+(``StageTable.t_split``, whose ranks' splits also place recompute working sets; :func:`.solve.best_at`) takes
+its exact answer from the CP-SAT model of the table, one worker, within the deadline. The oracle has no method
+of its own for it yet, so for these tables it does not check the model independently (issue 37 item 5)."""
 
 from __future__ import annotations
 

@@ -12,16 +12,13 @@ from typing import Optional
 import numpy as np
 
 from parplan.solver.deadline import budget, check
+from parplan.solver.oracle.blocked_sum import NONE, blocked_sum_split, blocked_sum_value
 from parplan.solver.oracle.levels import fill_levels, fill_order
 from parplan.solver.oracle.recompute import INF
 
-LEAST_SUM_NONE = np.int64(1) << np.int64(60)  # least_sum's value where no split meets the caps
-KNAPSACK_LIMIT = 30_000_000  # entries one least_sum may form; beyond, the table goes to CP-SAT
+LEAST_SUM_NONE = NONE  # least_sum's value where no split meets the caps
+KNAPSACK_LIMIT = 30_000_000  # entries one vectorised least_sum may form; beyond, the recursion runs in blocks
 KNAPSACK_BYTES_PER_ENTRY = 8 * 8  # least_sum's int64 candidate arrays per (count, step) entry and its picks
-
-
-class KnapsackTooLarge(Exception):
-    """A least_sum over more than :data:`KNAPSACK_LIMIT` entries."""
 
 
 def free_steps(times: np.ndarray, slope: int) -> np.ndarray:
@@ -32,7 +29,8 @@ def free_steps(times: np.ndarray, slope: int) -> np.ndarray:
 
 
 def least_sum(times: np.ndarray, caps: np.ndarray, spare_steps: int, layers_min: Optional[np.ndarray] = None,
-              grid: int = 1, free: Optional[np.ndarray] = None, split: bool = True) -> tuple[int, np.ndarray]:
+              grid: int = 1, free: Optional[np.ndarray] = None, split: bool = True,
+              deadline: Optional[float] = None) -> tuple[int, np.ndarray]:
     """The least Σ_u times[u, q_u] over counts q_u ∈ [0, caps[u]] with Σ_u q_u = ``spare_steps``, and one such q
     (:data:`LEAST_SUM_NONE` where no q meets the caps). Ties go to the split of least Σ_u layers_u²
     (layers_u = layers_min_u + grid·q_u: as level as the sums allow).
@@ -41,22 +39,29 @@ def least_sum(times: np.ndarray, caps: np.ndarray, spare_steps: int, layers_min:
     and by at least that slope beyond, some least split gives every unit at least min(free, caps) steps
     (moving a step from a unit above it to one below it never adds time), so only the steps beyond those
     floors are searched; when the floors hold all the steps the split is the most level fill of them.
-    ``split=False``: the least Σ alone (no split returned, no tie-break: the walks' bounds)."""
+    ``split=False``: the least Σ alone (no split returned, no tie-break: the walks' bounds).
+
+    Beyond :data:`KNAPSACK_LIMIT` candidate entries (or where they do not fit the memory budget) the same
+    recursion runs in blocks of totals (:mod:`parplan.solver.oracle.blocked_sum`): the same value and split in
+    bounded memory. Raises :class:`~parplan.solver.deadline.TimeUp` past ``deadline`` or the call's."""
     num_units = times.shape[0]
     caps = np.minimum(np.asarray(caps, np.int64), spare_steps)
     if (caps < 0).any() or int(caps.sum()) < spare_steps:
         return int(LEAST_SUM_NONE), np.zeros(num_units, np.int64)
     if free is not None:
-        return _beyond_free(times, caps, spare_steps, layers_min, grid, free, split)
+        return _beyond_free(times, caps, spare_steps, layers_min, grid, free, split, deadline)
+    base = np.zeros(num_units, np.int64) if layers_min is None else np.asarray(layers_min, np.int64)
     if num_units * (spare_steps + 1) * (int(caps.max()) + 1) > KNAPSACK_LIMIT or not budget().fits(
             KNAPSACK_BYTES_PER_ENTRY * (spare_steps + 1) * (int(caps.max()) + 1 + num_units)):
-        raise KnapsackTooLarge()
+        if not split:
+            return blocked_sum_value(times, caps, spare_steps, deadline), np.zeros(num_units, np.int64)
+        return blocked_sum_split(times, caps, spare_steps, base, grid, deadline)
     if not split:
-        return least_sum_value(times, caps, spare_steps), np.zeros(num_units, np.int64)
-    return _least_sum_split(times, caps, spare_steps, layers_min, grid)
+        return least_sum_value(times, caps, spare_steps, deadline), np.zeros(num_units, np.int64)
+    return _least_sum_split(times, caps, spare_steps, base, grid, deadline)
 
 
-def _beyond_free(times, caps, spare_steps, layers_min, grid, free, split) -> tuple[int, np.ndarray]:
+def _beyond_free(times, caps, spare_steps, layers_min, grid, free, split, deadline) -> tuple[int, np.ndarray]:
     """:func:`least_sum` over the steps beyond each unit's free floor (its docstring)."""
     num_units = times.shape[0]
     floor = np.minimum(np.asarray(free, np.int64), caps)
@@ -69,16 +74,15 @@ def _beyond_free(times, caps, spare_steps, layers_min, grid, free, split) -> tup
     cols = np.minimum(floor[:, None] + np.arange(width)[None, :], times.shape[1] - 1)
     shifted = np.where(np.arange(width)[None, :] <= (caps - floor)[:, None], times[rows, cols], INF)
     base = np.zeros(num_units, np.int64) if layers_min is None else np.asarray(layers_min, np.int64)
-    total, extra = least_sum(shifted, caps - floor, rest, base + grid * floor, grid, split=split)
+    total, extra = least_sum(shifted, caps - floor, rest, base + grid * floor, grid, split=split, deadline=deadline)
     return total, floor + extra
 
 
-def _least_sum_split(times, caps, spare_steps, layers_min, grid) -> tuple[int, np.ndarray]:
+def _least_sum_split(times, caps, spare_steps, base, grid, deadline) -> tuple[int, np.ndarray]:
     """:func:`least_sum` with its split: the min-plus recursion unit by unit, keeping each step's pick, ties to
     the least Σ layers²."""
     none = LEAST_SUM_NONE
     num_units = times.shape[0]
-    base = np.zeros(num_units, np.int64) if layers_min is None else np.asarray(layers_min, np.int64)
     values = np.where(times[:, :spare_steps + 1] >= INF, none, times[:, :spare_steps + 1])
     totals_at = np.arange(spare_steps + 1)
     best = np.full(spare_steps + 1, none, np.int64)
@@ -87,7 +91,7 @@ def _least_sum_split(times, caps, spare_steps, layers_min, grid) -> tuple[int, n
     squares[:caps[0] + 1] = (base[0] + grid * totals_at[:caps[0] + 1]) ** 2
     picks = []
     for unit in range(1, num_units):
-        check()
+        check(deadline)
         own = np.arange(caps[unit] + 1)
         before = totals_at[:, None] - own[None, :]
         valid = before >= 0
@@ -109,7 +113,7 @@ def _least_sum_split(times, caps, spare_steps, layers_min, grid) -> tuple[int, n
     return int(best[spare_steps]), steps
 
 
-def least_sum_value(times: np.ndarray, caps: np.ndarray, spare_steps: int) -> int:
+def least_sum_value(times: np.ndarray, caps: np.ndarray, spare_steps: int, deadline: Optional[float] = None) -> int:
     """:func:`least_sum`'s value alone: the min-plus convolution of the units' capped rows, five array operations
     a unit."""
     none = LEAST_SUM_NONE
@@ -124,6 +128,6 @@ def least_sum_value(times: np.ndarray, caps: np.ndarray, spare_steps: int) -> in
     best = np.full(spare_steps + 1, none, np.int64)
     best[:min(width, spare_steps + 1)] = rows[0, :min(width, spare_steps + 1)]
     for unit in range(1, num_units):
-        check()
+        check(deadline)
         best = np.minimum((np.concatenate((pad, best))[idx] + rows[unit][None, :]).min(axis=1), none)
     return int(best[spare_steps])

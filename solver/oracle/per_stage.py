@@ -6,8 +6,11 @@ units' times pooled (K: grid steps to hand out beyond the minima, n: units), the
 bisection over the DP values that occur, and only the τ at which some unit's count grows can lower U further:
 they are walked in order until ``M·τ`` alone reaches the best U. Where Σ_u time_u varies with the split, each
 (τ, δ) also takes the least Σ under the units' count caps (:func:`least_sum`) and δ walks up at each τ through
-the values at which a DP-bound unit's count grows (:func:`walk_with_sums`). Tables too large to pool are
-solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by CP-SAT.
+the values at which a DP-bound unit's count grows (:func:`walk_with_sums`), passing over τ ranges whose floor
+already reaches the best U (:class:`PassedTaus`). Tables too large to pool are
+solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by the pooled walk all
+the same wherever its tables fit the memory budget (:class:`OverBudget` where not: the least sum needs every
+unit's time at every count).
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ import numpy as np
 
 from parplan.solver.deadline import budget, check
 from parplan.solver.oracle.bisection import fixed_sum, per_stage_by_bisection, sum_varies
-from parplan.solver.oracle.fallback import per_stage_by_cpsat
-from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, KnapsackTooLarge, free_steps, least_sum
+from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, free_steps, least_sum
 from parplan.solver.oracle.levels import fill_levels, fill_order, least_true
 from parplan.solver.oracle.recompute import INF, UnitCosts
 from parplan.solver.oracle.state import TableSolve
@@ -27,6 +29,7 @@ from parplan.solver.tables import Assignment
 
 POOLED_LIMIT = 4_000_000  # unit × layer-count entries the tables may hold; larger tables are solved by bisection
 POOLED_BYTES_PER_ENTRY = 16 * 8  # the pooled walk's int64 arrays of that shape (layers, times, DP, counts, temporaries)
+GALLOP_WAIT = 64  # the most τ steps the summed walk waits after a failed gallop before it tries again
 
 
 def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assignment]]:
@@ -36,14 +39,12 @@ def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assign
     if spare < 0 or spare % t.grid:
         return None
     spare_steps = spare // t.grid
-    if (t.num_units * (spare_steps + 1) <= POOLED_LIMIT
-            and budget().fits(t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY)):
-        try:
-            return pooled_walk(solve, units, spare_steps)
-        except KnapsackTooLarge:
-            return per_stage_by_cpsat(solve, units)
+    pooled_bytes = t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY
+    if t.num_units * (spare_steps + 1) <= POOLED_LIMIT and budget().fits(pooled_bytes):
+        return pooled_walk(solve, units, spare_steps)
     if sum_varies(t, units):
-        return per_stage_by_cpsat(solve, units)
+        budget().require(pooled_bytes, f"the summed-time walk's tables of {t.num_units} units")
+        return pooled_walk(solve, units, spare_steps)
     return per_stage_by_bisection(solve, units, spare_steps)
 
 
@@ -140,23 +141,63 @@ def walk_with_sums(solve: TableSolve, units: UnitCosts, pool: PooledTimes, tau: 
     def least(caps: np.ndarray) -> int:
         key = caps.tobytes()
         if key not in sums:
-            sums[key] = least_sum(pool.times, caps, pool.spare_steps, free=free, split=False)[0]
+            sums[key] = least_sum(pool.times, caps, pool.spare_steps, free=free, split=False,
+                                  deadline=solve.deadline)[0]
         return sums[key]
 
     sum_floor = least((pool.times < INF).sum(axis=1) - 1)
     best = None  # (U, τ, δ)
+    passing = PassedTaus(solve, pool, least, delta_floor)
     while True:
         check(solve.deadline)
         counts_at_tau = pool.counts_at_tau(tau)
         best = _walk_delta(solve, pool, tau, counts_at_tau, least, best)
-        tau = pool.next_tau(counts_at_tau)
+        tau = passing.first_to_visit(pool.next_tau(counts_at_tau), tau, best)
         if tau is None or (best is not None and solve.done(best[0], t.objective(tau, delta_floor, sum_floor))):
             break
     if best is None:
         return None
     objective, tau, delta = best
-    _, steps = least_sum(pool.times, pool.caps(tau, delta), pool.spare_steps, units.layers_min, t.grid, free)
+    _, steps = least_sum(pool.times, pool.caps(tau, delta), pool.spare_steps, units.layers_min, t.grid, free,
+                         deadline=solve.deadline)
     return objective, solve.assign(units, units.layers_min + t.grid * steps)
+
+
+class PassedTaus:
+    """The τ ranges the summed walk may pass over: no τ in [τ₀, b] can beat the best U when the floor
+    M·τ₀ + S·(least Σ under the counts at b) + W·δ_floor already reaches it (a τ ≤ b holds no more counts than b,
+    so its least Σ is no smaller, and every δ is at least δ_floor). b gallops up from τ₀ by the walk's last τ
+    step, doubling while the floor holds (Bentley and Yao, "An almost optimal algorithm for unbounded
+    searching", IPL 5(3), 1976). A τ of equal U is passed over too: the walk keeps the first best it meets. Where
+    the first b fails, the next tries wait 1, 2, 4 ... (at most :data:`GALLOP_WAIT`) τ steps."""
+
+    def __init__(self, solve: TableSolve, pool: PooledTimes, least, delta_floor: int):
+        self.solve, self.pool, self.least, self.delta_floor = solve, pool, least, delta_floor
+        self.wait, self.misses = 0, 0
+
+    def first_to_visit(self, tau: Optional[int], last_tau: int, best) -> Optional[int]:
+        """The next τ the walk must visit from ``tau`` (None: none is left that can beat ``best``)."""
+        if tau is None or best is None:
+            return tau
+        if self.wait:
+            self.wait -= 1
+            return tau
+        span, passed = max(tau - last_tau, 1), None
+        while True:
+            check(self.solve.deadline)
+            counts = self.pool.counts_at_tau(tau + span)
+            total = self.least(counts - 1)
+            if total < LEAST_SUM_NONE and self.solve.t.objective(tau, self.delta_floor, total) < best[0]:
+                break
+            passed, span = counts, 2 * span
+            if self.pool.next_tau(counts) is None:
+                return None
+        if passed is None:
+            self.misses = min(2 * self.misses + 1, GALLOP_WAIT)
+            self.wait = self.misses
+            return tau
+        self.misses = 0
+        return self.pool.next_tau(passed)
 
 
 def _walk_delta(solve: TableSolve, pool: PooledTimes, tau: int, counts_at_tau: np.ndarray, least, best):

@@ -157,3 +157,24 @@ def test_replan_latency_answers_each_lost_node_with_a_proof(capsys):
     assert _load("replan_latency").main(["--calls", "2"]) == 0
     out = capsys.readouterr().out
     assert "warm (2 calls, another node each): median" in out and "proven (OPTIMAL, gap 0): 2/2" in out
+
+
+def test_pressured_oracle_answers_the_same_through_the_oracle_and_via_cpsat(capsys, monkeypatch):
+    """benchmarks/pressured_oracle.py on 300 layers, 4 stages, with the pooled limit at 0 so that the table takes
+    the route the benchmark compares (too large to pool, Σ varies): the oracle's own walk and CP-SAT give the same
+    plan and value."""
+    import json
+
+    from parplan.solver.oracle import grouped, per_stage, solve
+    mod = _load("pressured_oracle")
+    monkeypatch.setattr(per_stage, "POOLED_LIMIT", 0)
+    monkeypatch.setattr(solve, "per_stage", solve.per_stage)  # --via-cpsat reroutes these two: restored after
+    monkeypatch.setattr(grouped, "per_stage", grouped.per_stage)
+    out = []
+    for via in ([], ["--via-cpsat"]):
+        monkeypatch.setattr(sys, "argv", ["pressured_oracle.py", "--layers", "300", "--pp", "4"] + via)
+        mod.main()
+        out.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert [o["status"] for o in out] == ["OPTIMAL", "OPTIMAL"]
+    assert out[0]["value"] == out[1]["value"]
+    assert out[0]["stage_layers"] == out[1]["stage_layers"] and out[0]["recompute_layers"] == out[1]["recompute_layers"]
