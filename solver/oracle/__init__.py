@@ -18,8 +18,9 @@ every unit, so Σ_u time_u is one constant over the splits unless each unit's le
   unit's count grows (:func:`.per_stage.walk_with_sums`; τ ranges that cannot beat the best U are passed over
   by galloping). Tables too large to pool: :mod:`.bisection` (or, where the sum varies, the pooled walk within
   the memory budget); knapsacks too large to form at once: the same recursion over the counts the Lagrangian
-  bound leaves open (:mod:`.sum_windows`), in blocks of totals (:mod:`.blocked_sum`). Only DualPipe tables with
-  whole-layer recompute still take the CP-SAT model's answer (:mod:`.fallback`).
+  bound leaves open (:mod:`.sum_windows`), in blocks of totals (:mod:`.blocked_sum`). DualPipe tables with
+  whole-layer recompute, and summed walks whose tables would not fit the memory budget, still take the CP-SAT
+  model's answer (:mod:`.fallback`).
 * :mod:`.grouped`: ``first_last``: the middle units share a count; every (first, middle) pair is enumerated.
   ``even``: the split is fixed; each unit takes its least recompute.
 * :mod:`.solve`: ``uniform_recompute``: every stage recomputes the same count r; each r is solved as a

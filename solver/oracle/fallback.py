@@ -1,7 +1,13 @@
-"""The oracle's one remaining use of the CP-SAT model: a DualPipe table with whole-layer recompute
-(``StageTable.t_split``, whose ranks' splits also place recompute working sets; :func:`.solve.best_at`) takes
-its exact answer from the CP-SAT model of the table, one worker, within the deadline. The oracle has no method
-of its own for it yet, so for these tables it does not check the model independently (issue 37 item 5)."""
+"""The oracle's two remaining uses of the CP-SAT model, each taking the exact answer of the CP-SAT model of the
+table, one worker, within the deadline:
+
+* a DualPipe table with whole-layer recompute (``StageTable.t_split``, whose ranks' splits also place recompute
+  working sets; :func:`.solve.best_at`): the oracle has no method of its own for it yet;
+* a table whose summed-time walk (:func:`.per_stage.pooled_walk`) would not fit the call's memory budget (its
+  tables hold every unit's time at every count: 64 stages of 10^6 layers under memory pressure ask ~8 GiB), where
+  the CP-SAT model needs ~100 MiB (benchmarks/pressured_oracle.py): answered, not refused.
+
+For these tables the oracle does not check the model independently (issue 37 item 5)."""
 
 from __future__ import annotations
 

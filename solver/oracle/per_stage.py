@@ -9,8 +9,8 @@ they are walked in order until ``M·τ`` alone reaches the best U. Where Σ_u ti
 the values at which a DP-bound unit's count grows (:func:`walk_with_sums`), passing over τ ranges whose floor
 already reaches the best U (:class:`PassedTaus`). Tables too large to pool are
 solved by bisection (:mod:`parplan.solver.oracle.bisection`) or, where the sum varies, by the pooled walk all
-the same wherever its tables fit the memory budget (:class:`OverBudget` where not: the least sum needs every
-unit's time at every count).
+the same wherever its tables fit the memory budget (the least sum needs every unit's time at every count), else by
+the CP-SAT model (:mod:`parplan.solver.oracle.fallback`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from parplan.solver.deadline import budget, check
 from parplan.solver.oracle.bisection import fixed_sum, per_stage_by_bisection, sum_varies
+from parplan.solver.oracle.fallback import per_stage_by_cpsat
 from parplan.solver.oracle.knapsack import LEAST_SUM_NONE, free_steps, least_sum
 from parplan.solver.oracle.levels import fill_levels, fill_order, least_true
 from parplan.solver.oracle.recompute import INF, UnitCosts
@@ -42,9 +43,8 @@ def per_stage(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assign
     pooled_bytes = t.num_units * (spare_steps + 1) * POOLED_BYTES_PER_ENTRY
     if t.num_units * (spare_steps + 1) <= POOLED_LIMIT and budget().fits(pooled_bytes):
         return pooled_walk(solve, units, spare_steps)
-    if sum_varies(t, units):
-        budget().require(pooled_bytes, f"the summed-time walk's tables of {t.num_units} units")
-        return pooled_walk(solve, units, spare_steps)
+    if sum_varies(t, units):  # the summed walk within the memory budget, else the CP-SAT model's answer
+        return pooled_walk(solve, units, spare_steps) if budget().fits(pooled_bytes) else per_stage_by_cpsat(solve, units)
     return per_stage_by_bisection(solve, units, spare_steps)
 
 

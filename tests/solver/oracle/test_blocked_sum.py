@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from parplan.solver.deadline import OverBudget, TimeUp
 from parplan.solver.oracle import blocked_sum, knapsack, per_stage, solve_table
 from parplan.solver.oracle.blocked_sum import blocked_sum_split, blocked_sum_value
+from parplan.solver.oracle.fallback import per_stage_by_cpsat
 from parplan.solver.oracle.knapsack import free_steps, least_sum
 from parplan.solver.oracle.recompute import INF
 from parplan.solver.problem import Problem
@@ -123,16 +124,25 @@ class _NoRoom:
         raise OverBudget(what, int(nbytes), 0)
 
 
-def test_tables_too_large_to_pool_take_the_summed_walk_within_the_budget():
+def test_tables_too_large_to_pool_take_the_summed_walk_within_the_budget_else_the_model():
     """Beyond the pooled limit a table whose Σ_u time_u varies takes the same summed-time walk (same answer)
-    where its tables fit the memory budget, and is left unsolved (OverBudget) where they do not."""
+    where its tables fit the memory budget, and the CP-SAT model's answer (solver/oracle/fallback.py, the same
+    optimum) where they do not."""
+    routed = []
+
+    def via_cpsat(solve, units):
+        routed.append(solve.t)
+        return per_stage_by_cpsat(solve, units)
+
     for t, cap in _tables(0.5):
         want = solve_table(t, cap)
         with mock.patch.object(per_stage, "POOLED_LIMIT", 0):
             got = solve_table(t, cap)
             assert (got.U, got.x) == (want.U, want.x)
-            with mock.patch.object(per_stage, "budget", _NoRoom), pytest.raises(OverBudget):
-                solve_table(t, cap)
+            with mock.patch.object(per_stage, "budget", _NoRoom), \
+                    mock.patch.object(per_stage, "per_stage_by_cpsat", via_cpsat):
+                assert solve_table(t, cap).U == want.U
+    assert routed  # the over-budget tables did go to the CP-SAT model
 
 
 def _linear_rows(num_units: int, spare_steps: int) -> np.ndarray:
