@@ -50,9 +50,9 @@ def register(app: typer.Typer) -> None:
                                            "row and print its error"),
     ) -> None:
         """Fit the cost model's knobs to your measured runs (defaults as priors); write a profile."""
-        from parplan.client.cli_errors import _errors
+        from parplan.client.cli_errors import one_line_errors
 
-        with _errors():
+        with one_line_errors():
             calibrate_command(runs, out, spec, leave_one_out)
 
 

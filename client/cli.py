@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from parplan.client.cli_errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, _Commands, _errors, _fail, _stdout_closed,
-                                       require_extra)
+from parplan.client.cli_errors import (EXIT_BAD_INPUT, EXIT_INTERNAL, CliCommands, exit_on_closed_stdout, fail,
+                                       one_line_errors, require_extra)
 from parplan.client.cli_options import (EMIT_OPTION, EXPORT_OPTION, FORMAT_OPTION, HF_CONFIG_OPTION,
                                         MEMORY_MARGIN_OPTION, OUT_OPTION, PROFILE_OPTION, RANK_BY_OPTION, SPEC_ARGUMENT,
                                         VERSION_OPTION, ExportTarget, ImportSource, Launcher, Method, OutputFormat,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the heavy modules are imported lazily, inside the commands 
     from parplan.costmodel.spec.spec import Spec
 
 app = typer.Typer(
-    cls=_Commands,
+    cls=CliCommands,
     name="solver-cli",
     help="Plan and evaluate parallelism (TP/CP/PP/DP/EP, schedules, recompute, ZeRO) for LLM training.",
     add_completion=True,  # --install-completion / --show-completion [bash|zsh|fish|powershell] (typer, shellingham)
@@ -77,7 +77,7 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
              deterministic: bool = typer.Option(False, "--deterministic", help="with --complete: one worker, fixed "
                                                 "seed: byte-identical answers")) -> None:
     """Evaluate the spec's fixed `plan:` (omitted keys take defaults, or with --complete the best values)."""
-    with _errors():
+    with one_line_errors():
         from parplan.client import export_cli
         from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
         from parplan.library.spec_io import SpecError
@@ -160,7 +160,7 @@ def optimize(
                                        "each other profiled framework and 'any' (a solve each, in the time left)"),
 ) -> None:
     """Find the best plan(s) for the spec's objective; why it wins; the runners-up; why nothing fits."""
-    with _errors():
+    with one_line_errors():
         if plot or export or emit:  # the export, import and plot machinery: only when asked for
             from parplan.client import export_cli
 
@@ -230,7 +230,7 @@ def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], s
         try:
             return remote_optimize(server, spec, top_k=top, pareto=pareto, **solver), None
         except ServiceError as err:
-            _fail(f"--server {server}: {err}", EXIT_INTERNAL)
+            fail(f"--server {server}: {err}", EXIT_INTERNAL)
     from parplan.client.solve_progress import SolveProgress
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize as run_optimize
@@ -265,7 +265,7 @@ def _print_result(result: Any, spec: Spec, others: Optional[list], output_format
 @app.command()
 def validate(spec_path: str = SPEC_ARGUMENT) -> None:
     """Check a spec (and the shape of its `plan:`, if any); print 'ok' or the error."""
-    with _errors():
+    with one_line_errors():
         spec = read_spec(spec_path)
         if spec.plan is not None:  # the plan's shape needs the cost model (NumPy); a spec alone does not
             from parplan.library.evaluation import evaluate_spec
@@ -288,7 +288,7 @@ def export_command(
     out: str = OUT_OPTION,
 ) -> None:
     """Write a plan for a framework (and, with --emit, the job that launches it)."""
-    with _errors():
+    with one_line_errors():
         from parplan.client import export_cli
         from parplan.library.spec_io import SpecError
 
@@ -312,7 +312,7 @@ def import_command(
                                   "and whatever the file does not state"),
 ) -> None:
     """Print the spec (with plan:) that an exported file describes; `solver-cli evaluate` prices it."""
-    with _errors():
+    with one_line_errors():
         from parplan.client import export_cli
 
         typer.echo(export_cli.import_to_yaml(file_path, source.value, read_spec(spec_path)), nl=False)
@@ -321,7 +321,7 @@ def import_command(
 @app.command()
 def schema() -> None:
     """The JSON Schema of spec.yaml (for editor completion, e.g. yaml-language-server)."""
-    with _errors():
+    with one_line_errors():
         import json
 
         from parplan.client.export_cli import spec_json_schema
@@ -332,7 +332,7 @@ def schema() -> None:
 @app.command()
 def presets() -> None:
     """The model presets (`model: {preset: NAME}`), with their sources."""
-    with _errors():
+    with one_line_errors():
         from parplan.library.presets import presets_lines  # PyYAML only: no spec model
 
         for line in presets_lines():
@@ -342,7 +342,7 @@ def presets() -> None:
 @app.command()
 def knobs() -> None:
     """The cost model's assumption knobs: default value, textbook preset value, source."""
-    with _errors():
+    with one_line_errors():
         from parplan.client.catalog_tables import knobs_table
 
         _stdout_console().print(knobs_table())
@@ -351,7 +351,7 @@ def knobs() -> None:
 @app.command()
 def gpus() -> None:
     """The hardware catalog (bandwidths per GPU and direction), with sources."""
-    with _errors():
+    with one_line_errors():
         from parplan.client.catalog_tables import print_gpu_catalog  # the catalog is plain dataclasses: no pydantic
 
         print_gpu_catalog(_stdout_console())
@@ -375,8 +375,8 @@ def main() -> None:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:  # raised outside a command's _errors (typer's own output)
-        _stdout_closed()
+    except BrokenPipeError:  # raised outside a command's one_line_errors (typer's own output)
+        exit_on_closed_stdout()
     except Exception as err:  # pragma: no cover - every command catches its own errors
         print(f"error: internal error ({type(err).__name__}): {one_line(str(err))}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)

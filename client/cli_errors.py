@@ -22,7 +22,7 @@ EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 
 
-class _Commands(typer.core.TyperGroup):
+class CliCommands(typer.core.TyperGroup):
     """The commands, with the CLI framework's multi-line usage errors (a bad option value, an unknown
     command) printed as one ``error:`` line with exit 2, as all bad input is; the help screen shown for
     no arguments stays."""
@@ -40,12 +40,12 @@ class _Commands(typer.core.TyperGroup):
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
-def _fail(message: str, code: int) -> None:
+def fail(message: str, code: int) -> None:
     typer.echo(f"error: {one_line(message)}", err=True)
     raise typer.Exit(code)
 
 
-def _stdout_closed() -> None:
+def exit_on_closed_stdout() -> None:
     """Stdout's reader went away (``solver-cli presets | head -3``): exit 141 (128 + SIGPIPE) quietly, the rest
     to /dev/null so the final flush raises nothing (Python docs, library/signal.html "Note on SIGPIPE")."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -53,24 +53,24 @@ def _stdout_closed() -> None:
 
 
 @contextlib.contextmanager
-def _errors() -> Iterator[None]:
+def one_line_errors() -> Iterator[None]:
     """Bad input -> exit 2 with one line; anything unexpected -> exit 1 with one line, never a traceback."""
     try:
         yield
     except (typer.Exit, typer.Abort):
         raise
     except ArgumentError as err:
-        _fail(err.for_option(OPTION_OF_ARGUMENT.get(err.argument, err.argument)), EXIT_BAD_INPUT)
+        fail(err.for_option(OPTION_OF_ARGUMENT.get(err.argument, err.argument)), EXIT_BAD_INPUT)
     except ParplanError as err:  # SpecError, PlanError, UnknownGPU, ...
-        _fail(str(err), EXIT_BAD_INPUT)
+        fail(str(err), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        fail("interrupted", 130)
     except BrokenPipeError:
-        _stdout_closed()
+        exit_on_closed_stdout()
     except Exception as err:  # a bug: report it on one line (usage errors of the CLI framework pass through)
         if type(err).__module__.split(".")[0] in ("click", "typer"):
             raise
-        _fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
+        fail(f"internal error ({type(err).__name__}): {err}", EXIT_INTERNAL)
 
 
 # optional extras (pyproject [project.optional-dependencies]) -> the top-level modules they install

@@ -201,7 +201,7 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
     except ImportError:
         raise SpecError("--plot needs matplotlib, the optional 'plot' extra: pip install 'parplan[plot]' "
                         "(matplotlib==3.10.7)") from None
-    from parplan.client.report import _short_plan
+    from parplan.client.plan_line import short_plan
 
     points: list[Evaluation] = list(result.pareto)
     if not points:
@@ -217,7 +217,7 @@ def plot_frontier(result, path: str, spec: Spec) -> None:
         best = result.plans[0]
         bx = best.plan.num_gpus if by_gpus else best.metrics.peak_memory_gib
         ax.plot([bx], [best.metrics.step_time_s], marker="*", markersize=16, color="#cc0000", linestyle="none",
-                zorder=3, label=f"chosen: {_short_plan(best.plan)} ({best.metrics.step_time_s:.2f} s)")
+                zorder=3, label=f"chosen: {short_plan(best.plan)} ({best.metrics.step_time_s:.2f} s)")
     if log_y:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())

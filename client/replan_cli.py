@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from parplan.client.cli_errors import _errors
+from parplan.client.cli_errors import one_line_errors
 from parplan.client.cli_options import ImportSource, ResultFormat
 from parplan.client.cli_spec import read_spec
 
@@ -45,7 +45,7 @@ def replan_command(
     output_format: ResultFormat = typer.Option("table", "--format", case_sensitive=False),
 ) -> None:
     """Replan a running job after nodes are lost or added: the plan of least step time plus amortised resharding."""
-    with _errors():
+    with one_line_errors():
         from parplan.client.export_cli import read_plan_file
         from parplan.costmodel.errors import ParplanError
         from parplan.library.replan import replan

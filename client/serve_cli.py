@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import typer
 
-from parplan.client.cli_errors import EXIT_BAD_INPUT, _errors, _fail, require_extra
+from parplan.client.cli_errors import EXIT_BAD_INPUT, fail, one_line_errors, require_extra
 
 
 def serve_command(
@@ -39,7 +39,7 @@ def serve_command(
                                 "explorer (solver-cli ui) on 127.0.0.1:PORT (needs the optional 'ui' extra)"),
 ) -> None:
     """Run the gRPC planning service (parplan.v1.PlannerService, health, reflection) until SIGTERM."""
-    with _errors():
+    with one_line_errors():
         require_extra("server", "solver-cli serve")
         if ui_port is not None:  # the explorer beside the service, in a daemon thread of this process
             require_extra("ui", "solver-cli serve --ui")
@@ -58,4 +58,4 @@ def serve_command(
                                     max_queue=max_queue, idle_timeout_s=idle_timeout, hf_config_dir=hf_config_dir,
                                     health_port=health_port, sweep_engine=sweep_engine))
         except ServeConfigError as err:
-            _fail(str(err), EXIT_BAD_INPUT)
+            fail(str(err), EXIT_BAD_INPUT)

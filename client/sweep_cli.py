@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from parplan.client.cli_errors import _errors, _fail
+from parplan.client.cli_errors import fail, one_line_errors
 from parplan.client.cli_options import PROFILE_OPTION
 
 
@@ -92,6 +92,6 @@ def sweep(
                                   "terminal)"),
 ) -> None:
     """Capacity sweep: plan every point of a grid of what-ifs; time, GPU-hours, cost, energy, Pareto, knees."""
-    with _errors():
+    with one_line_errors():
         sweep_command(sweep_path, out, report_dir, engine, jobs, ray_address, resume, top, time_limit,
-                      deterministic, progress, _fail, profile)
+                      deterministic, progress, fail, profile)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from parplan.client.cli_errors import _errors, require_extra
+from parplan.client.cli_errors import one_line_errors, require_extra
 
 
 def ui_command(host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: this machine only)"),
@@ -13,7 +13,7 @@ def ui_command(host: str = typer.Option("127.0.0.1", "--host", help="address to 
                open_browser: bool = typer.Option(True, "--open/--no-open",
                                                  help="open the page in a web browser")) -> None:
     """The plan explorer: a local web page to edit a spec, solve it and see its plans (the 'ui' extra)."""
-    with _errors():
+    with one_line_errors():
         require_extra("ui", "solver-cli ui")
         from parplan.client.ui.runner import serve_forever
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_profile, _tp_values
+from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_profile, tp_values
 
 ANY = "any"  # the framework-neutral research space (ZB-H1, DualPipe)
 LEAST_SOLVE_S = 0.05  # a per-framework solve with less time left than this is not started
@@ -113,7 +113,7 @@ def spec_for_framework(spec, name: str):
     mine = spec_profile(spec)
     section = dict(data.get("assumptions") or {})
     if mine is not None:
-        for key, value in framework_assumptions(mine, _tp_values(data)).items():
+        for key, value in framework_assumptions(mine, tp_values(data)).items():
             if key in section and section[key] == value:
                 del section[key]
     data["assumptions"] = section

@@ -186,7 +186,7 @@ def apply_framework_assumptions(data: Any) -> Any:
         section = section.model_dump(exclude_none=True)
     elif not isinstance(section, dict):
         return data
-    merged = {**framework_assumptions(prof, _tp_values(data)), **{k: v for k, v in section.items() if v is not None}}
+    merged = {**framework_assumptions(prof, tp_values(data)), **{k: v for k, v in section.items() if v is not None}}
     return {**data, "assumptions": merged}
 
 
@@ -194,12 +194,12 @@ def user_overrides(spec: Any) -> list[str]:
     """The knobs a validated Spec's ``assumptions`` set other than its framework profile's conventions: what the
     user overrode (a knob set to the profile's own value changes nothing and is not counted)."""
     prof = spec.bound_framework.profile
-    conventions = {} if prof is None else framework_assumptions(prof, _tp_values(spec.model_dump()))
+    conventions = {} if prof is None else framework_assumptions(prof, tp_values(spec.model_dump()))
     return [knob for knob, value in spec.assumptions.model_dump(exclude={"preset"}).items()
             if value is not None and (knob not in conventions or conventions[knob] != value)]
 
 
-def _tp_values(data: dict) -> Optional[list[int]]:
+def tp_values(data: dict) -> Optional[list[int]]:
     """The TP degrees a spec allows (its plan's, or its search pins), None when unrestricted or unreadable."""
     plan, search = data.get("plan"), data.get("search")
     get = lambda obj, key: obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)  # noqa: E731

@@ -69,10 +69,10 @@ def evaluate(spec: Any, plan: Union["Plan", "PlanSpec", dict, None] = None, **kw
     from parplan.library.evaluation import evaluate_spec
 
     spec = as_spec(spec)
-    return evaluate_spec(spec, _as_plan(plan), **kwargs)
+    return evaluate_spec(spec, as_plan(plan), **kwargs)
 
 
-def _as_plan(plan: Any) -> Optional[Union["Plan", "PlanSpec"]]:
+def as_plan(plan: Any) -> Optional[Union["Plan", "PlanSpec"]]:
     from pydantic import ValidationError
 
     from parplan.costmodel.evaluation.evaluate import PlanError

@@ -66,7 +66,7 @@ def replan(spec: Any, *, lost_nodes: Sequence[int] = (), added_nodes: int = 0, h
     from parplan.costmodel.errors import ArgumentError, ParplanError
     from parplan.costmodel.memory.reshard import ReshardAssumptions
     from parplan.frameworks.import_plan import spec_from_export
-    from parplan.library.api import _as_plan, controls_of_arguments
+    from parplan.library.api import as_plan, controls_of_arguments
     from parplan.library.evaluation import evaluate_spec
     from parplan.library.spec_io import validation_error_message
     from parplan.solver.arguments import check_optimize_arguments
@@ -80,7 +80,7 @@ def replan(spec: Any, *, lost_nodes: Sequence[int] = (), added_nodes: int = 0, h
         spec = spec_from_export(export, export_target, spec)
     from parplan.solver.warm_cache import WARM
 
-    old = evaluate_spec(spec, _as_plan(plan), **WARM.evaluation_inputs(spec))  # PlanError naming plan.<field>
+    old = evaluate_spec(spec, as_plan(plan), **WARM.evaluation_inputs(spec))  # PlanError naming plan.<field>
     if not old.feasible:
         raise ArgumentError("plan", "the current plan does not run on its cluster: " + "; ".join(old.violations),
                             None)

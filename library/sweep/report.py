@@ -21,7 +21,7 @@ CSV_COLUMNS = ("index", "key", "model", "gpu", "num_gpus", "seq_len", "global_ba
                "axes", "explanation", "error")
 
 
-def _flat(rec: dict[str, Any]) -> dict[str, Any]:
+def flat_row(rec: dict[str, Any]) -> dict[str, Any]:
     row = {k: rec.get(k) for k in CSV_COLUMNS}
     row["plan"] = short_plan(rec["plans"][0]["plan"]) if rec["plans"] else None
     row["axes"] = json.dumps(rec["axes"], sort_keys=True, default=str)
@@ -41,7 +41,7 @@ def write_csv(records: list[dict[str, Any]], path: str) -> None:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for rec in records:
-            writer.writerow(_flat(rec))
+            writer.writerow(flat_row(rec))
 
 
 def write_parquet(records: list[dict[str, Any]], path: str) -> bool:
@@ -51,7 +51,7 @@ def write_parquet(records: list[dict[str, Any]], path: str) -> bool:
         import pyarrow.parquet as pq
     except ImportError:
         return False
-    rows = [_flat(rec) for rec in records]
+    rows = [flat_row(rec) for rec in records]
     for row, rec in zip(rows, records):
         row["plans"] = json.dumps(rec["plans"], sort_keys=False)
     pq.write_table(pa.Table.from_pylist(rows), path)

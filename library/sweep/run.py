@@ -217,9 +217,9 @@ def sweep(spec_or_path: Any, axes: Optional[dict[str, list[Any]]] = None, *, poi
     records, _, _ = run_sweep(load_sweep(data, sweep_dir=os.getcwd()), out, engine=engine, jobs=jobs,
                               ray_address=ray_address, resume=resume)
     if frame:
-        from parplan.library.sweep.report import _flat
+        from parplan.library.sweep.report import flat_row
 
-        return frame_ok.DataFrame([_flat(r) for r in records])
+        return frame_ok.DataFrame([flat_row(r) for r in records])
     return records
 
 
