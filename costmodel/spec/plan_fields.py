@@ -51,7 +51,8 @@ class PlanField:
     ``spec_type``/``spec_default``: the :class:`PlanSpec`'s (SAME: the Plan's; ``spec_type`` None: not pinnable);
     ``description``: the YAML schema's text; ``choice``/``choice_default``: the :class:`Choice`'s annotation
     (text) and default (None: not on a Choice); ``limit``: the documented maximum of a PlanSpec value
-    (``spec_base.MAX_*``); ``resolved``: ``resolve_plan`` computes the Plan's value (False: a straight copy of
+    (``spec_base.MAX_*``); ``search_key``: the ``search:`` list that restricts it (a pin in ``plan:`` narrows it to
+    the pinned value, solver/completion.py); ``resolved``: ``resolve_plan`` computes the Plan's value (False: a straight copy of
     the PlanSpec's); ``shown_at_default``: False for the fields added after the first CONTRACT, left out of a
     plan's answer (dict and proto reply) at their default so older answers read as before; ``spec_last``:
     declared last in a PlanSpec (its place in the YAML schema since it was added)."""
@@ -65,6 +66,7 @@ class PlanField:
     choice: Optional[str] = None
     choice_default: Any = REQUIRED
     limit: Optional[float] = None
+    search_key: Optional[str] = None
     resolved: bool = False
     shown_at_default: bool = True
     spec_last: bool = False
@@ -81,7 +83,8 @@ class PlanField:
 
 
 def _degree(name: str, **more: Any) -> PlanField:
-    return PlanField(name, PositiveInt, **{"spec_default": 1, "choice": "int", "limit": MAX_NUM_GPUS, **more})
+    return PlanField(name, PositiveInt, **{"spec_default": 1, "choice": "int", "limit": MAX_NUM_GPUS,
+                                           "search_key": name, **more})
 
 
 PLAN_FIELDS: tuple[PlanField, ...] = (
@@ -90,21 +93,25 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
             resolved=True),
     _degree("ep", choice_default=1), _degree("etp", choice_default=1),
     PlanField("micro_batch_size", PositiveInt, spec_default=1, choice="int", choice_default=1,
-              limit=MAX_GLOBAL_BATCH_SIZE),
+              limit=MAX_GLOBAL_BATCH_SIZE, search_key="micro_batch_size"),
     PlanField("num_microbatches", PositiveInt, spec_type=Optional[PositiveInt], spec_default=None,
               description="default: global_batch_size / (dp*mbs)", choice="int", choice_default=1,
               limit=MAX_GLOBAL_BATCH_SIZE, resolved=True),
-    PlanField("vpp", PositiveInt, spec_default=1, choice="int", choice_default=1, limit=MAX_NUM_LAYERS, resolved=True),
+    PlanField("vpp", PositiveInt, spec_default=1, choice="int", choice_default=1, limit=MAX_NUM_LAYERS, resolved=True,
+              search_key="vpp"),
     PlanField("schedule", ScheduleField, spec_default=Schedule.ONE_F_ONE_B, choice="Schedule",
-              choice_default=Schedule.ONE_F_ONE_B, resolved=True),
+              choice_default=Schedule.ONE_F_ONE_B, resolved=True, search_key="schedules"),
     PlanField("stage_layers", list[PositiveInt], spec_type=Optional[list[PositiveInt]], spec_default=None,
               limit=MAX_NUM_LAYERS, resolved=True),
     # granularity; 'full' uses per-stage recompute counts
-    PlanField("recompute", Recompute, spec_default="none", choice="str", choice_default="none"),
+    PlanField("recompute", Recompute, spec_default="none", choice="str", choice_default="none",
+              search_key="recompute"),
     PlanField("recompute_layers", list[int], spec_type=Optional[list[int]], spec_default=None, limit=MAX_NUM_LAYERS,
               resolved=True),
-    PlanField("zero_stage", Literal[0, 1, 2, 3], spec_default=1, choice="int", choice_default=1),
-    PlanField("sequence_parallel", bool, spec_default=True, choice="bool", choice_default=True, resolved=True),
+    PlanField("zero_stage", Literal[0, 1, 2, 3], spec_default=1, choice="int", choice_default=1,
+              search_key="zero_stages"),
+    PlanField("sequence_parallel", bool, spec_default=True, choice="bool", choice_default=True, resolved=True,
+              search_key="sequence_parallel"),
     PlanField("pipeline_layout", DecoderLayout, None, spec_type=LayoutForms, description=(
         "Megatron's --pipeline-model-parallel-layout string (e.g. 'Et*3|(tt|)*29,m|L'), its list-of-stages form, "
         "or decoder-layer counts per [stage][virtual chunk] (costmodel/spec/layout.py)"), resolved=True,
@@ -112,7 +119,7 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
     # CP attention communication; p2p whenever cp = 1 (the canonical form)
     PlanField("cp_comm_type", CpCommType, "p2p", description="CP attention communication (cp > 1): p2p | a2a | "
               "allgather | a2a+p2p (Megatron --cp-comm-type)", choice="str", choice_default="p2p", resolved=True,
-              shown_at_default=False),
+              search_key="cp_comm_types", shown_at_default=False),
     # interleaved: decoder layers fewer in stage 0's first model chunk and in the last stage's last chunk than in
     # their other chunks (Meta's Llama 3 405B split, Megatron's --pipeline-model-parallel-layout); the plan carries
     # them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
@@ -122,22 +129,23 @@ PLAN_FIELDS: tuple[PlanField, ...] = (
     # Choice.dense_shard), the optimizer states' dtypes (costmodel/spec/optimizer_states.py; None:
     # assumptions.optimizer_bytes), the share of the optimizer states offloaded (costmodel/memory/offload.py)
     PlanField("zero_replicas", PositiveInt, 1, description="HSDP replica groups of the ZeRO group (1: shard over all "
-              "of DP·CP)", choice="int", choice_default=1, shown_at_default=False),
+              "of DP·CP)", choice="int", choice_default=1, search_key="zero_replicas", shown_at_default=False),
     PlanField("optimizer_states", Optional[OptimizerStates], None, description="precision-aware optimizer dtypes "
               "MAIN/EXP_AVG/EXP_AVG_SQ; None: assumptions.optimizer_bytes", choice="str | None", choice_default=None,
-              shown_at_default=False),
+              search_key="optimizer_states", shown_at_default=False),
     PlanField("optimizer_offload_fraction", Fraction, 0.0, description="share of the optimizer states on the host",
-              choice="float", choice_default=0.0, shown_at_default=False),
+              choice="float", choice_default=0.0, search_key="optimizer_offload_fractions", shown_at_default=False),
     # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine (costmodel/moe/moe_comm.py)
     PlanField("moe_fp8_dispatch", bool, False, description="FP8 token dispatch to the experts "
-              "(search.moe_fp8_dispatch)", choice="bool", choice_default=False, shown_at_default=False),
+              "(search.moe_fp8_dispatch)", choice="bool", choice_default=False, search_key="moe_fp8_dispatch",
+              shown_at_default=False),
     PlanField("moe_a2a_overlap", bool, False, description="EP all-to-all overlapped with another micro-batch "
               "(search.moe_a2a_overlap; Megatron-Core --overlap-moe-expert-parallel-comm)", choice="bool",
-              choice_default=False, shown_at_default=False),
+              choice_default=False, search_key="moe_a2a_overlap", shown_at_default=False),
     PlanField("activation_offload_layers", NonNegativeInt, 0, description="layers whose saved activations are "
               "offloaded to the host (Megatron-Core --cpu-offloading-num-layers; "
               "costmodel/evaluation/activation_offload.py); 0: none", choice="int", choice_default=0,
-              limit=MAX_NUM_LAYERS, shown_at_default=False),
+              limit=MAX_NUM_LAYERS, search_key="activation_offload_layers", shown_at_default=False),
     PlanField("stage_pools", Optional[list[NonNegativeInt]], None, description="on cluster.pools: the pool index of "
               "each pipeline stage (issue 21, costmodel/evaluation/pools.py)", shown_at_default=False),
 )
@@ -156,6 +164,10 @@ CHOICE_ONLY: tuple[PlanField, ...] = tuple(f for f in PLAN_FIELDS if f.choice is
 SHARED_WITH_CHOICE: tuple[str, ...] = tuple(f.name for f in PLAN_FIELDS if f.type is not None and f.choice is not None)
 # what resolve_plan copies from a PlanSpec unchanged (the rest it computes: defaults, layout, canonical forms)
 COPIED_BY_RESOLVE: tuple[str, ...] = tuple(f.name for f in PLAN_ONLY if f.spec_type is not None and not f.resolved)
+# plan field -> the search key that restricts it (solver/completion.py)
+SEARCH_KEYS: dict[str, str] = {f.name: f.search_key for f in PLAN_FIELDS if f.search_key is not None}
+# the PlanSpec's per-stage split: pinnable, not on a Choice
+PER_STAGE: tuple[str, ...] = tuple(f.name for f in PLAN_FIELDS if f.spec_type is not None and f.choice is None)
 LIMITS: dict[str, float] = {f.name: f.limit for f in PLAN_FIELDS if f.limit is not None and f.spec_type is not None}
 
 
@@ -165,5 +177,5 @@ def plan_defaults_hidden() -> dict[str, Any]:
 
 
 __all__ = ["PlanField", "PLAN_FIELDS", "FIELDS_BY_NAME", "spec_fields", "PLAN_ONLY", "CHOICE_ONLY",
-           "SHARED_WITH_CHOICE", "COPIED_BY_RESOLVE", "LIMITS", "plan_defaults_hidden", "ScheduleField",
+           "SHARED_WITH_CHOICE", "COPIED_BY_RESOLVE", "SEARCH_KEYS", "PER_STAGE", "LIMITS", "plan_defaults_hidden", "ScheduleField",
            "Recompute", "CpCommType", "REQUIRED", "SAME"]
