@@ -26,13 +26,13 @@ from typing import Any, Iterable, Optional
 
 from parplan import __version__
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
-from parplan.costmodel.spec.plan_fields import PLAN_ONLY, plan_defaults_hidden
+from parplan.costmodel.spec.plan_fields import ON_PLAN, plan_defaults_hidden
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.result import PlanResult
 
 # CONTRACT key order: the plan's fields as declared (costmodel/spec/plan_fields.py), the derived num_gpus after dp;
 # the fields declared not shown at their default follow, each only where a plan sets it
-_SHOWN = [f.name for f in PLAN_ONLY if f.shown_at_default]
+_SHOWN = [f.name for f in ON_PLAN if f.shown_at_default]
 PLAN_KEYS = (*_SHOWN[:_SHOWN.index("dp") + 1], "num_gpus", *_SHOWN[_SHOWN.index("dp") + 1:])
 DERIVED_PLAN_KEYS = ("num_gpus",)  # answers only: tp·cp·pp·dp, the GPUs the plan uses (the GPU frontier's axis)
 METRIC_KEYS = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s")

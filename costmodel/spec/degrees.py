@@ -14,7 +14,7 @@ from dataclasses import make_dataclass
 from typing import Any, Optional, Sequence
 
 from parplan.costmodel.schedules.schedule import Schedule
-from parplan.costmodel.spec.plan_fields import CHOICE_ONLY, REQUIRED, PlanField
+from parplan.costmodel.spec.plan_fields import ON_CHOICE, REQUIRED, PlanField
 
 
 class ParallelDims:
@@ -96,10 +96,12 @@ def _choice_field(f: PlanField) -> tuple[str, str] | tuple[str, str, Any]:
 # Everything in a plan but the stage split and the per-stage recompute counts: the fields declared with a
 # ``choice`` annotation in costmodel/spec/plan_fields.py, in their order (a frozen dataclass: hashed and compared
 # by value)
-Choice = make_dataclass("Choice", [_choice_field(f) for f in CHOICE_ONLY], bases=(_ChoiceRecord,), frozen=True,
-                        namespace={"__module__": __name__, "__doc__": """Everything in a plan but the stage split and the per-stage recompute counts (costmodel/evaluation/choice.py): the
+_CHOICE_DOC = ("Everything in a plan but the stage split and the per-stage recompute counts "
+               """(costmodel/evaluation/choice.py): the
     unit of the search space and of ``choice_costs``. Its degree arithmetic is :class:`ParallelDims`'s; a
-    :class:`~parplan.costmodel.spec.spec.Plan` converts with ``Plan.to_choice()`` / ``Plan.from_choice()``."""})
+    :class:`~parplan.costmodel.spec.spec.Plan` converts with ``Plan.to_choice()`` / ``Plan.from_choice()``.""")
+Choice = make_dataclass("Choice", [_choice_field(f) for f in ON_CHOICE], bases=(_ChoiceRecord,), frozen=True,
+                        namespace={"__module__": __name__, "__doc__": _CHOICE_DOC})
 
 
 def chunk_trims_of(layout: Optional[Sequence[Sequence[int]]]) -> tuple[int, int]:

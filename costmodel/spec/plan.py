@@ -15,7 +15,7 @@ from pydantic import create_model
 from parplan.costmodel.schedules.schedule import SEARCHED_BY_DEFAULT, Schedule
 from parplan.costmodel.spec.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.spec.plan_fields import (  # noqa: F401  (re-exported: the value types)
-    LIMITS, PLAN_ONLY, SHARED_WITH_CHOICE, CpCommType, Recompute, ScheduleField, spec_fields)
+    LIMITS, ON_PLAN, SHARED_WITH_CHOICE, CpCommType, Recompute, ScheduleField, spec_fields)
 from parplan.costmodel.spec.spec_base import _Limited, _Strict
 
 # the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
@@ -61,4 +61,4 @@ Plan = create_model(
     __doc__="""The canonical, complete parallel plan (CONTRACT.md output ``plan``): a :class:`Choice` plus its stage
     split (``stage_layers``, ``recompute_layers``, ``pipeline_layout``). Degree products are
     :class:`ParallelDims`'s (``num_gpus``, ``dense_dp``, ``expert_dp``, ...), as on a Choice.""",
-    **{f.name: f.plan_definition() for f in PLAN_ONLY})
+    **{f.name: f.plan_definition() for f in ON_PLAN})

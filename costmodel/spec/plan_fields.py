@@ -51,11 +51,11 @@ class PlanField:
     ``spec_type``/``spec_default``: the :class:`PlanSpec`'s (SAME: the Plan's; ``spec_type`` None: not pinnable);
     ``description``: the YAML schema's text; ``choice``/``choice_default``: the :class:`Choice`'s annotation
     (text) and default (None: not on a Choice); ``limit``: the documented maximum of a PlanSpec value
-    (``spec_base.MAX_*``); ``search_key``: the ``search:`` list that restricts it (a pin in ``plan:`` narrows it to
-    the pinned value, solver/completion.py); ``resolved``: ``resolve_plan`` computes the Plan's value (False: a straight copy of
-    the PlanSpec's); ``shown_at_default``: False for the fields added after the first CONTRACT, left out of a
-    plan's answer (dict and proto reply) at their default so older answers read as before; ``spec_last``:
-    declared last in a PlanSpec (its place in the YAML schema since it was added)."""
+    (``spec_base.MAX_*``); ``search_key``: the ``search:`` list that restricts it (a pin in ``plan:`` narrows it
+    to the pinned value, solver/completion.py); ``resolved``: ``resolve_plan`` computes the Plan's value (False: a
+    straight copy of the PlanSpec's); ``shown_at_default``: False for the fields added after the first CONTRACT,
+    left out of a plan's answer (dict, proto reply, job name) at their default so older answers read as before;
+    ``spec_last``: declared last in a PlanSpec (its place in the YAML schema since it was added)."""
 
     name: str
     type: Any = None
@@ -158,12 +158,12 @@ def spec_fields() -> list[PlanField]:
     return [f for f in pinnable if not f.spec_last] + [f for f in pinnable if f.spec_last]
 
 
-PLAN_ONLY: tuple[PlanField, ...] = tuple(f for f in PLAN_FIELDS if f.type is not None)
-CHOICE_ONLY: tuple[PlanField, ...] = tuple(f for f in PLAN_FIELDS if f.choice is not None)
+ON_PLAN: tuple[PlanField, ...] = tuple(f for f in PLAN_FIELDS if f.type is not None)  # a Plan's fields, in order
+ON_CHOICE: tuple[PlanField, ...] = tuple(f for f in PLAN_FIELDS if f.choice is not None)  # a Choice's, in order
 # the fields a Plan and a Choice share (a Choice adds the chunk trims, a Plan the stage split)
 SHARED_WITH_CHOICE: tuple[str, ...] = tuple(f.name for f in PLAN_FIELDS if f.type is not None and f.choice is not None)
 # what resolve_plan copies from a PlanSpec unchanged (the rest it computes: defaults, layout, canonical forms)
-COPIED_BY_RESOLVE: tuple[str, ...] = tuple(f.name for f in PLAN_ONLY if f.spec_type is not None and not f.resolved)
+COPIED_BY_RESOLVE: tuple[str, ...] = tuple(f.name for f in ON_PLAN if f.spec_type is not None and not f.resolved)
 # plan field -> the search key that restricts it (solver/completion.py)
 SEARCH_KEYS: dict[str, str] = {f.name: f.search_key for f in PLAN_FIELDS if f.search_key is not None}
 # the PlanSpec's per-stage split: pinnable, not on a Choice
@@ -173,9 +173,9 @@ LIMITS: dict[str, float] = {f.name: f.limit for f in PLAN_FIELDS if f.limit is n
 
 def plan_defaults_hidden() -> dict[str, Any]:
     """Plan field -> its default, for the fields a plan's answer leaves out at that default."""
-    return {f.name: f.default for f in PLAN_ONLY if not f.shown_at_default}
+    return {f.name: f.default for f in ON_PLAN if not f.shown_at_default}
 
 
-__all__ = ["PlanField", "PLAN_FIELDS", "FIELDS_BY_NAME", "spec_fields", "PLAN_ONLY", "CHOICE_ONLY",
-           "SHARED_WITH_CHOICE", "COPIED_BY_RESOLVE", "SEARCH_KEYS", "PER_STAGE", "LIMITS", "plan_defaults_hidden", "ScheduleField",
+__all__ = ["PlanField", "PLAN_FIELDS", "FIELDS_BY_NAME", "spec_fields", "ON_PLAN", "ON_CHOICE", "SHARED_WITH_CHOICE",
+           "COPIED_BY_RESOLVE", "SEARCH_KEYS", "PER_STAGE", "LIMITS", "plan_defaults_hidden", "ScheduleField",
            "Recompute", "CpCommType", "REQUIRED", "SAME"]

@@ -20,7 +20,7 @@ from parplan.costmodel.spec.assumptions import KNOBS
 from parplan.costmodel.evaluation.ledger import Evaluation, Metrics, StageReport
 from parplan.costmodel.spec.spec import (AttentionSpec, ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
                                     Spec, TrainingSpec)
-from parplan.costmodel.spec.plan_fields import FIELDS_BY_NAME, PLAN_ONLY, REQUIRED, spec_fields
+from parplan.costmodel.spec.plan_fields import FIELDS_BY_NAME, ON_PLAN, REQUIRED, spec_fields
 from parplan.wire import convert
 from parplan.frameworks.loader import validate_spec
 from parplan.solver.result import Explanation, PlanResult, Relaxation, SolveStats, Timing
@@ -361,10 +361,10 @@ def _spec_default_of(field):
 
 
 def _plan_of(**changes):
-    return Plan(**{f.name: _other_than(f.type, None) for f in PLAN_ONLY if f.default is REQUIRED}, **changes)
+    return Plan(**{f.name: _other_than(f.type, None) for f in ON_PLAN if f.default is REQUIRED}, **changes)
 
 
-@pytest.mark.parametrize("field", [f.name for f in PLAN_ONLY], ids=str)
+@pytest.mark.parametrize("field", [f.name for f in ON_PLAN], ids=str)
 def test_each_plan_field_maps_to_the_proto_field_of_its_name_and_back(field):
     """Field by field against the declaration: a plan that differs from the base plan in one declared field
     differs on the wire in the proto field of that name only, and comes back as the same plan."""
@@ -384,7 +384,7 @@ def test_the_proto_plan_messages_hold_the_declared_fields_and_nothing_else():
     """pb.PlanSpec's fields are the PlanSpec's, pb.Plan's the Plan's and the derived num_gpus; the chunk trims a
     Choice alone holds travel in the plan's pipeline_layout; a PlanSpec setting every field survives the trip."""
     assert set(pb.PlanSpec.DESCRIPTOR.fields_by_name) == {f.name for f in spec_fields()}
-    assert set(pb.Plan.DESCRIPTOR.fields_by_name) == {f.name for f in PLAN_ONLY} | {"num_gpus"}
+    assert set(pb.Plan.DESCRIPTOR.fields_by_name) == {f.name for f in ON_PLAN} | {"num_gpus"}
     spec_plan = PlanSpec(**{f.name: _other_than(*_spec_default_of(f)) for f in spec_fields()})
     message = convert.fill_message(pb.PlanSpec(), spec_plan.model_dump(mode="json", exclude_none=True))
     back = convert.plan_spec_dict_from_message(pb.PlanSpec.FromString(message.SerializeToString()))

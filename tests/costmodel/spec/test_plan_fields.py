@@ -15,7 +15,7 @@ import dataclasses
 
 from parplan.costmodel.spec.degrees import Choice
 from parplan.costmodel.spec.plan import Plan, PlanSpec
-from parplan.costmodel.spec.plan_fields import (CHOICE_ONLY, LIMITS, PLAN_FIELDS, PLAN_ONLY, SHARED_WITH_CHOICE,
+from parplan.costmodel.spec.plan_fields import (ON_CHOICE, LIMITS, PLAN_FIELDS, ON_PLAN, SHARED_WITH_CHOICE,
                                                 spec_fields)
 from tests.conftest import REPO
 
@@ -227,7 +227,7 @@ def test_every_reader_of_a_plan_field_is_recorded():
 def test_the_plumbing_names_no_field_it_only_carries():
     for (module, name), (allowed, why) in PLUMBING.items():
         named = names_in(_unit(module, name))
-        assert named <= allowed, f"{module} {name or ''} ({why}) names {sorted(named - allowed)}: iterate the declaration"
+        assert named <= allowed, f"{module} {name or ''} ({why}) names {sorted(named - allowed)}: iterate instead"
 
 
 def test_resolve_plan_names_exactly_the_fields_it_computes():
@@ -235,17 +235,17 @@ def test_resolve_plan_names_exactly_the_fields_it_computes():
     call = next(n for n in ast.walk(_unit("costmodel/evaluation/evaluate.py", "resolve_plan"))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Plan")
     keywords = {k.arg for k in call.keywords if k.arg is not None}
-    assert keywords == {f.name for f in PLAN_ONLY if f.resolved}
+    assert keywords == {f.name for f in ON_PLAN if f.resolved}
     assert [k for k in call.keywords if k.arg is None], "the copied fields come from the declaration (**)"
 
 
 def test_the_plan_types_hold_the_declared_fields_in_order():
     assert list(PlanSpec.model_fields) == [f.name for f in spec_fields()]
-    assert list(Plan.model_fields) == [f.name for f in PLAN_ONLY]
-    assert [f.name for f in dataclasses.fields(Choice)] == [f.name for f in CHOICE_ONLY]
+    assert list(Plan.model_fields) == [f.name for f in ON_PLAN]
+    assert [f.name for f in dataclasses.fields(Choice)] == [f.name for f in ON_CHOICE]
     assert PlanSpec.LIMITS == LIMITS and set(LIMITS) <= set(PlanSpec.model_fields)
     required = {name for name, info in Plan.model_fields.items() if info.is_required()}
-    assert required == {f.name for f in PLAN_ONLY if f.default is ...}
+    assert required == {f.name for f in ON_PLAN if f.default is ...}
     assert not any(info.is_required() for info in PlanSpec.model_fields.values())
 
 
