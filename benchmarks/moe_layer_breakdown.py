@@ -7,7 +7,7 @@ For four rows -- DeepSeek-V3 as published (``deepseek-v3-production-2048xh800``,
 H100, GPT-OSS 120B on 64 H100 and Qwen3-30B-A3B on 8 B200 (``data/heldout-runs.yaml``, never fitted) -- it rebuilds the row's choice under
 the committed calibration (benchmarks/fit.py ``prepare_cases``, the row's assumption overrides applied) and splits
 the MoE layer's :class:`~parplan.costmodel.evaluation.layer_costs.LayerCost` of one micro-batch on one GPU into the terms
-``costmodel/evaluation/layer_costs.py moe_layer_cost`` adds: every GEMM with its (M, K, N) on this GPU, the efficiency the
+``costmodel/evaluation/moe_layer.py moe_layer_cost`` adds: every GEMM with its (M, K, N) on this GPU, the efficiency the
 shape gives (share of the precision's dense peak, ``costmodel/compute/efficiency.py``) and its FLOPs; the router (BF16);
 the routed experts at the busiest EP rank's load and M_e = ep·tokens·k/E rows per local expert; the attention core;
 the memory-bound elementwise traffic; the FP8 transposes; the SMs an overlapped schedule reserves; selective
@@ -57,7 +57,7 @@ from parplan.costmodel.compute.efficiency import max_linear_efficiency  # noqa: 
 from parplan.costmodel.evaluation.evaluate import plan_choice  # noqa: E402
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds  # noqa: E402
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes  # noqa: E402
-from parplan.costmodel.evaluation.layer_costs import moe_busiest_load  # noqa: E402
+from parplan.costmodel.evaluation.choice_context import moe_busiest_load  # noqa: E402
 from parplan.costmodel.schedules.schedule import Schedule  # noqa: E402
 
 HELDOUT = ROOT / "benchmarks" / "data" / "heldout-runs.yaml"

@@ -1,7 +1,7 @@
 """The per-problem memo of the cost model's shared pieces.
 
 The solver's Problem holds one dict per spec, GPU, assumptions and architecture and passes it to the pieces many
-choices share (``comm.Comm.of``, ``layer_costs.GemmRates.of`` / ``Activations.of`` / ``LayerComm.of``,
+choices share (``comm.Comm.of``, ``gemm_rates.GemmRates.of`` / ``activations.Activations.of`` / ``layer_comm.LayerComm.of``,
 ``moe_layer.moe_layer_times``). Each piece's key names every field of the choice it reads, so a hit is exactly
 the piece that choice would build (``tests/solver/test_layer_bound.py::test_the_shared_pieces_change_no_cost``)."""
 

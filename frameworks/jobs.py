@@ -21,65 +21,20 @@ placeholders, never guessed. World size = nodes × GPUs per node = the plan's tp
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-import hashlib
-import json
-import shlex
 
 import yaml
 
-from parplan.costmodel.spec.plan_fields import plan_defaults_hidden
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, ExportError, cluster_words, comment_block, plan_summary_line
 from parplan.frameworks.export_megatron import megatron_argv
+from parplan.frameworks.job_parts import (GPU_PRODUCT_LABEL, PLACEHOLDER, RDZV_PORT, BlockDumper, job_name,
+                                         megatron_env, node_layout, pod_parts, program_args, sh_quote)
+from parplan.frameworks.jobs_volcano import volcano_job_manifest
 from parplan.frameworks.pool_placement import host_order_lines, rank_blocks, several_pools
 from parplan.frameworks.topology_hints import (kai_annotations, kueue_annotations, pytorchjob_warning, slices_fit,
                                                topology_hints)
 
 LAUNCHERS: tuple[str, ...] = ("slurm", "pytorchjob", "volcano")
-RDZV_PORT = 29500
-PLACEHOLDER = "REPLACE-ME"
-
-
-def job_name(plan: Plan) -> str:
-    """``parplan-<8 hex>``: a stable name from the plan's content."""
-    data = plan.model_dump(mode="json")
-    for key, default in plan_defaults_hidden().items():  # the choices added later (costmodel/spec/plan_fields.py)
-        if key != "pipeline_layout" and data[key] in (default, []):  # name a job only where made, so today's names
-            del data[key]  # stay (the layout, None where unset, named jobs from the start)
-    digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    return f"parplan-{digest[:8]}"
-
-
-def node_layout(spec: Spec, plan: Plan) -> tuple[int, int]:
-    """(nodes, processes per node) for the plan's world size on nodes of ``cluster.gpus_per_node`` GPUs."""
-    world, per_node = plan.num_gpus, spec.cluster.gpus_per_node
-    if world <= per_node:
-        return 1, world
-    if world % per_node:
-        raise ExportError(f"cluster.num_gpus = {world} is not a whole number of {per_node}-GPU nodes "
-                          f"(cluster.gpus_per_node); a launcher needs equal processes per node")
-    return world // per_node, per_node
-
-
-def _program(export: Export, config_dir: str) -> list[str]:
-    """The training program and its arguments, as torchrun receives them."""
-    if export.target == "torchtitan":
-        return ["-m", "torchtitan.train", "--job.config_file", f"{config_dir}/{export.filename}"]
-    if export.target == "deepspeed":
-        return [PLACEHOLDER + "-train-script.py", "--deepspeed", "--deepspeed_config", f"{config_dir}/{export.filename}"]
-    if export.target == "bridge":
-        return ["scripts/training/run_recipe.py", "--recipe", PLACEHOLDER + "-recipe"]
-    return ["pretrain_gpt.py"]
-
-
-def _sh(token: str) -> str:
-    """Quote for bash, keeping ``${VAR}`` expansions."""
-    return f'"{token}"' if "$" in token else shlex.quote(token)
-
-
-def _megatron_env(export: Export) -> dict[str, str]:
-    return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if "export CUDA_DEVICE_MAX_CONNECTIONS=1" in export.text else {}
 
 
 def slurm_script(spec: Spec, plan: Plan, export: Export) -> Export:
@@ -103,7 +58,7 @@ def slurm_script(spec: Spec, plan: Plan, export: Export) -> Export:
               "# export NCCL_SOCKET_IFNAME=" + PLACEHOLDER + "   # your network interface",
               "export NCCL_DEBUG=WARN", ""]
     config_dir = "${SLURM_SUBMIT_DIR}"
-    program = _program(export, config_dir)
+    program = program_args(export, config_dir)
     extra = ""
     if export.target == "megatron":
         body = export.text.split("\n", 1)[1]  # drop the shebang
@@ -121,39 +76,9 @@ def slurm_script(spec: Spec, plan: Plan, export: Export) -> Export:
               "",
               f"srun torchrun --nnodes {nodes} --nproc-per-node {per_node} --rdzv-id \"$SLURM_JOB_ID\" "
               f"--rdzv-backend c10d --rdzv-endpoint \"$head_node_ip:{RDZV_PORT}\" \\",
-              "    " + " ".join(_sh(t) for t in program) + extra]
+              "    " + " ".join(sh_quote(t) for t in program) + extra]
     return Export(target=f"slurm+{export.target}", text="\n".join(lines) + "\n", filename=f"{name}.sbatch",
                   warnings=export.warnings)
-
-
-@dataclass
-class PodParts:
-    """What every pod of a Kubernetes job runs: the program's arguments, its environment, mounts and volumes, and
-    the documents it needs beside the job (a ConfigMap holding a TOML/JSON config)."""
-    args: list[str]
-    env: list[dict]
-    mounts: list[dict]
-    volumes: list[dict]
-    docs: list[dict]
-
-
-def pod_parts(spec: Spec, plan: Plan, export: Export) -> PodParts:
-    name, config_dir = job_name(plan), "/parplan"
-    docs: list[dict] = []
-    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    args = _program(export, config_dir)
-    if export.target == "megatron":
-        args += megatron_argv(spec, plan)
-    elif export.target == "bridge":
-        args += [line for line in export.text.splitlines() if line and not line.startswith("#")]
-    else:
-        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config"},
-                     "data": {export.filename: export.text}})
-        mounts.append({"name": "plan-config", "mountPath": config_dir})
-        volumes.append({"name": "plan-config", "configMap": {"name": f"{name}-config"}})
-    env = [{"name": k, "value": v} for k, v in _megatron_env(export).items()] + [{"name": "NCCL_DEBUG", "value": "WARN"}]
-    return PodParts(args, env, mounts, volumes, docs)
 
 
 def kai_line(hints) -> str:
@@ -192,20 +117,8 @@ def pytorchjob_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
                           f"world size {nodes} x {per_node} = {plan.num_gpus} = tp·cp·pp·dp; replace {PLACEHOLDER}-*",
                           f"Kueue topology: {hints.reason()}", kai_line(hints)]
                          + [f"warning: {w}" for w in warnings])
-    text = head + yaml.dump_all(docs, Dumper=_BlockDumper, sort_keys=False, width=1000)
+    text = head + yaml.dump_all(docs, Dumper=BlockDumper, sort_keys=False, width=1000)
     return Export(target=f"pytorchjob+{export.target}", text=text, filename=f"{name}.yaml", warnings=warnings)
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Multi-line strings (the embedded config files) as literal blocks, so the manifest stays readable."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, value: str):
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_representer)
 
 
 # ------------------------------------------------------------------------------- several cluster.pools
@@ -214,7 +127,7 @@ _BlockDumper.add_representer(str, _str_representer)
 def _program_array(export: Export) -> list[str]:
     """Bash lines defining ``PROGRAM=( ... )``: the training program and its arguments (the export embedded)."""
     config_dir = "${SLURM_SUBMIT_DIR}"
-    program = " ".join(_sh(t) for t in _program(export, config_dir))
+    program = " ".join(sh_quote(t) for t in program_args(export, config_dir))
     if export.target == "megatron":
         body = export.text.split("\n", 1)[1]  # drop the shebang
         return ["# ---- Megatron-LM arguments (solver-cli --export megatron)", body.rstrip(), "",
@@ -278,7 +191,6 @@ def slurm_pools_script(spec: Spec, plan: Plan, export: Export) -> Export:
                   warnings=export.warnings)
 
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # NVIDIA GPU Feature Discovery's node label (values like NVIDIA-H100-80GB-HBM3)
 
 
 def jobset_pools_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
@@ -292,7 +204,7 @@ def jobset_pools_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
     Kubernetes in Indexed Job pods), passed to torchrun with a static rendezvous at block 0's pod 0."""
     blocks, name = rank_blocks(spec, plan), job_name(plan)
     hosts = sum(b.nodes for b in blocks)
-    program = _program(export, "/parplan")
+    program = program_args(export, "/parplan")
     docs: list[dict] = []
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
@@ -300,7 +212,7 @@ def jobset_pools_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
         program += megatron_argv(spec, plan)
     else:
         program += [line for line in export.text.splitlines() if line and not line.startswith("#")]
-    env = [{"name": k, "value": v} for k, v in _megatron_env(export).items()] + [{"name": "NCCL_DEBUG", "value": "WARN"}]
+    env = [{"name": k, "value": v} for k, v in megatron_env(export).items()] + [{"name": "NCCL_DEBUG", "value": "WARN"}]
     head_host = f"{name}-b0-0-0.{name}"
     hints = topology_hints(spec, plan, max(b.per_node for b in blocks), hosts)
     jobs, first = [], 0
@@ -332,7 +244,7 @@ def jobset_pools_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
                          + [f"replicated Job b{i}: {line.strip()}" for i, line in
                             enumerate(host_order_lines(spec, plan)[1:])] + [f"Kueue topology: {hints.reason()}", kai_line(hints)]
                          + [f"warning: {w}" for w in export.warnings])
-    text = head + yaml.dump_all(docs, Dumper=_BlockDumper, sort_keys=False, width=1000)
+    text = head + yaml.dump_all(docs, Dumper=BlockDumper, sort_keys=False, width=1000)
     return Export(target=f"jobset+{export.target}", text=text, filename=f"{name}.yaml", warnings=export.warnings)
 
 
@@ -347,8 +259,6 @@ def emit_job(spec: Spec, plan: Plan, export: Export, launcher: str) -> Export:
     if launcher == "pytorchjob":
         return pytorchjob_manifest(spec, plan, export)
     if launcher == "volcano":
-        from parplan.frameworks.jobs_volcano import volcano_job_manifest  # it builds on this module
-
         return volcano_job_manifest(spec, plan, export)
     raise ExportError(f"launcher {launcher!r} is unknown; known: {', '.join(LAUNCHERS)}")
 

@@ -21,8 +21,8 @@ import yaml
 
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, cluster_words, comment_block, plan_summary_line
-from parplan.frameworks.jobs import (GPU_PRODUCT_LABEL, PLACEHOLDER, RDZV_PORT, _BlockDumper, job_name, node_layout,
-                                     pod_parts)
+from parplan.frameworks.job_parts import (GPU_PRODUCT_LABEL, PLACEHOLDER, RDZV_PORT, BlockDumper, job_name,
+                                         node_layout, pod_parts)
 from parplan.frameworks.pool_placement import rank_blocks, several_pools
 from parplan.frameworks.topology_hints import (slices_fit, topology_hints, volcano_job_topology,
                                                volcano_partition_policy)
@@ -73,7 +73,7 @@ def volcano_job_manifest(spec: Spec, plan: Plan, export: Export) -> Export:
                           f"on one pool; replace {PLACEHOLDER}-*",
                           f"Volcano topology: {hints.reason()}; HyperNode tier 1 taken as the NVLink domain"]
                          + [f"warning: {w}" for w in warnings])
-    text = head + yaml.dump_all(parts.docs + [job], Dumper=_BlockDumper, sort_keys=False, width=1000)
+    text = head + yaml.dump_all(parts.docs + [job], Dumper=BlockDumper, sort_keys=False, width=1000)
     return Export(target=f"volcano+{export.target}", text=text, filename=f"{name}.yaml", warnings=warnings)
 
 

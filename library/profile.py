@@ -27,6 +27,7 @@ from typing import Any, Optional
 from pydantic import ValidationError
 
 from parplan.costmodel.spec.assumptions import AssumptionsSpec, resolve_assumptions
+from parplan.library.safe_yaml import parse_yaml, read_capped
 
 PROFILE_KIND = "parplan-profile"
 PROFILE_VERSION = 1
@@ -60,8 +61,6 @@ def check_profile(data: Any, name: str = "profile") -> dict[str, Any]:
 
 def read_profile(path: str) -> dict[str, Any]:
     """A profile file's mapping (YAML), checked by :func:`check_profile`."""
-    from parplan.library.spec_io import parse_yaml, read_capped
-
     try:
         raw = read_capped(path, MAX_PROFILE_BYTES)
     except ValueError as err:

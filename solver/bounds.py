@@ -5,7 +5,7 @@ Quick bound: every stage's mean share of the model FLOPs at the fastest rate the
 
 Layer bound (:func:`layer_bound`, the search's next bound once a plan is known): every layer's compute, TP and EP
 time at the least bubble, shared by the choices of one :func:`layer_key` and at most the mean-unit bound
-(tables.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
+(table_builder.mean_unit_bound), which adds the CP, ZeRO, p2p and stage-extra terms.
 
 Relaxation bound of a table (:func:`relaxed_bound`): a unit with ``l`` layers needs at least
 ``r ≥ (σ·l + c - cap)/ρ`` recomputed layers to fit (σ bytes per layer, ρ saved per recomputed layer), so its
@@ -55,15 +55,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     s = t.m_saved.astype(float)
     rho = t.t_recompute.astype(float)
     # every division below is by a value np.where made positive: no error state to set (np.errstate costs ~5 us)
-    if t.choice.recompute == "full" and not t.recompute_all:
-        kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
-        s_max = s.copy()
-        if t.k_dense and t.m_saved_dense > 0:
-            kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
-            s_max[0] = max(s_max[0], float(t.m_saved_dense))
-    else:
-        kappa = np.full(n, np.inf)
-        s_max = np.zeros(n)
+    kappa, s_max = _recompute_rates(t, s, rho)
     lo = t.layers_min.astype(np.int64)
     if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
         return float("inf")
@@ -102,6 +94,29 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         guess = _integer_guess(time_at, most, L, tau_lo)
         high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
+    return _objective_at(t, tau, least_exposure)
+
+
+def _recompute_rates(t: StageTable, s: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(κ, s_max) per unit: the least time a KiB saved by recompute costs (a whole layer's recompute time over its
+    saving; unit 0's dense layers where they save at a lower rate) and the most KiB one recomputed layer saves; inf
+    and 0 where the table recomputes no whole layer (``s``, ``rho``: the per-layer saving and recompute time)."""
+    n = t.num_units
+    if t.choice.recompute == "full" and not t.recompute_all:
+        kappa = np.where(s > 0, rho / np.where(s > 0, s, 1), np.inf)
+        s_max = s.copy()
+        if t.k_dense and t.m_saved_dense > 0:
+            kappa[0] = min(kappa[0], t.t_recompute_dense / t.m_saved_dense)
+            s_max[0] = max(s_max[0], float(t.m_saved_dense))
+        return kappa, s_max
+    return np.full(n, np.inf), np.zeros(n)
+
+
+def _objective_at(t: StageTable, tau: float, least_exposure: Optional[np.ndarray]) -> float:
+    """The lower bound of U when the slowest unit takes at least ``tau``: the summed time every layer without
+    recompute plus each unit's least exposure (``least_exposure``; None without an exposure table), the DP time the
+    mean unit's or the largest least one, less one unit for rounding (module docstring)."""
+    n, L = t.num_units, t.num_layers
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
     time_sum = float(t.base_time_sum)
@@ -320,7 +335,7 @@ def _schedule_terms(schedule: Schedule, a2a_overlap: bool) -> tuple[bool, bool]:
 
 def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
     """Every layer's compute, TP and EP time without recompute, per micro-batch (seconds): the part of the
-    mean-unit bound's layer sum (tables.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
+    mean-unit bound's layer sum (table_builder.mean_unit_bound) that :func:`layer_key` fixes, summed as it sums them. The
     terms it leaves out (CP and ZeRO time, the p2p, the stage extras) are non-negative, and floating-point sums and
     products of non-negative terms are monotone, so this is at most that sum. ``dense``, ``moe``: the layers'
     LayerCosts or their layer_costs.LayerTimes (the same three terms: costmodel.evaluation.choice.layer_times); ``moe`` None
@@ -330,7 +345,7 @@ def layer_sum_s(dense, moe, num_layers: int, k_dense_model: int) -> float:
 
 
 def layer_bound(layer_s: float, pp: int, factor: float, units: int, num_layers: int, scale: Scale) -> float:
-    """A lower bound of ``Problem.mean_bound`` (``weight·lb_time``, tables.mean_unit_bound) from
+    """A lower bound of ``Problem.mean_bound`` (``weight·lb_time``, table_builder.mean_unit_bound) from
     :func:`layer_sum_s` alone. Time: ``lb_time = max(0, round(mean·NS/unit) - 2L - 4p)`` with ``mean ≥
     layer_s/p``. Weight: ``M + S·units = round(W(m + w_max)) + units·round(W·w_sum·stages_per_unit) ≥ W(m + β) -
     (1 + units)/2``, as ``w_max + p·w_sum = β`` (schedule.stage_bubble_weights, units·stages_per_unit = p) and β

@@ -1,6 +1,6 @@
 """Interleaved layouts whose end chunks hold a layer fewer: which (first, last) trims a model's layers allow at a
 given pipeline and virtual-stage count, and the fewest layers such a stage holds (the space enumerates them, the
-tables bound them: solver/space.py, solver/tables.py)."""
+tables bound them: solver/space.py, solver/table_builder.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The CP-SAT terms of a unit's two stages (solver/cpsat.py adds them to the stage model): a DualPipe/DualPipeV
 rank's paired exposure and phase-0 layers read off the table at its layer count, or, with every split priced, its
 split as a variable over the undominated legal splits; and how many of a unit's stages recompute (each holds the
-recompute working set), as tables.rank_split places the recomputation."""
+recompute working set), as paired_split.rank_split places the recomputation."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from parplan.solver.tables import StageTable
 def paired_split_terms(model: cp_model.CpModel, t: StageTable, v: StageVars, full: bool) -> list:
     """Per unit (exposure, phase-0 layers) of a DualPipe/DualPipeV table with a paired exposure
     (solver/paired_split.py): both read off the table at the unit's layer count (element constraints), and the
-    recompute the split must hold (tables.pair_split_violations)."""
+    recompute the split must hold (paired_split.pair_split_violations)."""
     if t.t_pair is None:
         return []
     out = []
@@ -90,7 +90,7 @@ def undominated_splits(t: StageTable, u: int, lo: int, hi: int) -> list[tuple[in
 
 def recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: int):
     """The number of unit u's stages that recompute at least one layer (each holds the working set), as
-    tables.rank_split places the recomputation; booleans forced on by the counts they cover."""
+    paired_split.rank_split places the recomputation; booleans forced on by the counts they cover."""
     L, k = t.num_layers, t.k_dense
     if t.uniform_recompute:
         has = model.new_bool_var(f"recomputes_{u}")
@@ -113,7 +113,7 @@ def recomputing_stages(model: cp_model.CpModel, t: StageTable, v: StageVars, u: 
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")
         model.add_element(v.layers[u], [max(int(f), total - int(f)) for total, f in enumerate(t.pair_first[u])],
                           first_layers)
-    elif t.layers_fixed is not None:  # the larger half (tables.rank_split)
+    elif t.layers_fixed is not None:  # the larger half (paired_split.rank_split)
         first_layers = int(t.layers_fixed[u]) - int(t.layers_fixed[u]) // 2
     else:
         first_layers = model.new_int_var(0, L, f"first_stage_layers_{u}")

@@ -12,22 +12,18 @@ With whole-layer recompute a split also decides how many of the rank's stages ho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from parplan.costmodel.evaluation.choice import ChoiceCosts
 from parplan.costmodel.schedules import dualpipev
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
-
-if TYPE_CHECKING:  # pragma: no cover
-    from parplan.costmodel.evaluation.choice import ChoiceCosts
-    from parplan.solver.tables import Assignment, StageTable
+from parplan.solver.tables import Assignment, StageTable
 
 
 ILLEGAL = -1  # a split the rank cannot take (a stage without layers, the dense layers off stage 0)
 
 
-def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
+def paired_exposure_table(costs: ChoiceCosts, pipe: PipelineUnits, num_layers: int, k: int, even: bool,
                           time_unit_ns: int, every_split: bool = False):
     """(exposure, phase-0 layers) per unit and layer total 0..L: what a DualPipe/DualPipeV rank's pairing leaves
     of its all-to-all (``ChoiceCosts.rank_exposed_s``, costmodel/schedules/paired_overlap.py), in time units. A DualPipe
@@ -46,7 +42,7 @@ def paired_exposure_table(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers:
     return exposure_table_by_rank(costs, pipe, num_layers, k, even, time_unit_ns, every_split)
 
 
-def exposure_table_by_rank(costs: "ChoiceCosts", pipe: PipelineUnits, num_layers: int, k: int, even: bool,
+def exposure_table_by_rank(costs: ChoiceCosts, pipe: PipelineUnits, num_layers: int, k: int, even: bool,
                            time_unit_ns: int, every_split: bool = False):
     """:func:`paired_exposure_table` rank by rank (``ChoiceCosts.rank_exposed_s``): DualPipeV's, and the reference
     the vectorized DualPipe table (:func:`dualpipe_exposure_table`) equals (tests/solver/test_paired_split.py)."""
@@ -84,7 +80,7 @@ RANK_CLASSES_FROM = 5  # ranks (p/2) from which dualpipe_exposure_table prices t
 VECTOR_TABLE_MAX = 1 << 22
 
 
-def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: bool, time_unit_ns: int,
+def dualpipe_exposure_table(costs: ChoiceCosts, n: int, L: int, k: int, even: bool, time_unit_ns: int,
                             every_split: bool):
     """:func:`paired_exposure_table` of a DualPipe choice, every rank at once (axes: rank, total, phase-0 layers;
     ``ChoiceCosts.dualpipe_ranks_exposed_s``): element-wise the same floats and integers as rank by rank."""
@@ -110,7 +106,7 @@ def dualpipe_exposure_table(costs: "ChoiceCosts", n: int, L: int, k: int, even: 
     return expo.astype(np.int64), first.astype(np.int64), every
 
 
-def pair_split(t: "StageTable", u: int, layers):
+def pair_split(t: StageTable, u: int, layers):
     """The phase-0 stage's layers of DualPipe rank ``u`` at ``layers`` in all (ints or an array): the split of least
     exposure where the table has one (:func:`paired_exposure_table`), else half (ceil; ``even``: floor)."""
     if t.pair_first is not None:
@@ -118,7 +114,7 @@ def pair_split(t: "StageTable", u: int, layers):
     return layers // 2 if t.layers_fixed is not None else (layers + 1) // 2
 
 
-def split_exposure(t: "StageTable", u: int, layers: int, first: int | None) -> int:
+def split_exposure(t: StageTable, u: int, layers: int, first: int | None) -> int:
     """Unit ``u``'s exposure at ``layers`` with ``first`` layers on its phase-0 stage (None: the least-exposure
     split); 0 where the table prices none."""
     if t.t_pair is None:
@@ -128,7 +124,7 @@ def split_exposure(t: "StageTable", u: int, layers: int, first: int | None) -> i
     return int(t.t_split[u, layers, first])
 
 
-def rank_split(t: "StageTable", u: int, layers: int, recompute: int, dense: int,
+def rank_split(t: StageTable, u: int, layers: int, recompute: int, dense: int,
                first: int | None = None) -> tuple[int, int, int, int]:
     """(layers, recomputed) of the two stages of DualPipe rank ``u`` -- stage u first, then stage p-1-u.
 
@@ -163,12 +159,12 @@ def rank_split(t: "StageTable", u: int, layers: int, recompute: int, dense: int,
     return la, ra, lb, recompute - ra
 
 
-def first_of(x: "Assignment", u: int) -> int | None:
+def first_of(x: Assignment, u: int) -> int | None:
     """Unit ``u``'s phase-0 stage layers in ``x`` (None: the table's least-exposure split)."""
     return None if x.first is None else int(x.first[u])
 
 
-def pair_split_violations(t: "StageTable", x: "Assignment") -> list[str]:
+def pair_split_violations(t: StageTable, x: Assignment) -> list[str]:
     """The recompute a least-exposure DualPipe split cannot hold: uniform recompute on a stage with fewer layers,
     rank 0's MoE recompute spilling onto stage 0 before all its dense layers are recomputed."""
     if t.pair_first is None or not t.dualpipe:
@@ -191,7 +187,7 @@ def pair_split_violations(t: "StageTable", x: "Assignment") -> list[str]:
     return out
 
 
-def recomputing_stages(t: "StageTable", x: "Assignment") -> np.ndarray:
+def recomputing_stages(t: StageTable, x: Assignment) -> np.ndarray:
     """How many stages of each unit recompute at least one layer (each holds ``m_workspace``)."""
     out = np.zeros(t.num_units, np.int64)
     for u in range(t.num_units):

@@ -25,9 +25,10 @@ from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
+from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.tables import (KIB, Assignment, Scale, StageSplit, StageTable, build_table, mean_unit_bound,
-                                   rank_split, first_of, schedule_units, with_exposure)
+from parplan.solver.table_builder import build_table, mean_unit_bound, with_exposure
+from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import WARM, SpecPieces, base_choice
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
@@ -103,7 +104,7 @@ class Problem:
 
     def table_without_exposure(self, i: int, split: StageSplit | None = None,
                                uniform: bool | None = None) -> StageTable:
-        """Choice ``i``'s table less its paired exposure (tables.build_table): the search's first relaxation
+        """Choice ``i``'s table less its paired exposure (table_builder.build_table): the search's first relaxation
         reads it; :meth:`table` adds the exposure to it."""
         split, uniform = self._rule(split, uniform)
         key = (i, split, uniform, False)
@@ -134,7 +135,7 @@ class Problem:
 
     def exposed(self, i: int) -> bool:
         """Whether choice ``i``'s table prices a paired exposure (a paired schedule's all-to-all beside its partner
-        stage's compute, tables.with_exposure): :meth:`table` then adds to :meth:`table_without_exposure`."""
+        stage's compute, table_builder.with_exposure): :meth:`table` then adds to :meth:`table_without_exposure`."""
         return self.costs(i).paired_exposure
 
     def costs(self, i: int) -> ChoiceCosts:
@@ -185,7 +186,7 @@ class Problem:
         return layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
 
     def mean_bound(self, i: int) -> float:
-        """(M + S·units)·lb_time of choice ``i``'s table (tables.mean_unit_bound), from its costs alone."""
+        """(M + S·units)·lb_time of choice ``i``'s table (table_builder.mean_unit_bound), from its costs alone."""
         moe = self.spec.model.moe
         weight, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
                                 moe.first_dense_layers if moe else 0, moe is not None, self.scale)
@@ -262,7 +263,7 @@ def trimmed_layout(c: Choice, stage_layers: list[int]) -> list[list[int]] | None
 
 
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:
-    """Per-stage layer and recompute counts of a unit assignment (DualPipe ranks: :func:`tables.rank_split`)."""
+    """Per-stage layer and recompute counts of a unit assignment (DualPipe ranks: :func:`paired_split.rank_split`)."""
     p = t.choice.pp
     if t.recompute_all:
         layers = list(x.layers) if not t.dualpipe else stage_counts_of_ranks(t, x)

@@ -23,13 +23,14 @@ import numpy as np
 
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.solver import cpsat
+from parplan.solver.assignment_check import evaluate_assignment
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
-from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assignment
+from parplan.solver.tables import MIB_KIB, Assignment, StageTable
 
 Method = Literal["cpsat", "exhaustive"]
 # while no plan is known, every this many mean-unit bounds the search solves the choice of least bound among those
@@ -85,6 +86,23 @@ def balanced_hint(t: StageTable, cap_kib: int) -> Optional[Assignment]:
     if (T >= INF).any():
         return None
     return Assignment(tuple(int(v) for v in layers), tuple(int(v) for v in moe), int(dense[0]))
+
+
+def _limit(kbest: list[int], k: int, upper_bound: Optional[int]) -> Optional[int]:
+    """The U a candidate's bound must not exceed: the K-th least U found (``kbest``, negated max-heap) once ``k``
+    are known, and ``upper_bound``, the lower; None while neither holds."""
+    limit = -kbest[0] if len(kbest) >= k else None
+    if upper_bound is not None:
+        limit = upper_bound if limit is None else min(limit, upper_bound)
+    return limit
+
+
+def _keep_k_least(kbest: list[int], k: int, U: int) -> None:
+    """``U`` into ``kbest``, the negated max-heap of the ``k`` least U found."""
+    if len(kbest) < k:
+        heapq.heappush(kbest, -U)
+    elif U < -kbest[0]:
+        heapq.heapreplace(kbest, -U)
 
 
 class Searcher:
@@ -202,10 +220,7 @@ class Searcher:
         seeds = list(seeds)
         kbest: list[int] = []  # max-heap (negated) of the k least U found
         solved: list[tuple[int, int, RowSolution]] = []  # (U, choice, solution) of every choice solved in reach
-        # candidates by their best known bound: the quick one, the layer bound (once a plan is known), the table's
-        # mean-unit bound, then the relaxation
-        queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
-        heapq.heapify(queue)
+        queue = self._candidates(cap)
         unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
         complete = True
         best_U = None
@@ -214,21 +229,17 @@ class Searcher:
         bounded = 0
         while queue:
             bound, level, i = queue[0]
-            limit = -kbest[0] if len(kbest) >= k else None
-            if upper_bound is not None:
-                limit = upper_bound if limit is None else min(limit, upper_bound)
+            limit = _limit(kbest, k, upper_bound)
             if limit is not None and bound > limit:
                 break
             probe = bool(seeds) or (not solved and bounded >= PROBE_EVERY and bool(probes))
             if probe:  # no plan yet after many bounds: solve the most promising choice bounded so far (anytime)
                 bound, i = (float(P.quick_lb[seeds[0]]), seeds.pop(0)) if seeds else heapq.heappop(probes)
-                if i in done:  # the next candidate at once
-                    continue
                 level = SOLVE
             else:
                 heapq.heappop(queue)
-                if i in done:
-                    continue
+            if i in done:  # solved already (a probe's or a seed's): the next candidate at once
+                continue
             try:
                 if self._stop():
                     raise TimeUp()
@@ -254,16 +265,30 @@ class Searcher:
             if sol is None:
                 continue
             solved.append((sol.U, i, sol))
-            if len(kbest) < k:
-                heapq.heappush(kbest, -sol.U)
-            elif sol.U < -kbest[0]:
-                heapq.heapreplace(kbest, -sol.U)
+            _keep_k_least(kbest, k, sol.U)
             if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
                 best_U = sol.U
-                least = min(bound, queue[0][0]) if queue else bound  # the least bound of what is left
-                self.on_solution(P.evaluation(i, sol.x), P.scale.seconds(sol.U),
-                                 P.scale.seconds(int(min(least, sol.U))))
-        found = self._rank(solved, k, cap)
+                self._stream(i, sol, min(bound, queue[0][0]) if queue else bound)  # the least bound of what is left
+        return self._outcome(self._rank(solved, k, cap), complete, unresolved)
+
+    def _candidates(self, cap: int) -> list[tuple[float, int, int]]:
+        """The search's queue, a heap of (bound, level, choice): candidates by their best known bound, the quick one
+        first (level 0), then the layer bound (once a plan is known), the table's mean-unit bound, the relaxation
+        (:meth:`_tighten`)."""
+        P = self.p
+        queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
+        heapq.heapify(queue)
+        return queue
+
+    def _stream(self, i: int, sol: RowSolution, least_left: float) -> None:
+        """A better plan to ``on_solution``: choice ``i``'s evaluation at ``sol``, its step time and the least bound of
+        the search so far (``least_left``, the least bound of what is left, at most the plan's)."""
+        P = self.p
+        self.on_solution(P.evaluation(i, sol.x), P.scale.seconds(sol.U), P.scale.seconds(int(min(least_left, sol.U))))
+
+    def _outcome(self, found: list[Found], complete: bool, unresolved: float) -> SearchOutcome:
+        """The search's answer: run to the end, OPTIMAL (the best U its bound) or INFEASIBLE; cut short, FEASIBLE or
+        UNKNOWN, bounded by the least of the best U and ``unresolved`` (the least bound left unsolved)."""
         if complete:
             status = "OPTIMAL" if found else "INFEASIBLE"
             bound = float(found[0].U) if found else None

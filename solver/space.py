@@ -40,6 +40,7 @@ from parplan.costmodel.moe.moe_comm import FP8_DISPATCH_BYTES_PER_ELEMENT
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.spec.framework_binding import spec_profile
+from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
 from parplan.solver.chunk_trims import chunk_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SpaceOptions
@@ -179,7 +180,7 @@ def degree_grid(n: int, num_layers: int, opts: SpaceOptions, tally: RejectionTal
 
 def sequence_parallel_values(tp: int, opts: SpaceOptions, sp_dominates: bool = False) -> list[bool]:
     """SP on and off under TP > 1, off at TP 1: SP holds less and alone hides its collectives, but only behind (tp-1)/tp
-    of the GEMMs (layer_costs.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
+    of the GEMMs (layer_comm.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
     the all-reduces' four: slower beside short GEMMs. ``sp_dominates`` (no re-gather): SP on alone."""
     values = [True, False] if tp > 1 else [False]
     if opts.sequence_parallel is not None:
@@ -256,6 +257,7 @@ class _Expansion:
                       and (moe is None or moe.first_dense_layers == 0))
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
+        self._verdicts: dict[tuple, list[str]] = {}  # the profile's rules by the fields they read (_profile_violations)
         # no EP communication or activation offload value listed but the default: comm_choices and offload_choices
         # hand each choice back alone, unchecked (their rules read only those values), so completions skips them
         self.plain = opts.moe_fp8_dispatch == (False,) and opts.moe_a2a_overlap == (False,) and \
@@ -313,11 +315,22 @@ class _Expansion:
                         base = mem.but(recompute=rc, sequence_parallel=sp)
                         for c in ((base,) if self.plain else
                                   (oc for cc in self.comm_choices(base) for oc in self.offload_choices(cc))):
-                            why = profile_choice_violations(self.profile, spec, c)
+                            why = self._profile_violations(c)
                             if why:
                                 self.tally.reject(why)
                                 continue
                             yield c
+
+    def _profile_violations(self, c: Choice) -> list[str]:
+        """The framework profile's choice rules on ``c`` (costmodel/evaluation/legality.py), kept by the fields they
+        read (framework_rules.CHOICE_RULE_FIELDS): the batch splits, virtual stages and trims of one set of degrees
+        share one verdict."""
+        d = c.__dict__
+        key = tuple(d[name] for name in CHOICE_RULE_FIELDS)
+        why = self._verdicts.get(key)
+        if why is None:
+            why = self._verdicts[key] = profile_choice_violations(self.profile, self.spec, c)
+        return why
 
     def comm_choices(self, c: Choice) -> list[Choice]:
         """``c`` with each legal (FP8 dispatch, all-to-all overlap) pair; FP8 drops BF16 where it dominates."""

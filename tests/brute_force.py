@@ -13,7 +13,8 @@ from parplan.costmodel.spec.hardware import resolve_gpu
 from parplan.costmodel.evaluation.legality import choice_violations, stage_violations
 from parplan.costmodel.spec.spec import SCHEDULES, Plan, Spec
 from parplan.solver.oracle import peak_mib
-from parplan.solver.tables import Assignment, StageTable, assignment_violations, evaluate_assignment
+from parplan.solver.assignment_check import assignment_violations, evaluate_assignment
+from parplan.solver.tables import Assignment, StageTable
 
 from tests.conftest import divisors_of
 

@@ -1,5 +1,5 @@
 """The small dense and MoE models of the DualPipeV, FP8-dispatch and all-to-all-overlap tests (test_dualpipev,
-test_moe_comm, test_tables, test_service_proto) and their spec in the research space (``framework: any``)."""
+test_moe_comm, test_table_builder, test_service_proto) and their spec in the research space (``framework: any``)."""
 
 from __future__ import annotations
 

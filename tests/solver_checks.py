@@ -19,7 +19,8 @@ from parplan.frameworks.profiles import export_profile, profile
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
-from parplan.solver.tables import build_table, evaluate_assignment
+from parplan.solver.assignment_check import evaluate_assignment
+from parplan.solver.table_builder import build_table
 from parplan.frameworks.loader import validate_spec
 from parplan.frameworks.profile_data import EXPORT_VERSIONS as EXPORT_NAMES
 
@@ -107,7 +108,7 @@ def problem_of(spec: Spec) -> Problem:
 
 
 def integer_step_time_s(spec: Spec, plan: Plan) -> float:
-    """The solver's integer objective U of ``plan`` (its stage table, tables.evaluate_assignment), in seconds."""
+    """The solver's integer objective U of ``plan`` (its stage table, assignment_check.evaluate_assignment), in seconds."""
     problem = problem_of(spec)
     c = plan_choice(plan)
     i = problem.choices.index(c) if c in problem.choices else None

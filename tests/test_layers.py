@@ -9,6 +9,7 @@ editable install does (docs/testing.md), and lints that copy.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -85,3 +86,100 @@ def test_an_upward_import_breaks_a_contract(tmp_path, path, line, broken):
     run = _lint(tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert broken in run.stdout
+
+
+# ------------------------------------------------------------------ no function-local import dodges a cycle
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """The dotted names an import statement may load: each module, and ``from M import x`` as both M.x and M."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the module's package (a package's own __init__ is its package)
+        parts = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+        base = ".".join(parts + ([base] if base else []))
+    return [f"{base}.{alias.name}" for alias in node.names] + [base]
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    """(runtime module-level imports per module, function-local imports as (module, imported module, line)) of
+    ``sources`` ({module name: (source text, is a package __init__)}), over the modules listed only: a name is
+    resolved to its longest listed prefix; imports under ``if TYPE_CHECKING:`` are left out (they never run)."""
+    def resolve(name: str):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            if ".".join(parts[:i]) in sources:
+                return ".".join(parts[:i])
+        return None
+
+    top: dict[str, set[str]] = {name: set() for name in sources}
+    local: list[tuple[str, str, int]] = []
+
+    def visit(module: str, is_package: bool, node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                for target in filter(None, map(resolve, _imported_names(child, module, is_package))):
+                    if target == module:
+                        continue
+                    if in_function:
+                        local.append((module, target, child.lineno))
+                    else:
+                        top[module].add(target)
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            visit(module, is_package, child, inner)
+
+    for module, (text, is_package) in sources.items():
+        visit(module, is_package, ast.parse(text), False)
+    return top, local
+
+
+def cycle_dodging_imports(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """The function-local imports that would close an import cycle if they stood at module level: the imported
+    module reaches the importing one through module-level imports."""
+    top, local = import_graph(sources)
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, stack = {start}, [start]
+        while stack:
+            for nxt in top[stack.pop()]:
+                if nxt == goal:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return False
+
+    return sorted({f"{m}:{line} imports {t}" for m, t, line in local if reaches(t, m)})
+
+
+def _package_sources() -> dict[str, tuple[str, bool]]:
+    out = {}
+    for package, folder in package_folders().items():
+        for path in (REPO / folder).glob("*.py"):
+            is_package = path.name == "__init__.py"
+            name = package if is_package else f"{package}.{path.stem}"
+            out[name] = (path.read_text(), is_package)
+    return out
+
+
+def test_no_function_local_import_dodges_a_cycle():
+    """Issue 37 item 3: a function-local import is for start-up time (the CLI's lazy imports) or an optional extra,
+    never to dodge a cycle: none of the package's would close one at module level."""
+    sources = _package_sources()
+    assert len(sources) > 150  # the whole package, subpackages included (189 modules today)
+    assert cycle_dodging_imports(sources) == []
+
+
+def test_a_dodged_cycle_is_found():
+    sources = {"p": ("", True), "p.a": ("import p.b\n", False),
+               "p.b": ("def f():\n    from p import a\n", False),
+               "p.c": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.d\n", False),
+               "p.d": ("def g():\n    import p.c\n", False)}
+    assert cycle_dodging_imports(sources) == ["p.b:2 imports p.a"]  # p.c -> p.d only under TYPE_CHECKING

@@ -92,7 +92,7 @@ class Comm:
     @staticmethod
     def of(c: Choice, gpu: GPU, a: Assumptions, domain: int, memo: dict | None = None) -> "Comm":
         """The communication of ``c``; with ``memo`` (one per GPU and assumptions: the solver's Problem, as
-        layer_costs.GemmRates.of's) shared by the choices of equal degrees, ZeRO replicas, SP, CP comm type and FP8
+        gemm_rates.GemmRates.of's) shared by the choices of equal degrees, ZeRO replicas, SP, CP comm type and FP8
         dispatch, all of the choice it reads, each copy holding its own choice (DataParallel.of reads its
         optimizer fields)."""
         if memo is None:

@@ -243,7 +243,7 @@ class Architecture:
 
     @cached_property
     def attention_linear_flops(self) -> float:
-        """The attention block's matmuls per token, fwd+bwd (a TP block: layer_costs.LayerComm.tp_block_s)."""
+        """The attention block's matmuls per token, fwd+bwd (a TP block: layer_comm.LayerComm.tp_block_s)."""
         return 6.0 * self.attention_params
 
     @cached_property

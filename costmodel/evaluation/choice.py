@@ -14,12 +14,12 @@ same coefficients, integer-scaled, so both always agree. Sources of every term a
 
 :func:`choice_costs` composes them by concern, each piece in its module:
 
-* the context every piece reads and the choice's links (:class:`~layer_costs.ChoiceContext`,
+* the context every piece reads and the choice's links (:class:`~choice_context.ChoiceContext`,
   :class:`~comm.Comm`: tier links, the hierarchical DP/ZeRO collective, the ZeRO groups, the EP all-to-all,
   the TP/ETP rings, the overlap rule; :func:`~comm.cp_attention_comm`);
 * the DP/ZeRO exposure, the optimizer offload and the model states (:class:`~data_parallel.DataParallel`);
-* the GEMM rates and the attention core (:class:`~layer_costs.GemmRates`), the activation bytes per token
-  (:class:`~layer_costs.Activations`), a layer's TP and CP communication (:class:`~layer_costs.LayerComm`);
+* the GEMM rates and the attention core (:class:`~gemm_rates.GemmRates`), the activation bytes per token
+  (:class:`~activations.Activations`), a layer's TP and CP communication (:class:`~layer_comm.LayerComm`);
 * the dense and the MoE layer (:func:`~layer_costs.dense_layer_cost`, :func:`~moe_layer.moe_layer_cost`);
 * the first / last stage extras with MTP, the stage boundary and the per-stage working set
   (:mod:`stage_extras`);
@@ -42,8 +42,11 @@ from parplan.costmodel.spec.degrees import Choice
 from parplan.costmodel.spec.hardware import GIB, GPU
 from parplan.costmodel.schedules.paired_overlap import (ChunkWork, counted_exposed_s, dualpipe_rank_exposed_s,
                                              dualpipe_step_counts, dualpipev_rank_exposed_s, pair_exposed_s)
-from parplan.costmodel.evaluation.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost,
-                                           dense_layer_cost, dense_layer_times)
+from parplan.costmodel.evaluation.activations import Activations
+from parplan.costmodel.evaluation.choice_context import ChoiceContext
+from parplan.costmodel.evaluation.gemm_rates import GemmRates
+from parplan.costmodel.evaluation.layer_comm import LayerComm
+from parplan.costmodel.evaluation.layer_costs import LayerCost, dense_layer_cost, dense_layer_times
 from parplan.costmodel.evaluation.moe_layer import moe_layer_cost, moe_layer_times
 from parplan.costmodel.memory.runtime_memory import device_reserve, runtime_memory
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule

@@ -15,15 +15,18 @@ from parplan.costmodel.communication import shared_links
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
-from parplan.costmodel.evaluation.layer_costs import (Activations, ChoiceContext, GemmRates, LayerComm, LayerCost, LayerTimes,
-                                           moe_busiest_load, moe_params_gpu)
+from parplan.costmodel.evaluation.activations import Activations
+from parplan.costmodel.evaluation.choice_context import ChoiceContext, moe_busiest_load
+from parplan.costmodel.evaluation.gemm_rates import GemmRates
+from parplan.costmodel.evaluation.layer_comm import LayerComm
+from parplan.costmodel.evaluation.layer_costs import LayerCost, LayerTimes, moe_params_gpu
 from parplan.costmodel.schedules.paired_overlap import (ChunkWork, combined_1f1b_exposed_s, combined_1f1b_key,
                                               combined_1f1b_lone_share)
 
 
 def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
                     memo: dict | None = None) -> LayerTimes:
-    """An MoE layer's :class:`~layer_costs.LayerTimes`; with ``memo`` (layer_costs.GemmRates.of's) shared by the
+    """An MoE layer's :class:`~layer_costs.LayerTimes`; with ``memo`` (gemm_rates.GemmRates.of's) shared by the
     choices of equal Activations key, schedule terms (paired, and the all-to-all overlap: together whether it hides
     the all-to-all, moe_comm.overlaps_all_to_all), FP8 dispatch, world size and NVLink domain: all of the choice it
     reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
@@ -72,7 +75,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
             moe_compute *= slowed
             moe_linear *= slowed
     # the attention block's and the shared experts' TP collectives, each beside its block's GEMMs
-    # (layer_costs.LayerComm.tp_block_s); the expert-TP ones are not overlapped
+    # (layer_comm.LayerComm.tp_block_s); the expert-TP ones are not overlapped
     tp_s, tp_fwd_s = lc.tp_blocks_s(ctx.comm, tp_blocks, ctx.fwd_share)
     # the DP collectives run through a whole pass, its all-to-all included wherever it runs: 2·a2a of the passes'
     # compute, TP collectives and exposed all-to-all keep the network busy[1] of that time (DataParallel.dp_exposed)

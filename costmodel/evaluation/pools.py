@@ -211,39 +211,15 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
     its own pool's usable memory. MFU counts every stage's GPUs at its pool's peak. ``stage_pools`` defaults to
     ``plan.stage_pools``; the answer's plan carries them. ``assumptions``, ``costs`` (:func:`pool_costs`) and
     ``arch`` (``Architecture(spec.model)``): what a caller evaluating many plans of one spec has already."""
-    if stage_pools is None:
-        if plan.stage_pools is None:
-            raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each "
-                                f"of its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
-        stage_pools = list(plan.stage_pools)
-    stage_pools = list(stage_pools)
-    if plan.stage_pools != stage_pools:
-        plan = plan.model_copy(update={"stage_pools": stage_pools})
+    plan, stage_pools = _with_stage_pools(spec, plan, stage_pools)
     c = plan.to_choice()
     if errors := check_stage_pools(spec, c, stage_pools):
         raise PoolPlanError("; ".join(errors))
     a = assumptions or resolve_assumptions(spec.assumptions)
     costs = costs or pool_costs(spec, c, a)
-    used_pools = sorted({*stage_pools})
-    gpus = pool_gpus(spec)
-    violations: list[str] = []
-    for k in used_pools:
-        for v in pool_choice_violations(spec, k, c, a):
-            if v not in violations:
-                violations.append(v)
-    violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
-                                             plan.pipeline_layout)
-    violations += capacity_violations(spec, c, stage_pools)
-    link = inter_pool_link(spec, gpus)
+    violations = _rule_violations(spec, plan, c, a, stage_pools)
     classes = layer_classes(spec, plan.stage_layers)
-    stages: list[StageTotals] = []
-    for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers)):
-        k = stage_pools[i]
-        t = stage_totals(costs[k], i, d, e, r)
-        crosses = (i > 0 and stage_pools[i - 1] != k) or (i + 1 < c.pp and stage_pools[i + 1] != k)
-        if crosses:
-            t = t.model_copy(update={"pp_s": t.pp_s - costs[k].p2p_s + boundary_p2p_s(costs[k], link, a)})
-        stages.append(t)
+    stages = _stage_totals_on_pools(spec, c, a, costs, classes, plan.recompute_layers, stage_pools)
     ref = costs[stage_pools[0]]
     step, breakdown = step_time(ref, a, stages)
     reports = [stage_report(plan, costs[stage_pools[i]], i, r, d, e)
@@ -254,13 +230,67 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         if g > u:
             violations.append(f"stage {i} needs {g:.1f} GiB, more than the {u:.1f} GiB usable per GPU of pool "
                               f"{stage_pools[i]}")
-    arch = arch or Architecture(spec.model)
+    metrics = _metrics_on_pools(spec, c, a, arch or Architecture(spec.model), costs, stage_pools, stages, step,
+                                breakdown, mem, usable)
+    return Evaluation(plan=plan, metrics=metrics, stages=reports, violations=violations,
+                      runs_on=pool_runs_on(spec, plan))
+
+
+def _with_stage_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]]) -> tuple[Plan, list[int]]:
+    """(``plan`` carrying ``stage_pools``, the stage pools): ``plan.stage_pools`` where none are given;
+    :class:`PoolPlanError` where neither names them."""
+    if stage_pools is None:
+        if plan.stage_pools is None:
+            raise PoolPlanError(f"plan.stage_pools: a plan on {len(spec_pools(spec))} pools names the pool of each "
+                                f"of its {plan.pp} stages (e.g. stage_pools: {[0] * plan.pp})")
+        stage_pools = list(plan.stage_pools)
+    stage_pools = list(stage_pools)
+    if plan.stage_pools != stage_pools:
+        plan = plan.model_copy(update={"stage_pools": stage_pools})
+    return plan, stage_pools
+
+
+def _rule_violations(spec: Spec, plan: Plan, c: Choice, a: Assumptions, stage_pools: list[int]) -> list[str]:
+    """The rules ``plan`` breaks before its memory: the choice's on each pool it uses (once each), the framework's
+    stage rules, the pools' capacities."""
+    violations: list[str] = []
+    for k in sorted({*stage_pools}):
+        for v in pool_choice_violations(spec, k, c, a):
+            if v not in violations:
+                violations.append(v)
+    violations += framework_stage_violations(spec, c, list(plan.stage_layers), list(plan.recompute_layers),
+                                             plan.pipeline_layout)
+    violations += capacity_violations(spec, c, stage_pools)
+    return violations
+
+
+def _stage_totals_on_pools(spec: Spec, c: Choice, a: Assumptions, costs: list[ChoiceCosts], classes: list,
+                           recompute_layers, stage_pools: list[int]) -> list[StageTotals]:
+    """Each stage's ledger totals at its pool's costs, its p2p the boundary's (:func:`boundary_p2p_s`) where a
+    neighbour stage sits on another pool."""
+    link = inter_pool_link(spec, pool_gpus(spec))
+    stages: list[StageTotals] = []
+    for i, ((d, e), r) in enumerate(zip(classes, recompute_layers)):
+        k = stage_pools[i]
+        t = stage_totals(costs[k], i, d, e, r)
+        crosses = (i > 0 and stage_pools[i - 1] != k) or (i + 1 < c.pp and stage_pools[i + 1] != k)
+        if crosses:
+            t = t.model_copy(update={"pp_s": t.pp_s - costs[k].p2p_s + boundary_p2p_s(costs[k], link, a)})
+        stages.append(t)
+    return stages
+
+
+def _metrics_on_pools(spec: Spec, c: Choice, a: Assumptions, arch: Architecture, costs: list[ChoiceCosts],
+                      stage_pools: list[int], stages: list[StageTotals], step: float, breakdown, mem: list[float],
+                      usable: list[float]) -> Metrics:
+    """The plan's metrics on its pools: MFU and HFU over every stage's GPUs at its pool's peak, the memory against
+    each stage's own pool, the terms outside the ledger of the pool with the least usable memory."""
     tokens = spec.training.global_batch_size * spec.training.seq_len
     model_flops = step_model_flops(spec, a, arch)
     per_stage = c.num_gpus // c.pp
     peak_sum = per_stage * sum(costs[k].peak_flops for k in stage_pools)  # Σ over GPUs of their peaks
     recompute_flops = c.num_microbatches * sum(st.recompute_flops for st in stages) * per_stage
-    metrics = Metrics(
+    return Metrics(
         step_time_s=step, mfu=model_flops / (step * peak_sum), tokens_per_s=tokens / step,
         peak_memory_gib=max(mem), stage_memory_gib=mem, breakdown_s=breakdown,
         hfu=(model_flops + recompute_flops) / (step * peak_sum),
@@ -268,8 +298,6 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
         usable_memory_gib=min(usable), fits=all(g <= u for g, u in zip(mem, usable)),
         # the terms outside the ledger of the pool with the least usable memory (costmodel/memory/runtime_memory.py)
         memory_outside_ledger_gib=outside_ledger_gib(spec, costs[stage_pools[usable.index(min(usable))]], a))
-    return Evaluation(plan=plan, metrics=metrics, stages=reports, violations=violations,
-                      runs_on=pool_runs_on(spec, plan))
 
 
 def pool_runs_on(spec: Spec, plan: Plan) -> list[str]:

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parplan.costmodel.communication.context_parallel import CpComm
-from parplan.costmodel.evaluation.layer_costs import (Activations, ChoiceContext, GemmRates, LayerCost, dense_layer_params_gpu,
-                                           moe_params_gpu)
+from parplan.costmodel.evaluation.activations import Activations
+from parplan.costmodel.evaluation.choice_context import ChoiceContext
+from parplan.costmodel.evaluation.gemm_rates import GemmRates
+from parplan.costmodel.evaluation.layer_costs import LayerCost, dense_layer_params_gpu, moe_params_gpu
 from parplan.costmodel.schedules.paired_overlap import paired_pass_share
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 

@@ -104,6 +104,15 @@ def space_limits(prof: Profile) -> SpaceLimits:
     )
 
 
+# The choice fields the choice-level rules read (choice_rule_violations, memory_rule_violations,
+# model_rule_violations, with the degree products ParallelDims derives from them): not the batch split, the
+# virtual stages nor the chunk trims. solver/space.py caches a profile's verdict by these (a rule on another field
+# goes into this tuple: tests/costmodel/spec/test_framework_rules.py checks that the others change no verdict).
+CHOICE_RULE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "schedule", "zero_stage", "recompute", "cp_comm_type",
+                      "sequence_parallel", "zero_replicas", "optimizer_states", "optimizer_offload_fraction",
+                      "moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers")
+
+
 def choice_rule_violations(prof: Profile, c: Degrees) -> list[str]:
     """Rules on degrees, schedule, ZeRO, recompute granularity and SP (a Choice or a Plan)."""
     out: list[str] = []

@@ -17,7 +17,7 @@ UNBOUNDED = int(INF) - 1  # a τ or δ limit that never binds
 
 def sum_varies(t: StageTable, units: UnitCosts) -> bool:
     """Whether Σ_u time_u depends on the split: only through each unit's least recompute, and only when the
-    objective weighs it (S > 0). Per-layer times are the same on every unit (tables.build_table), so with
+    objective weighs it (S > 0). Per-layer times are the same on every unit (table_builder.build_table), so with
     the recompute fixed Σ_u time_u is one constant over every split."""
     return bool(t.S) and (not units.fixed_recompute or t.t_pair is not None)
 

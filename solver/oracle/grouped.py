@@ -7,11 +7,12 @@ from typing import Optional
 
 import numpy as np
 
+from parplan.solver.assignment_check import evaluate_assignment
 from parplan.solver.deadline import check
 from parplan.solver.oracle.per_stage import per_stage
 from parplan.solver.oracle.recompute import INF, UnitCosts
 from parplan.solver.oracle.state import TableSolve
-from parplan.solver.tables import HEADROOM, Assignment, evaluate_assignment, scaled_objective
+from parplan.solver.tables import HEADROOM, Assignment, scaled_objective
 
 
 def grouped(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assignment]]:

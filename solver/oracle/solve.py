@@ -12,7 +12,8 @@ from parplan.solver.oracle.grouped import grouped
 from parplan.solver.oracle.per_stage import per_stage
 from parplan.solver.oracle.recompute import UnitCosts
 from parplan.solver.oracle.state import TableSolve
-from parplan.solver.tables import MIB_KIB, Assignment, StageTable, evaluate_assignment
+from parplan.solver.assignment_check import evaluate_assignment
+from parplan.solver.tables import MIB_KIB, Assignment, StageTable
 
 
 @dataclass(frozen=True)

@@ -83,69 +83,112 @@ class PoolSearch:
 
 
 class _Built:
+    """One choice's CP-SAT model (module docstring): its integer units, each stage's pool, layers and recompute
+    with their per-pool terms, the crossings between pools, the pools' capacities, the objective."""
+
     def __init__(self, spec: Spec, cm: ChoiceModel, cutoff_s: Optional[float], require_pool: Optional[int] = None,
                  stage_counts: Optional[tuple[int, ...]] = None):
         c, n = cm.choice, spec.model.num_layers
         p, pools = c.pp, spec_pools(spec)
         K = len(pools)
         full = c.recompute == "full"
-        t_hi = max(x.t0 + n * x.tl + (n * x.tr if full else 0) + x.cross for row in cm.coeffs for x in row if x)
-        self.unit_ns = 1 << max(0, int(math.floor(math.log2(max(t_hi * 1e9, 1.0)))) - TIME_BITS)
-        factor = max(1.0, c.num_microbatches + cm.w_max + cm.w_sum * p)
-        self.W = 1 << max(0, WEIGHT_BITS - int(math.ceil(math.log2(factor))))
-        T = lambda s: int(round(s * 1e9 / self.unit_ns))  # noqa: E731
-        self.M = int(round(self.W * (c.num_microbatches + cm.w_max)))
-        self.S = int(round(self.W * cm.w_sum))
+        self._set_units(cm, n, full)
         m = self.model = cp_model.CpModel()
-        per_stage = c.num_gpus // p
         self.x = [[m.NewBoolVar(f"x{i}_{k}") if cm.coeffs[i][k] else None for k in range(K)] for i in range(p)]
         self.layers = [m.NewIntVar(1, n, f"l{i}") for i in range(p)]
         self.rec = [m.NewIntVar(0, n if full else 0, f"r{i}") for i in range(p)]
         m.Add(sum(self.layers) == n)
         self._stage_rules(StageRules.of(spec), full)
-        t_vars, dp_vars = [], []
+        t_vars = []
         t_max = m.NewIntVar(0, 1 << 40, "tmax")
         dp_max = m.NewIntVar(0, 1 << 40, "dpmax")
         cross = [m.NewBoolVar(f"cross{i}") for i in range(p)]
         for i in range(p):
-            xs = [v for v in self.x[i] if v is not None]
-            m.AddExactlyOne(xs)
-            m.Add(self.rec[i] <= self.layers[i])
-            t_terms, dp_terms, mem_terms, split = [], [], [], []
-            for k in range(K):
-                x, s = self.x[i][k], cm.coeffs[i][k]
-                if x is None:
-                    continue
-                lk = m.NewIntVar(0, n, f"l{i}_{k}")
-                rk = m.NewIntVar(0, n if full else 0, f"r{i}_{k}")
-                zk = m.NewBoolVar(f"z{i}_{k}")
-                m.Add(lk <= n * x)
-                m.Add(rk <= n * zk)
-                m.AddImplication(zk, x)
-                ck = m.NewBoolVar(f"c{i}_{k}")  # x ∧ crossing: ≥ form (its cost is minimised)
-                m.Add(ck >= x + cross[i] - 1)
-                t_terms += [T(s.t0) * x, T(s.tl) * lk, T(s.tr) * rk, T(s.cross) * ck]
-                dp_terms += [T(s.p0) * x, T(s.pl) * lk]
-                mem_terms += [int(math.ceil(s.m0 - s.usable)) * x, int(math.ceil(s.ml)) * lk,
-                              -int(math.floor(s.mr)) * rk, int(math.ceil(s.ws)) * zk]
-                split.append((lk, rk))
-            m.Add(sum(lk for lk, _ in split) == self.layers[i])
-            m.Add(sum(rk for _, rk in split) == self.rec[i])
-            m.Add(sum(mem_terms) <= 0)
-            ti = m.NewIntVar(0, 1 << 40, f"t{i}")
-            m.Add(ti == sum(t_terms))
-            di = m.NewIntVar(0, 1 << 40, f"dp{i}")
-            m.Add(di == sum(dp_terms))
+            ti, di = self._stage(i, cm.coeffs[i], cross[i], n, full)
             m.Add(t_max >= ti)
             m.Add(dp_max >= di)
             t_vars.append(ti)
-            dp_vars.append(di)
+        self._crossings(cross)
+        self._pool_limits(pools, c.num_gpus // p, stage_counts, require_pool)
+        self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max
+        if cutoff_s is not None:
+            m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
+        m.Minimize(self.objective)
+
+    def _set_units(self, cm: ChoiceModel, n: int, full: bool) -> None:
+        """The integer units (module docstring): a time unit of 2^j ns, the longest stage about 2^TIME_BITS units,
+        and the objective's weights of the slowest stage (M), of the summed stages (S) and of the DP time (W),
+        M at most about 2^WEIGHT_BITS."""
+        c, p = cm.choice, cm.choice.pp
+        t_hi = max(x.t0 + n * x.tl + (n * x.tr if full else 0) + x.cross for row in cm.coeffs for x in row if x)
+        self.unit_ns = 1 << max(0, int(math.floor(math.log2(max(t_hi * 1e9, 1.0)))) - TIME_BITS)
+        factor = max(1.0, c.num_microbatches + cm.w_max + cm.w_sum * p)
+        self.W = 1 << max(0, WEIGHT_BITS - int(math.ceil(math.log2(factor))))
+        self.M = int(round(self.W * (c.num_microbatches + cm.w_max)))
+        self.S = int(round(self.W * cm.w_sum))
+
+    def _time(self, seconds: float) -> int:
+        return int(round(seconds * 1e9 / self.unit_ns))
+
+    def _stage(self, i: int, coeffs: list, cross, n: int, full: bool):
+        """Stage ``i``'s (time, DP time) variables: on exactly one pool, its layers and recompute split over the
+        pools as (l_ik, r_ik), each pool's terms (:meth:`_stage_on_pool`) summed, its memory within the pool's."""
+        m = self.model
+        xs = [v for v in self.x[i] if v is not None]
+        m.AddExactlyOne(xs)
+        m.Add(self.rec[i] <= self.layers[i])
+        t_terms, dp_terms, mem_terms, split = [], [], [], []
+        for k in range(len(self.x[i])):
+            x, s = self.x[i][k], coeffs[k]
+            if x is None:
+                continue
+            lk, rk, terms = self._stage_on_pool(i, k, x, s, cross, n, full)
+            t_terms += terms[0]
+            dp_terms += terms[1]
+            mem_terms += terms[2]
+            split.append((lk, rk))
+        m.Add(sum(lk for lk, _ in split) == self.layers[i])
+        m.Add(sum(rk for _, rk in split) == self.rec[i])
+        m.Add(sum(mem_terms) <= 0)
+        ti = m.NewIntVar(0, 1 << 40, f"t{i}")
+        m.Add(ti == sum(t_terms))
+        di = m.NewIntVar(0, 1 << 40, f"dp{i}")
+        m.Add(di == sum(dp_terms))
+        return ti, di
+
+    def _stage_on_pool(self, i: int, k: int, x, s, cross, n: int, full: bool):
+        """(l_ik, r_ik, (time, DP time, memory terms)) of stage ``i`` on pool ``k`` (chosen: ``x``): the products
+        x·l and x·r linearised, the recompute working set held when r_ik ≥ 1 (z_ik), the crossing cost when a
+        neighbour sits on another pool (c_ik = x ∧ crossing, a ≥ form: its cost is minimised)."""
+        m, T = self.model, self._time
+        lk = m.NewIntVar(0, n, f"l{i}_{k}")
+        rk = m.NewIntVar(0, n if full else 0, f"r{i}_{k}")
+        zk = m.NewBoolVar(f"z{i}_{k}")
+        m.Add(lk <= n * x)
+        m.Add(rk <= n * zk)
+        m.AddImplication(zk, x)
+        ck = m.NewBoolVar(f"c{i}_{k}")  # x ∧ crossing: ≥ form (its cost is minimised)
+        m.Add(ck >= x + cross - 1)
+        return lk, rk, ([T(s.t0) * x, T(s.tl) * lk, T(s.tr) * rk, T(s.cross) * ck],
+                        [T(s.p0) * x, T(s.pl) * lk],
+                        [int(math.ceil(s.m0 - s.usable)) * x, int(math.ceil(s.ml)) * lk,
+                         -int(math.floor(s.mr)) * rk, int(math.ceil(s.ws)) * zk])
+
+    def _crossings(self, cross: list) -> None:
+        """Stages i and i+1 on different pools: both cross (their p2p runs between the pools)."""
+        m, p = self.model, len(self.x)
         for i in range(p - 1):  # stages i and i+1 on different pools: both cross
-            for k in range(K):
+            for k in range(len(self.x[i])):
                 a_, b_ = self.x[i][k], self.x[i + 1][k]
                 if a_ is not None:
                     m.Add(cross[i] >= a_ - (b_ if b_ is not None else 0))
                     m.Add(cross[i + 1] >= a_ - (b_ if b_ is not None else 0))
+
+    def _pool_limits(self, pools: list, per_stage: int, stage_counts: Optional[tuple[int, ...]],
+                     require_pool: Optional[int]) -> None:
+        """Each pool's GPUs bound the stages on it; ``stage_counts``: exactly this many stages on each pool (the
+        per-pool GPU frontier); ``require_pool``: at least one stage on it (the explanation's "best use" of a pool)."""
+        m, p = self.model, len(self.x)
         for k, pool in enumerate(pools):
             xs = [self.x[i][k] for i in range(p) if self.x[i][k] is not None]
             if xs and len(xs) * per_stage > pool.num_gpus:
@@ -155,10 +198,6 @@ class _Built:
                 m.Add(sum(self.x[i][k] for i in range(p) if self.x[i][k] is not None) == want)
         if require_pool is not None:  # at least one stage on this pool (the explanation's "best use" of a pool)
             m.Add(sum(self.x[i][require_pool] for i in range(p) if self.x[i][require_pool] is not None) >= 1)
-        self.objective = self.M * t_max + self.S * sum(t_vars) + self.W * dp_max
-        if cutoff_s is not None:
-            m.Add(self.objective <= int(math.ceil(self.units_of(cutoff_s) * (1 + 2.0 ** -WEIGHT_BITS))) + p + 2)
-        m.Minimize(self.objective)
 
     def _stage_rules(self, rules: StageRules, full: bool) -> None:
         """The framework's stage split (equal layer counts: even all, first_last the middle ones) and one
@@ -219,13 +258,10 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
         return PoolSearch(plans=[], stats=stats)
     heads, counts, stats.choices_total = _with_usage(*read, usage)
     checked = False
-    found: list[tuple[float, int, PoolPlan]] = []  # (step, order, plan)
-    order = 0
+    best = _BestPlans(top_k, cutoff_s)
     open_bounds: list[float] = []
-    kth = lambda: min([x for x in (found[top_k - 1][0] if len(found) >= top_k else None, cutoff_s)  # noqa: E731
-                       if x is not None], default=None)
     for h in heads:
-        cutoff = kth()
+        cutoff = best.kth()
         if cutoff is not None and h.quick_bound_s >= cutoff:
             break
         if time.perf_counter() >= deadline or (cancel is not None and cancel.is_set()):
@@ -242,44 +278,75 @@ def optimize_pools(spec: Spec, top_k: int = 1, *, assumptions: Optional[Assumpti
             continue
         stats.choices_solved += 1
         b = _Built(spec, cm, cutoff, require_pool, counts.get(id(h)))
-        for _ in range(top_k):
-            solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
-            stats.models_solved += 1
-            if status == cp_model.INFEASIBLE:
-                break
-            if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                stats.proven = False
-                open_bounds.append(cm.lower_bound_s)
-                break
-            if status == cp_model.FEASIBLE:
-                stats.proven = False
-                open_bounds.append(b.seconds(solver.best_objective_bound))
-            c = cm.choice
-            seq = tuple(next(k for k, v in enumerate(b.x[i]) if v is not None and solver.Value(v))
-                        for i in range(c.pp))
-            layers = [solver.Value(v) for v in b.layers]
-            rec = [solver.Value(v) for v in b.rec]
-            plan = Plan.from_choice(c, layers, rec)
-            ev = evaluate_pools(spec, plan, list(seq), assumptions=a, costs=cm.costs)
-            if ev.violations:
-                raise PoolModelError(f"internal: the stage → pool model's answer does not fit: {ev.violations}")
-            model_s = b.seconds(solver.objective_value)
-            if not math.isclose(model_s, ev.metrics.step_time_s, rel_tol=1e-4):
-                raise PoolModelError(f"internal: the stage → pool model prices {model_s} s, the evaluator "
-                                     f"{ev.metrics.step_time_s} s")
-            order += 1
-            found.append((ev.metrics.step_time_s, order, PoolPlan(
-                evaluation=ev, stage_pools=seq, gpus_per_pool=tuple(pool_usage(spec, c, list(seq))))))
-            found.sort(key=lambda f: (f[0], f[2].evaluation.metrics.peak_memory_gib, f[1]))
-            del found[top_k:]
-            b.forbid(seq)
-            if (cut := kth()) is not None:
-                b.model.Add(b.objective <= int(math.ceil(b.units_of(cut) * (1 + 2.0 ** -WEIGHT_BITS))) + c.pp + 2)
+        _solve_choice(spec, cm, b, a, best, stats, open_bounds, deadline, workers, seed)
     stats.wall_time_s = time.perf_counter() - t0
-    if found:
-        best = found[0][0]
-        stats.best_bound_s = min([best, *open_bounds])
-    return PoolSearch(plans=[f[2] for f in found], stats=stats)
+    if best.found:
+        stats.best_bound_s = min([best.found[0][0], *open_bounds])
+    return PoolSearch(plans=[f[2] for f in best.found], stats=stats)
+
+
+@dataclass
+class _BestPlans:
+    """The ``top_k`` best plans found so far, by step time (then peak memory, then the order found), and what a
+    choice must beat: the K-th best step time or the cutoff, the lower."""
+
+    top_k: int
+    cutoff_s: Optional[float]
+    found: list[tuple[float, int, PoolPlan]] = field(default_factory=list)  # (step, order, plan)
+    order: int = 0
+
+    def kth(self) -> Optional[float]:
+        kth_found = self.found[self.top_k - 1][0] if len(self.found) >= self.top_k else None
+        return min([x for x in (kth_found, self.cutoff_s) if x is not None], default=None)
+
+    def add(self, plan: PoolPlan) -> None:
+        self.order += 1
+        self.found.append((plan.evaluation.metrics.step_time_s, self.order, plan))
+        self.found.sort(key=lambda f: (f[0], f[2].evaluation.metrics.peak_memory_gib, f[1]))
+        del self.found[self.top_k:]
+
+
+def _solve_choice(spec: Spec, cm: ChoiceModel, b: _Built, a: Assumptions, best: _BestPlans, stats: PoolSearchStats,
+                  open_bounds: list[float], deadline: float, workers: int, seed: int) -> None:
+    """Choice ``cm``'s best stage-pool sequences into ``best``, up to top_k solves of its model ``b``: each answer
+    re-evaluated (:func:`_evaluated_plan`), its sequence then cut off and the K-th best made the model's cutoff; a
+    solve not proven leaves its bound in ``open_bounds``."""
+    for _ in range(best.top_k):
+        solver, status = _solve(b, deadline - time.perf_counter(), workers, seed)
+        stats.models_solved += 1
+        if status == cp_model.INFEASIBLE:
+            break
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            stats.proven = False
+            open_bounds.append(cm.lower_bound_s)
+            break
+        if status == cp_model.FEASIBLE:
+            stats.proven = False
+            open_bounds.append(b.seconds(solver.best_objective_bound))
+        plan = _evaluated_plan(spec, cm, b, solver, a)
+        best.add(plan)
+        b.forbid(plan.stage_pools)
+        if (cut := best.kth()) is not None:
+            b.model.Add(b.objective <= int(math.ceil(b.units_of(cut) * (1 + 2.0 ** -WEIGHT_BITS))) + cm.choice.pp + 2)
+
+
+def _evaluated_plan(spec: Spec, cm: ChoiceModel, b: _Built, solver, a: Assumptions) -> PoolPlan:
+    """The solver's answer as a plan re-evaluated by ``evaluate_pools``; :class:`PoolModelError` where it does not fit
+    or the evaluator's step time is not the model's (relative 1e-4)."""
+    c = cm.choice
+    seq = tuple(next(k for k, v in enumerate(b.x[i]) if v is not None and solver.Value(v))
+                for i in range(c.pp))
+    layers = [solver.Value(v) for v in b.layers]
+    rec = [solver.Value(v) for v in b.rec]
+    plan = Plan.from_choice(c, layers, rec)
+    ev = evaluate_pools(spec, plan, list(seq), assumptions=a, costs=cm.costs)
+    if ev.violations:
+        raise PoolModelError(f"internal: the stage → pool model's answer does not fit: {ev.violations}")
+    model_s = b.seconds(solver.objective_value)
+    if not math.isclose(model_s, ev.metrics.step_time_s, rel_tol=1e-4):
+        raise PoolModelError(f"internal: the stage → pool model prices {model_s} s, the evaluator "
+                             f"{ev.metrics.step_time_s} s")
+    return PoolPlan(evaluation=ev, stage_pools=seq, gpus_per_pool=tuple(pool_usage(spec, c, list(seq))))
 
 
 def best_for_sequence(spec: Spec, cm: ChoiceModel, seq: tuple[int, ...], a: Assumptions,

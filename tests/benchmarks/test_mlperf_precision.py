@@ -15,7 +15,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import fit, mlperf, row_mapping, runs  # noqa: E402
-from parplan.costmodel.evaluation import layer_costs as L  # noqa: E402
+from parplan.costmodel.evaluation.choice_context import ChoiceContext  # noqa: E402
+from parplan.costmodel.evaluation.gemm_rates import GemmRates  # noqa: E402
 from parplan.costmodel.compute.architecture import Architecture  # noqa: E402
 from parplan.costmodel.spec.assumptions import resolve_assumptions  # noqa: E402
 from parplan.costmodel.evaluation.evaluate import plan_choice, resolve_plan  # noqa: E402
@@ -31,9 +32,9 @@ def _attn_s(precision: str, **knobs) -> float:
     spec = ex.spec.model_copy(update={"training": ex.spec.training.model_copy(update={"precision": precision})})
     plan = resolve_plan(spec, ex.plan)
     a = resolve_assumptions(None).model_copy(update=knobs)
-    ctx = L.ChoiceContext.of(spec, plan_choice(plan), resolve_gpu(spec.cluster), a, Architecture(spec.model), 8,
-                             plan.zero_stage)
-    return L.GemmRates.of(ctx).attn_core_s
+    ctx = ChoiceContext.of(spec, plan_choice(plan), resolve_gpu(spec.cluster), a, Architecture(spec.model), 8,
+                           plan.zero_stage)
+    return GemmRates.of(ctx).attn_core_s
 
 
 def test_fp8_attention_divides_the_attention_core_by_the_speedup():
@@ -87,8 +88,8 @@ def test_param_gather_bytes_scales_the_weight_all_gather_only():
 
     def parts(**knobs):
         a = resolve_assumptions(None).model_copy(update=knobs)
-        ctx = L.ChoiceContext.of(ex.spec, plan_choice(plan), resolve_gpu(ex.spec.cluster), a, Architecture(ex.spec.model),
-                                 8, plan.zero_stage)
+        ctx = ChoiceContext.of(ex.spec, plan_choice(plan), resolve_gpu(ex.spec.cluster), a, Architecture(ex.spec.model),
+                               8, plan.zero_stage)
         return ctx.dp.dp_comm_per_param(ctx.comm.dense_group)
 
     g2, w2 = parts(param_gather_bytes=2.0)

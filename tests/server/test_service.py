@@ -40,6 +40,8 @@ from parplan.solver.planner import optimize
 from parplan.v1 import planner_pb2 as pb
 from parplan.v1 import planner_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
+
 REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "examples" / "llama3-70b-64xh100.yaml"
 LLAMA_EVALUATE = REPO / "examples" / "llama3-70b-64xh100-evaluate.yaml"

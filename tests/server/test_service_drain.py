@@ -28,6 +28,8 @@ from tests.conftest import budget_beside_this_process
 from tests.server.test_service import LLAMA, LONG_SPEC, REPO, SEED, _serve_subprocess, serve_process, wait_until
 from tests.sweep_cases import sweep_24
 
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
+
 FRONTIER = pb.PlanRequest(spec_text=LONG_SPEC.read_text(), pareto_axis=pb.PARETO_AXIS_MEMORY,
                           solver=pb.SolverParameters(workers=1, time_limit_s=120))
 TOP_100 = pb.PlanStreamRequest(spec_text=yaml.safe_dump({**yaml.safe_load(LONG_SPEC.read_text()), "framework": "any"}),

@@ -13,6 +13,8 @@ from parplan.server.app import ServeOptions, start  # noqa: E402
 from parplan.v1 import planner_pb2 as pb  # noqa: E402
 from parplan.v1 import planner_pb2_grpc as pb_grpc  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
+
 SEED = Path(__file__).resolve().parents[2] / "examples" / "llama3-70b-64xh100.yaml"
 
 GARBAGE = b"\xff\x00garbage"

@@ -19,6 +19,8 @@ from parplan.v1 import planner_pb2_grpc as pb_grpc
 from tests.conftest import budget_beside_this_process
 from tests.sweep_cases import sweep_24
 
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
+
 
 @pytest.fixture(scope="module")
 def stub():

@@ -19,7 +19,7 @@ from parplan.frameworks.loader import validate_spec
 from parplan.solver.bounds import least_integer_reaching, relaxed_bound
 from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
-from parplan.solver.tables import with_exposure
+from parplan.solver.table_builder import with_exposure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

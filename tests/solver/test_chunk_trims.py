@@ -23,7 +23,8 @@ from parplan.solver.oracle import solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
 from parplan.solver.chunk_trims import chunk_trims
-from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment, unit_values
+from parplan.solver.assignment_check import assignment_violations, evaluate_assignment, unit_values
+from parplan.solver.tables import KIB, Assignment
 from parplan.frameworks.loader import validate_spec
 
 from tests.brute_force import table_brute_force

@@ -14,7 +14,8 @@ from parplan.solver import cpsat, cpsat_rank_split
 from parplan.solver.cpsat import build_model
 from parplan.solver.oracle import least_peak, peak_mib, solve_table
 from parplan.solver.problem import Problem
-from parplan.solver.tables import Assignment, assignment_violations
+from parplan.solver.assignment_check import assignment_violations
+from parplan.solver.tables import Assignment
 from parplan.frameworks.loader import validate_spec
 
 from tests.brute_force import table_brute_force

@@ -22,10 +22,13 @@ from parplan.solver.cpsat import SolverControls, build_model, check_headroom
 from parplan.solver.oracle import least_peak, peak_mib, solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
-from parplan.solver.tables import HEADROOM, MIB_KIB, evaluate_assignment
+from parplan.solver.assignment_check import evaluate_assignment
+from parplan.solver.tables import HEADROOM, MIB_KIB
 from parplan.frameworks.loader import validate_spec
 
 from tests.solver_checks import CPSAT, check_plan, choice_index
+
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

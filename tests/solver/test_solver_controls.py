@@ -4,10 +4,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from parplan.library.spec_io import load_spec
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.planner import optimize
+
+pytestmark = pytest.mark.usefixtures("fresh_heap")  # timed calls: the long suite's heap is not theirs to collect
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

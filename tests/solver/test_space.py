@@ -133,7 +133,7 @@ def test_states_reduction_is_exact_for_min_memory():
 
 
 def test_sequence_parallel_searched_both_ways_where_neither_dominates():
-    """With the TP overlap bounded by the GEMMs beside it (costmodel/evaluation/layer_costs.py LayerComm.tp_block_s), SP's five
+    """With the TP overlap bounded by the GEMMs beside it (costmodel/evaluation/layer_comm.py LayerComm.tp_block_s), SP's five
     collectives per block (the weight gradient's re-gather) can take longer than the all-reduces' four beside short
     GEMMs: a 512-wide model at TP 4 runs faster without SP, and the planner finds that plan (the space keeps both
     values). Without the re-gather (the textbook preset: four collectives either way, SP's hidden at least as much)

@@ -82,7 +82,7 @@ def test_h800_moe_layer_pays_the_copies_of_its_routed_tokens():
     from dataclasses import replace
 
     from tests import physics_cases as physics
-    from parplan.costmodel.evaluation.layer_costs import moe_busiest_load
+    from parplan.costmodel.evaluation.choice_context import moe_busiest_load
 
     spec_on, c = physics.dsv3()
     spec_off, _ = physics.dsv3(fp8_transpose_copies=False)

@@ -34,7 +34,8 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.oracle import least_sum, solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
-from parplan.solver.tables import KIB, Assignment, assignment_violations, evaluate_assignment
+from parplan.solver.assignment_check import assignment_violations, evaluate_assignment
+from parplan.solver.tables import KIB, Assignment
 from parplan.frameworks.loader import validate_spec
 
 from tests.brute_force import table_brute_force

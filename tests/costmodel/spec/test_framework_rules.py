@@ -5,11 +5,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from parplan.costmodel.evaluation.choice import Choice
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.spec.spec import PlanSpec
+from parplan.frameworks.profile_data import VERSIONED
 from parplan.frameworks.profiles import choice_rule_violations, profile, runs_on
 
 from tests import memory_dims_cases as memory_dims
@@ -102,3 +105,38 @@ def test_torchtitan_022_runs_ddp_only_alone():
     alone = Choice(tp=1, cp=1, pp=1, dp=8, num_microbatches=4, zero_stage=0, sequence_parallel=False)
     assert any("DDP (ZeRO-0) only without TP, PP and CP" in v for v in choice_rule_violations(old, with_tp))
     assert choice_rule_violations(old, alone) == []
+
+
+_ALL_PROFILES = [prof for versions in VERSIONED.values() for _, prof in versions]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_the_choice_rules_read_only_their_fields(data):
+    """solver/space.py caches a profile's verdict by CHOICE_RULE_FIELDS: over every versioned profile and random
+    choices, the fields left out (batch split, virtual stages, chunk trims) never change a verdict."""
+    from parplan.costmodel.schedules.schedule import Schedule
+    from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS, model_rule_violations
+    from parplan.costmodel.spec.model import ModelSpec
+
+    draw = data.draw
+    prof = draw(st.sampled_from(_ALL_PROFILES))
+    tp, ep = draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from([1, 2, 8]))
+    c = Choice(tp=tp, cp=draw(st.sampled_from([1, 2])), pp=draw(st.sampled_from([1, 2, 4])),
+               dp=draw(st.sampled_from([1, 2, 8])), ep=ep, etp=draw(st.sampled_from([1, tp])),
+               schedule=draw(st.sampled_from(list(Schedule))), zero_stage=draw(st.sampled_from([0, 1, 2, 3])),
+               recompute=draw(st.sampled_from(["none", "selective", "full"])),
+               cp_comm_type=draw(st.sampled_from(["p2p", "a2a"])), sequence_parallel=draw(st.booleans()),
+               zero_replicas=draw(st.sampled_from([1, 2])),
+               optimizer_states=draw(st.sampled_from([None, "fp32/bf16/bf16"])),
+               optimizer_offload_fraction=draw(st.sampled_from([0.0, 0.5, 1.0])),
+               moe_fp8_dispatch=draw(st.booleans()), moe_a2a_overlap=draw(st.booleans()),
+               activation_offload_layers=draw(st.sampled_from([0, 2])))
+    other = c.but(micro_batch_size=draw(st.sampled_from([1, 2, 4])), num_microbatches=draw(st.sampled_from([1, 8, 64])),
+                  vpp=draw(st.sampled_from([1, 2, 4])), first_chunk_trim=draw(st.sampled_from([0, 1])),
+                  last_chunk_trim=draw(st.sampled_from([0, 1])))
+    assert all(getattr(c, f) == getattr(other, f) for f in CHOICE_RULE_FIELDS)
+    model = ModelSpec(name="m", num_layers=8, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                      vocab_size=32000, moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=512, expert_bias=True))
+    assert choice_rule_violations(prof, c) == choice_rule_violations(prof, other)
+    assert model_rule_violations(prof, c, model) == model_rule_violations(prof, other, model)

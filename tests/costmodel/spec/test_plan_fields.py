@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import textwrap
 
 from parplan.costmodel.spec.degrees import Choice
 from parplan.costmodel.spec.plan import Plan, PlanSpec
@@ -29,11 +30,15 @@ READERS: dict[str, str] = {
     "costmodel/communication/data_parallel.py": "pp schedule optimizer_states optimizer_offload_fraction",
     "costmodel/communication/mesh.py": "tp cp pp dp ep",
     "costmodel/evaluation/activation_offload.py": "pp recompute moe_a2a_overlap activation_offload_layers",
+    "costmodel/evaluation/activations.py": "tp cp ep etp micro_batch_size recompute cp_comm_type",
     "costmodel/evaluation/choice.py": (
         "tp cp pp dp num_microbatches vpp schedule zero_stage moe_a2a_overlap activation_offload_layers"),
+    "costmodel/evaluation/choice_context.py": "tp cp dp ep micro_batch_size",
     "costmodel/evaluation/evaluate.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule stage_layers recompute recompute_layers "
         "sequence_parallel pipeline_layout cp_comm_type"),
+    "costmodel/evaluation/gemm_rates.py": "tp cp micro_batch_size cp_comm_type",
+    "costmodel/evaluation/layer_comm.py": "tp cp micro_batch_size cp_comm_type",
     "costmodel/evaluation/layer_costs.py": "tp cp dp ep etp micro_batch_size recompute cp_comm_type",
     "costmodel/evaluation/ledger.py": (
         "tp cp pp dp ep num_microbatches vpp schedule stage_layers recompute recompute_layers pipeline_layout"),
@@ -68,6 +73,7 @@ READERS: dict[str, str] = {
     "costmodel/spec/spec.py": (
         "tp cp pp dp ep etp micro_batch_size vpp recompute sequence_parallel zero_replicas optimizer_states "
         "moe_fp8_dispatch moe_a2a_overlap activation_offload_layers"),
+    "solver/assignment_check.py": "recompute",
     "solver/bounds.py": (
         "tp cp pp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
         "cp_comm_type optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
@@ -103,7 +109,8 @@ READERS: dict[str, str] = {
     "solver/space_options.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp recompute sequence_parallel zero_replicas "
         "optimizer_states moe_fp8_dispatch moe_a2a_overlap activation_offload_layers"),
-    "solver/tables.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
+    "solver/table_builder.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
+    "solver/tables.py": "pp schedule recompute",
     "solver/tie_break.py": "schedule stage_layers recompute_layers pipeline_layout",
     "solver/warm_cache.py": "num_microbatches vpp schedule first_chunk_trim last_chunk_trim moe_a2a_overlap",
     "frameworks/compare.py": (
@@ -135,7 +142,7 @@ READERS: dict[str, str] = {
     "frameworks/import_torchtitan.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule stage_layers recompute recompute_layers "
         "zero_stage pipeline_layout cp_comm_type zero_replicas"),
-    "frameworks/jobs.py": "pipeline_layout",
+    "frameworks/job_parts.py": "pipeline_layout",
     "frameworks/megatron_model_args.py": "etp",
     "frameworks/pool_placement.py": "tp cp pp dp stage_pools",
     "frameworks/profile_citations.py": "sequence_parallel",
@@ -167,7 +174,7 @@ PLUMBING: dict[tuple[str, str | None], tuple[frozenset[str], str]] = {
     ("wire/convert.py", None): (frozenset(), "the proto edge: a walk over the message descriptors"),
     ("library/contract.py", "plan_to_dict"): (frozenset(), "the CONTRACT plan dict"),
     ("library/contract.py", "PLAN_KEYS"): (frozenset({"dp"}), "the derived num_gpus follows the degree dp"),
-    ("frameworks/jobs.py", "job_name"): (frozenset({"pipeline_layout"}),
+    ("frameworks/job_parts.py", "job_name"): (frozenset({"pipeline_layout"}),
                                          "in job names since they began, None where unset"),
     ("solver/completion.py", "PIN_KEYS"): (frozenset(), "plan field -> search key, from the declaration"),
 }
@@ -260,11 +267,23 @@ def test_a_plan_converts_to_its_choice_and_back():
     assert Plan.from_choice(choice, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout) == plan
 
 
+def recorded_lines(table: dict[str, set[str]]) -> list[str]:
+    """READERS' lines for ``table`` (fields in the declaration's order, wrapped under 120 characters)."""
+    order = [f.name for f in PLAN_FIELDS]
+    lines = []
+    for module, names in table.items():
+        fields, head = " ".join(n for n in order if n in names), f'    "{module}": '
+        if len(head) + len(fields) + 3 <= 118:
+            lines.append(f'{head}"{fields}",')
+            continue
+        parts = textwrap.wrap(fields, 107, break_long_words=False)
+        lines += [head + "(", *(f'        "{p} "' for p in parts[:-1]), f'        "{parts[-1]}"),']
+    return lines
+
+
 if __name__ == "__main__":  # re-record READERS; the places each field takes beyond its declaration
     table = scanned_readers()
-    order = [f.name for f in PLAN_FIELDS]
-    for module, names in table.items():
-        print(f'    "{module}": "{" ".join(n for n in order if n in names)}",')
+    print("\n".join(recorded_lines(table)))
     for field, modules in readers_by_field(table).items():
         others = [m for m in modules if m != DECLARATION]
         print(f"{field}: {len(others)} modules beyond the declaration: {' '.join(others)}")

@@ -1,4 +1,5 @@
-"""The solver's per-choice tables (solver/tables.py) against the evaluator: interleaved stages with an MTP module.
+"""The tables the solver builds per choice (solver/table_builder.py) against the evaluator: interleaved stages with an
+MTP module.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ def test_interleaved_mtp_tables_match_the_evaluator(overlap):
     last stage's in-flight micro-batches: 1 under 1F1B, ((v-1)p + 1)/v = 1.5 under interleaving (p = v = 2), so
     the table's peak was 0.5 MTP layer's activations short of the evaluator's; with the overlap, one more."""
     from parplan.solver.problem import Problem, assignment_of
-    from parplan.solver.tables import evaluate_assignment
+    from parplan.solver.assignment_check import evaluate_assignment
     model = dict(moe_dims.MOE, num_mtp_layers=1)
     spec = moe_dims.spec(model, gpus=4, gbs=16, search=dict(pp=[2], tp=[1], ep=[2], schedules=["interleaved"], vpp=[2],
                                                     micro_batch_size=[1], zero_stages=[1], recompute=["none"],

@@ -1,0 +1,222 @@
+"""One choice's integer stage table built from its costs (:class:`~parplan.costmodel.evaluation.choice.ChoiceCosts`):
+each stage's constants beside its per-layer terms (the embedding, the head and logits, the leading dense layers,
+trimmed chunks), the stages paired into DualPipe ranks, the per-layer coefficients in the problem's integer units,
+the objective's weights and the paired exposure (:mod:`parplan.solver.paired_split`). The model the table encodes,
+its units and rounding: :mod:`parplan.solver.tables`; each cost term is cited in ``costmodel/evaluation/choice.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from parplan.costmodel.evaluation.choice import ChoiceCosts, LayerCost
+from parplan.costmodel.schedules.bubble import stage_bubble_weights
+from parplan.costmodel.schedules.schedule import PipelineUnits
+from parplan.costmodel.spec.assumptions import Assumptions
+from parplan.costmodel.spec.layout import interleaved_inflight_chunks
+from parplan.solver.chunk_trims import trimmed_stage_least_layers
+from parplan.solver.deadline import checked_range
+from parplan.solver.paired_split import paired_exposure_table
+from parplan.solver.tables import (NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down, kib_up, schedule_units)
+
+
+def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
+    return np.rint(np.asarray(seconds, float) * (NS / scale.time_unit_ns)).astype(np.int64)
+
+
+def objective_weights(costs: ChoiceCosts, a: Assumptions, scale: Scale) -> tuple[int, int, int]:
+    """(M, S, units) of the choice's table: the objective's weights of the slowest unit's time and of the units'
+    summed times, and the number of units (module docstring)."""
+    c = costs.choice
+    pipe = schedule_units(c.schedule, c.pp)
+    w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
+    return (int(round(scale.weight * (c.num_microbatches + w_max))),
+            int(round(scale.weight * w_sum * pipe.stages_per_unit)), pipe.count)
+
+
+def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
+                    scale: Scale) -> tuple[int, int]:
+    """(weight, lb_time) of the choice's table without building it: the objective's weight of the mean unit time
+    (M + S·units: the slowest unit takes at least the mean, all of them n·the mean) and a lower bound of that
+    mean (without recompute, less a margin for the rounding of the per-unit coefficients). The search's first
+    bound past the quick one, weight·lb_time, needs only these."""
+    c = costs.choice
+    p = c.pp
+    main: LayerCost = costs.moe if is_moe else costs.dense
+    k = k_dense_model if is_moe else 0
+    mean_time = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
+                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
+    lb_time = max(0, scale.time(mean_time) - 2 * num_layers - 4 * p)
+    M, S, units = objective_weights(costs, a, scale)
+    return M + S * units, lb_time
+
+
+def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits,
+                     all_layers: bool = False):
+    """Per stage (floats): the time, states, activation and DP constants beside the per-layer terms (the
+    embedding on stage 0, the head and logits on the last stage, the leading dense layers' difference to the
+    main class on stage 0, the trimmed chunks' activations; ``all_layers``: every layer recomputed, so a
+    trimmed chunk's missing layers are checkpoints, not whole activations)."""
+    c, p, dense = costs.choice, costs.choice.pp, costs.dense
+    if costs.stage_io_bytes or costs.retained_output_bytes:
+        buffers = np.array([costs.pipeline_buffer_bytes(i) for i in checked_range(p)], float)
+    else:
+        buffers = np.zeros(p)
+    t_0 = np.full(p, costs.p2p_s)
+    states_0 = buffers.copy()
+    # once per stage (a DualPipe rank: the mean of its two stages'), with the plan's NCCL / TE buffers
+    act_0 = np.full(p, costs.workspace_bytes + costs.runtime_bytes)
+    dp_0 = np.full(p, costs.dp_const_s)
+    t_0[0] += costs.first_extra_time_s
+    states_0[0] += costs.first_extra_bytes
+    dp_0[0] += costs.first_extra_dp_s
+    last = pipe.last_stage
+    t_0[last] += costs.last_extra_time_s
+    states_0[last] += costs.last_extra_bytes + costs.logits_bytes
+    dp_0[last] += costs.last_extra_dp_s
+    if k:  # l layers on stage 0 = k dense + (l - k) main
+        t_0[0] += k * (dense.time_s - main.time_s)
+        states_0[0] += k * (dense.states_bytes - main.states_bytes)
+        act_0[0] += k * inflight[0] * (dense.act_bytes - main.act_bytes)
+        dp_0[0] += k * (dense.dp_s - main.dp_s)
+    if c.first_chunk_trim or c.last_chunk_trim:
+        # the evaluator weighs each chunk's layers by the forwards it holds in flight (frameworks/layout.py); a
+        # trimmed chunk lacks layers at its own count, not at the stage's mean. Trimmed choices recompute no
+        # layer or every layer (space.PrunedValues.recompute_trimmed: no per-chunk 'full' counts), so the missing
+        # layers are whole activations or, all recomputed, checkpoints (costmodel/spec/layout.py stage_activation_bytes)
+        per_layer = main.act_recomputed_bytes if all_layers else main.act_bytes
+        for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
+            held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
+            act_0[stage] -= trim * per_layer * (held - inflight[stage])
+    return t_0, states_0, act_0, dp_0
+
+
+def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
+    """Least layers of each unit: a layer per stage (or chunk), stage 0 holding the ``k`` dense layers."""
+    lo = np.zeros(n, np.int64)
+    if pipe.schedule.paired:  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
+        lo[:] = 2
+        lo[0] = max(k, 1) + 1
+    else:
+        lo[:] = g
+        lo[0] = max(g, -(-k // g) * g)
+        # trimmed end chunks (chunk_trims.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
+        # unit g·q − b; their layer counts keep that residue modulo the grid
+        for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
+            if trim:
+                lo[u] = trimmed_stage_least_layers(g, trim)
+    return lo
+
+
+def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
+                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False,
+                exposure: bool = True) -> StageTable:
+    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE); without
+    ``exposure``, the table less its paired exposure (:func:`with_exposure` adds it): what the search's first
+    relaxation reads, the exposure costing most of a DualPipe table's time.
+
+    Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
+    + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
+    holds the embedding and the model's leading dense layers (their difference to the main class folded into
+    its constants), the last stage the head and logits. Then stages are paired into DualPipe ranks."""
+    c = costs.choice
+    p = c.pp
+    main: LayerCost = costs.moe if is_moe else costs.dense
+    k = k_dense_model if is_moe else 0
+    inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
+    pipe = schedule_units(c.schedule, p)
+    all_layers = recompute_all and c.recompute == "full"
+    dualpipe = (pipe.stages_per_unit == 2)
+    w, ranks_t0, ranks_m0, ranks_dp0, inflight_u = _stages_into_units(
+        *_stage_constants(costs, main, k, inflight, pipe, all_layers), inflight, dualpipe)
+    n = len(inflight_u)
+    t_layer, t_rc, m_layer, m_saved, dp_layer = _per_layer_coefficients(main, w, inflight_u, scale)
+    g = max(1, c.vpp)
+    fixed = None
+    if split == "even":
+        fixed = np.full(n, (num_layers // p) * pipe.stages_per_unit, np.int64)
+    free = UNLIMITED
+    if dualpipe and k and split == "even":
+        free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
+    _, lb_time = mean_unit_bound(costs, a, num_layers, k_dense_model, is_moe, scale)
+    M, S, _ = objective_weights(costs, a, scale)
+    t_rd_u, s_d_u = _dense_recompute_coefficients(costs.dense, k, w, inflight, scale)
+    table = StageTable(
+        choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute,
+        dualpipe=dualpipe,
+        grid=1 if dualpipe else g, k_dense=k, layers_min=_layers_min(c, pipe, n, k, g), layers_fixed=fixed,
+        t_layer=t_layer, t_recompute=t_rc, t_const=_time_units(ranks_t0, scale), m_layer=m_layer, m_saved=m_saved,
+        m_const=kib_up(ranks_m0), dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
+        t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
+        dense_first=not dualpipe, free_moe_recompute=free, recompute_all=False,
+        m_workspace=kib_up(w * costs.recompute_workspace_bytes), M=M, scale=scale, lb_time=lb_time, S=S)
+    if all_layers:
+        table = _every_layer_recomputed(table, pipe.stages_per_unit)
+    return with_exposure(table, costs) if exposure else table
+
+
+def _stages_into_units(t_0: np.ndarray, states_0: np.ndarray, act_0: np.ndarray, dp_0: np.ndarray,
+                       inflight: np.ndarray, dualpipe: bool):
+    """(w, time, memory and DP constants, in-flight micro-batches) per unit from the stages' (floats), ``w`` the
+    weight of a stage's time and activations in its unit: a plain stage is its own unit (w = 1); DualPipe's rank u
+    runs stages u and p-1-u, their time and activations weighted 1/2 (each runs half the micro-batches), their
+    states and DP time summed."""
+    if not dualpipe:
+        return 1.0, t_0, states_0 + act_0, dp_0, inflight
+    p = len(inflight)
+    first, second = np.arange(p // 2), p - 1 - np.arange(p // 2)
+    w = 0.5
+    return (w, w * (t_0[first] + t_0[second]), states_0[first] + states_0[second] + w * (act_0[first] + act_0[second]),
+            dp_0[first] + dp_0[second], inflight[first])
+
+
+def _per_layer_coefficients(main: LayerCost, w: float, inflight_u: np.ndarray, scale: Scale):
+    """(t_layer, t_recompute, m_layer, m_saved, dp_layer) per unit, in the problem's units: the main class's layer
+    time and recompute time (weighted ``w``), its states and in-flight activations (KiB up), the activations a
+    recomputed layer saves (KiB down) and its exposed DP time."""
+    n = len(inflight_u)
+    t_layer = np.full(n, int(round(w * main.time_s * NS / scale.time_unit_ns)), np.int64)
+    t_rc = np.full(n, int(round(w * main.recompute_s * NS / scale.time_unit_ns)), np.int64)
+    m_layer = kib_up(main.states_bytes + w * inflight_u * main.act_bytes)
+    m_saved = kib_down(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
+    dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
+    return t_layer, t_rc, m_layer, m_saved, dp_layer
+
+
+def _dense_recompute_coefficients(dense: LayerCost, k: int, w: float, inflight: np.ndarray,
+                                  scale: Scale) -> tuple[int, int]:
+    """(time, KiB saved) of each of unit 0's ``k`` leading dense layers it recomputes (0, 0 without them)."""
+    if not k:
+        return 0, 0
+    save_rd = inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
+    return scale.time(w * dense.recompute_s), kib_down(w * save_rd)
+
+
+def _every_layer_recomputed(t: StageTable, stages_per_unit: int) -> StageTable:
+    """Table ``t`` with every layer of every stage recomputed (``recompute_all``): the per-layer costs absorb the
+    recompute, every stage holds the working set, unit 0's dense layers their own recompute; no count is left to
+    choose."""
+    t_const = t.t_const.copy()
+    m_const = t.m_const + t.m_workspace * stages_per_unit
+    if t.k_dense:
+        t_const[0] += t.k_dense * (t.t_recompute_dense - int(t.t_recompute[0]))
+        m_const[0] += t.k_dense * (int(t.m_saved[0]) - t.m_saved_dense)
+    n = t.num_units
+    return replace(t, uniform_recompute=False, recompute_all=True, t_layer=t.t_layer + t.t_recompute,
+                   m_layer=t.m_layer - t.m_saved, t_const=t_const, m_const=m_const, t_recompute=np.zeros(n, np.int64),
+                   m_saved=np.zeros(n, np.int64), t_recompute_dense=0, m_saved_dense=0, m_workspace=0)
+
+
+def with_exposure(t: StageTable, costs: ChoiceCosts) -> StageTable:
+    """Table ``t`` (built without its exposure, :func:`build_table`) with each unit's paired exposure
+    (:func:`paired_exposure_table`); ``t`` itself where the choice leaves none (no paired schedule, a dense model, no
+    all-to-all)."""
+    c = t.choice
+    t_pair, pair_first, t_split = paired_exposure_table(
+        costs, schedule_units(c.schedule, c.pp), t.num_layers, t.k_dense, t.layers_fixed is not None,
+        t.scale.time_unit_ns, every_split=c.recompute == "full" and not t.recompute_all)
+    if t_pair is None:
+        return t
+    return replace(t, t_pair=t_pair, pair_first=pair_first, t_split=t_split)
