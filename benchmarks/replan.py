@@ -108,8 +108,7 @@ class Simulator:
         self.solves = 0
 
     def spec_at(self, nodes: int):
-        c = self.base.cluster
-        return self.base.model_copy(update={"cluster": c.model_copy(update={"num_gpus": nodes * c.gpus_per_node})})
+        return self.base.at_gpus(nodes * self.base.cluster.gpus_per_node)
 
     def replan(self, plan, old_nodes: int, new_nodes: int):
         """One Replan answer per (plan, node counts), shared by the policies."""

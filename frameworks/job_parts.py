@@ -12,6 +12,7 @@ import shlex
 
 import yaml
 
+from parplan.costmodel.spec.plan_fields import plan_defaults_hidden
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, ExportError
 from parplan.frameworks.export_megatron import megatron_argv
@@ -24,14 +25,9 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # NVIDIA GPU Feature Discovery's n
 def job_name(plan: Plan) -> str:
     """``parplan-<8 hex>``: a stable name from the plan's content."""
     data = plan.model_dump(mode="json")
-    if data.get("cp_comm_type") == "p2p":  # the default: names of plans from before the field stay the same
-        del data["cp_comm_type"]
-    for key, default in (("zero_replicas", 1), ("optimizer_states", None), ("optimizer_offload_fraction", 0.0)):
-        if data[key] == default:  # the memory-side choices name a job only where made (today's names stay)
-            del data[key]
-    for key in ("moe_fp8_dispatch", "moe_a2a_overlap", "activation_offload_layers", "stage_pools"):  # added later: off (0),
-        if not data.get(key):  #                                                          they leave the name as it was
-            data.pop(key, None)
+    for key, default in plan_defaults_hidden().items():  # the choices added later (costmodel/spec/plan_fields.py)
+        if key != "pipeline_layout" and data[key] in (default, []):  # name a job only where made, so today's names
+            del data[key]  # stay (the layout, None where unset, named jobs from the start)
     digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return f"parplan-{digest[:8]}"
 

@@ -29,13 +29,15 @@ from typing import Any, Iterable, Optional
 from parplan import __version__
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
 from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, overlaps, plan_band, plan_bands
+from parplan.costmodel.spec.plan_fields import ON_PLAN, plan_defaults_hidden
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.result import PlanResult
 
-PLAN_KEYS = ("tp", "cp", "pp", "dp", "num_gpus", "ep", "etp", "micro_batch_size", "num_microbatches", "vpp",
-             "schedule", "stage_layers", "recompute", "recompute_layers", "zero_stage", "sequence_parallel")
+# CONTRACT key order: the plan's fields as declared (costmodel/spec/plan_fields.py), the derived num_gpus after dp;
+# the fields declared not shown at their default follow, each only where a plan sets it
+_SHOWN = [f.name for f in ON_PLAN if f.shown_at_default]
+PLAN_KEYS = (*_SHOWN[:_SHOWN.index("dp") + 1], "num_gpus", *_SHOWN[_SHOWN.index("dp") + 1:])
 DERIVED_PLAN_KEYS = ("num_gpus",)  # answers only: tp·cp·pp·dp, the GPUs the plan uses (the GPU frontier's axis)
-MEMORY_DIM_DEFAULTS = {"zero_replicas": 1, "optimizer_states": None, "optimizer_offload_fraction": 0.0}
 METRIC_KEYS = ("step_time_s", "mfu", "tokens_per_s", "peak_memory_gib", "stage_memory_gib", "breakdown_s")
 
 
@@ -46,20 +48,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The canonical plan in CONTRACT key order (with the derived ``num_gpus``)."""
     data = {**plan.model_dump(mode="json"), "num_gpus": plan.num_gpus}
     out = {key: data[key] for key in PLAN_KEYS}
-    if plan.pipeline_layout is not None:  # per-(stage, chunk) decoder layers, only where the plan has one
-        out["pipeline_layout"] = data["pipeline_layout"]
-    if plan.cp_comm_type != "p2p":  # CP attention communication, only where it is not the default ring
-        out["cp_comm_type"] = data["cp_comm_type"]
-    for key, default in MEMORY_DIM_DEFAULTS.items():  # HSDP, optimizer dtypes, offload: only where chosen
-        if data[key] != default:
+    for key, default in plan_defaults_hidden().items():  # later choices (layout, CP comm, HSDP, MoE, offload,
+        if data[key] != default:  #                         pools): only where a plan makes them
             out[key] = data[key]
-    for key in ("moe_fp8_dispatch", "moe_a2a_overlap"):  # MoE communication choices, only where a plan makes them
-        if data[key]:
-            out[key] = True
-    if data["activation_offload_layers"]:  # activation CPU offload, only where a plan offloads
-        out["activation_offload_layers"] = data["activation_offload_layers"]
-    if plan.stage_pools is not None:  # cluster.pools: each stage's pool (issue 21), only on a pools spec
-        out["stage_pools"] = data["stage_pools"]
     return out
 
 

@@ -94,7 +94,7 @@ def replan(spec: Any, *, lost_nodes: Sequence[int] = (), added_nodes: int = 0, h
             raise ParplanError(validation_error_message(err, prefix=("reshard",))) from None
     n = _check_change(spec, lost_nodes, added_nodes)
     old_n = spec.cluster.num_gpus
-    new = spec.model_copy(update={"plan": None, "cluster": spec.cluster.model_copy(update={"num_gpus": n})})
+    new = spec.at_gpus(n).model_copy(update={"plan": None})
     kwargs = controls_of_arguments(dict(controls))
     c = kwargs.get("controls") or SolverControls()
     check_optimize_arguments(top_k=1, method=method, pareto=None, time_limit_s=c.time_limit_s, workers=c.workers,

@@ -15,19 +15,11 @@ from __future__ import annotations
 from typing import Optional
 
 from parplan.costmodel.errors import ArgumentError
+from parplan.costmodel.spec.plan_fields import PER_STAGE, SEARCH_KEYS
 from parplan.costmodel.spec.spec import PlanSpec, Spec
 
-# plan field -> the search key that restricts it
-PIN_KEYS = {
-    "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "ep": "ep", "etp": "etp",
-    "micro_batch_size": "micro_batch_size", "vpp": "vpp", "schedule": "schedules", "recompute": "recompute",
-    "zero_stage": "zero_stages", "sequence_parallel": "sequence_parallel", "cp_comm_type": "cp_comm_types",
-    "zero_replicas": "zero_replicas", "optimizer_states": "optimizer_states",
-    "optimizer_offload_fraction": "optimizer_offload_fractions", "moe_fp8_dispatch": "moe_fp8_dispatch",
-    "moe_a2a_overlap": "moe_a2a_overlap", "activation_offload_layers": "activation_offload_layers",
-}
+PIN_KEYS = SEARCH_KEYS  # plan field -> the search key that restricts it (costmodel/spec/plan_fields.py)
 SPACE_PINS = ("num_microbatches",)  # pinned in the space, no search key
-PER_STAGE = ("stage_layers", "recompute_layers", "pipeline_layout", "stage_pools")
 
 
 class PlanConflict(ArgumentError):

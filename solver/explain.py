@@ -149,11 +149,11 @@ def _relaxed_options(spec: Spec, opts: SpaceOptions, names: list[str]) -> SpaceO
 
 
 def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float],
-          options: Optional[SpaceOptions] = None, num_gpus: Optional[int] = None, cap_kib: Optional[int] = None,
+          options: Optional[SpaceOptions] = None, cap_kib: Optional[int] = None,
           min_memory: bool = False):
     """(problem, best evaluation or None) of a changed request; raises TimeUp past ``deadline``."""
     if min_memory:
-        problem = Problem.build(spec, options=options, num_gpus=num_gpus, deadline=deadline)
+        problem = Problem.build(spec, options=options, deadline=deadline)
         problem.cap_kib = cap_kib or problem.cap_kib
         s = Searcher(problem, "exhaustive", controls, deadline)
         peak = s.min_peak()
@@ -161,7 +161,7 @@ def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[
             return problem, None
         out = s.best(peak * MIB_KIB, 1)
     else:
-        problem, out = best_plans(spec, method, controls, options=options, num_gpus=num_gpus, cap_kib=cap_kib,
+        problem, out = best_plans(spec, method, controls, options=options, cap_kib=cap_kib,
                                   deadline=deadline)
     if out.status in ("UNKNOWN", "FEASIBLE") and not out.found:
         raise TimeUp()
@@ -357,7 +357,7 @@ def _size_relaxations(spec: Spec, method: str, controls: SolverControls, deadlin
 def _best_at_count(spec: Spec, method: str, controls: SolverControls, end: Optional[float], n: int):
     """The best plan at ``n`` GPUs, None when none fits or ``n`` breaks a user pin's divisibility, False out of time."""
     try:
-        return _best(spec, method, controls, end, num_gpus=n)[1]
+        return _best(spec.at_gpus(n), method, controls, end)[1]
     except TimeUp:
         return False
     except ValueError:  # a GPU count that breaks a user pin's divisibility: not a candidate

@@ -149,7 +149,7 @@ def _best_at(spec: Spec, n: int, method: str, controls: SolverControls, top_k: i
              deadline: Optional[float] = None):
     """(problem, outcome) at ``n`` GPUs; an UNKNOWN outcome when the deadline passes while the space is built."""
     try:
-        return best_plans(spec, method, controls, num_gpus=n, top_k=top_k, deadline=deadline)
+        return best_plans(spec.at_gpus(n), method, controls, top_k=top_k, deadline=deadline)
     except TimeUp:
         return None, SearchOutcome("UNKNOWN", [], None, 0)
 

@@ -62,12 +62,10 @@ class Problem:
     _index: dict | None = None  # choice -> its index (index_of)
 
     @staticmethod
-    def build(spec: Spec, options: SpaceOptions | None = None, num_gpus: int | None = None,
-              deadline: float | None = None, cancel=None) -> "Problem":
-        """The problem of ``spec`` (at ``num_gpus`` if given); raises deadline.TimeUp past ``deadline`` or once
-        the ``cancel`` event (SolverControls.cancel) is set."""
-        if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
-            spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
+    def build(spec: Spec, options: SpaceOptions | None = None, deadline: float | None = None,
+              cancel=None) -> "Problem":
+        """The problem of ``spec`` (another GPU count: ``spec.at_gpus(n)``); raises deadline.TimeUp past
+        ``deadline`` or once the ``cancel`` event (SolverControls.cancel) is set."""
         pieces = WARM.pieces(spec)  # the same values as resolved here, shared by the calls of one spec key
         a = pieces.assumptions if pieces else resolve_assumptions(spec.assumptions)
         gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)

@@ -363,10 +363,10 @@ class Searcher:
         return bool(out.found)
 
 
-def best_plans(spec, method: Method, controls: SolverControls, *, options=None, num_gpus: Optional[int] = None,
+def best_plans(spec, method: Method, controls: SolverControls, *, options=None,
                cap_kib: Optional[int] = None, top_k: int = 1,
                deadline: Optional[float] = None) -> tuple[Problem, SearchOutcome]:
     """The ``top_k`` best plans of one space (GPU count, options, memory cap): the one search the frontiers and
-    the explanations repeat over GPU counts and relaxed options."""
-    problem = Problem.build(spec, options=options, num_gpus=num_gpus, deadline=deadline)
+    the explanations repeat over GPU counts (``spec.at_gpus(n)``) and relaxed options."""
+    problem = Problem.build(spec, options=options, deadline=deadline)
     return problem, Searcher(problem, method, controls, deadline).best(cap_kib or problem.cap_kib, top_k)

@@ -367,16 +367,14 @@ class _Expansion:
 
 
 def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
-                      num_gpus: int | None = None, deadline: float | None = None, cancel=None) -> Space:
+                      deadline: float | None = None, cancel=None) -> Space:
     """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set): the
     pruning pass (:func:`prune_dominated`), then the per-dimension generators nested in enumeration order
     (degrees, expert degrees and CP comm type, batch split, schedule layout, ZeRO, memory dimensions,
     recompute, SP, EP communication, activation offload), each rule checked where its values are known
     (Calculon ``llm.py:206-250`` and SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way)."""
     opts = opts or SpaceOptions.from_spec(spec)
-    n = num_gpus or spec.cluster.num_gpus
-    if num_gpus is not None and num_gpus != spec.cluster.num_gpus:
-        spec = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
+    n = spec.cluster.num_gpus
     tally = RejectionTally()
     expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally)
     out: list[Choice] = []

@@ -30,6 +30,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.message import Message
 
 from parplan.costmodel.spec.assumptions import PRESETS
+from parplan.costmodel.spec.plan_fields import plan_defaults_hidden
 from parplan.costmodel.errors import ParplanError
 from parplan.library.contract import to_json
 from parplan.costmodel.schedules.schedule import Schedule
@@ -77,14 +78,8 @@ ENUMS = {name: _enum_tables(pb.DESCRIPTOR.enum_types_by_name[name.rsplit(".", 1)
 SCALAR_VALUE = pb.ScalarValue.DESCRIPTOR.full_name
 
 # fields whose CONTRACT key is absent (not None) when unset: message_to_dict leaves them out
-OMIT_WHEN_UNSET = frozenset({pb.Plan.DESCRIPTOR.fields_by_name["pipeline_layout"].full_name,
-                             pb.Plan.DESCRIPTOR.fields_by_name["cp_comm_type"].full_name,  # absent: the p2p ring
-                             *(pb.Plan.DESCRIPTOR.fields_by_name[k].full_name
-                               for k in ("zero_replicas", "optimizer_states", "optimizer_offload_fraction")),
-                             pb.Plan.DESCRIPTOR.fields_by_name["moe_fp8_dispatch"].full_name,
-                             pb.Plan.DESCRIPTOR.fields_by_name["moe_a2a_overlap"].full_name,
-                             pb.Plan.DESCRIPTOR.fields_by_name["activation_offload_layers"].full_name,
-                             pb.Plan.DESCRIPTOR.fields_by_name["stage_pools"].full_name,  # empty: one pool
+OMIT_WHEN_UNSET = frozenset({*(pb.Plan.DESCRIPTOR.fields_by_name[name].full_name  # a plan's later choices
+                               for name in plan_defaults_hidden()),  # (costmodel/spec/plan_fields.py)
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["placement"].full_name,  # one pool
                              pb.PlanResponse.DESCRIPTOR.fields_by_name["timing"].full_name,
                              pb.ParetoResponse.DESCRIPTOR.fields_by_name["timing"].full_name,

@@ -59,7 +59,7 @@ def read_spec_at(body: Any):
         return spec
     if num_gpus < 1:
         raise ArgumentError("num_gpus", "must be a positive GPU count", num_gpus)
-    return spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"num_gpus": num_gpus})})
+    return spec.at_gpus(num_gpus)
 
 
 def validate(body: Any) -> dict[str, Any]:

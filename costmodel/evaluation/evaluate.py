@@ -25,6 +25,7 @@ from parplan.costmodel.memory.runtime_memory import outside_ledger_gib
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec.spec import Plan, PlanSpec, Spec
 from parplan.costmodel.spec.layout import LayoutError, resolve_layout
+from parplan.costmodel.spec.plan_fields import COPIED_BY_RESOLVE
 from parplan.costmodel.spec.framework_binding import runs_on
 
 
@@ -96,7 +97,8 @@ def check_plan_shape(spec: Spec, ps: PlanSpec) -> int:
 
 def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
     """Fill a YAML plan's defaults (dp, num_microbatches, stage_layers, recompute_layers) after
-    :func:`check_plan_shape`."""
+    :func:`check_plan_shape`: the fields declared ``resolved`` (costmodel/spec/plan_fields.py) computed here, the
+    others copied."""
     gbs, L = spec.training.global_batch_size, spec.model.num_layers
     dp = check_plan_shape(spec, ps)
     m = ps.num_microbatches
@@ -128,16 +130,10 @@ def resolve_plan(spec: Spec, ps: PlanSpec) -> Plan:
         rc = list(ps.recompute_layers)
     else:
         rc = list(stage_layers) if ps.recompute == "full" else [0] * len(stage_layers)
-    return Plan(tp=ps.tp, cp=ps.cp, pp=ps.pp, dp=dp, ep=ps.ep, etp=ps.etp, micro_batch_size=ps.micro_batch_size,
-                num_microbatches=m, vpp=vpp, schedule=schedule, stage_layers=stage_layers,
-                recompute=ps.recompute, recompute_layers=rc, zero_stage=ps.zero_stage,
+    return Plan(**{name: getattr(ps, name) for name in COPIED_BY_RESOLVE}, dp=dp, num_microbatches=m, vpp=vpp,
+                schedule=schedule, stage_layers=stage_layers, recompute_layers=rc,
                 sequence_parallel=ps.sequence_parallel and ps.tp > 1, pipeline_layout=layout,
-                cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p",
-                zero_replicas=ps.zero_replicas, optimizer_states=ps.optimizer_states,
-                optimizer_offload_fraction=ps.optimizer_offload_fraction,
-                moe_fp8_dispatch=ps.moe_fp8_dispatch, moe_a2a_overlap=ps.moe_a2a_overlap,
-                activation_offload_layers=ps.activation_offload_layers,
-                stage_pools=list(ps.stage_pools) if ps.stage_pools is not None else None)
+                cp_comm_type=ps.cp_comm_type if ps.cp > 1 else "p2p")
 
 
 def plan_choice(plan: Plan) -> Choice:

@@ -10,10 +10,11 @@ costmodel/communication/mesh.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from dataclasses import make_dataclass
+from typing import Any, Optional, Sequence
 
 from parplan.costmodel.schedules.schedule import Schedule
+from parplan.costmodel.spec.plan_fields import ON_CHOICE, REQUIRED, PlanField
 
 
 class ParallelDims:
@@ -67,41 +68,10 @@ class ParallelDims:
         return self.sequence_parallel and self.tp > 1
 
 
-@dataclass(frozen=True)
-class Choice(ParallelDims):
-    """Everything in a plan but the stage split and the per-stage recompute counts (costmodel/evaluation/choice.py): the
-    unit of the search space and of ``choice_costs``. Its degree arithmetic is :class:`ParallelDims`'s; a
-    :class:`~parplan.costmodel.spec.spec.Plan` converts with ``Plan.to_choice()`` / ``Plan.from_choice()``."""
+class _ChoiceRecord(ParallelDims):
+    """What a :class:`Choice` does beyond holding its fields: its schedule's type check and the fast copy."""
 
-    tp: int
-    cp: int
-    pp: int
-    dp: int
-    ep: int = 1
-    etp: int = 1
-    micro_batch_size: int = 1
-    num_microbatches: int = 1
-    vpp: int = 1
-    schedule: Schedule = Schedule.ONE_F_ONE_B
-    recompute: str = "none"  # granularity; 'full' uses per-stage recompute counts
-    zero_stage: int = 1
-    sequence_parallel: bool = True
-    cp_comm_type: str = "p2p"  # --cp-comm-type p2p | a2a | allgather | a2a+p2p (costmodel/communication/context_parallel.py)
-    # interleaved: decoder layers fewer in stage 0's first model chunk and in the last stage's last chunk than
-    # in their other chunks (Meta's Llama 3 405B split, Megatron's --pipeline-model-parallel-layout); the plan
-    # carries them as its pipeline_layout. A search key of the stage split: the costs do not depend on them.
-    first_chunk_trim: int = 0
-    last_chunk_trim: int = 0
-    # memory-side dimensions (defaults: today's plan): HSDP replica groups of the ZeRO group, the optimizer
-    # states' dtypes (costmodel/spec/optimizer_states.py; None: assumptions.optimizer_bytes), the share of the
-    # optimizer states offloaded to the host (costmodel/memory/offload.py)
-    zero_replicas: int = 1
-    optimizer_states: str | None = None
-    optimizer_offload_fraction: float = 0.0
-    moe_fp8_dispatch: bool = False  # FP8 token dispatch (1 B + an fp32 scale per 128 elements), BF16 combine
-    moe_a2a_overlap: bool = False  # Megatron-Core --overlap-moe-expert-parallel-comm (costmodel/moe/moe_comm.py)
-    activation_offload_layers: int = 0  # --cpu-offloading-num-layers: layers whose activations go to the host
-    #                                     (costmodel/evaluation/activation_offload.py; pp 1, no recompute)
+    __slots__ = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.schedule, Schedule):  # a string compares equal but fails every ``is`` test
@@ -116,6 +86,22 @@ class Choice(ParallelDims):
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)
         return new
+
+
+def _choice_field(f: PlanField) -> tuple[str, str] | tuple[str, str, Any]:
+    """(name, annotation text[, default]) of a Choice field, as :func:`dataclasses.make_dataclass` takes it."""
+    return (f.name, f.choice) if f.choice_default is REQUIRED else (f.name, f.choice, f.choice_default)
+
+
+# Everything in a plan but the stage split and the per-stage recompute counts: the fields declared with a
+# ``choice`` annotation in costmodel/spec/plan_fields.py, in their order (a frozen dataclass: hashed and compared
+# by value)
+_CHOICE_DOC = ("Everything in a plan but the stage split and the per-stage recompute counts "
+               """(costmodel/evaluation/choice.py): the
+    unit of the search space and of ``choice_costs``. Its degree arithmetic is :class:`ParallelDims`'s; a
+    :class:`~parplan.costmodel.spec.spec.Plan` converts with ``Plan.to_choice()`` / ``Plan.from_choice()``.""")
+Choice = make_dataclass("Choice", [_choice_field(f) for f in ON_CHOICE], bases=(_ChoiceRecord,), frozen=True,
+                        namespace={"__module__": __name__, "__doc__": _CHOICE_DOC})
 
 
 def chunk_trims_of(layout: Optional[Sequence[Sequence[int]]]) -> tuple[int, int]:

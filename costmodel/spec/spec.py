@@ -189,6 +189,13 @@ class Spec(_Strict):
             data = {**data, "framework": default_framework(data.get("assumptions"))}
         return loader_of(info.context).apply_conventions(data)
 
+    def at_gpus(self, num_gpus: int) -> "Spec":
+        """This spec on ``num_gpus`` GPUs (``cluster.num_gpus`` replaced; the spec itself when it already has that
+        count): one point of a search over GPU counts (the GPU frontier, the relaxations, a replan)."""
+        if num_gpus == self.cluster.num_gpus:
+            return self
+        return self.model_copy(update={"cluster": self.cluster.model_copy(update={"num_gpus": num_gpus})})
+
     @property
     def bound_framework(self) -> BoundFramework:
         """The spec's framework resolved by the loader (costmodel/spec/framework_binding.py)."""

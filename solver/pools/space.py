@@ -81,7 +81,7 @@ def pool_choices(spec: Spec, a: Assumptions) -> Iterator[Choice]:
     gpu0 = pool_gpus(spec)[0]
     for g in range(1, total + 1):
         view = pool_spec(spec, 0, g)
-        for c in enumerate_choices(view, gpu0, a, num_gpus=g).choices:
+        for c in enumerate_choices(view, gpu0, a).choices:
             if c.schedule in POOL_SCHEDULES and c.vpp == 1:
                 yield c
 

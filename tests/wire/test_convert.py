@@ -20,6 +20,7 @@ from parplan.costmodel.spec.assumptions import KNOBS
 from parplan.costmodel.evaluation.ledger import Evaluation, Metrics, StageReport
 from parplan.costmodel.spec.spec import (AttentionSpec, ClusterSpec, FrameworkSpec, MLASpec, ModelSpec, MoESpec, Plan, PlanSpec, SearchSpec,
                                     Spec, TrainingSpec)
+from parplan.costmodel.spec.plan_fields import FIELDS_BY_NAME, ON_PLAN, REQUIRED, spec_fields
 from parplan.wire import convert
 from parplan.frameworks.loader import validate_spec
 from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, StepTimeBin
@@ -339,3 +340,54 @@ def test_dualpipe_evaluation_round_trips_with_its_step_order_step():
         back = convert.message_to_dict(message, omit_unset=False)
         assert back == entry
         assert Evaluation.model_validate(entry_fields(back)).metrics.step_order_step_s == ev.metrics.step_order_step_s
+
+
+def _other_than(annotation, default):
+    """A valid value of ``annotation`` other than ``default``, read off the type (costmodel/spec/plan_fields.py)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _other_than(args[0], default)
+    if origin is typing.Literal:
+        return next(v for v in reversed(args) if v != default)
+    if origin is typing.Union:  # Optional[X] or the layout's forms: the last member, a list
+        return _other_than([a for a in args if a is not type(None)][-1], default)
+    if origin is list:
+        return [*(default or [_other_than(args[0], None)]), _other_than(args[0], None)]
+    return {bool: lambda: not default, int: lambda: (default or 1) + 1,
+            float: lambda: 0.5 if default != 0.5 else 0.25}[annotation]()
+
+
+def _spec_default_of(field):
+    annotation, default = field.spec_definition()
+    return annotation, getattr(default, "default", default)
+
+
+def _plan_of(**changes):
+    return Plan(**{f.name: _other_than(f.type, None) for f in ON_PLAN if f.default is REQUIRED}, **changes)
+
+
+@pytest.mark.parametrize("field", [f.name for f in ON_PLAN], ids=str)
+def test_each_plan_field_maps_to_the_proto_field_of_its_name_and_back(field):
+    """Field by field against the declaration: a plan that differs from the base plan in one declared field
+    differs on the wire in the proto field of that name only, and comes back as the same plan."""
+    from parplan.library.contract import plan_to_dict
+    declared = FIELDS_BY_NAME[field]
+    base = _plan_of()
+    plan = base.model_copy(update={field: getattr(Plan.model_validate({**base.model_dump(), field: _other_than(
+        declared.type, getattr(base, field))}), field)})
+    base_msg, msg = (convert.fill_message(pb.Plan(), plan_to_dict(p)) for p in (base, plan))
+    changed = {f.name for f in pb.Plan.DESCRIPTOR.fields if getattr(base_msg, f.name) != getattr(msg, f.name)}
+    assert changed == {field} if field not in ("tp", "cp", "pp", "dp") else changed == {field, "num_gpus"}
+    back = convert.message_to_dict(pb.Plan.FromString(msg.SerializeToString()), omit_unset=False)
+    assert Plan.model_validate(entry_fields({"plan": back})["plan"]) == plan
+
+
+def test_the_proto_plan_messages_hold_the_declared_fields_and_nothing_else():
+    """pb.PlanSpec's fields are the PlanSpec's, pb.Plan's the Plan's and the derived num_gpus; the chunk trims a
+    Choice alone holds travel in the plan's pipeline_layout; a PlanSpec setting every field survives the trip."""
+    assert set(pb.PlanSpec.DESCRIPTOR.fields_by_name) == {f.name for f in spec_fields()}
+    assert set(pb.Plan.DESCRIPTOR.fields_by_name) == {f.name for f in ON_PLAN} | {"num_gpus"}
+    spec_plan = PlanSpec(**{f.name: _other_than(*_spec_default_of(f)) for f in spec_fields()})
+    message = convert.fill_message(pb.PlanSpec(), spec_plan.model_dump(mode="json", exclude_none=True))
+    back = convert.plan_spec_dict_from_message(pb.PlanSpec.FromString(message.SerializeToString()))
+    assert PlanSpec.model_validate(back) == spec_plan and set(back) == set(PlanSpec.model_fields)

@@ -1,4 +1,5 @@
-"""The spec's validation (costmodel/spec/spec.py): errors on the memory-side dimensions name the field.
+"""The spec (costmodel/spec/spec.py): errors on the memory-side dimensions name the field; the spec at another GPU
+count.
 """
 
 from __future__ import annotations
@@ -39,3 +40,15 @@ def test_attention_section_errors_name_the_field():
         spec(dict(sliding_window=10**12))
     with pytest.raises(ValidationError, match="window_size"):
         spec(dict(window_size=128))
+
+
+def test_at_gpus_is_the_spec_on_another_gpu_count():
+    """``Spec.at_gpus(n)``: cluster.num_gpus replaced, the rest (and the loader's bound framework) kept; the spec
+    itself at its own count."""
+    spec = memory_dims.spec(gpus=8)
+    wider = spec.at_gpus(16)
+    assert wider.cluster.num_gpus == 16 and spec.cluster.num_gpus == 8
+    assert wider.model_dump(exclude={"cluster"}) == spec.model_dump(exclude={"cluster"})
+    assert wider.cluster.model_dump(exclude={"num_gpus"}) == spec.cluster.model_dump(exclude={"num_gpus"})
+    assert wider.bound_framework is spec.bound_framework
+    assert spec.at_gpus(8) is spec
