@@ -188,3 +188,14 @@ def test_a_dodged_cycle_is_found():
                "p.c": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.d\n", False),
                "p.d": ("def g():\n    import p.c\n", False)}
     assert cycle_dodging_imports(sources) == ["p.b:2 imports p.a"]  # p.c -> p.d only under TYPE_CHECKING
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name another module imports is part of its module's surface: public (no leading underscore)."""
+    private = []
+    for module, (text, _) in _package_sources().items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("parplan"):
+                private += [f"{module}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert private == []

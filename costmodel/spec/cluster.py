@@ -11,10 +11,10 @@ from pydantic import Field, PositiveInt, field_validator, model_serializer, mode
 
 from parplan.costmodel.spec.hardware import lookup_gpu
 from parplan.costmodel.spec.spec_base import (MAX_BANDWIDTH_GBPS, MAX_GPUS_PER_NODE, MAX_LATENCY_US, MAX_MEMORY_GIB,
-                                         MAX_NUM_GPUS, MAX_PEAK_TFLOPS, _Limited)
+                                         MAX_NUM_GPUS, MAX_PEAK_TFLOPS, LimitedSection)
 
 
-class GpuFields(_Limited):
+class GpuFields(LimitedSection):
     """A catalog GPU, its count and node size, and the per-field overrides of its catalog entry
     (costmodel.spec.hardware.GPU): the keys a plain cluster and each pool of a heterogeneous one share."""
 

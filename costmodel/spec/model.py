@@ -9,10 +9,10 @@ from typing import ClassVar, Literal, Optional
 from pydantic import Field, PositiveInt, model_validator
 
 from parplan.costmodel.spec.spec_base import (MAX_ATTENTION_HEADS, MAX_EXPERTS, MAX_HIDDEN_SIZE, MAX_NUM_LAYERS,
-                                              MAX_SEQ_LEN, MAX_VOCAB_SIZE, _Limited, _Strict)
+                                              MAX_SEQ_LEN, MAX_VOCAB_SIZE, LimitedSection, StrictModel)
 
 
-class MoESpec(_Limited):
+class MoESpec(LimitedSection):
     """Mixture-of-experts layers (Megatron naming: --num-experts, --moe-router-topk, ...)."""
 
     LIMITS: ClassVar[dict[str, float]] = {
@@ -66,7 +66,7 @@ class MoESpec(_Limited):
         return self
 
 
-class MLASpec(_Strict):
+class MLASpec(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3; names as in DeepSeek-V3's config.json).
 
     Queries: h -> q_lora_rank (0: no query compression) -> heads x (qk_nope_head_dim + qk_rope_head_dim);
@@ -81,7 +81,7 @@ class MLASpec(_Strict):
     v_head_dim: PositiveInt = Field(description="per-head value width (128)")
 
 
-class AttentionSpec(_Limited):
+class AttentionSpec(LimitedSection):
     """Attention variants that change the attention core's work, not its weights (GPT-OSS: every other layer a
     128-token sliding window, learned per-head sink logits).
 
@@ -111,7 +111,7 @@ class AttentionSpec(_Limited):
         return self
 
 
-class ModelSpec(_Limited):
+class ModelSpec(LimitedSection):
     LIMITS: ClassVar[dict[str, float]] = {
         "num_layers": MAX_NUM_LAYERS, "hidden_size": MAX_HIDDEN_SIZE, "ffn_hidden_size": MAX_HIDDEN_SIZE,
         "head_dim": MAX_HIDDEN_SIZE, "num_attention_heads": MAX_ATTENTION_HEADS,

@@ -16,7 +16,7 @@ from parplan.costmodel.schedules.schedule import SEARCHED_BY_DEFAULT, Schedule
 from parplan.costmodel.spec.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.spec.plan_fields import (  # noqa: F401  (re-exported: the value types)
     LIMITS, ON_PLAN, SHARED_WITH_CHOICE, CpCommType, Recompute, ScheduleField, spec_fields)
-from parplan.costmodel.spec.spec_base import _Limited, _Strict
+from parplan.costmodel.spec.spec_base import LimitedSection, StrictModel
 
 # the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
 SCHEDULES: tuple[Schedule, ...] = SEARCHED_BY_DEFAULT
@@ -25,7 +25,7 @@ RECOMPUTE_GRANULARITIES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMM_TYPES: tuple[CpCommType, ...] = ("p2p", "a2a", "allgather", "a2a+p2p")
 
 
-class _PlanSpecLimits(_Limited):
+class _PlanSpecLimits(LimitedSection):
     """The PlanSpec's documented maxima (``spec_base.MAX_*``), from the declaration."""
 
     LIMITS: ClassVar[dict[str, float]] = LIMITS
@@ -37,7 +37,7 @@ PlanSpec = create_model(
     **{f.name: f.spec_definition() for f in spec_fields()})
 
 
-class _PlanConversions(_Strict, ParallelDims):
+class _PlanConversions(StrictModel, ParallelDims):
     """A Plan's conversions to and from a :class:`Choice` (the fields they share: ``SHARED_WITH_CHOICE``)."""
 
     def to_choice(self) -> Choice:

@@ -24,7 +24,7 @@ from parplan.costmodel.spec.assumptions import AssumptionsSpec
 from parplan.costmodel.spec.spec_base import (  # noqa: F401  (re-exported: the limits and section bases)
     MAX_ATTENTION_HEADS, MAX_BANDWIDTH_GBPS, MAX_EXPERTS, MAX_GLOBAL_BATCH_SIZE, MAX_GPUS_PER_NODE, MAX_HIDDEN_SIZE,
     MAX_LATENCY_US, MAX_MEMORY_GIB, MAX_NUM_GPUS, MAX_NUM_LAYERS, MAX_PEAK_TFLOPS, MAX_SEQ_LEN, MAX_VOCAB_SIZE,
-    _Limited, _Strict, _at_most, _limit_text)
+    LimitedSection, StrictModel, at_most, limit_text)
 from parplan.costmodel.spec.cluster import POOL_REPLACED_KEYS, ClusterSpec, PoolSpec  # noqa: F401
 from parplan.costmodel.spec.hardware import lookup_gpu
 from parplan.costmodel.spec.model import AttentionSpec, MLASpec, ModelSpec, MoESpec  # noqa: F401  (re-exported)
@@ -47,7 +47,7 @@ def default_framework(assumptions: Any) -> str:
     return "any" if preset == "textbook" else DEFAULT_FRAMEWORK
 
 
-class TrainingSpec(_Limited):
+class TrainingSpec(LimitedSection):
     LIMITS: ClassVar[dict[str, float]] = {"seq_len": MAX_SEQ_LEN, "global_batch_size": MAX_GLOBAL_BATCH_SIZE}
 
     seq_len: PositiveInt
@@ -55,7 +55,7 @@ class TrainingSpec(_Limited):
     precision: Precision = "bf16"
 
 
-class SearchSpec(_Limited):
+class SearchSpec(LimitedSection):
     """Restrictions of the search space; None means every legal value."""
 
     LIMITS: ClassVar[dict[str, float]] = {
@@ -148,7 +148,7 @@ class SearchSpec(_Limited):
         return self
 
 
-class FrameworkSpec(_Strict):
+class FrameworkSpec(StrictModel):
     """``framework: {name: ..., version: ...}``; the profiles are in parplan.frameworks.profiles."""
 
     name: FrameworkName
@@ -156,7 +156,7 @@ class FrameworkSpec(_Strict):
                                    "date YYYY-MM-DD or tag v2.0/v2.5/v2.6); default: the newest profile")
 
 
-class Spec(_Strict):
+class Spec(StrictModel):
     """A whole request: model, training batch, cluster, search space, assumptions, objective."""
 
     model: ModelSpec

@@ -25,7 +25,7 @@ MAX_BANDWIDTH_GBPS = 1e6  # per GPU per direction: 1 PB/s
 MAX_LATENCY_US = 1e6  # one second per message
 
 
-def _limit_text(limit: float) -> str:
+def limit_text(limit: float) -> str:
     """``1048576 (2**20)``, ``100000000 (10**8)``, else ``1e+06``."""
     for base in (2, 10):
         exponent = round(math.log(limit, base))
@@ -34,22 +34,24 @@ def _limit_text(limit: float) -> str:
     return f"{limit:g}"
 
 
-def _at_most(value, limit: float):
+def at_most(value, limit: float):
     """``value`` (a number or a list of numbers; None passes) unless one exceeds ``limit``."""
     for v in value if isinstance(value, list) else [value]:
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"must be a finite number (got {v!r})")
         if v is not None and v > limit:
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
-            raise ValueError(f"{shown} is out of range: the supported maximum is {_limit_text(limit)}")
+            raise ValueError(f"{shown} is out of range: the supported maximum is {limit_text(limit)}")
     return value
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """Every spec type: unknown keys refused (``extra="forbid"``), no type coercion, immutable."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class _Limited(_Strict):
+class LimitedSection(StrictModel):
     """A user-facing section: ``LIMITS`` maps a field to its documented maximum (the ``MAX_*`` constants)."""
 
     LIMITS: ClassVar[dict[str, float]] = {}
@@ -58,4 +60,4 @@ class _Limited(_Strict):
     @classmethod
     def _within_limits(cls, value, info):
         limit = cls.LIMITS.get(info.field_name)
-        return value if limit is None else _at_most(value, limit)
+        return value if limit is None else at_most(value, limit)

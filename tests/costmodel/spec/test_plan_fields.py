@@ -50,6 +50,7 @@ READERS: dict[str, str] = {
         "moe_a2a_overlap"),
     "costmodel/evaluation/pools.py": (
         "pp num_microbatches vpp schedule stage_layers recompute_layers pipeline_layout stage_pools"),
+    "costmodel/evaluation/prediction_band.py": "recompute",
     "costmodel/evaluation/stage_extras.py": (
         "tp cp pp dp micro_batch_size num_microbatches schedule recompute moe_a2a_overlap"),
     "costmodel/memory/reshard.py": "tp pp ep etp vpp zero_stage",
@@ -150,6 +151,9 @@ READERS: dict[str, str] = {
     "frameworks/profiles.py": "tp",
     "frameworks/topology_hints.py": "tp cp pp dp ep etp",
     "client/export_cli.py": "tp cp pp dp ep schedule",
+    "client/plan_line.py": (
+        "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule stage_layers recompute recompute_layers "
+        "zero_stage zero_replicas optimizer_states optimizer_offload_fraction activation_offload_layers"),
     "client/replan_cli.py": "tp cp pp dp ep micro_batch_size zero_stage",
     "client/report.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule stage_layers recompute recompute_layers "
