@@ -8,7 +8,7 @@ validation and dumped as that string, so YAML, JSON and the JSON schema read as 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional  # noqa: F401  (Literal: the typing block)
 
 from pydantic import create_model
 
@@ -17,6 +17,10 @@ from parplan.costmodel.spec.degrees import Choice, ParallelDims, chunk_trims_of
 from parplan.costmodel.spec.plan_fields import (  # noqa: F401  (re-exported: the value types)
     LIMITS, ON_PLAN, SHARED_WITH_CHOICE, CpCommType, Recompute, ScheduleField, spec_fields)
 from parplan.costmodel.spec.spec_base import LimitedSection, StrictModel
+
+if TYPE_CHECKING:
+    from parplan.costmodel.spec.optimizer_states import OptimizerStates
+    from parplan.costmodel.spec.plan_fields import DecoderLayout, LayoutForms
 
 # the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
 SCHEDULES: tuple[Schedule, ...] = SEARCHED_BY_DEFAULT
@@ -29,12 +33,6 @@ class _PlanSpecLimits(LimitedSection):
     """The PlanSpec's documented maxima (``spec_base.MAX_*``), from the declaration."""
 
     LIMITS: ClassVar[dict[str, float]] = LIMITS
-
-
-PlanSpec = create_model(
-    "PlanSpec", __base__=_PlanSpecLimits, __module__=__name__,
-    __doc__="The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`.",
-    **{f.name: f.spec_definition() for f in spec_fields()})
 
 
 class _PlanConversions(StrictModel, ParallelDims):
@@ -56,9 +54,77 @@ class _PlanConversions(StrictModel, ParallelDims):
                    pipeline_layout=pipeline_layout)
 
 
-Plan = create_model(
-    "Plan", __base__=_PlanConversions, __module__=__name__,
-    __doc__="""The canonical, complete parallel plan (CONTRACT.md output ``plan``): a :class:`Choice` plus its stage
+_PLAN_DOC = """The canonical, complete parallel plan (CONTRACT.md output ``plan``): a :class:`Choice` plus its stage
     split (``stage_layers``, ``recompute_layers``, ``pipeline_layout``). Degree products are
-    :class:`ParallelDims`'s (``num_gpus``, ``dense_dp``, ``expert_dp``, ...), as on a Choice.""",
-    **{f.name: f.plan_definition() for f in ON_PLAN})
+    :class:`ParallelDims`'s (``num_gpus``, ``dense_dp``, ``expert_dp``, ...), as on a Choice."""
+
+if TYPE_CHECKING:  # what editors and type checkers read; at run time both are built from the declaration below
+    class PlanSpec(_PlanSpecLimits):
+        """The YAML form of a plan (``plan:`` in a spec)."""
+
+        # ---- generated from costmodel/spec/plan_fields.py (tests/costmodel/spec/test_plan_fields.py): do not edit
+        tp: int = ...
+        cp: int = ...
+        pp: int = ...
+        dp: Optional[int] = ...
+        ep: int = ...
+        etp: int = ...
+        micro_batch_size: int = ...
+        num_microbatches: Optional[int] = ...
+        vpp: int = ...
+        schedule: Schedule = ...
+        stage_layers: Optional[list[int]] = ...
+        recompute: Recompute = ...
+        recompute_layers: Optional[list[int]] = ...
+        zero_stage: Literal[0, 1, 2, 3] = ...
+        sequence_parallel: bool = ...
+        cp_comm_type: CpCommType = ...
+        zero_replicas: int = ...
+        optimizer_states: Optional[OptimizerStates] = ...
+        optimizer_offload_fraction: float = ...
+        moe_fp8_dispatch: bool = ...
+        moe_a2a_overlap: bool = ...
+        activation_offload_layers: int = ...
+        stage_pools: Optional[list[int]] = ...
+        pipeline_layout: LayoutForms = ...
+        # ---- end of generated fields
+
+    class Plan(_PlanConversions):
+        """The canonical, complete parallel plan."""
+
+        # ---- generated from costmodel/spec/plan_fields.py (tests/costmodel/spec/test_plan_fields.py): do not edit
+        tp: int
+        cp: int
+        pp: int
+        dp: int
+        ep: int
+        etp: int
+        micro_batch_size: int
+        num_microbatches: int
+        vpp: int
+        schedule: Schedule
+        stage_layers: list[int]
+        recompute: Recompute
+        recompute_layers: list[int]
+        zero_stage: Literal[0, 1, 2, 3]
+        sequence_parallel: bool
+        pipeline_layout: DecoderLayout = ...
+        cp_comm_type: CpCommType = ...
+        zero_replicas: int = ...
+        optimizer_states: Optional[OptimizerStates] = ...
+        optimizer_offload_fraction: float = ...
+        moe_fp8_dispatch: bool = ...
+        moe_a2a_overlap: bool = ...
+        activation_offload_layers: int = ...
+        stage_pools: Optional[list[int]] = ...
+        # ---- end of generated fields
+else:
+    PlanSpec = create_model(
+        "PlanSpec", __base__=_PlanSpecLimits, __module__=__name__,
+        __doc__="The YAML form of a plan (``plan:`` in a spec). Omitted keys take defaults; see :class:`Plan`.",
+        **{f.name: f.spec_definition() for f in spec_fields()})
+
+    Plan = create_model(
+        "Plan", __base__=_PlanConversions, __module__=__name__,
+        __doc__=_PLAN_DOC,
+        **{f.name: f.plan_definition() for f in ON_PLAN})

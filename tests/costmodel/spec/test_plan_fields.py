@@ -13,11 +13,16 @@ from __future__ import annotations
 import ast
 import dataclasses
 import textwrap
+import typing
+
+from pydantic import NonNegativeInt, PositiveInt
 
 from parplan.costmodel.spec.degrees import Choice
 from parplan.costmodel.spec.plan import Plan, PlanSpec
-from parplan.costmodel.spec.plan_fields import (ON_CHOICE, LIMITS, PLAN_FIELDS, ON_PLAN, SHARED_WITH_CHOICE,
-                                                spec_fields)
+from parplan.costmodel.spec.optimizer_states import OptimizerStates
+from parplan.costmodel.spec.plan_fields import (LIMITS, ON_CHOICE, ON_PLAN, PLAN_FIELDS, REQUIRED, SHARED_WITH_CHOICE,
+                                                CpCommType, DecoderLayout, Fraction, LayoutForms, Recompute,
+                                                ScheduleField, spec_fields)
 from tests.conftest import REPO
 
 PACKAGE_FOLDERS = ("costmodel", "solver", "frameworks", "client", "library", "server", "wire")
@@ -204,7 +209,7 @@ def scanned_readers() -> dict[str, set[str]]:
     out = {}
     for folder in PACKAGE_FOLDERS:
         for path in sorted((REPO / folder).rglob("*.py")):
-            if names := names_in(ast.parse(path.read_text())):
+            if names := names_in(ast.parse(without_typing_blocks(path.read_text()))):
                 out[path.relative_to(REPO).as_posix()] = names
     return out
 
@@ -215,7 +220,7 @@ def readers_by_field(table: dict[str, set[str]]) -> dict[str, list[str]]:
 
 def _unit(module: str, name: str | None) -> ast.AST:
     """The module, or its function / assigned name ``name`` (at any depth)."""
-    tree = ast.parse((REPO / module).read_text())
+    tree = ast.parse(without_typing_blocks((REPO / module).read_text()))
     if name is None:
         return tree
     for node in ast.walk(tree):
@@ -271,6 +276,77 @@ def test_a_plan_converts_to_its_choice_and_back():
     assert Plan.from_choice(choice, plan.stage_layers, plan.recompute_layers, plan.pipeline_layout) == plan
 
 
+# ---- the typing blocks: what editors and type checkers read of the types built at run time
+BEGIN = "        # ---- generated"
+END = "        # ---- end of generated fields"
+TYPING_BLOCKS = {"costmodel/spec/plan.py": ("PlanSpec", "Plan"), "costmodel/spec/degrees.py": ("Choice",)}
+# the declaration's value types by the name the modules read them under (each imports it, under TYPE_CHECKING)
+_NAMED = {id(ScheduleField): "Schedule", id(Recompute): "Recompute", id(CpCommType): "CpCommType",
+          id(Fraction): "float", id(LayoutForms): "LayoutForms", id(DecoderLayout): "DecoderLayout",
+          id(PositiveInt): "int", id(NonNegativeInt): "int", id(OptimizerStates): "OptimizerStates"}
+
+
+def annotation_text(tp) -> str:
+    """A field's type as a type checker reads it: a named value type, else built from its parts."""
+    if id(tp) in _NAMED:
+        return _NAMED[id(tp)]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        text = " | ".join(annotation_text(a) for a in inner)
+        return f"Optional[{text}]" if len(inner) < len(args) else text
+    if origin is list:
+        return f"list[{annotation_text(args[0])}]"
+    return tp.__name__
+
+
+def typing_block(kind: str) -> list[str]:
+    """The generated field lines of ``kind`` (PlanSpec, Plan or Choice), BEGIN and END included."""
+    if kind == "PlanSpec":
+        rows = [(f.name, annotation_text(f.spec_definition()[0]), True) for f in spec_fields()]
+    elif kind == "Plan":
+        rows = [(f.name, annotation_text(f.type), f.default is not REQUIRED) for f in ON_PLAN]
+    else:
+        rows = [(f.name, f.choice, f.choice_default is not REQUIRED) for f in ON_CHOICE]
+    fields = [f"        {name}: {text}{' = ...' if default else ''}" for name, text, default in rows]
+    return [f"{BEGIN} from costmodel/spec/plan_fields.py (tests/costmodel/spec/test_plan_fields.py): do not edit",
+            *fields, END]
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last) line indices of each generated block, in order."""
+    starts = [i for i, line in enumerate(lines) if line.startswith(BEGIN)]
+    return [(i, next(j for j in range(i, len(lines)) if lines[j] == END)) for i in starts]
+
+
+def with_typing_blocks(text: str, kinds) -> str:
+    """``text`` with its generated blocks written anew from the declaration."""
+    lines = text.split("\n")
+    for (first, last), kind in reversed(list(zip(_blocks(lines), kinds))):
+        lines[first:last + 1] = typing_block(kind)
+    return "\n".join(lines)
+
+
+def without_typing_blocks(text: str) -> str:
+    """``text`` less its generated blocks (the scan counts the fields a module reads, not what is generated)."""
+    lines = text.split("\n")
+    for first, last in reversed(_blocks(lines)):
+        del lines[first:last + 1]
+    return "\n".join(lines)
+
+
+def test_the_typing_blocks_are_the_declaration():
+    """plan.py's PlanSpec and Plan and degrees.py's Choice, as editors and type checkers read them (``if
+    TYPE_CHECKING:``), hold the declared fields, types and defaults: ``python -m tests.costmodel.spec.test_plan_fields``
+    writes them anew."""
+    for module, kinds in TYPING_BLOCKS.items():
+        text = (REPO / module).read_text()
+        assert len(_blocks(text.split("\n"))) == len(kinds), module
+        assert text == with_typing_blocks(text, kinds), f"{module}: the typing blocks differ from the declaration"
+
+
 def recorded_lines(table: dict[str, set[str]]) -> list[str]:
     """READERS' lines for ``table`` (fields in the declaration's order, wrapped under 120 characters)."""
     order = [f.name for f in PLAN_FIELDS]
@@ -285,7 +361,10 @@ def recorded_lines(table: dict[str, set[str]]) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":  # re-record READERS; the places each field takes beyond its declaration
+if __name__ == "__main__":  # write the typing blocks; re-record READERS; the places each field takes
+    for module, kinds in TYPING_BLOCKS.items():
+        path = REPO / module
+        path.write_text(with_typing_blocks(path.read_text(), kinds))
     table = scanned_readers()
     print("\n".join(recorded_lines(table)))
     for field, modules in readers_by_field(table).items():
