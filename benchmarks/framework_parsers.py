@@ -54,7 +54,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -108,81 +107,37 @@ def specs():
 
 
 def check_deepspeed(spec, plan) -> list[str]:
-    import deepspeed.runtime.config as ds_config
-    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
+    """DeepSpeed's own values for the export (benchmarks/framework_derived.py) against the plan's, and the ZeRO stage
+    (the pipeline engine's 0-1 under PP)."""
+    from benchmarks.framework_derived import Rejected, deepspeed_derived, differences, planned
 
-    from parplan.frameworks.export import export_plan
-    from parplan.frameworks.export_common import global_batch_size
-
-    cfg = json.loads(export_plan(spec, plan, "deepspeed").text)
-    world = spec.cluster.num_gpus
-    saved = ds_config.dist.get_rank, ds_config.dist.get_world_size
-    ds_config.dist.get_rank, ds_config.dist.get_world_size = (lambda *a, **k: 0), (lambda *a, **k: world)
     try:
-        mpu = None
-        if plan.pp > 1:
-            topo = PipeModelDataParallelTopology(num_pp=plan.pp, num_mp=plan.tp, num_dp=world // (plan.pp * plan.tp))
-
-            class _Mpu:
-                def get_data_parallel_world_size(self):
-                    return topo.get_dim("data")
-
-            mpu = _Mpu()
-        try:
-            ds = ds_config.DeepSpeedConfig(cfg, mpu)
-        except AssertionError as err:
-            return [f"rejected: {str(err).splitlines()[0]}"]
-    finally:
-        ds_config.dist.get_rank, ds_config.dist.get_world_size = saved
-    out = []
-    if (ds.train_micro_batch_size_per_gpu, ds.gradient_accumulation_steps) != (plan.micro_batch_size,
-                                                                              plan.num_microbatches):
-        out.append("micro-batch or accumulation differ")
-    if ds.zero_optimization_stage != (min(plan.zero_stage, 1) if plan.pp > 1 else plan.zero_stage):
-        out.append("ZeRO stage differs")
-    autotp = plan.tp if plan.pp == 1 else 1  # AutoTP ranks count as data parallel and share their micro-batches
-    derived = (int(ds.world_size) // autotp, cfg.get("sequence_parallel_size", 1), ds.train_batch_size // autotp)
-    if derived != (plan.dp, plan.cp, global_batch_size(plan)):  # no case skipped (issue 40): CP > 1 included
-        out.append(f"DP, CP or sequences per step differ: {derived} for the plan's "
-                   f"{(plan.dp, plan.cp, global_batch_size(plan))}")
-    return out
+        got = deepspeed_derived(spec, plan)
+    except Rejected as err:
+        return [f"rejected: {err}"]
+    want = dict(planned(spec, plan), zero_stage=min(plan.zero_stage, 1) if plan.pp > 1 else plan.zero_stage)
+    return differences(got, want)
 
 
 def check_torchtitan(spec, plan) -> list[str]:
-    from torchtitan.config import ConfigManager
-    from torchtitan.distributed import ParallelDims
+    """torchtitan's own values for the export (benchmarks/framework_derived.py) against the plan's: every value of
+    :func:`framework_derived.planned`, the sequence length, the layers of each model part (not DualPipe, whose parts
+    split each stage in halves) and FSDP's resharding after forward (ZeRO-3 without PP; under PP the plan prices
+    ZeRO-2/3 without it, assumptions.zero_unsharded_across_microbatches_with_pp)."""
+    from benchmarks.framework_derived import Rejected, differences, planned, torchtitan_derived
 
-    from parplan.frameworks.export import export_plan
     from parplan.frameworks.export_common import model_chunk_layers
 
-    text = export_plan(spec, plan, "torchtitan").text
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(text)
     try:
-        job = ConfigManager().parse_args(["--job.config_file", f.name])
-        par = job.parallelism
-        dims = ParallelDims(dp_shard=par.data_parallel_shard_degree, dp_replicate=par.data_parallel_replicate_degree,
-                            cp=par.context_parallel_degree, tp=par.tensor_parallel_degree,
-                            pp=par.pipeline_parallel_degree, ep=par.expert_parallel_degree,
-                            etp=par.expert_tensor_parallel_degree, world_size=spec.cluster.num_gpus)
-    except (AssertionError, ValueError, SystemExit) as err:
-        return [f"rejected: {str(err).splitlines()[0] if str(err) else type(err).__name__}"]
-    finally:
-        Path(f.name).unlink()
-    out = []
-    if (dims.tp, dims.cp, dims.pp, dims.dp_shard * dims.dp_replicate) != (plan.tp, plan.cp, plan.pp, plan.dp):
-        out.append("degrees differ")
-    tr = job.training
-    if plan.pp == 1 and (tr.local_batch_size != plan.micro_batch_size
-                         or tr.global_batch_size // (tr.local_batch_size * plan.dp) != plan.num_microbatches):
-        out.append("batch differs")
-    if plan.pp > 1:
-        if tr.local_batch_size != plan.micro_batch_size * plan.num_microbatches:
-            out.append("batch differs")
-        layers = [sum(n.startswith("layers.") for n in part) for part in par.module_fqns_per_model_part]
-        if plan.schedule not in ("dualpipe", "dualpipev") and layers != model_chunk_layers(plan):
-            out.append("layers per model part differ")
-    return out
+        got = torchtitan_derived(spec, plan)
+    except Rejected as err:
+        return [f"rejected: {err}"]
+    want = dict(planned(spec, plan), seq_len=spec.training.seq_len)
+    if plan.pp > 1 and plan.schedule not in ("dualpipe", "dualpipev"):
+        want["parts"] = model_chunk_layers(plan)
+    if got["reshard_after_forward"] is not None or plan.zero_stage >= 2:
+        want["reshard_after_forward"] = plan.zero_stage == 3 and plan.pp == 1
+    return differences(got, want)
 
 
 def megatron_family(argv: list[str]) -> dict:

@@ -16,8 +16,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.conftest import small_specs
 from tests.export_cases import CASE_NAMES, load_case
+from tests.runs_on_cases import listed_plan
 from parplan.frameworks.export import export_plan
 from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
 
@@ -147,6 +151,40 @@ def test_torchtitan_config_manager_and_parallel_dims_accept_the_export(case, tmp
         layers = [sum(name.startswith("layers.") for name in part) for part in parts]
         if plan.schedule not in ("dualpipe", "dualpipev"):
             assert layers == model_chunk_layers(plan)
+
+
+# ------------------------------------------------------- every derived value, over each framework's space
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "deepspeed"])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(spec=small_specs(), data=st.data())
+def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
+    """Issue 40: a plan drawn from torchtitan's or DeepSpeed's own space that ``runs_on`` lists for it is what the
+    framework's own code derives from the export (benchmarks/framework_derived.py: torchtitan's ``ConfigManager``,
+    ``ParallelDims`` and ``apply_ac``; DeepSpeed's ``DeepSpeedConfig`` and ``deepspeed.moe.layer.MoE``): degrees, EP
+    and ETP, the batch split, SP, the CP comm type, recompute and the layers it recomputes per stage."""
+    _need("torchtitan" if target == "torchtitan" else "deepspeed")
+    from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+
+    spec, plan = listed_plan(data.draw, spec, target)
+    derived = (torchtitan_derived if target == "torchtitan" else deepspeed_derived)(spec, plan)
+    assert not differences(derived, planned(spec, plan)), (plan, differences(derived, planned(spec, plan)))
+
+
+def test_the_derived_values_can_differ():
+    """The comparison can fail: torchtitan's ``apply_ac`` on the export of a plan recomputing two of every stage's
+    layers in a way it cannot (not every n-th) wraps every layer, and DeepSpeed's pipeline checkpoints every layer."""
+    _need("torchtitan")
+    _need("deepspeed")
+    from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+
+    spec, plan = load_case("llama3-70b-uneven-block")
+    assert plan.recompute == "full" and list(plan.recompute_layers) != list(plan.stage_layers)
+    for derive in (torchtitan_derived, deepspeed_derived):
+        assert (f"recompute_layers {list(plan.stage_layers)!r} != {list(plan.recompute_layers)!r}"
+                in differences(derive(spec, plan), planned(spec, plan)))
 
 
 # ------------------------------------------------------------------------------------------------ Megatron-Core
