@@ -10,18 +10,24 @@ exported and each export whose target parser is installed is parsed (the golden 
 plans dropped) (tests/frameworks/test_framework_parsers.py holds the
 same checks for the golden cases; the parsers are run the same way):
 
-* DeepSpeed ``DeepSpeedConfig`` (``deepspeed.initialize``'s world size; with PP the pipeline topology's data axis):
-  accepted, micro-batch, accumulation, ZeRO stage, data-parallel ranks, Ulysses degree and sequences per step
-  equal to the plan (CP > 1 included);
-* torchtitan ``ConfigManager`` + ``ParallelDims``: accepted, degrees, batch and per-part layers equal;
-* megatron-core ``TransformerConfig`` + ``get_num_layers_to_build``: accepted, layers per (rank, chunk) equal.
+* DeepSpeed (``DeepSpeedConfig``, ``deepspeed.moe.layer.MoE``) and torchtitan (``ConfigManager``, ``ParallelDims``,
+  ``apply_ac``): every value benchmarks/framework_derived.py derives through their code (degrees, EP/ETP and local
+  experts, DP, micro-batch, micro-batches and sequences per step, SP, the CP comm type, recompute and the layers each
+  stage recomputes; DeepSpeed's ZeRO stage; torchtitan's sequence length, layers per model part and FSDP resharding)
+  equal to the plan's, CP > 1 included;
+* megatron-core ``TransformerConfig`` + ``get_num_layers_to_build`` (benchmarks/megatron_derived.py): accepted, and
+  TP, PP, CP and its comm type, EP, ETP, VPP, SP, layers per (rank, chunk), recompute (the layers each stage
+  recomputes, the selective modules), MTP depth and MLA equal.
 
 Under a framework setting a plan goes to that framework's parser (megatron-bridge: megatron-core's, the same
 TransformerConfig); under ``any`` to all three. A row counts "runs_on" when the plan's ``runs_on`` lists the
 parser's framework: those must all be accepted with equal values; the others are parsed too and reported.
-With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, taken from a fetched snapshot at run time,
-never copied into this repository) megatron-core's parser is replaced by Megatron-LM's ``parse_args`` +
-``validate_args``: accepted, DP, virtual stages and micro-batches per step equal to the plan.
+With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, the export's target, taken from a fetched
+snapshot at run time, never copied into this repository; ``pip install six`` for its tokenizer module) megatron-core's
+parser is replaced by Megatron-LM's own path from the exported argv: ``parse_args`` + ``validate_args`` +
+``core_transformer_config_from_args`` (megatron-core 0.15.3 from the snapshot, under this venv's numpy 2.4.6: the
+``numpy<2`` pin is install metadata), compared as above plus DP, micro-batch, micro-batches and sequences per step,
+sequence length and ZeRO (benchmarks/megatron_derived.py).
 With ``--megatron-bridge DIR`` (a Megatron-Bridge checkout at v0.6.0, the Bridge export's target, with its
 ``3rdparty/Megatron-LM`` submodule; read at run time, never copied here) every plan of the megatron-core,
 megatron-bridge and ``any`` settings also goes through Bridge's own performance-script path on the perf recipe of
@@ -60,6 +66,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.megatron_derived import check_megatron_core, check_megatron_lm  # noqa: E402 (after the path)
 
 SETTINGS = ["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "any"]
 PARSER_OF = {"megatron-core": ["megatron-core"], "megatron-bridge": ["megatron-core"], "torchtitan": ["torchtitan"],
@@ -140,133 +148,6 @@ def check_torchtitan(spec, plan) -> list[str]:
     return differences(got, want)
 
 
-def megatron_family(argv: list[str]) -> dict:
-    """The TransformerConfig fields the exported family flags set (Megatron-LM core_transformer_config_from_args: its
-    defaults LayerNorm and biases on; --swiglu is gated_linear_unit with SiLU)."""
-    import torch.nn.functional as F
-
-    value = lambda flag, default=None: argv[argv.index(flag) + 1] if flag in argv else default  # noqa: E731
-    out = dict(normalization=value("--normalization", "LayerNorm"), add_bias_linear="--disable-bias-linear" not in argv,
-               gated_linear_unit="--swiglu" in argv, qk_layernorm="--qk-layernorm" in argv)
-    if "--swiglu" in argv:
-        out["activation_func"] = F.silu
-    if "--mtp-num-layers" in argv:
-        out["mtp_num_layers"] = int(value("--mtp-num-layers"))
-    if "--multi-latent-attention" in argv:
-        out.update(q_lora_rank=int(value("--q-lora-rank")) if "--q-lora-rank" in argv else None,
-                   kv_lora_rank=int(value("--kv-lora-rank")), qk_head_dim=int(value("--qk-head-dim")),
-                   qk_pos_emb_head_dim=int(value("--qk-pos-emb-head-dim")), v_head_dim=int(value("--v-head-dim")))
-    return out
-
-
-def megatron_core_config(spec, plan):
-    """megatron-core's ``TransformerConfig`` (``MLATransformerConfig`` with MLA) from the Megatron export's settings and
-    family flags (MTP depth and MLA widths included), and the settings; raises what its ``__post_init__`` raises."""
-    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
-
-    from parplan.frameworks.export_megatron import megatron_argv, megatron_settings
-
-    s = megatron_settings(spec, plan)
-    m = spec.model
-    kwargs = dict(num_layers=m.num_layers, hidden_size=m.hidden_size, ffn_hidden_size=m.ffn_hidden_size,
-                  num_attention_heads=m.num_attention_heads, num_query_groups=m.kv_heads,
-                  tensor_model_parallel_size=s.tp, pipeline_model_parallel_size=s.pp, context_parallel_size=s.cp,
-                  sequence_parallel=s.sequence_parallel, pipeline_dtype=__import__("torch").bfloat16,
-                  virtual_pipeline_model_parallel_size=plan.vpp if plan.vpp > 1 else None,
-                  num_layers_in_first_pipeline_stage=s.first_stage_layers,
-                  num_layers_in_last_pipeline_stage=s.last_stage_layers,
-                  pipeline_model_parallel_layout=s.layout,
-                  recompute_granularity=s.recompute_granularity, recompute_method=s.recompute_method,
-                  recompute_num_layers=s.recompute_num_layers)
-    if s.ep is not None:
-        kwargs.update(num_moe_experts=m.moe.num_experts, moe_router_topk=m.moe.top_k,
-                      expert_model_parallel_size=s.ep, expert_tensor_parallel_size=s.etp,
-                      moe_ffn_hidden_size=m.moe.expert_ffn_hidden_size)
-    kwargs.update(megatron_family(megatron_argv(spec, plan)))
-    return (MLATransformerConfig if m.mla is not None else TransformerConfig)(**kwargs), s
-
-
-def check_megatron_core(spec, plan) -> list[str]:
-    from parplan.frameworks.export_common import model_chunk_layers
-
-    m = spec.model
-    try:
-        config, _ = megatron_core_config(spec, plan)
-    except (AssertionError, ValueError, NameError) as err:
-        return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
-    chunks, out = model_chunk_layers(plan), []
-    built = megatron_core_layers_per_chunk(config, plan)
-    out += [f"layers of rank {i % plan.pp} chunk {i // plan.pp} differ" for i, (got, want) in enumerate(zip(built, chunks))
-            if got != want]
-    if (config.mtp_num_layers or 0, bool(config.multi_latent_attention)) != (m.num_mtp_layers or 0, m.mla is not None):
-        out.append(f"MTP depth or MLA differ: ({config.mtp_num_layers}, {config.multi_latent_attention})")
-    return out
-
-
-def megatron_core_layers_per_chunk(config, plan) -> list[int]:
-    """megatron-core's ``get_num_layers_to_build`` for every (virtual stage v, pipeline rank), in
-    ``model_chunk_layers`` order (v·pp + rank). Its layout path reads the rank from ``parallel_state`` even when
-    ``pp_rank`` is given (megatron/core/transformer/pipeline_parallel_layer_layout.py:159-160 in 0.16.1): set, as
-    a rank would, then reset."""
-    from megatron.core import parallel_state as ps
-    from megatron.core.transformer.transformer_block import get_num_layers_to_build
-
-    built = [0] * (plan.pp * plan.vpp)
-    ps.set_pipeline_model_parallel_world_size(plan.pp)
-    ps.set_virtual_pipeline_model_parallel_world_size(plan.vpp if plan.vpp > 1 else None)
-    try:
-        for rank in range(plan.pp):
-            ps.set_pipeline_model_parallel_rank(rank)
-            for v in range(plan.vpp):
-                built[v * plan.pp + rank] = get_num_layers_to_build(config, vp_stage=v if plan.vpp > 1 else None,
-                                                                    pp_rank=rank)
-    finally:
-        ps.set_pipeline_model_parallel_rank(None)
-        ps.set_pipeline_model_parallel_world_size(None)
-        ps.set_virtual_pipeline_model_parallel_world_size(None)
-    return built
-
-
-def check_megatron_lm(spec, plan) -> list[str]:
-    """Megatron-LM ``pretrain_gpt.py``'s ``parse_args`` + ``validate_args`` (megatron/training/arguments.py) from a
-    snapshot on ``sys.path`` (``--megatron-lm``), on the exported argv; WORLD_SIZE the plan's GPUs, the device
-    architecture H100's (sm_90: validate_args asks torch.cuda, and this machine has no GPU)."""
-    import contextlib
-    import io
-    import os
-
-    import megatron.training.arguments as arguments
-
-    from parplan.frameworks.export_megatron import megatron_argv
-
-    arguments.get_device_arch_version = lambda: 9
-    os.environ.update(WORLD_SIZE=str(spec.cluster.num_gpus), RANK="0", LOCAL_RANK="0")
-    # the export's own environment line: CUDA_DEVICE_MAX_CONNECTIONS=1 except under Megatron-FSDP (export_megatron.render)
-    if plan.zero_stage in (2, 3):
-        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
-    else:
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-    argv = megatron_argv(spec, plan) + ["--tokenizer-type", "NullTokenizer", "--vocab-size",
-                                        str(spec.model.vocab_size), "--mock-data", "--train-iters", "1", "--lr", "1e-4"]
-    saved = sys.argv
-    sys.argv = ["pretrain_gpt.py", *argv]
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            args = arguments.validate_args(arguments.parse_args(), {})
-    except (AssertionError, ValueError, NameError, SystemExit) as err:
-        return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
-    finally:
-        sys.argv = saved
-    out = []
-    if args.data_parallel_size != plan.dp:
-        out.append(f"data_parallel_size {args.data_parallel_size} != dp {plan.dp}")
-    if args.virtual_pipeline_model_parallel_size != (plan.vpp if plan.vpp > 1 else None):
-        out.append(f"virtual stages {args.virtual_pipeline_model_parallel_size} != vpp {plan.vpp}")
-    if args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) != plan.num_microbatches:
-        out.append("micro-batches per step differ")
-    return out
-
-
 # Megatron-Bridge v0.6.0 perf recipes by model shape (layers, hidden, heads, KV heads, vocabulary, experts):
 # (-m family, -mr recipe); the HF configs they load are those of tests/data/hf (benchmarks/bridge_perf.py)
 BRIDGE_RECIPES = {(32, 4096, 32, 8, 128256, None): ("llama", "llama3_8b"),
@@ -312,15 +193,12 @@ def bridge_recipe(spec):
 
 
 def bridge_recomputed(got: dict) -> list[int]:
-    """Layers each pipeline rank recomputes in full under Bridge's final config (Megatron-Core's rule: ``uniform``
-    recomputes every layer, ``block`` the first ``recompute_num_layers`` of every model chunk)."""
-    pp, layers = got["pp"], got["layers"]
-    chunks = [[layers[v * pp + r] for v in range(len(layers) // pp)] for r in range(pp)]
-    if got["recompute_granularity"] != "full":
-        return [0] * pp
-    if got["recompute_method"] == "uniform":
-        return [sum(c) for c in chunks]
-    return [sum(min(got["recompute_num_layers"], n) for n in c) for c in chunks]
+    """Layers each pipeline rank recomputes in full under Bridge's final config (Megatron-Core's rule,
+    megatron_derived.recomputed_per_stage)."""
+    from benchmarks.megatron_derived import recomputed_per_stage
+
+    return recomputed_per_stage(got["pp"], got["layers"], got["recompute_granularity"], got["recompute_method"],
+                                got["recompute_num_layers"])
 
 
 def check_megatron_bridge(spec, plan) -> list[str]:

@@ -191,7 +191,7 @@ def test_the_derived_values_can_differ():
 
 
 def _transformer_config(spec, plan):
-    from benchmarks.framework_parsers import megatron_core_config
+    from benchmarks.megatron_derived import megatron_core_config
 
     return megatron_core_config(spec, plan)
 
@@ -201,11 +201,16 @@ def test_megatron_core_transformer_config_and_layer_counts(case):
     """megatron-core's ``TransformerConfig.__post_init__`` (its ModelParallelConfig checks included) accepts the
     export's settings, and ``get_num_layers_to_build`` gives every (pipeline rank, virtual stage) the plan's layers."""
     _need("megatron.core")
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
+
+    from benchmarks.megatron_derived import config_differences
+    from parplan.costmodel.spec.framework_binding import runs_on
 
     spec, plan = load_case(case)
     config, s = _transformer_config(spec, plan)
     assert config.virtual_pipeline_model_parallel_size == (plan.vpp if plan.vpp > 1 else None)
+    if "megatron-core" in runs_on(spec, plan):  # every value megatron-core derives is the plan's
+        assert not config_differences(config, spec, plan)
     chunks = model_chunk_layers(plan)
     assert megatron_core_layers_per_chunk(config, plan) == chunks
     if s.recompute_method is not None:
@@ -236,7 +241,7 @@ def test_megatron_core_builds_each_stage_of_a_pool_plan():
     from parplan.library.spec_io import load_spec_file
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
 
     root = Path(__file__).resolve().parents[2]
     spec = load_spec_file(root / "examples" / "pools" / "llama3-8b-h100-a100.yaml")
@@ -268,7 +273,7 @@ def test_megatron_core_builds_deepseek_v3_with_mla_and_mtp():
     """DeepSeek-V3 with MLA and one MTP layer: megatron-core's ``MLATransformerConfig`` accepts the exported widths,
     latent norms and MTP depth, and gives every stage the plan's layers (the layout's 'm' before the loss)."""
     _need("megatron.core")
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
     from parplan.library.spec_io import parse_spec
     from parplan.costmodel.evaluation.evaluate import evaluate
 
