@@ -36,8 +36,12 @@ export's header says to call it, ``-m -mr -ng -g -c -gb -mb`` and the export's o
 ``runtime_config_update`` -> ``ConfigContainer.validate``): accepted, and TP, PP, CP, EP/expert-TP, VPP, SP, DP,
 micro-batch size and count, layers per (rank, chunk), recompute (granularity, method, layers per stage, selective
 modules), activation offload, sequence length (model and dataset), distributed optimizer, Megatron-FSDP and its
-sharding (ZeRO-2/3) and MTP depth equal to the plan. Plans of models no Bridge perf recipe builds (A100 runs, Mixtral, ...) are listed as not checked, and
-three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
+sharding (ZeRO-2/3), MTP depth and the model's layers, width and experts equal to the plan (recompute compared in every
+case, warned or not). A model no Bridge perf recipe builds (the GPT 13B and 1.7B, Mixtral, the large-vocabulary
+example) goes through the same path on a stand-in recipe (``STAND_INS``: Llama-3 8B for a dense model, Qwen3-30B-A3B
+for an MoE one; H100 where Bridge has no recipes for the GPU) whose provider gets the spec's shape from Hydra
+overrides before the export's (:func:`bridge_shape_overrides`: layers, width, FFN, heads, head width, vocabulary,
+experts, top-k, expert width, shared experts, dense layers); its rows name the stand-in. Three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
 at its recipe's sequence length and batch) are added for this parser only. Prepare DIR from fetched snapshots::
 
     mkdir -p DIR/3rdparty/Megatron-LM
@@ -180,6 +184,30 @@ class BridgeWorker:
 BRIDGE: list = []  # the worker, started by main() under --megatron-bridge
 
 
+# a stand-in perf recipe for a model no Bridge perf recipe builds: Bridge's own provider and config path (GPTModelProvider
+# / its MoE fields, ConfigContainer, runtime_config_update, validate) on the spec's shape, set by Hydra overrides
+# (:func:`bridge_shape_overrides`) before the export's; an H100 recipe on GPUs that have none (-g only picks defaults)
+STAND_INS = {False: ("llama", "llama3_8b"), True: ("qwen", "qwen3_30b_a3b")}
+
+
+def bridge_shape_overrides(spec) -> list[str]:
+    """``model.*`` overrides that give a stand-in recipe's provider the spec's model shape (every field a
+    ``TransformerConfig`` takes the shape from; family fields come from the export)."""
+    m = spec.model
+    out = [f"model.num_layers={m.num_layers}", f"model.hidden_size={m.hidden_size}",
+           f"model.ffn_hidden_size={m.ffn_hidden_size}", f"model.num_attention_heads={m.num_attention_heads}",
+           f"model.kv_channels={m.head_dim or m.hidden_size // m.num_attention_heads}", f"model.vocab_size={m.vocab_size}",
+           "model.qk_layernorm=false"]
+    if m.moe is not None:
+        shared = m.moe.shared_expert_ffn_hidden_size or m.moe.expert_ffn_hidden_size
+        out += [f"model.num_moe_experts={m.moe.num_experts}", f"model.moe_router_topk={m.moe.top_k}",
+                f"model.moe_ffn_hidden_size={m.moe.expert_ffn_hidden_size}",
+                f"model.moe_shared_expert_intermediate_size="
+                f"{shared * m.moe.num_shared_experts if m.moe.num_shared_experts else 'null'}",
+                f"model.moe_layer_freq=[{','.join(['0'] * m.moe.first_dense_layers + ['1'] * (m.num_layers - m.moe.first_dense_layers))}]"]
+    return out
+
+
 def bridge_recipe(spec):
     """``(family, recipe, gpu, precision)`` of the spec's Bridge perf recipe, or the reason there is none."""
     m = spec.model
@@ -209,8 +237,11 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     from parplan.frameworks.export_megatron import megatron_settings
 
     recipe, why = bridge_recipe(spec)
-    if recipe is None:
-        return None, why
+    shape = []
+    if recipe is None:  # Bridge's config code on the spec's shape over a stand-in recipe (STAND_INS)
+        shape = bridge_shape_overrides(spec)
+        recipe = (*STAND_INS[spec.model.moe is not None], BRIDGE_GPUS.get(spec.cluster.gpu, "h100"),
+                  BRIDGE_PRECISION[spec.training.precision])
     family, name, gpu, precision = recipe
     exported = export_plan(spec, plan, "bridge")
     # the export's documented use, `$(grep -v '^#' file)`: the shell splits the lines on whitespace
@@ -219,7 +250,8 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     s = megatron_settings(spec, plan)
     argv = ["-m", family, "-mr", name, "-ng", str(spec.cluster.num_gpus), "-g", gpu, "-c", precision,
             "-gb", str(s.global_batch_size), "-mb", str(s.micro_batch_size)]
-    answer = BRIDGE[0].request({"argv": argv, "overrides": overrides})
+    answer = BRIDGE[0].request({"argv": argv, "overrides": shape + overrides})
+    name += " with the spec's shape" if shape else ""
     if not answer["ok"]:
         return [f"rejected ({name}): {answer['error']}"], None
     got, m = answer["got"], spec.model
@@ -240,10 +272,11 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     out = [f"{key} {got.get(key)} != {value}" for key, value in want.items() if got.get(key) != value]
     if got["global_batch_size"] // (got["micro_batch_size"] * got["dp"]) != plan.num_microbatches:
         out.append("micro-batches per step differ")
-    if plan.recompute == "full" and bridge_recomputed(got) != list(plan.recompute_layers):
-        warned = any(w.startswith("recompute_layers") for w in exported.warnings)
-        if not warned:
-            out.append(f"recomputed layers per stage {bridge_recomputed(got)} != {list(plan.recompute_layers)}")
+    full = plan.recompute == "full" and any(plan.recompute_layers)
+    if bridge_recomputed(got) != (list(plan.recompute_layers) if full else [0] * plan.pp):  # no case skipped
+        out.append(f"recomputed layers per stage {bridge_recomputed(got)} != {list(plan.recompute_layers)}")
+    if m.moe is not None and got["num_moe_experts"] != m.moe.num_experts:
+        out.append(f"num_moe_experts {got['num_moe_experts']} != {m.moe.num_experts}")
     if answer.get("stub_uses"):
         out.append(f"stubs used on the config path: {answer['stub_uses']}")
     return out, None
