@@ -35,6 +35,8 @@ def megatron_family(argv: list[str]) -> dict:
                gated_linear_unit="--swiglu" in argv, qk_layernorm="--qk-layernorm" in argv)
     if "--swiglu" in argv:
         out["activation_func"] = F.silu
+    if "--moe-router-pre-softmax" in argv:
+        out["moe_router_pre_softmax"] = True
     if "--mtp-num-layers" in argv:
         out["mtp_num_layers"] = int(value("--mtp-num-layers"))
     if "--multi-latent-attention" in argv:

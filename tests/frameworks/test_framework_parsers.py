@@ -156,19 +156,25 @@ def test_torchtitan_config_manager_and_parallel_dims_accept_the_export(case, tmp
 # ------------------------------------------------------- every derived value, over each framework's space
 
 
-@pytest.mark.parametrize("target", ["torchtitan", "deepspeed"])
+@pytest.mark.parametrize("target", ["torchtitan", "deepspeed", "megatron"])
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(spec=small_specs(), data=st.data())
 def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
-    """Issue 40: a plan drawn from torchtitan's or DeepSpeed's own space that ``runs_on`` lists for it is what the
-    framework's own code derives from the export (benchmarks/framework_derived.py: torchtitan's ``ConfigManager``,
-    ``ParallelDims`` and ``apply_ac``; DeepSpeed's ``DeepSpeedConfig`` and ``deepspeed.moe.layer.MoE``): degrees, EP
-    and ETP, the batch split, SP, the CP comm type, recompute and the layers it recomputes per stage."""
-    _need("torchtitan" if target == "torchtitan" else "deepspeed")
+    """Issue 40: a plan drawn from torchtitan's, DeepSpeed's or megatron-core's own space that ``runs_on`` lists for it
+    is what the framework's own code derives from the export (benchmarks/framework_derived.py: torchtitan's
+    ``ConfigManager``, ``ParallelDims`` and ``apply_ac``; DeepSpeed's ``DeepSpeedConfig`` and
+    ``deepspeed.moe.layer.MoE``; benchmarks/megatron_derived.py: megatron-core's ``TransformerConfig`` and
+    ``get_num_layers_to_build``): degrees, EP and ETP, the batch split, SP, the CP comm type, recompute and the layers
+    it recomputes per stage."""
+    _need({"torchtitan": "torchtitan", "deepspeed": "deepspeed", "megatron": "megatron.core"}[target])
     from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+    from benchmarks.megatron_derived import config_differences, megatron_core_config
 
     spec, plan = listed_plan(data.draw, spec, target)
+    if target == "megatron":
+        assert not config_differences(megatron_core_config(spec, plan)[0], spec, plan), plan
+        return
     derived = (torchtitan_derived if target == "torchtitan" else deepspeed_derived)(spec, plan)
     assert not differences(derived, planned(spec, plan)), (plan, differences(derived, planned(spec, plan)))
 
