@@ -6,7 +6,12 @@ would see it). The values they derive must equal the plan's.
 Needs the ``frameworks`` extra (``pip install -e ".[test,frameworks]"``: torch 2.13.0 CPU, deepspeed 0.19.8,
 torchtitan 0.2.2, megatron-core 0.16.1; .ci/run installs it); each test skips, saying so, without it.
 megatron-core 0.15.3 (the Megatron export's target) requires numpy < 2 and cannot be installed beside parplan's
-numpy 2.4.6: 0.16.1 is the nearest release that can.
+numpy 2.4.6: 0.16.1 is the nearest release that can. The two differ in the files these checks run
+(transformer_config.py, model_parallel_config.py, transformer_block.py, pipeline_parallel_layer_layout.py: 861
+changed lines between core_v0.15.3 and the 0.16.1 wheel), so the target's own code is run too:
+``benchmarks/framework_parsers.py --megatron-lm DIR`` parses every exported argv with Megatron-LM core_v0.15.3's
+``parse_args`` + ``validate_args`` + ``core_transformer_config_from_args`` and compares the same values
+(benchmarks/results/framework_parsers_megatron_lm.txt).
 """
 
 from __future__ import annotations
