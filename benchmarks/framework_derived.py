@@ -122,7 +122,23 @@ def torchtitan_derived(spec, plan) -> dict:
                reshard_after_forward=_reshard(par.fsdp_reshard_after_forward, dims) if dims.fsdp_enabled else None)
     if spec.model.moe is not None:
         out.update(ep=dims.ep, etp=dims.etp, local_experts=spec.model.moe.num_experts // dims.ep)
+    out.update(_torchtitan_model(job, text))
     return normal(out)
+
+
+def _torchtitan_model(job, text: str) -> dict:
+    """MLA and MTP of the model the TOML names (``[model] name`` / ``flavor``, read from torchtitan's own train spec
+    table: ``get_train_spec(name).model_args[flavor]``); none when the file names no model (no v0.2.2 flavour is the
+    spec's model: the export says so and the user's model runs)."""
+    import tomllib
+
+    from torchtitan.protocols.train_spec import get_train_spec
+
+    if "name" not in tomllib.loads(text).get("model", {}):
+        return {}
+    args = get_train_spec(job.model.name).model_args[job.model.flavor]
+    # no v0.2.2 model has multi-token prediction (models/deepseek_v3/model/args.py has no MTP field)
+    return dict(mla=getattr(args, "kv_lora_rank", 0) > 0, mtp_num_layers=0)
 
 
 def _reshard(policy: str, dims) -> bool:

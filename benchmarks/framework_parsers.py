@@ -147,6 +147,8 @@ def check_torchtitan(spec, plan) -> list[str]:
     want = dict(planned(spec, plan), seq_len=spec.training.seq_len)
     if plan.pp > 1 and plan.schedule not in ("dualpipe", "dualpipev"):
         want["parts"] = model_chunk_layers(plan)
+    if "mla" in got:  # the model the TOML names (framework_derived._torchtitan_model)
+        want.update(mla=spec.model.mla is not None, mtp_num_layers=spec.model.num_mtp_layers or 0)
     if got["reshard_after_forward"] is not None or plan.zero_stage >= 2:
         want["reshard_after_forward"] = plan.zero_stage == 3 and plan.pp == 1
     return differences(got, want)
