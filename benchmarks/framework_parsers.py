@@ -10,18 +10,24 @@ exported and each export whose target parser is installed is parsed (the golden 
 plans dropped) (tests/frameworks/test_framework_parsers.py holds the
 same checks for the golden cases; the parsers are run the same way):
 
-* DeepSpeed ``DeepSpeedConfig`` (``deepspeed.initialize``'s world size; with PP the pipeline topology's data axis):
-  accepted, micro-batch, accumulation, ZeRO stage, data-parallel ranks, Ulysses degree and sequences per step
-  equal to the plan (CP > 1 included);
-* torchtitan ``ConfigManager`` + ``ParallelDims``: accepted, degrees, batch and per-part layers equal;
-* megatron-core ``TransformerConfig`` + ``get_num_layers_to_build``: accepted, layers per (rank, chunk) equal.
+* DeepSpeed (``DeepSpeedConfig``, ``deepspeed.moe.layer.MoE``) and torchtitan (``ConfigManager``, ``ParallelDims``,
+  ``apply_ac``): every value benchmarks/framework_derived.py derives through their code (degrees, EP/ETP and local
+  experts, DP, micro-batch, micro-batches and sequences per step, SP, the CP comm type, recompute and the layers each
+  stage recomputes; DeepSpeed's ZeRO stage; torchtitan's sequence length, layers per model part and FSDP resharding)
+  equal to the plan's, CP > 1 included;
+* megatron-core ``TransformerConfig`` + ``get_num_layers_to_build`` (benchmarks/megatron_derived.py): accepted, and
+  TP, PP, CP and its comm type, EP, ETP, VPP, SP, layers per (rank, chunk), recompute (the layers each stage
+  recomputes, the selective modules), MTP depth and MLA equal.
 
 Under a framework setting a plan goes to that framework's parser (megatron-bridge: megatron-core's, the same
 TransformerConfig); under ``any`` to all three. A row counts "runs_on" when the plan's ``runs_on`` lists the
 parser's framework: those must all be accepted with equal values; the others are parsed too and reported.
-With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, taken from a fetched snapshot at run time,
-never copied into this repository) megatron-core's parser is replaced by Megatron-LM's ``parse_args`` +
-``validate_args``: accepted, DP, virtual stages and micro-batches per step equal to the plan.
+With ``--megatron-lm DIR`` (Megatron-LM's ``megatron/`` at core_v0.15.3, the export's target, taken from a fetched
+snapshot at run time, never copied into this repository; ``pip install six`` for its tokenizer module) megatron-core's
+parser is replaced by Megatron-LM's own path from the exported argv: ``parse_args`` + ``validate_args`` +
+``core_transformer_config_from_args`` (megatron-core 0.15.3 from the snapshot, under this venv's numpy 2.4.6: the
+``numpy<2`` pin is install metadata), compared as above plus DP, micro-batch, micro-batches and sequences per step,
+sequence length and ZeRO (benchmarks/megatron_derived.py).
 With ``--megatron-bridge DIR`` (a Megatron-Bridge checkout at v0.6.0, the Bridge export's target, with its
 ``3rdparty/Megatron-LM`` submodule; read at run time, never copied here) every plan of the megatron-core,
 megatron-bridge and ``any`` settings also goes through Bridge's own performance-script path on the perf recipe of
@@ -30,8 +36,12 @@ export's header says to call it, ``-m -mr -ng -g -c -gb -mb`` and the export's o
 ``runtime_config_update`` -> ``ConfigContainer.validate``): accepted, and TP, PP, CP, EP/expert-TP, VPP, SP, DP,
 micro-batch size and count, layers per (rank, chunk), recompute (granularity, method, layers per stage, selective
 modules), activation offload, sequence length (model and dataset), distributed optimizer, Megatron-FSDP and its
-sharding (ZeRO-2/3) and MTP depth equal to the plan. Plans of models no Bridge perf recipe builds (A100 runs, Mixtral, ...) are listed as not checked, and
-three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
+sharding (ZeRO-2/3), MTP depth and the model's layers, width and experts equal to the plan (recompute compared in every
+case, warned or not). A model no Bridge perf recipe builds (the GPT 13B and 1.7B, Mixtral, the large-vocabulary
+example) goes through the same path on a stand-in recipe (``STAND_INS``: Llama-3 8B for a dense model, Qwen3-30B-A3B
+for an MoE one; H100 where Bridge has no recipes for the GPU) whose provider gets the spec's shape from Hydra
+overrides before the export's (:func:`bridge_shape_overrides`: layers, width, FFN, heads, head width, vocabulary,
+experts, top-k, expert width, shared experts, dense layers); its rows name the stand-in. Three specs whose models Bridge has perf recipes for (Qwen3-30B-A3B on 64 H100s, DeepSeek-V3 on 1024 H100s, each
 at its recipe's sequence length and batch) are added for this parser only. Prepare DIR from fetched snapshots::
 
     mkdir -p DIR/3rdparty/Megatron-LM
@@ -54,13 +64,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.megatron_derived import check_megatron_core, check_megatron_lm  # noqa: E402 (after the path)
 
 SETTINGS = ["megatron-core", "megatron-bridge", "torchtitan", "deepspeed", "any"]
 PARSER_OF = {"megatron-core": ["megatron-core"], "megatron-bridge": ["megatron-core"], "torchtitan": ["torchtitan"],
@@ -108,208 +119,39 @@ def specs():
 
 
 def check_deepspeed(spec, plan) -> list[str]:
-    import deepspeed.runtime.config as ds_config
-    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
+    """DeepSpeed's own values for the export (benchmarks/framework_derived.py) against the plan's, and the ZeRO stage
+    (the pipeline engine's 0-1 under PP)."""
+    from benchmarks.framework_derived import Rejected, deepspeed_derived, differences, planned
 
-    from parplan.frameworks.export import export_plan
-    from parplan.frameworks.export_common import global_batch_size
-
-    cfg = json.loads(export_plan(spec, plan, "deepspeed").text)
-    world = spec.cluster.num_gpus
-    saved = ds_config.dist.get_rank, ds_config.dist.get_world_size
-    ds_config.dist.get_rank, ds_config.dist.get_world_size = (lambda *a, **k: 0), (lambda *a, **k: world)
     try:
-        mpu = None
-        if plan.pp > 1:
-            topo = PipeModelDataParallelTopology(num_pp=plan.pp, num_mp=plan.tp, num_dp=world // (plan.pp * plan.tp))
-
-            class _Mpu:
-                def get_data_parallel_world_size(self):
-                    return topo.get_dim("data")
-
-            mpu = _Mpu()
-        try:
-            ds = ds_config.DeepSpeedConfig(cfg, mpu)
-        except AssertionError as err:
-            return [f"rejected: {str(err).splitlines()[0]}"]
-    finally:
-        ds_config.dist.get_rank, ds_config.dist.get_world_size = saved
-    out = []
-    if (ds.train_micro_batch_size_per_gpu, ds.gradient_accumulation_steps) != (plan.micro_batch_size,
-                                                                              plan.num_microbatches):
-        out.append("micro-batch or accumulation differ")
-    if ds.zero_optimization_stage != (min(plan.zero_stage, 1) if plan.pp > 1 else plan.zero_stage):
-        out.append("ZeRO stage differs")
-    autotp = plan.tp if plan.pp == 1 else 1  # AutoTP ranks count as data parallel and share their micro-batches
-    derived = (int(ds.world_size) // autotp, cfg.get("sequence_parallel_size", 1), ds.train_batch_size // autotp)
-    if derived != (plan.dp, plan.cp, global_batch_size(plan)):  # no case skipped (issue 40): CP > 1 included
-        out.append(f"DP, CP or sequences per step differ: {derived} for the plan's "
-                   f"{(plan.dp, plan.cp, global_batch_size(plan))}")
-    return out
+        got = deepspeed_derived(spec, plan)
+    except Rejected as err:
+        return [f"rejected: {err}"]
+    want = dict(planned(spec, plan), zero_stage=min(plan.zero_stage, 1) if plan.pp > 1 else plan.zero_stage)
+    return differences(got, want)
 
 
 def check_torchtitan(spec, plan) -> list[str]:
-    from torchtitan.config import ConfigManager
-    from torchtitan.distributed import ParallelDims
+    """torchtitan's own values for the export (benchmarks/framework_derived.py) against the plan's: every value of
+    :func:`framework_derived.planned`, the sequence length, the layers of each model part (not DualPipe, whose parts
+    split each stage in halves) and FSDP's resharding after forward (ZeRO-3 without PP; under PP the plan prices
+    ZeRO-2/3 without it, assumptions.zero_unsharded_across_microbatches_with_pp)."""
+    from benchmarks.framework_derived import Rejected, differences, planned, torchtitan_derived
 
-    from parplan.frameworks.export import export_plan
     from parplan.frameworks.export_common import model_chunk_layers
 
-    text = export_plan(spec, plan, "torchtitan").text
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
-        f.write(text)
     try:
-        job = ConfigManager().parse_args(["--job.config_file", f.name])
-        par = job.parallelism
-        dims = ParallelDims(dp_shard=par.data_parallel_shard_degree, dp_replicate=par.data_parallel_replicate_degree,
-                            cp=par.context_parallel_degree, tp=par.tensor_parallel_degree,
-                            pp=par.pipeline_parallel_degree, ep=par.expert_parallel_degree,
-                            etp=par.expert_tensor_parallel_degree, world_size=spec.cluster.num_gpus)
-    except (AssertionError, ValueError, SystemExit) as err:
-        return [f"rejected: {str(err).splitlines()[0] if str(err) else type(err).__name__}"]
-    finally:
-        Path(f.name).unlink()
-    out = []
-    if (dims.tp, dims.cp, dims.pp, dims.dp_shard * dims.dp_replicate) != (plan.tp, plan.cp, plan.pp, plan.dp):
-        out.append("degrees differ")
-    tr = job.training
-    if plan.pp == 1 and (tr.local_batch_size != plan.micro_batch_size
-                         or tr.global_batch_size // (tr.local_batch_size * plan.dp) != plan.num_microbatches):
-        out.append("batch differs")
-    if plan.pp > 1:
-        if tr.local_batch_size != plan.micro_batch_size * plan.num_microbatches:
-            out.append("batch differs")
-        layers = [sum(n.startswith("layers.") for n in part) for part in par.module_fqns_per_model_part]
-        if plan.schedule not in ("dualpipe", "dualpipev") and layers != model_chunk_layers(plan):
-            out.append("layers per model part differ")
-    return out
-
-
-def megatron_family(argv: list[str]) -> dict:
-    """The TransformerConfig fields the exported family flags set (Megatron-LM core_transformer_config_from_args: its
-    defaults LayerNorm and biases on; --swiglu is gated_linear_unit with SiLU)."""
-    import torch.nn.functional as F
-
-    value = lambda flag, default=None: argv[argv.index(flag) + 1] if flag in argv else default  # noqa: E731
-    out = dict(normalization=value("--normalization", "LayerNorm"), add_bias_linear="--disable-bias-linear" not in argv,
-               gated_linear_unit="--swiglu" in argv, qk_layernorm="--qk-layernorm" in argv)
-    if "--swiglu" in argv:
-        out["activation_func"] = F.silu
-    if "--mtp-num-layers" in argv:
-        out["mtp_num_layers"] = int(value("--mtp-num-layers"))
-    if "--multi-latent-attention" in argv:
-        out.update(q_lora_rank=int(value("--q-lora-rank")) if "--q-lora-rank" in argv else None,
-                   kv_lora_rank=int(value("--kv-lora-rank")), qk_head_dim=int(value("--qk-head-dim")),
-                   qk_pos_emb_head_dim=int(value("--qk-pos-emb-head-dim")), v_head_dim=int(value("--v-head-dim")))
-    return out
-
-
-def megatron_core_config(spec, plan):
-    """megatron-core's ``TransformerConfig`` (``MLATransformerConfig`` with MLA) from the Megatron export's settings and
-    family flags (MTP depth and MLA widths included), and the settings; raises what its ``__post_init__`` raises."""
-    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
-
-    from parplan.frameworks.export_megatron import megatron_argv, megatron_settings
-
-    s = megatron_settings(spec, plan)
-    m = spec.model
-    kwargs = dict(num_layers=m.num_layers, hidden_size=m.hidden_size, ffn_hidden_size=m.ffn_hidden_size,
-                  num_attention_heads=m.num_attention_heads, num_query_groups=m.kv_heads,
-                  tensor_model_parallel_size=s.tp, pipeline_model_parallel_size=s.pp, context_parallel_size=s.cp,
-                  sequence_parallel=s.sequence_parallel, pipeline_dtype=__import__("torch").bfloat16,
-                  virtual_pipeline_model_parallel_size=plan.vpp if plan.vpp > 1 else None,
-                  num_layers_in_first_pipeline_stage=s.first_stage_layers,
-                  num_layers_in_last_pipeline_stage=s.last_stage_layers,
-                  pipeline_model_parallel_layout=s.layout,
-                  recompute_granularity=s.recompute_granularity, recompute_method=s.recompute_method,
-                  recompute_num_layers=s.recompute_num_layers)
-    if s.ep is not None:
-        kwargs.update(num_moe_experts=m.moe.num_experts, moe_router_topk=m.moe.top_k,
-                      expert_model_parallel_size=s.ep, expert_tensor_parallel_size=s.etp,
-                      moe_ffn_hidden_size=m.moe.expert_ffn_hidden_size)
-    kwargs.update(megatron_family(megatron_argv(spec, plan)))
-    return (MLATransformerConfig if m.mla is not None else TransformerConfig)(**kwargs), s
-
-
-def check_megatron_core(spec, plan) -> list[str]:
-    from parplan.frameworks.export_common import model_chunk_layers
-
-    m = spec.model
-    try:
-        config, _ = megatron_core_config(spec, plan)
-    except (AssertionError, ValueError, NameError) as err:
-        return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
-    chunks, out = model_chunk_layers(plan), []
-    built = megatron_core_layers_per_chunk(config, plan)
-    out += [f"layers of rank {i % plan.pp} chunk {i // plan.pp} differ" for i, (got, want) in enumerate(zip(built, chunks))
-            if got != want]
-    if (config.mtp_num_layers or 0, bool(config.multi_latent_attention)) != (m.num_mtp_layers or 0, m.mla is not None):
-        out.append(f"MTP depth or MLA differ: ({config.mtp_num_layers}, {config.multi_latent_attention})")
-    return out
-
-
-def megatron_core_layers_per_chunk(config, plan) -> list[int]:
-    """megatron-core's ``get_num_layers_to_build`` for every (virtual stage v, pipeline rank), in
-    ``model_chunk_layers`` order (v·pp + rank). Its layout path reads the rank from ``parallel_state`` even when
-    ``pp_rank`` is given (megatron/core/transformer/pipeline_parallel_layer_layout.py:159-160 in 0.16.1): set, as
-    a rank would, then reset."""
-    from megatron.core import parallel_state as ps
-    from megatron.core.transformer.transformer_block import get_num_layers_to_build
-
-    built = [0] * (plan.pp * plan.vpp)
-    ps.set_pipeline_model_parallel_world_size(plan.pp)
-    ps.set_virtual_pipeline_model_parallel_world_size(plan.vpp if plan.vpp > 1 else None)
-    try:
-        for rank in range(plan.pp):
-            ps.set_pipeline_model_parallel_rank(rank)
-            for v in range(plan.vpp):
-                built[v * plan.pp + rank] = get_num_layers_to_build(config, vp_stage=v if plan.vpp > 1 else None,
-                                                                    pp_rank=rank)
-    finally:
-        ps.set_pipeline_model_parallel_rank(None)
-        ps.set_pipeline_model_parallel_world_size(None)
-        ps.set_virtual_pipeline_model_parallel_world_size(None)
-    return built
-
-
-def check_megatron_lm(spec, plan) -> list[str]:
-    """Megatron-LM ``pretrain_gpt.py``'s ``parse_args`` + ``validate_args`` (megatron/training/arguments.py) from a
-    snapshot on ``sys.path`` (``--megatron-lm``), on the exported argv; WORLD_SIZE the plan's GPUs, the device
-    architecture H100's (sm_90: validate_args asks torch.cuda, and this machine has no GPU)."""
-    import contextlib
-    import io
-    import os
-
-    import megatron.training.arguments as arguments
-
-    from parplan.frameworks.export_megatron import megatron_argv
-
-    arguments.get_device_arch_version = lambda: 9
-    os.environ.update(WORLD_SIZE=str(spec.cluster.num_gpus), RANK="0", LOCAL_RANK="0")
-    # the export's own environment line: CUDA_DEVICE_MAX_CONNECTIONS=1 except under Megatron-FSDP (export_megatron.render)
-    if plan.zero_stage in (2, 3):
-        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
-    else:
-        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-    argv = megatron_argv(spec, plan) + ["--tokenizer-type", "NullTokenizer", "--vocab-size",
-                                        str(spec.model.vocab_size), "--mock-data", "--train-iters", "1", "--lr", "1e-4"]
-    saved = sys.argv
-    sys.argv = ["pretrain_gpt.py", *argv]
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            args = arguments.validate_args(arguments.parse_args(), {})
-    except (AssertionError, ValueError, NameError, SystemExit) as err:
-        return [f"rejected: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"]
-    finally:
-        sys.argv = saved
-    out = []
-    if args.data_parallel_size != plan.dp:
-        out.append(f"data_parallel_size {args.data_parallel_size} != dp {plan.dp}")
-    if args.virtual_pipeline_model_parallel_size != (plan.vpp if plan.vpp > 1 else None):
-        out.append(f"virtual stages {args.virtual_pipeline_model_parallel_size} != vpp {plan.vpp}")
-    if args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) != plan.num_microbatches:
-        out.append("micro-batches per step differ")
-    return out
+        got = torchtitan_derived(spec, plan)
+    except Rejected as err:
+        return [f"rejected: {err}"]
+    want = dict(planned(spec, plan), seq_len=spec.training.seq_len)
+    if plan.pp > 1 and plan.schedule not in ("dualpipe", "dualpipev"):
+        want["parts"] = model_chunk_layers(plan)
+    if "mla" in got:  # the model the TOML names (framework_derived._torchtitan_model)
+        want.update(mla=spec.model.mla is not None, mtp_num_layers=spec.model.num_mtp_layers or 0)
+    if got["reshard_after_forward"] is not None or plan.zero_stage >= 2:
+        want["reshard_after_forward"] = plan.zero_stage == 3 and plan.pp == 1
+    return differences(got, want)
 
 
 # Megatron-Bridge v0.6.0 perf recipes by model shape (layers, hidden, heads, KV heads, vocabulary, experts):
@@ -344,6 +186,30 @@ class BridgeWorker:
 BRIDGE: list = []  # the worker, started by main() under --megatron-bridge
 
 
+# a stand-in perf recipe for a model no Bridge perf recipe builds: Bridge's own provider and config path (GPTModelProvider
+# / its MoE fields, ConfigContainer, runtime_config_update, validate) on the spec's shape, set by Hydra overrides
+# (:func:`bridge_shape_overrides`) before the export's; an H100 recipe on GPUs that have none (-g only picks defaults)
+STAND_INS = {False: ("llama", "llama3_8b"), True: ("qwen", "qwen3_30b_a3b")}
+
+
+def bridge_shape_overrides(spec) -> list[str]:
+    """``model.*`` overrides that give a stand-in recipe's provider the spec's model shape (every field a
+    ``TransformerConfig`` takes the shape from; family fields come from the export)."""
+    m = spec.model
+    out = [f"model.num_layers={m.num_layers}", f"model.hidden_size={m.hidden_size}",
+           f"model.ffn_hidden_size={m.ffn_hidden_size}", f"model.num_attention_heads={m.num_attention_heads}",
+           f"model.kv_channels={m.head_dim or m.hidden_size // m.num_attention_heads}", f"model.vocab_size={m.vocab_size}",
+           "model.qk_layernorm=false"]
+    if m.moe is not None:
+        shared = m.moe.shared_expert_ffn_hidden_size or m.moe.expert_ffn_hidden_size
+        out += [f"model.num_moe_experts={m.moe.num_experts}", f"model.moe_router_topk={m.moe.top_k}",
+                f"model.moe_ffn_hidden_size={m.moe.expert_ffn_hidden_size}",
+                f"model.moe_shared_expert_intermediate_size="
+                f"{shared * m.moe.num_shared_experts if m.moe.num_shared_experts else 'null'}",
+                f"model.moe_layer_freq=[{','.join(['0'] * m.moe.first_dense_layers + ['1'] * (m.num_layers - m.moe.first_dense_layers))}]"]
+    return out
+
+
 def bridge_recipe(spec):
     """``(family, recipe, gpu, precision)`` of the spec's Bridge perf recipe, or the reason there is none."""
     m = spec.model
@@ -357,27 +223,27 @@ def bridge_recipe(spec):
 
 
 def bridge_recomputed(got: dict) -> list[int]:
-    """Layers each pipeline rank recomputes in full under Bridge's final config (Megatron-Core's rule: ``uniform``
-    recomputes every layer, ``block`` the first ``recompute_num_layers`` of every model chunk)."""
-    pp, layers = got["pp"], got["layers"]
-    chunks = [[layers[v * pp + r] for v in range(len(layers) // pp)] for r in range(pp)]
-    if got["recompute_granularity"] != "full":
-        return [0] * pp
-    if got["recompute_method"] == "uniform":
-        return [sum(c) for c in chunks]
-    return [sum(min(got["recompute_num_layers"], n) for n in c) for c in chunks]
+    """Layers each pipeline rank recomputes in full under Bridge's final config (Megatron-Core's rule,
+    megatron_derived.recomputed_per_stage)."""
+    from benchmarks.megatron_derived import recomputed_per_stage
+
+    return recomputed_per_stage(got["pp"], got["layers"], got["recompute_granularity"], got["recompute_method"],
+                                got["recompute_num_layers"])
 
 
 def check_megatron_bridge(spec, plan) -> list[str]:
-    """Megatron-Bridge's perf-script path on the export (benchmarks/bridge_perf.py); ``None`` when no perf recipe
-    builds the spec's model on its GPU."""
+    """Megatron-Bridge's perf-script path on the export (benchmarks/bridge_perf.py), on the model's perf recipe or a
+    stand-in given the model's shape."""
     from parplan.frameworks.export import export_plan
     from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
     from parplan.frameworks.export_megatron import megatron_settings
 
     recipe, why = bridge_recipe(spec)
-    if recipe is None:
-        return None, why
+    shape = []
+    if recipe is None:  # Bridge's config code on the spec's shape over a stand-in recipe (STAND_INS)
+        shape = bridge_shape_overrides(spec)
+        recipe = (*STAND_INS[spec.model.moe is not None], BRIDGE_GPUS.get(spec.cluster.gpu, "h100"),
+                  BRIDGE_PRECISION[spec.training.precision])
     family, name, gpu, precision = recipe
     exported = export_plan(spec, plan, "bridge")
     # the export's documented use, `$(grep -v '^#' file)`: the shell splits the lines on whitespace
@@ -386,9 +252,10 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     s = megatron_settings(spec, plan)
     argv = ["-m", family, "-mr", name, "-ng", str(spec.cluster.num_gpus), "-g", gpu, "-c", precision,
             "-gb", str(s.global_batch_size), "-mb", str(s.micro_batch_size)]
-    answer = BRIDGE[0].request({"argv": argv, "overrides": overrides})
+    answer = BRIDGE[0].request({"argv": argv, "overrides": shape + overrides})
+    name += " with the spec's shape" if shape else ""
     if not answer["ok"]:
-        return [f"rejected ({name}): {answer['error']}"], None
+        return [f"rejected ({name}): {answer['error']}"]
     got, m = answer["got"], spec.model
     want = {"tp": plan.tp, "pp": plan.pp, "cp": plan.cp, "vpp": plan.vpp if plan.vpp > 1 else None,
             "sequence_parallel": s.sequence_parallel, "dp": plan.dp, "micro_batch_size": plan.micro_batch_size,
@@ -407,13 +274,14 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     out = [f"{key} {got.get(key)} != {value}" for key, value in want.items() if got.get(key) != value]
     if got["global_batch_size"] // (got["micro_batch_size"] * got["dp"]) != plan.num_microbatches:
         out.append("micro-batches per step differ")
-    if plan.recompute == "full" and bridge_recomputed(got) != list(plan.recompute_layers):
-        warned = any(w.startswith("recompute_layers") for w in exported.warnings)
-        if not warned:
-            out.append(f"recomputed layers per stage {bridge_recomputed(got)} != {list(plan.recompute_layers)}")
+    full = plan.recompute == "full" and any(plan.recompute_layers)
+    if bridge_recomputed(got) != (list(plan.recompute_layers) if full else [0] * plan.pp):  # no case skipped
+        out.append(f"recomputed layers per stage {bridge_recomputed(got)} != {list(plan.recompute_layers)}")
+    if m.moe is not None and got["num_moe_experts"] != m.moe.num_experts:
+        out.append(f"num_moe_experts {got['num_moe_experts']} != {m.moe.num_experts}")
     if answer.get("stub_uses"):
         out.append(f"stubs used on the config path: {answer['stub_uses']}")
-    return out, None
+    return out
 
 
 CHECKS = {"deepspeed": check_deepspeed, "torchtitan": check_torchtitan, "megatron-core": check_megatron_core,
@@ -421,20 +289,25 @@ CHECKS = {"deepspeed": check_deepspeed, "torchtitan": check_torchtitan, "megatro
           "megatron-lm": check_megatron_lm}
 
 
-def main() -> None:
+def _arguments() -> tuple[argparse.Namespace, Path]:
+    """The command line, and ``--out``'s default."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "framework_parsers.txt")
     parser.add_argument("--top", type=int, default=3)
     parser.add_argument("--megatron-lm", type=Path, metavar="DIR", help="a directory holding Megatron-LM's megatron/ "
                         "at core_v0.15.3 (e.g. `git --git-dir <fetched snapshot> archive core_v0.15.3 megatron | tar -x "
-                        "-C DIR`): run its validate_args in place of megatron-core's parser (the snapshot's megatron "
-                        "package shadows the installed one)")
+                        "-C DIR`): run its validate_args and core_transformer_config_from_args in place of "
+                        "megatron-core's parser (the snapshot's megatron package shadows the installed one)")
     parser.add_argument("--megatron-bridge", type=Path, metavar="DIR", help="a Megatron-Bridge v0.6.0 checkout with "
                         "its 3rdparty/Megatron-LM submodule (module docstring): also run Bridge's perf-script override "
                         "path on the plans of the megatron-core, megatron-bridge and any settings")
     parser.add_argument("--only", choices=["megatron-core", "megatron-lm", "megatron-bridge", "torchtitan", "deepspeed"],
                         help="run this parser only")
-    args = parser.parse_args()
+    return parser.parse_args(), parser.get_default("out")
+
+
+def _configure(args) -> list:
+    """PARSER_OF / RUNS_ON for the parsers asked for, the Bridge worker started; the specs to plan."""
     if args.megatron_lm is not None:
         sys.path.insert(0, str(args.megatron_lm.resolve()))
         for setting in ("megatron-core", "megatron-bridge", "any"):
@@ -446,21 +319,25 @@ def main() -> None:
             PARSER_OF[setting] = PARSER_OF[setting] + ["megatron-bridge"]
         RUNS_ON["megatron-bridge"] = ("megatron-bridge",)
         spec_list += [(name, spec, "megatron-bridge") for name, spec in bridge_specs()]
+        BRIDGE.append(BridgeWorker(args.megatron_bridge))
     if args.only is not None:
         for setting in SETTINGS:
             PARSER_OF[setting] = [t for t in PARSER_OF[setting] if t == args.only]
+    return spec_list
+
+
+def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
+    """Every spec under every setting, its top plans through the setting's parsers: ``(tally, failures, exports)``,
+    the tally ``(parser, runs_on) -> [parsed, accepted with equal values]``."""
     from parplan.costmodel.spec.spec import Spec
-    from parplan.frameworks.loader import validate_spec
     from parplan.frameworks.compare import spec_for_framework
+    from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
 
-    if "megatron-bridge" in RUNS_ON:
-        BRIDGE.append(BridgeWorker(args.megatron_bridge))
     controls = SolverControls(deterministic=True, time_limit_s=60)
-    tally: dict[tuple[str, bool], list[int]] = {}  # (parser, runs_on) -> [parsed, accepted with equal values]
-    unchecked: dict[str, int] = {}  # "parser: spec: why" -> plans not checked
-    failures, exports, t0 = [], 0, time.perf_counter()
+    tally: dict[tuple[str, bool], list[int]] = {}
+    failures, exports = [], 0
     for name, raw, *only in spec_list:
         for setting in SETTINGS:
             targets = [t for t in PARSER_OF[setting] if not only or t in only]
@@ -468,24 +345,22 @@ def main() -> None:
                 continue
             base = raw if isinstance(raw, Spec) else validate_spec(raw)
             spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
-            result = optimize(spec, top_k=args.top, controls=controls)
-            for rank, ev in enumerate(result.plans, 1):
+            for rank, ev in enumerate(optimize(spec, top_k=top, controls=controls).plans, 1):
                 exports += 1
                 for target in targets:
                     runs = any(f in ev.runs_on for f in RUNS_ON[target])
                     problems = CHECKS[target](spec, ev.plan)
-                    if isinstance(problems, tuple):  # (problems, why not checked)
-                        problems, why = problems
-                        if problems is None:
-                            key = f"{target}: {name}: {why}"
-                            unchecked[key] = unchecked.get(key, 0) + 1
-                            continue
                     row = tally.setdefault((target, runs), [0, 0])
                     row[0] += 1
                     row[1] += not problems
                     if problems:
                         failures.append(f"{name} | {setting} #{rank} -> {target} (runs_on {ev.runs_on}): "
                                         + "; ".join(problems))
+    return tally, failures, exports
+
+
+def _header(args, default_out: Path, seconds: float, specs_count: int, exports: int) -> list[str]:
+    """The results file's header: the command, date, commit and what was run."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
@@ -494,21 +369,28 @@ def main() -> None:
     command = ("python benchmarks/framework_parsers.py" + (f" --megatron-lm {args.megatron_lm}" if args.megatron_lm else "")
                + (f" --megatron-bridge {args.megatron_bridge}" if args.megatron_bridge else "")
                + (f" --only {args.only}" if args.only else "")
-               + (f" --out {args.out}" if args.out != parser.get_default("out") else ""))
+               + (f" --out {args.out}" if args.out != default_out else ""))
     lines = [f"# Command: {command}",
              f"# Date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%MZ} (commit {commit or '?'}); "
-             f"{time.perf_counter() - t0:.0f} s",
-             f"# {len(spec_list)} specs x {len(SETTINGS)} framework settings x top {args.top}: {exports} exported plans"]
+             f"{seconds:.0f} s",
+             f"# {specs_count} specs x {len(SETTINGS)} framework settings x top {args.top}: {exports} exported plans"]
     if BRIDGE:
         info = BRIDGE[0].info
         lines.append(f"# Megatron-Bridge {info['version']} at {info['commit']}, Megatron-LM submodule at "
                      f"{info['megatron_lm_commit']}; stubbed imports: {', '.join(info['stubs'])}; environment "
                      f"overrides: {' '.join(info['environment_overrides']) or 'none'}")
+    return lines
+
+
+def main() -> None:
+    args, default_out = _arguments()
+    spec_list = _configure(args)
+    t0 = time.perf_counter()
+    tally, failures, exports = _run(spec_list, args.top)
+    lines = _header(args, default_out, time.perf_counter() - t0, len(spec_list), exports)
     lines += ["", f"{'parser':<16}{'plan runs there':<18}{'parsed':>8}{'accepted, values equal':>26}"]
     for (target, runs), (parsed, ok) in sorted(tally.items()):
         lines.append(f"{target:<16}{'yes' if runs else 'no':<18}{parsed:>8}{ok:>26}")
-    if unchecked:
-        lines += ["", f"not checked ({sum(unchecked.values())} plans):"] + [f"  {k}: {n}" for k, n in unchecked.items()]
     lines += ["", f"not accepted or values differing ({len(failures)}):"] + [f"  {f}" for f in failures]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

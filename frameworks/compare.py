@@ -97,6 +97,18 @@ def differences(spec, plan, other_spec, other_plan) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _reason(err: Exception) -> str:
+    """An INVALID line's reason in one line: a validation error's first error with its field path (the spec's rule
+    as the user reads it), else the error's first line."""
+    errors = getattr(err, "errors", None)
+    if callable(errors):  # pydantic.ValidationError
+        first = errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        message = str(first.get("msg", "")).removeprefix("Value error, ")
+        return f"{where}: {message}" if where else message
+    return str(err).splitlines()[0]
+
+
 def other_frameworks(spec) -> list[str]:
     """The profiled frameworks other than the spec's, then ``any`` where the spec names a framework."""
     mine = spec_profile(spec)
@@ -147,7 +159,7 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
             other = spec_for_framework(spec, name)
             got = optimize(other, top_k=1, seeds=seeds, **args)
         except (ParplanError, ValueError) as err:
-            out.append(FrameworkBest(name, "INVALID", reason=str(err).splitlines()[0]))
+            out.append(FrameworkBest(name, "INVALID", reason=_reason(err)))
             continue
         if not got.plans:
             why = got.explanation.summary if got.explanation is not None else None

@@ -163,8 +163,13 @@ def _parallel_code_notes(spec: Spec, plan: Plan, cfg: dict, warnings: list[str])
                         "is Ulysses (all-to-all over heads, cp_comm_type a2a), not ring context parallelism; "
                         "not exported")
     if spec.model.moe is not None and (plan.ep > 1 or plan.etp > 1):
+        # moe/layer.py:38-60, 91-100: enable_expert_tensor_parallelism shards the experts over the mpu's TP group
+        sharded = ", enable_expert_tensor_parallelism=True" if plan.etp > 1 else ""
         warnings.append(f"code: expert parallelism (ep = {plan.ep}, etp = {plan.etp}) is deepspeed.moe.layer.MoE("
-                        f"ep_size={plan.ep}) in model code, not a config key")
+                        f"ep_size={plan.ep}{sharded}) in model code, not a config key")
+        if plan.etp not in (1, plan.tp):
+            warnings.append(f"etp = {plan.etp}: DeepSpeed shards the experts over the whole TP group (etp = tp = "
+                            f"{plan.tp}) or not at all; exported as etp = tp")
 
 
 def _memory_dims(plan: Plan, zero: int, z: dict, warnings: list[str]) -> None:

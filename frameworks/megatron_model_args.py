@@ -39,6 +39,9 @@ def model_args(spec: Spec) -> list[str]:
     if m.moe is not None:
         append_flag(out, "--num-experts", m.moe.num_experts)
         append_flag(out, "--moe-router-topk", m.moe.top_k)
+        if m.moe.top_k == 1:  # TransformerConfig.__post_init__ refuses top-1 softmax routing without it (a zero
+            # gradient through a softmax over one score): transformer_config.py:1336-1344 at core_v0.15.3
+            append_flag(out, "--moe-router-pre-softmax")
         append_flag(out, "--moe-ffn-hidden-size", m.moe.expert_ffn_hidden_size)
         if m.moe.num_shared_experts:
             width = m.moe.shared_expert_ffn_hidden_size or m.moe.expert_ffn_hidden_size

@@ -111,6 +111,12 @@ CITATIONS: dict[str, str] = {
                              "EP and PP, DualPipeV and pipeline_parallel_expert_parallel_overlap (default true, "
                              "config/job_config.py:420) raise NotImplementedError unless activation_checkpoint.mode "
                              "is 'none'",
+    "titan.mtp": f"{TITAN} torchtitan/models/deepseek_v3/__init__.py:291-299 _build_mtp_layers (model_registry's "
+                 "num_mtp_layers) and models/deepseek_v3/MTP.md: DeepSeek-V3's multi-token prediction modules, added "
+                 "in f59c215e (2026-08-11, #3392)",
+    "titan.no_mtp_022": f"{TITAN_022} torchtitan/models/: no model has a multi-token prediction module (deepseek_v3 "
+                        "included; no file of the v0.2.2 wheel names MTP): a spec with model.num_mtp_layers runs on "
+                        "no v0.2.2 model",
     "titan.no_fp8_dispatch": f"{TITAN} torchtitan/distributed/deepep/deepep.py:341: the DeepEP dispatch takes "
                              "use_fp8_dispatch (default False) but no configuration sets it: no FP8 dispatch",
     "megatron.fp8_dispatch": f"{MEGATRON} megatron/core/transformer/transformer_config.py:997 moe_dispatch_fwd_dtype "

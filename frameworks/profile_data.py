@@ -69,6 +69,7 @@ _TORCHTITAN = Profile(
                  "sequence_parallel_saves_gathered_inputs": True, "selective_recompute_policy": "alternate_matmuls",
                  "tp_comm_overlap": 0.0, "userbuffer_count": 0, "te_cublas_workspaces": 0},  # no Transformer Engine
     citations=("titan.schedules", "titan.multi_stage", "titan.v_schedules", "titan.dualpipev", "titan.no_fp8_dispatch",
+               "titan.mtp",
                "titan.fsdp", "titan.reshard_pp",
                "titan.reduce_fp32", "titan.ac", "titan.split", "titan.ep", "titan.sp", "titan.async_tp", "titan.cp",
                "titan.runtime", "titan.cp_rotate", "titan.hsdp", "titan.no_optimizer_offload",
@@ -89,8 +90,8 @@ _TORCHTITAN_022 = replace(
     _TORCHTITAN, versions="<= 0.2.2", full_recompute_counts="all_or_every_nth", expert_tensor_parallel="one_or_tp",
     sequence_parallel_with_tp=True, ddp_one_dimensional=True,
     citations=_TORCHTITAN.citations + ("titan.layer_sac", "titan.etp_022", "titan.sp_with_tp",
-                                   "titan.dualpipev_ep_ac", "titan.ddp_022"),
-    dualpipev_ep_no_recompute=True,
+                                   "titan.dualpipev_ep_ac", "titan.ddp_022", "titan.no_mtp_022"),
+    dualpipev_ep_no_recompute=True, multi_token_prediction=False,
 )
 TORCHTITAN_MAIN_2412 = replace(
     _TORCHTITAN_022, versions="main 2024-12-26 (9dec370) .. 2025-02-05", zero_stages=(0, 3), zero_stages_with_pp=(0, 2),
@@ -99,7 +100,7 @@ TORCHTITAN_MAIN_2412 = replace(
     assumptions={**_TORCHTITAN_022.assumptions, "cp_kv_heads_repeated": True},
     citations=("titan.multi_stage", "titan.v_schedules", "titan.runtime", "titan.sp_with_tp", "titan.fsdp_2412",
                "titan.ddp_2412", "titan.ac_2412", "titan.options_2412",
-               "titan.repeat_kv_2412", "titan.split_2412"),
+               "titan.repeat_kv_2412", "titan.split_2412", "titan.no_mtp_022"),
 )
 _DEEPSPEED = Profile(
     name="deepspeed", versions="DeepSpeed pipeline engine and ZeRO (2026-08)",

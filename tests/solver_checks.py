@@ -140,8 +140,9 @@ def check_integer_scaling(spec: Spec, result) -> None:
 
 
 def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
-    """``spec`` for framework ``name`` (at ``version``), its search pins that framework cannot run dropped (a random
-    spec may pin what the framework lacks; the planner would rightly refuse it)."""
+    """``spec`` for framework ``name`` (at ``version``), its search pins that framework cannot run dropped and a model
+    feature it cannot build left out (a random spec may ask for what the framework lacks; the planner would rightly
+    refuse it)."""
     data = spec.model_dump(mode="python", exclude_none=True)
     data["framework"] = name if version is None else {"name": name, "version": version}
     # a framework named without a version runs at its export's version (frameworks/profile_data.EXPORT_VERSIONS)
@@ -169,6 +170,8 @@ def with_framework(spec: Spec, name: str, version: str | None = None) -> Spec:
     for key, ok in (("moe_fp8_dispatch", prof.fp8_dispatch), ("moe_a2a_overlap", prof.moe_a2a_overlap)):
         if not ok and False not in search.get(key, [False]):
             del search[key]
+    if not prof.multi_token_prediction:  # a model the framework cannot build at all (framework_rules.model_conflicts)
+        data["model"]["num_mtp_layers"] = 0
     return validate_spec(data)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from parplan.costmodel.spec.framework_rules import Profile, framework_violations, search_conflicts
+from parplan.costmodel.spec.framework_rules import Profile, framework_violations, model_conflicts, search_conflicts
 
 if TYPE_CHECKING:  # costmodel.spec.spec keeps a BoundFramework
     from parplan.costmodel.spec.spec import ModelSpec, Plan, SearchSpec, Spec
@@ -47,6 +47,10 @@ class BoundFramework:
     def search_conflicts(self, search: "SearchSpec") -> list[str]:
         """``search:`` pins that leave nothing the spec's framework can run (a spec error, naming the field)."""
         return [] if self.profile is None else search_conflicts(search, self.profile)
+
+    def model_conflicts(self, model: "ModelSpec") -> list[str]:
+        """What of ``model`` the spec's framework cannot build at all (a spec error, naming the field)."""
+        return [] if self.profile is None else model_conflicts(model, self.profile)
 
 
 class FrameworkLoader(Protocol):

@@ -47,6 +47,7 @@ class Profile:
     sequence_parallel_with_tp_ep: bool = False  # True: TP > 1 with EP > 1 only with sequence parallelism
     context_parallel_with_pp: bool = True  # False: CP and PP never together (DeepSpeed's pipe topology has no CP axis)
     expert_bias_etp_one: bool = False  # True: an MoE model with linear biases (model.moe.expert_bias) only with etp 1
+    multi_token_prediction: bool = True  # False: its models have no MTP module (model.num_mtp_layers must be 0)
     ddp_one_dimensional: bool = False  # True: ZeRO-0 over more than one DP/CP rank only without TP and PP
     interleaved_min_pp: int = 2  # the interleaved schedule needs at least this many pipeline stages
     # memory-side dimensions (costmodel/evaluation/choice.py Choice.zero_replicas, optimizer_states, offload fraction)
@@ -188,12 +189,17 @@ def context_parallel_beside_pipeline(prof: Profile, c: Degrees) -> Optional[str]
 def model_rule_violations(prof: Profile, c: Degrees, model: Optional["ModelSpec"]) -> list[str]:
     """Rules on the degrees that depend on the model: Megatron-Core builds the experts' biases (its one
     ``add_bias_linear`` switch, on for a model with ``moe.expert_bias``) only with expert tensor parallelism 1
-    (``TransformerConfig.__post_init__``: "Bias in Moe is only supported when ETP==1"). One rule for ``runs_on``, the
-    search and the Megatron export's warning."""
+    (``TransformerConfig.__post_init__``: "Bias in Moe is only supported when ETP==1"); a framework whose models have
+    no multi-token prediction module runs no model with one (torchtitan v0.2.2: 'titan.no_mtp_022'). One rule for
+    ``runs_on``, the search and the exports' warnings."""
+    out = []
     if (model is not None and prof.expert_bias_etp_one and model.moe is not None and model.moe.expert_bias
             and c.etp > 1):
-        return [f"{prof.name} builds the experts' biases (model.moe.expert_bias) only with etp 1 (got etp {c.etp})"]
-    return []
+        out.append(f"{prof.name} builds the experts' biases (model.moe.expert_bias) only with etp 1 (got etp {c.etp})")
+    if model is not None and model.num_mtp_layers and not prof.multi_token_prediction:
+        out.append(f"{prof.name} {prof.versions} has no multi-token prediction module (model.num_mtp_layers "
+                   f"{model.num_mtp_layers} must be 0)")
+    return out
 
 
 def memory_rule_violations(prof: Profile, c: Degrees) -> list[str]:
@@ -269,6 +275,15 @@ def framework_violations(prof: Profile, plan: "Plan", model: Optional["ModelSpec
     """Every rule of ``prof`` a complete plan of ``model`` breaks (empty: the framework can run it)."""
     return choice_rule_violations(prof, plan) + model_rule_violations(prof, plan, model) + stage_rule_violations(
         prof, plan, list(plan.stage_layers), list(plan.recompute_layers), plan.pipeline_layout)
+
+
+def model_conflicts(model: "ModelSpec", prof: Profile) -> list[str]:
+    """What of the model ``prof`` cannot build at all, whatever the plan (a spec error, naming the field): a
+    multi-token prediction module where its models have none ('titan.no_mtp_022')."""
+    if model.num_mtp_layers and not prof.multi_token_prediction:
+        return [f"model.num_mtp_layers {model.num_mtp_layers}: {prof.name} {prof.versions} has no multi-token "
+                "prediction module (set 0, or plan for another framework)"]
+    return []
 
 
 def search_conflicts(search: "SearchSpec", prof: Profile) -> list[str]:

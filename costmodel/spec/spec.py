@@ -220,7 +220,7 @@ class Spec(StrictModel):
                     and lookup_gpu(cl.gpu).peak_fp8_tflops is None:
                 raise ValueError(f"training.precision fp8 needs FP8 tensor cores; {cl.gpu} has none "
                                  f"(set {where}peak_fp8_tflops or use bf16)")
-        conflicts = self._bound.search_conflicts(self.search)
+        conflicts = self._bound.model_conflicts(self.model) + self._bound.search_conflicts(self.search)
         if conflicts:
             raise ValueError(conflicts[0])
         if self.objective == "min_gpus" and self.target_step_time_s is None and self.target_tokens_per_s is None:

@@ -57,6 +57,13 @@ def test_bridge_harness_maps_recipes_and_counts_recompute_as_megatron_does():
     assert fp.bridge_recomputed(got) == [4, 4]
     assert fp.bridge_recomputed({**got, "recompute_method": "uniform", "recompute_num_layers": 1}) == [6, 8]
     assert fp.bridge_recomputed({**got, "recompute_granularity": "selective"}) == [0, 0]
+    # a model with no perf recipe gets its shape on a stand-in recipe's provider (Mixtral: 8 experts in every layer)
+    mixtral = spec_from_data({**base, "model": {"preset": "mixtral-8x7b"}})
+    shape = dict(o.split("=", 1) for o in fp.bridge_shape_overrides(mixtral))
+    assert fp.bridge_recipe(mixtral)[0] is None and fp.STAND_INS[True] == ("qwen", "qwen3_30b_a3b")
+    assert (shape["model.num_layers"], shape["model.num_moe_experts"], shape["model.moe_router_topk"]) == ("32", "8", "2")
+    assert shape["model.moe_layer_freq"] == "[" + ",".join(["1"] * 32) + "]"
+    assert shape["model.kv_channels"] == "128" and shape["model.moe_shared_expert_intermediate_size"] == "null"
 
 
 def test_answers_digest_tells_a_changed_plan_from_a_changed_count(tmp_path, capsys):

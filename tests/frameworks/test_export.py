@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import small_specs
 from tests.export_cases import CASE_NAMES, DATA, load_case
+from tests.runs_on_cases import listed_plan
 from tests import memory_dims_cases as memory_dims
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.frameworks.export import TARGETS, export_plan
@@ -151,36 +152,6 @@ def test_exports_read_back():
 # ------------------------------------------------------------------------- runs_on and the exports agree (issue 40)
 
 
-
-def _split(draw, layers: int, pp: int, vpp: int) -> list[int]:
-    """A stage split of ``layers`` over ``pp`` stages, each a positive multiple of ``vpp``: even when it can be,
-    else (or when drawn) a random one."""
-    if layers % (pp * vpp) == 0 and draw(st.booleans()):
-        return [layers // pp] * pp
-    units = layers // vpp
-    assume(layers % vpp == 0 and units >= pp)
-    cuts = sorted(draw(st.lists(st.integers(1, units - 1), min_size=pp - 1, max_size=pp - 1, unique=True))) \
-        if pp > 1 else []
-    bounds = [0, *cuts, units]
-    return [(b - a) * vpp for a, b in zip(bounds, bounds[1:])]
-
-
-def _recomputed(draw, stage_layers: list[int], vpp: int) -> list[int]:
-    """Full recompute counts per stage of the kinds the frameworks run: every layer, the first n of every chunk
-    (Megatron's block method), every n-th layer (torchtitan v0.2.2's layer SAC), or any count."""
-    from parplan.frameworks.export_megatron import block_recompute_layers
-
-    kind = draw(st.sampled_from(["all", "block", "every_nth", "any"]))
-    n = draw(st.integers(1, max(stage_layers)))
-    if kind == "all":
-        return list(stage_layers)
-    if kind == "block":
-        return block_recompute_layers(stage_layers, vpp, n)
-    if kind == "every_nth":
-        return [layers // (n + 1) for layers in stage_layers]
-    return [draw(st.integers(0, layers)) for layers in stage_layers]
-
-
 def _derived(spec, plan, target: str) -> dict:
     """What the framework runs, read back from the exported file (frameworks/import_plan.py, the frameworks' reading
     rules) or, for Megatron-Bridge, from its overrides (the Megatron-Core settings the Bridge keys set)."""
@@ -195,10 +166,10 @@ def _derived(spec, plan, target: str) -> dict:
             import re
 
             note = next((w for w in export.warnings if "deepspeed.moe.layer.MoE(" in w), "")
-            found = re.search(r"ep = (\d+), etp = (\d+)\) is deepspeed\.moe\.layer\.MoE\(ep_size=(\d+)\)", note)
-            if found:
-                assert found.group(1) == found.group(3)
-                out.update(ep=int(found.group(1)), etp=int(found.group(2)))
+            found = re.search(r"is deepspeed\.moe\.layer\.MoE\(ep_size=(\d+)(, enable_expert_tensor_parallelism=True)?\)",
+                              note)
+            if found:  # enable_expert_tensor_parallelism shards the experts over the TP group (moe/layer.py)
+                out.update(ep=int(found.group(1)), etp=out["tp"] if found.group(2) else 1)
         return out
     keys = dict(bridge_overrides(spec, plan)[0])
     tp, pp, cp = keys["model.tensor_model_parallel_size"], keys["model.pipeline_model_parallel_size"], \
@@ -242,10 +213,6 @@ def _normal(values: dict) -> dict:
     return out
 
 
-_FOCUS = {"any": lambda c: True, "cp": lambda c: c.cp > 1, "tp_ep": lambda c: c.tp > 1 and c.ep > 1,
-          "cp_pp": lambda c: c.cp > 1 and c.pp > 1, "full": lambda c: c.recompute == "full"}
-
-
 @pytest.mark.parametrize("target", TARGETS)
 @settings(max_examples=120, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
@@ -255,29 +222,5 @@ def test_a_plan_runs_on_lists_is_exported_unchanged(spec, target, data):
     version the export writes for) that ``runs_on`` lists for that framework is exported with every degree, the
     batch split, the stage split, ZeRO, SP, the CP comm type and recompute as planned (read back from the exported file):
     the export refuses or changes only what the shared rules keep out of ``runs_on``."""
-    from parplan.costmodel.spec.assumptions import resolve_assumptions
-    from parplan.costmodel.spec.framework_binding import runs_on
-    from parplan.costmodel.spec.hardware import resolve_gpu
-    from parplan.costmodel.evaluation.legality import stage_violations
-    from parplan.costmodel.spec.spec import CP_COMM_TYPES, FrameworkSpec, Plan, SearchSpec
-    from parplan.frameworks.export import TARGET_FRAMEWORKS
-    from parplan.frameworks.loader import retarget
-    from parplan.solver.space import enumerate_choices
-
-    name, version = TARGET_FRAMEWORKS[target]
-    everything = SearchSpec(cp_comm_types=list(CP_COMM_TYPES))  # the framework's whole space (every CP comm type)
-    spec = retarget(spec.model_copy(update={"search": everything}), FrameworkSpec(name=name, version=version))
-    choices = enumerate_choices(spec, resolve_gpu(spec.cluster), resolve_assumptions(spec.assumptions)).choices
-    assume(choices)
-    focus = data.draw(st.sampled_from(sorted(_FOCUS)))  # the rare corners first: CP, TP with EP, PP, full recompute
-    c = data.draw(st.sampled_from([c for c in choices if _FOCUS[focus](c)] or choices))
-    c = c.but(first_chunk_trim=0, last_chunk_trim=0)
-    stage_layers = _split(data.draw, spec.model.num_layers, c.pp, c.vpp)
-    done = _recomputed(data.draw, stage_layers, c.vpp) if c.recompute == "full" else [0] * c.pp
-    assume(not stage_violations(spec, c, stage_layers, done, None))  # a plan of this spec (the evaluator's rules)
-    try:
-        plan = Plan.from_choice(c, stage_layers, done)
-    except ValueError:  # pydantic's ValidationError: a split the plan's own rules refuse
-        assume(False)
-    assume(name in runs_on(spec, plan))
+    spec, plan = listed_plan(data.draw, spec, target)
     assert _normal(_derived(spec, plan, target)) == _normal(_planned(plan)), (target, plan)

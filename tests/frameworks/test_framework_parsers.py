@@ -6,7 +6,12 @@ would see it). The values they derive must equal the plan's.
 Needs the ``frameworks`` extra (``pip install -e ".[test,frameworks]"``: torch 2.13.0 CPU, deepspeed 0.19.8,
 torchtitan 0.2.2, megatron-core 0.16.1; .ci/run installs it); each test skips, saying so, without it.
 megatron-core 0.15.3 (the Megatron export's target) requires numpy < 2 and cannot be installed beside parplan's
-numpy 2.4.6: 0.16.1 is the nearest release that can.
+numpy 2.4.6: 0.16.1 is the nearest release that can. The two differ in the files these checks run
+(transformer_config.py, model_parallel_config.py, transformer_block.py, pipeline_parallel_layer_layout.py: 861
+changed lines between core_v0.15.3 and the 0.16.1 wheel), so the target's own code is run too:
+``benchmarks/framework_parsers.py --megatron-lm DIR`` parses every exported argv with Megatron-LM core_v0.15.3's
+``parse_args`` + ``validate_args`` + ``core_transformer_config_from_args`` and compares the same values
+(benchmarks/results/framework_parsers_megatron_lm.txt).
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.conftest import small_specs
 from tests.export_cases import CASE_NAMES, load_case
+from tests.runs_on_cases import listed_plan
 from parplan.frameworks.export import export_plan
 from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
 
@@ -149,11 +158,51 @@ def test_torchtitan_config_manager_and_parallel_dims_accept_the_export(case, tmp
             assert layers == model_chunk_layers(plan)
 
 
+# ------------------------------------------------------- every derived value, over each framework's space
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "deepspeed", "megatron"])
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(spec=small_specs(), data=st.data())
+def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
+    """Issue 40: a plan drawn from torchtitan's, DeepSpeed's or megatron-core's own space that ``runs_on`` lists for it
+    is what the framework's own code derives from the export (benchmarks/framework_derived.py: torchtitan's
+    ``ConfigManager``, ``ParallelDims`` and ``apply_ac``; DeepSpeed's ``DeepSpeedConfig`` and
+    ``deepspeed.moe.layer.MoE``; benchmarks/megatron_derived.py: megatron-core's ``TransformerConfig`` and
+    ``get_num_layers_to_build``): degrees, EP and ETP, the batch split, SP, the CP comm type, recompute and the layers
+    it recomputes per stage."""
+    _need({"torchtitan": "torchtitan", "deepspeed": "deepspeed", "megatron": "megatron.core"}[target])
+    from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+    from benchmarks.megatron_derived import config_differences, megatron_core_config
+
+    spec, plan = listed_plan(data.draw, spec, target)
+    if target == "megatron":
+        assert not config_differences(megatron_core_config(spec, plan)[0], spec, plan), plan
+        return
+    derived = (torchtitan_derived if target == "torchtitan" else deepspeed_derived)(spec, plan)
+    assert not differences(derived, planned(spec, plan)), (plan, differences(derived, planned(spec, plan)))
+
+
+def test_the_derived_values_can_differ():
+    """The comparison can fail: torchtitan's ``apply_ac`` on the export of a plan recomputing two of every stage's
+    layers in a way it cannot (not every n-th) wraps every layer, and DeepSpeed's pipeline checkpoints every layer."""
+    _need("torchtitan")
+    _need("deepspeed")
+    from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+
+    spec, plan = load_case("llama3-70b-uneven-block")
+    assert plan.recompute == "full" and list(plan.recompute_layers) != list(plan.stage_layers)
+    for derive in (torchtitan_derived, deepspeed_derived):
+        assert (f"recompute_layers {list(plan.stage_layers)!r} != {list(plan.recompute_layers)!r}"
+                in differences(derive(spec, plan), planned(spec, plan)))
+
+
 # ------------------------------------------------------------------------------------------------ Megatron-Core
 
 
 def _transformer_config(spec, plan):
-    from benchmarks.framework_parsers import megatron_core_config
+    from benchmarks.megatron_derived import megatron_core_config
 
     return megatron_core_config(spec, plan)
 
@@ -163,11 +212,16 @@ def test_megatron_core_transformer_config_and_layer_counts(case):
     """megatron-core's ``TransformerConfig.__post_init__`` (its ModelParallelConfig checks included) accepts the
     export's settings, and ``get_num_layers_to_build`` gives every (pipeline rank, virtual stage) the plan's layers."""
     _need("megatron.core")
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
+
+    from benchmarks.megatron_derived import config_differences
+    from parplan.costmodel.spec.framework_binding import runs_on
 
     spec, plan = load_case(case)
     config, s = _transformer_config(spec, plan)
     assert config.virtual_pipeline_model_parallel_size == (plan.vpp if plan.vpp > 1 else None)
+    if "megatron-core" in runs_on(spec, plan):  # every value megatron-core derives is the plan's
+        assert not config_differences(config, spec, plan)
     chunks = model_chunk_layers(plan)
     assert megatron_core_layers_per_chunk(config, plan) == chunks
     if s.recompute_method is not None:
@@ -198,7 +252,7 @@ def test_megatron_core_builds_each_stage_of_a_pool_plan():
     from parplan.library.spec_io import load_spec_file
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
 
     root = Path(__file__).resolve().parents[2]
     spec = load_spec_file(root / "examples" / "pools" / "llama3-8b-h100-a100.yaml")
@@ -230,7 +284,7 @@ def test_megatron_core_builds_deepseek_v3_with_mla_and_mtp():
     """DeepSeek-V3 with MLA and one MTP layer: megatron-core's ``MLATransformerConfig`` accepts the exported widths,
     latent norms and MTP depth, and gives every stage the plan's layers (the layout's 'm' before the loss)."""
     _need("megatron.core")
-    from benchmarks.framework_parsers import megatron_core_layers_per_chunk
+    from benchmarks.megatron_derived import megatron_core_layers_per_chunk
     from parplan.library.spec_io import parse_spec
     from parplan.costmodel.evaluation.evaluate import evaluate
 

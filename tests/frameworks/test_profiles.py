@@ -238,6 +238,8 @@ def test_examples_optimized_for_a_framework(path, name):
     torchtitan: everything but the per-stage recompute counts, the known gap above)."""
     data = yaml.safe_load(path.read_text())
     data["framework"] = name
+    if name == "torchtitan":  # torchtitan v0.2.2 has no MTP module (test_a_framework_without_mtp_refuses_an_mtp_model)
+        data["model"]["num_mtp_layers"] = 0
     spec = validate_spec(data)
     prof = spec_profile(spec)
     result = optimize(spec, top_k=3)
@@ -403,3 +405,22 @@ def test_every_convention_a_profile_sets_has_words():
     assert knobs and knobs <= set(CONVENTION_WORDS), sorted(knobs - set(CONVENTION_WORDS))
     assert in_words("grad_bytes 4 -> 2") == "gradient buffer precision (bytes per element) (grad_bytes 4 -> 2)"
     assert in_words("PP 4 -> 1") == "PP 4 -> 1"
+
+
+def test_a_framework_without_mtp_refuses_an_mtp_model():
+    """torchtitan v0.2.2 has no multi-token prediction module ('titan.no_mtp_022'): a spec asking torchtitan for
+    DeepSeek-V3 with its MTP module is refused naming the field, its plans never list torchtitan, and the
+    per-framework comparison says why (main after f59c215e has one: 'titan.mtp')."""
+    from parplan.costmodel.errors import ParplanError
+    from parplan.frameworks.compare import best_per_framework
+
+    data = yaml.safe_load((EXAMPLES / "deepseek-v3-2048xh800.yaml").read_text())
+    assert data["model"]["num_mtp_layers"] == 1
+    with pytest.raises((ParplanError, ValueError), match="model.num_mtp_layers 1: torchtitan <= 0.2.2 has no multi-token"):
+        validate_spec({**data, "framework": "torchtitan"})
+    assert validate_spec({**data, "framework": {"name": "torchtitan", "version": "main"}}).model.num_mtp_layers == 1
+    spec = validate_spec(data)
+    best = optimize(spec).plans[0]
+    assert "torchtitan" not in best.runs_on and "megatron-core" in best.runs_on
+    line = next(o for o in best_per_framework(spec, optimize(spec), frameworks=["torchtitan"]))
+    assert line.status == "INVALID" and "multi-token prediction" in line.reason
