@@ -327,8 +327,9 @@ def _configure(args) -> list:
 
 
 def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
-    """Every spec under every setting, its top plans through the setting's parsers: ``(tally, failures, exports)``,
-    the tally ``(parser, runs_on) -> [parsed, accepted with equal values]``."""
+    """Every spec under every setting, its top plans through the setting's parsers: ``(tally, failures, exports,
+    refused)``, the tally ``(parser, runs_on) -> [parsed, accepted with equal values]``, ``refused`` the (spec,
+    setting) pairs whose framework cannot build the model at all (a spec error, e.g. MTP on torchtitan v0.2.2)."""
     from parplan.costmodel.spec.spec import Spec
     from parplan.frameworks.compare import spec_for_framework
     from parplan.frameworks.loader import validate_spec
@@ -337,14 +338,19 @@ def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
 
     controls = SolverControls(deterministic=True, time_limit_s=60)
     tally: dict[tuple[str, bool], list[int]] = {}
-    failures, exports = [], 0
+    failures, exports, refused = [], 0, []
     for name, raw, *only in spec_list:
         for setting in SETTINGS:
             targets = [t for t in PARSER_OF[setting] if not only or t in only]
             if not targets:
                 continue
             base = raw if isinstance(raw, Spec) else validate_spec(raw)
-            spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
+            try:
+                spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
+            except ValueError as err:  # pydantic's ValidationError: the spec's rule, its first line of detail
+                reason = str(err).splitlines()[1].strip().split(" [type=")[0].removeprefix("Value error, ")
+                refused.append(f"{name} | {setting}: {reason}")
+                continue
             for rank, ev in enumerate(optimize(spec, top_k=top, controls=controls).plans, 1):
                 exports += 1
                 for target in targets:
@@ -356,7 +362,7 @@ def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
                     if problems:
                         failures.append(f"{name} | {setting} #{rank} -> {target} (runs_on {ev.runs_on}): "
                                         + "; ".join(problems))
-    return tally, failures, exports
+    return tally, failures, exports, refused
 
 
 def _header(args, default_out: Path, seconds: float, specs_count: int, exports: int) -> list[str]:
@@ -386,12 +392,14 @@ def main() -> None:
     args, default_out = _arguments()
     spec_list = _configure(args)
     t0 = time.perf_counter()
-    tally, failures, exports = _run(spec_list, args.top)
+    tally, failures, exports, refused = _run(spec_list, args.top)
     lines = _header(args, default_out, time.perf_counter() - t0, len(spec_list), exports)
     lines += ["", f"{'parser':<16}{'plan runs there':<18}{'parsed':>8}{'accepted, values equal':>26}"]
     for (target, runs), (parsed, ok) in sorted(tally.items()):
         lines.append(f"{target:<16}{'yes' if runs else 'no':<18}{parsed:>8}{ok:>26}")
     lines += ["", f"not accepted or values differing ({len(failures)}):"] + [f"  {f}" for f in failures]
+    lines += ["", f"specs refused under a framework setting, which cannot build the model ({len(refused)}):"]
+    lines += [f"  {r}" for r in refused]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
