@@ -64,10 +64,15 @@ def heap_of_a_fresh_process():
 
 @pytest.fixture(scope="module")
 def fresh_heap():
-    """``heap_of_a_fresh_process`` for a whole module of timed calls (``pytestmark = usefixtures("fresh_heap")``):
-    once per module, as a collection per call would itself cost a late suite ~0.5 s."""
-    with heap_of_a_fresh_process():
+    """The suite's objects out of the collector's sight for a whole module of timed calls (``pytestmark =
+    usefixtures("fresh_heap")``), as :func:`heap_of_a_fresh_process` but without its collection first: a full
+    collection of the late suite's heap costs ~1 s, once per module instead of per call; what is garbage at the freeze
+    waits for the module's end (unfreeze) to be collected."""
+    gc.freeze()
+    try:
         yield
+    finally:
+        gc.unfreeze()
 
 
 def load_stretch(most: float = 4.0) -> float:

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import small_specs
+from tests.conftest import sized, small_specs
 from tests.export_cases import CASE_NAMES, load_case
 from tests.runs_on_cases import listed_plan
 from parplan.frameworks.export import export_plan
@@ -162,7 +162,7 @@ def test_torchtitan_config_manager_and_parallel_dims_accept_the_export(case, tmp
 
 
 @pytest.mark.parametrize("target", ["torchtitan", "deepspeed", "megatron"])
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+@settings(max_examples=sized(25, 100), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(spec=small_specs(), data=st.data())
 def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
