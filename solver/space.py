@@ -27,6 +27,7 @@ never less time)."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from parplan.costmodel.evaluation.activation_offload import activation_offload_violations
@@ -44,6 +45,8 @@ from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
 from parplan.solver.chunk_trims import chunk_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SpaceOptions
+
+_RULE_KEY = operator.itemgetter(*CHOICE_RULE_FIELDS)  # a choice's fields the profile's rules read, as a key
 
 MAX_DEFAULT_MICRO_BATCH_SIZE = 16  # default space: every divisor of the per-DP batch up to this (published: 1-16)
 DEFAULT_VPP = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20)  # NeMo recipes use 10, 12 and 20 virtual stages
@@ -325,8 +328,7 @@ class _Expansion:
         """The framework profile's choice rules on ``c`` (costmodel/evaluation/legality.py), kept by the fields they
         read (framework_rules.CHOICE_RULE_FIELDS): the batch splits, virtual stages and trims of one set of degrees
         share one verdict."""
-        d = c.__dict__
-        key = tuple(d[name] for name in CHOICE_RULE_FIELDS)
+        key = _RULE_KEY(c.__dict__)
         why = self._verdicts.get(key)
         if why is None:
             why = self._verdicts[key] = profile_choice_violations(self.profile, self.spec, c)
