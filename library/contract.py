@@ -28,7 +28,7 @@ from typing import Any, Iterable, Optional
 
 from parplan import __version__
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
-from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, overlaps, plan_band, plan_bands
+from parplan.costmodel.evaluation.prediction_band import BandSource, PlanBand, plan_bands
 from parplan.costmodel.spec.plan_fields import ON_PLAN, plan_defaults_hidden
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.result import PlanResult
@@ -93,14 +93,12 @@ def plan_entry(evaluation: Evaluation, headroom: bool = False, band: Optional[Pl
 
 def _bands(evaluations: list[Evaluation], pareto: list[Evaluation],
            source: Optional[BandSource]) -> tuple[list[Optional[PlanBand]], list[Optional[PlanBand]]]:
-    """The plans' bands (ties marked against the first plan, the optimum) and the frontier's (against the same)."""
+    """The plans' bands (ties marked against the first plan, the optimum) and the frontier's (against the same; a
+    frontier comes only with plans: solver/planner.py)."""
     if source is None:
         return [None] * len(evaluations), [None] * len(pareto)
-    bands = plan_bands(evaluations, source) if evaluations else []
-    frontier = [plan_band(e, source) for e in pareto]
-    if bands:
-        frontier = [b.model_copy(update={"ties_best": overlaps(b, bands[0])}) for b in frontier]
-    return bands, frontier
+    bands = plan_bands(evaluations, source)
+    return bands, plan_bands(pareto, source, best=bands[0] if bands else None)
 
 
 def result_to_dict(status: str, evaluations: Iterable[Evaluation], pareto: Iterable[Evaluation] = (),

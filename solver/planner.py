@@ -58,7 +58,9 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
                              memory_budget_mib=controls.memory_budget_mib)
     deadline = t0 + controls.time_limit_s
     given = spec
-    spec = pinned_spec(with_memory_band(spec))  # search.memory_band: the band's margin where none is set  # a partial plan's set fields become pins (solver/completion.py)
+    # search.memory_band: the band's margin where none is set; a partial plan's set fields become pins
+    # (solver/completion.py)
+    spec = pinned_spec(with_memory_band(spec))
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
     # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
     with call_limits(deadline, controls.cancel, controls.memory_budget_mib):

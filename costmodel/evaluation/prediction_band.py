@@ -24,7 +24,10 @@ from typing import Any, Literal, Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from parplan.costmodel.evaluation.choice import usable_memory_bytes
 from parplan.costmodel.spec import calibration_band as default_band
+from parplan.costmodel.spec.assumptions import resolve_assumptions
+from parplan.costmodel.spec.hardware import GIB, resolve_gpu
 
 
 class _Band(BaseModel):
@@ -122,10 +125,12 @@ def overlaps(a: PlanBand, b: PlanBand) -> bool:
     return a.step_time_s_low <= b.step_time_s_high and b.step_time_s_low <= a.step_time_s_high
 
 
-def plan_bands(evaluations: list[Any], source: BandSource) -> list[PlanBand]:
-    """Bands of ranked plans, each marked ``ties_best`` where its step-time band overlaps the first plan's."""
+def plan_bands(evaluations: list[Any], source: BandSource, best: Optional[PlanBand] = None) -> list[PlanBand]:
+    """Bands of ranked plans, each marked ``ties_best`` where its step-time band overlaps ``best``'s (default: the
+    first plan's; a frontier is marked against the optimum's)."""
     bands = [plan_band(e, source) for e in evaluations]
-    return [b.model_copy(update={"ties_best": overlaps(b, bands[0])}) for b in bands]
+    best = best or (bands[0] if bands else None)
+    return [b.model_copy(update={"ties_best": best is not None and overlaps(b, best)}) for b in bands]
 
 
 def memory_band_margin_gib(usable_gib: float, source: BandSource) -> float:
@@ -138,14 +143,10 @@ def with_memory_band(spec: Any) -> Any:
     """``spec`` with ``search.memory_margin_gib`` set to its memory band's margin (:func:`memory_band_margin_gib`,
     rounded up to 0.01 GiB; on several pools the largest) when ``search.memory_band`` is on and the spec sets no
     margin of its own; otherwise ``spec`` itself."""
-    from parplan.costmodel.evaluation.choice import usable_memory_bytes
-    from parplan.costmodel.spec.assumptions import resolve_assumptions
-    from parplan.costmodel.spec.hardware import resolve_gpu
-
     if not spec.search.memory_band or spec.search.memory_margin_gib > 0:
         return spec
     a, source = resolve_assumptions(spec.assumptions), band_source(spec)
-    margins = [memory_band_margin_gib(usable_memory_bytes(spec, resolve_gpu(c), a) / 2**30, source)
+    margins = [memory_band_margin_gib(usable_memory_bytes(spec, resolve_gpu(c), a) / GIB, source)
                for c in (spec.cluster.pools or [spec.cluster])]
     margin = float(np.ceil(max(margins) * 100.0) / 100.0)
     return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": margin})})
