@@ -21,7 +21,7 @@ from parplan.library.contract import (METRIC_KEYS, PLAN_KEYS, evaluation_status,
                                      result_to_dict, to_json)
 from parplan.costmodel.evaluation.ledger import BREAKDOWN_KEYS, Evaluation
 from parplan.client.band_report import BandSource, band_caption, band_cells, best_band_line
-from parplan.client.plan_line import ints as _ints, short_plan as _short_plan
+from parplan.client.plan_line import ints, short_plan
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.compare import in_words
@@ -70,9 +70,9 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
     table.add_row("micro_batch_size", str(plan.micro_batch_size))
     table.add_row("num_microbatches", str(plan.num_microbatches))
     table.add_row("schedule · vpp", f"{plan.schedule} · {plan.vpp}")
-    table.add_row("stage_layers", _ints(plan.stage_layers))
+    table.add_row("stage_layers", ints(plan.stage_layers))
     if plan.recompute == "full":
-        table.add_row("recompute", f"full · recompute_layers {_ints(plan.recompute_layers)}")
+        table.add_row("recompute", f"full · recompute_layers {ints(plan.recompute_layers)}")
     else:
         table.add_row("recompute", plan.recompute)
     table.add_row("zero_stage", str(plan.zero_stage))
@@ -91,7 +91,7 @@ def plan_table(plan: Plan, runs_on: Optional[list[str]] = None) -> Table:
         table.add_row("EP all-to-all", " · ".join(name for name, on in (("FP8 dispatch", plan.moe_fp8_dispatch),
                                                                         ("overlapped", plan.moe_a2a_overlap)) if on))
     if plan.pipeline_layout is not None:
-        table.add_row("pipeline_layout", " ".join(_ints(chunks) for chunks in plan.pipeline_layout))
+        table.add_row("pipeline_layout", " ".join(ints(chunks) for chunks in plan.pipeline_layout))
     if runs_on is not None:
         table.add_row("runs on", ", ".join(runs_on) or "none of the profiled frameworks")
     return table
@@ -255,7 +255,7 @@ def ranking_table(evaluations: list[Evaluation], title: str, best: Optional[Eval
         cells = band_cells(e, source, ref)
         table.add_row(f"{i}*" if chosen is not None and e.plan == chosen else str(i), f"{m.step_time_s:.3f}",
                       *cells[:1], delta, f"{m.mfu * 100:.1f}%", f"{m.tokens_per_s:,.0f}", f"{m.peak_memory_gib:.1f}",
-                      *cells[1:], *per_pool, " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", _short_plan(e.plan))
+                      *cells[1:], *per_pool, " ".join(RUNS_ON_SHORT[f] for f in e.runs_on) or "-", short_plan(e.plan))
     caption = "runs on: mc megatron-core, mb megatron-bridge, tt torchtitan, ds deepspeed"
     if source is not None:
         caption = band_caption(source) + "\n" + caption
@@ -282,7 +282,7 @@ def framework_line(entry) -> str:
     vs = "" if entry.vs_best is None else f"{entry.vs_best * 100:+.1f} %, "
     unproven = "" if entry.status == "OPTIMAL" else f"{entry.status}, the best found in the time it had: "
     line = (f"{entry.framework}: {unproven}{vs}{SCHEDULE_NAMES[p.schedule] if p.pp > 1 else 'no PP'}, "
-            f"{m.step_time_s:.3f} s ({_short_plan(p)})")
+            f"{m.step_time_s:.3f} s ({short_plan(p)})")
     differs = getattr(entry, "differs", ())
     return line + (f"; differs in {', '.join(in_words(d) for d in differs)}" if differs else "; same plan and conventions")
 
@@ -373,7 +373,7 @@ def _render_explanation(ex, console: Console) -> None:
     if ex.relaxations:
         console.print(Text("What would fit", style="bold"))
         for r in ex.relaxations:
-            tail = f"  -> {_short_plan(r.plan.plan)}, {r.plan.metrics.step_time_s:.2f} s" if r.plan else ""
+            tail = f"  -> {short_plan(r.plan.plan)}, {r.plan.metrics.step_time_s:.2f} s" if r.plan else ""
             console.print(Text(f"  - {r.requirement}: {r.change}{tail}"))
 
 
