@@ -331,7 +331,7 @@ def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
     refused)``, the tally ``(parser, runs_on) -> [parsed, accepted with equal values]``, ``refused`` the (spec,
     setting) pairs whose framework cannot build the model at all (a spec error, e.g. MTP on torchtitan v0.2.2)."""
     from parplan.costmodel.spec.spec import Spec
-    from parplan.frameworks.compare import spec_for_framework
+    from parplan.frameworks.compare import error_reason, spec_for_framework
     from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
@@ -347,9 +347,8 @@ def _run(spec_list: list, top: int) -> tuple[dict, list[str], int]:
             base = raw if isinstance(raw, Spec) else validate_spec(raw)
             try:
                 spec = spec_for_framework(base, setting)  # the base's own profile knobs taken back out
-            except ValueError as err:  # pydantic's ValidationError: the spec's rule, its first line of detail
-                reason = str(err).splitlines()[1].strip().split(" [type=")[0].removeprefix("Value error, ")
-                refused.append(f"{name} | {setting}: {reason}")
+            except ValueError as err:  # pydantic's ValidationError: the spec's field and rule
+                refused.append(f"{name} | {setting}: {error_reason(err)}")
                 continue
             for rank, ev in enumerate(optimize(spec, top_k=top, controls=controls).plans, 1):
                 exports += 1

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from pydantic import ValidationError
+
 from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_profile, tp_values
 
 ANY = "any"  # the framework-neutral research space (ZB-H1, DualPipe)
@@ -97,12 +99,11 @@ def differences(spec, plan, other_spec, other_plan) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _reason(err: Exception) -> str:
+def error_reason(err: Exception) -> str:
     """An INVALID line's reason in one line: a validation error's first error with its field path (the spec's rule
     as the user reads it), else the error's first line."""
-    errors = getattr(err, "errors", None)
-    if callable(errors):  # pydantic.ValidationError
-        first = errors(include_url=False)[0]
+    if isinstance(err, ValidationError):
+        first = err.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         message = str(first.get("msg", "")).removeprefix("Value error, ")
         return f"{where}: {message}" if where else message
@@ -159,7 +160,7 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
             other = spec_for_framework(spec, name)
             got = optimize(other, top_k=1, seeds=seeds, **args)
         except (ParplanError, ValueError) as err:
-            out.append(FrameworkBest(name, "INVALID", reason=_reason(err)))
+            out.append(FrameworkBest(name, "INVALID", reason=error_reason(err)))
             continue
         if not got.plans:
             why = got.explanation.summary if got.explanation is not None else None
