@@ -73,6 +73,32 @@ def a2a_compute_ratio(case) -> tuple[float, float]:
     return moe.a2a_s / moe.compute_s, (moe.a2a_s / 2) / (moe.compute_s * costs.fwd_share)
 
 
+def layer_pair_lines(case) -> list[str]:
+    """One MoE layer's forward beside another micro-batch's backward of the same layer (the pair DualPipe and
+    combined 1F1B run, costmodel/schedules/paired_overlap.py) under the committed calibration: its components, the
+    all-to-all each pricing leaves exposed (per chunk; per component, DeepSeek-V3 Figure 4) and the pair's time
+    per component over per chunk, at the model's own all-to-all and with it scaled to DeepSeek-V3 §3.2.1's 1:1 of
+    the forward's all-to-all to its compute."""
+    from parplan.costmodel.schedules.paired_overlap import ChunkWork, chunk_pair_exposed_s, component_pair_exposed_s
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
+    from parplan.costmodel.evaluation.choice import choice_costs
+    from parplan.costmodel.evaluation.evaluate import plan_choice
+
+    a = resolve_assumptions(None)
+    a = a.model_copy(update=case.overrides) if case.overrides else a
+    costs = choice_costs(case.spec, plan_choice(case.plan), case.gpu, a, case.arch)
+    moe, f = costs.moe, costs.fwd_share
+    out = [f"  per MoE layer pair (one layer's F beside another micro-batch's B): attention {moe.attn_s * 1e3:.2f} ms, "
+           f"MLP {(moe.compute_s - moe.attn_s) * 1e3:.2f} ms (F + B), all-to-all {moe.a2a_s * 1e3:.2f} ms (F + B, "
+           f"dispatch {moe.dispatch_share:.0%} of each pass)"]
+    for name, a2a in (("the model's all-to-all", moe.a2a_s), ("all-to-all scaled to 1:1", 2 * f * moe.compute_s)):
+        w = ChunkWork(moe.compute_s, a2a, moe.attn_s, moe.dispatch_share)
+        chunk, comp = chunk_pair_exposed_s(w, w, f), component_pair_exposed_s(w, w, f)
+        out.append(f"    {name}: exposed per chunk {chunk * 1e3:.2f} ms, per component {comp * 1e3:.2f} ms: pair "
+                   f"{((moe.compute_s + comp) / (moe.compute_s + chunk) - 1) * 100:+.1f} % (issue 39: 2.5-6 %)")
+    return out
+
+
 def deepseek_check(starts: int = 1) -> list[str]:
     from benchmarks.fit import assumptions_with, fit, fit_rows, predict, prepare_cases
 
@@ -98,6 +124,7 @@ def deepseek_check(starts: int = 1) -> list[str]:
             f"{'fits' if out['fits'] else 'does NOT fit'}",
             f"  per MoE layer and micro-batch: all-to-all : compute {ratio:.2f} (forward {ratio_fwd:.2f}; goal 0.8-1.25, "
             "DeepSeek-V3 §3.2.1 'approximately 1:1')",
+            *layer_pair_lines(case),
             "  step " + f"{out['step_time_s']:.2f} s = " + " + ".join(f"{k} {v:.2f}" for k, v in b.items() if v),
             f"  DualPipe's step order over the plan's per-stage times (metrics.step_order_step_s): "
             f"{out['step_order_step_s']:.2f} s, {(out['step_order_step_s'] / out['step_time_s'] - 1) * 100:+.1f} % "

@@ -169,6 +169,12 @@ class Comm:
             return 0.0, 0.0
         return sum(nv for nv, _ in tiers) / total, sum(net for _, net in tiers) / total
 
+    def dispatch_share(self, token_bytes: float, moe: MoESpec) -> float:
+        """The dispatch's share of :meth:`all_to_all_s` (its first tier pair's larger time over the sum; FP8
+        dispatch makes it the smaller part); 0.5 where the all-to-all is one collective or takes no time."""
+        times = [max(t) for t in self.all_to_all_tiers_s(token_bytes, moe)]
+        return times[0] / sum(times) if len(times) == 2 and sum(times) > 0 else 0.5
+
     def all_to_all_tiers_s(self, token_bytes: float, moe: MoESpec) -> list[tuple[float, float]]:
         """(NVLink, network) time of the dispatch and of the combine of :meth:`all_to_all_s` (each takes the larger)."""
         c, a = self.c, self.a

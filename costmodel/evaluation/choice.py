@@ -144,11 +144,13 @@ class ChoiceCosts:
 
     # ---- paired chunks (costmodel/schedules/paired_overlap.py)
     def chunk_work(self, dense: int, moe: int) -> ChunkWork:
-        """A stage's (or DualPipeV chunk's) layers: their compute and their all-to-all, none of it hidden (counts:
-        ints, or arrays of candidate splits)."""
-        if self.moe is None:
-            return ChunkWork(dense * self.dense.compute_s, 0.0 * dense)
-        return ChunkWork(dense * self.dense.compute_s + moe * self.moe.compute_s, moe * self.moe.a2a_s)
+        """A stage's (or DualPipeV chunk's) layers: their compute, their all-to-all, none of it hidden, and their
+        attention blocks' compute, for per-component pairs (counts: ints, or arrays of candidate splits)."""
+        d, m = self.dense, self.moe
+        if m is None:
+            return ChunkWork(dense * d.compute_s, 0.0 * dense, None if d.attn_s is None else dense * d.attn_s)
+        attn = None if d.attn_s is None or m.attn_s is None else dense * d.attn_s + moe * m.attn_s
+        return ChunkWork(dense * d.compute_s + moe * m.compute_s, moe * m.a2a_s, attn, m.dispatch_share)
 
     @property
     def paired_exposure(self) -> bool:

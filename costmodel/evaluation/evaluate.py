@@ -240,9 +240,10 @@ def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[
     if units.schedule is Schedule.DUALPIPE:
         work = [(costs.chunk_work(*k), st.time_s) for k, st in zip(classes, stages)]
         C, X, E = [w.compute_s for w, _ in work], [w.a2a_s for w, _ in work], [t - w.compute_s for w, t in work]
+        A = [w.attn_s for w, _ in work]
     else:
         P = c.pp
-        C, X, E = [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P)
+        C, X, E, A = [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P)
         for r, ((dense, moe), st) in enumerate(zip(classes, stages)):
             ends = (costs.first_extra_time_s, costs.last_extra_time_s) if r == 0 else (0.0, 0.0)
             chunks = dualpipev.chunk_classes(dense, moe)
@@ -250,9 +251,11 @@ def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[
             rest = st.time_s - sum(p.compute_s for p in parts) - sum(ends)
             for phase, (s, k, p) in enumerate(zip((r, 2 * P - 1 - r), chunks, parts)):
                 share = sum(k) / (dense + moe) if dense + moe else 0.5
-                C[s], X[s], E[s] = p.compute_s, p.a2a_s, rest * share + ends[phase]
+                C[s], X[s], E[s], A[s] = p.compute_s, p.a2a_s, rest * share + ends[phase], p.attn_s
     w = a.zb_weight_grad_fraction * min(1.0, max(0.0, costs.weight_grad_share))
-    return step_order_s(c.schedule, StageWork(C, X, costs.fwd_share, w, E), c.num_microbatches) + dp_exposed_s
+    A, dispatch = (None, 0.5) if None in A or costs.moe is None else (A, costs.moe.dispatch_share)
+    return step_order_s(c.schedule, StageWork(C, X, costs.fwd_share, w, E, A, dispatch),
+                        c.num_microbatches) + dp_exposed_s
 
 
 def step_metrics(spec: Spec, costs: ChoiceCosts, a: Assumptions, stages: list[StageTotals], step: float,

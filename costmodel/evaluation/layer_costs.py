@@ -38,6 +38,11 @@ class LayerCost:
     linear_s: float = 0.0  # the linear GEMMs' part of compute_s (the only part with a weight gradient, ZB's W)
     a2a_s: float = 0.0  # EP all-to-all, fwd+bwd, none hidden: a paired schedule prices its exposure per rank
     #                     (costmodel/schedules/paired_overlap.py) and keeps ep_s 0
+    # the attention block's part of compute_s (its linear GEMMs and core, fwd+bwd; the rest is the MLP's) and the
+    # dispatch's share of one pass's all-to-all: a paired schedule prices its pairs per component with them
+    # (paired_overlap.component_phases_s); attn_s None: per chunk (Assumptions.paired_overlap_by_component off)
+    attn_s: float | None = None
+    dispatch_share: float = 0.5
 
     @property
     def time_s(self) -> float:
@@ -82,6 +87,7 @@ def dense_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         model_flops=t.model_flops,
         recompute_flops=t.model_flops * fwd_share,
         linear_s=t.linear_s,
+        attn_s=t.attn_s,
     )
 
 
@@ -103,6 +109,8 @@ class LayerTimes:
     # (share of the layer's passes, share of the network it keeps busy) of the all-to-all beside the DP collectives
     # of groups off NVLink (costmodel/communication/shared_links.py, DataParallel.dp_exposed); none beside a dense layer's
     network_beside: tuple[float, float] = (0.0, 0.0)
+    attn_s: float | None = None  # LayerCost.attn_s
+    dispatch_share: float = 0.5  # LayerCost.dispatch_share
 
 
 def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
@@ -131,4 +139,5 @@ def _dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, 
     return LayerTimes(model_flops=dense_flops, linear_s=dense_linear, window_s=dense_compute,
                       compute_s=dense_compute + acts.selective_s + host_wait, tp_s=tp_s, tp_fwd_s=tp_fwd_s,
                       ep_s=0.0, a2a_s=0.0,
-                      act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered))
+                      act_bytes=ctx.tokens_tp_group * (acts.dense_per_token + 2 * acts.stored_gathered),
+                      attn_s=attn_linear + rates.attn_core_s if a.paired_overlap_by_component else None)

@@ -51,14 +51,18 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         lone = combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches)
     hidden_alone = 0.0 if overlapped else 2 * a2a - ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
     busy = ctx.comm.all_to_all_busy(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else (0.0, 0.0)  # (NVLink, network)
+    dispatch = ctx.comm.dispatch_share(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else 0.5
     lc, etp_one, a2a = _shared_links(ctx, lc, etp_one, a2a, tp_blocks, moe_compute,
                                      2 * a2a * (1.0 - lone) + hidden_alone, busy)
     held = moe_comm.sm_fraction(a, ctx.gpu, moe) if c.ep > 1 else 0.0
+    # the attention block's part of the compute, for the per-component pairs (paired_overlap.component_phases_s)
+    attn = tp_blocks[0] + rates.attn_core_s
     if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
         # the overlapped schedules run them beside it (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s)
         slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a, held) / moe_compute
         moe_compute *= slowed
         moe_linear *= slowed
+        attn *= slowed
     # dispatch + combine, forward and backward: paired schedules (DualPipe, DualPipeV) price what the partner
     # stage's compute leaves exposed per rank (evaluate.paired_exposure); Megatron-Core's combined 1F1B pairs a
     # layer with itself, its warm-up forwards and cool-down backwards alone; otherwise the ep_comm_overlap share,
@@ -66,7 +70,9 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     if paired:
         ep_layer = 0.0
     elif c.moe_a2a_overlap:
-        ep_layer = combined_1f1b_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a), ctx.fwd_share, lone)
+        ep_layer = combined_1f1b_exposed_s(ChunkWork(moe_compute + acts.selective_s, 2 * a2a,
+                                                     attn if a.paired_overlap_by_component else None, dispatch),
+                                           ctx.fwd_share, lone)
     else:
         ep_layer = ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
         if c.ep > 1 and ep_layer < 2 * a2a:  # the hidden share runs beside the compute: it holds the dispatcher's
@@ -74,6 +80,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
             slowed = 1.0 + moe_comm.reserved_sm_time_s(moe_compute, 2 * a2a - ep_layer, held) / moe_compute
             moe_compute *= slowed
             moe_linear *= slowed
+            attn *= slowed
     # the attention block's and the shared experts' TP collectives, each beside its block's GEMMs
     # (layer_comm.LayerComm.tp_block_s); the expert-TP ones are not overlapped
     tp_s, tp_fwd_s = lc.tp_blocks_s(ctx.comm, tp_blocks, ctx.fwd_share)
@@ -87,7 +94,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         tp_s=tp_s + 4 * etp_one,
         tp_fwd_s=tp_fwd_s + 2 * etp_one,
         ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
-        act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered), network_beside=network_beside)
+        act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered), network_beside=network_beside,
+        attn_s=attn if a.paired_overlap_by_component else None, dispatch_share=dispatch)
 
 
 def _shared_links(ctx: ChoiceContext, lc: LayerComm, etp_one: float, a2a: float, tp_blocks: tuple[float, ...],
@@ -200,4 +208,6 @@ def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: 
         recompute_flops=t.model_flops * fwd_share,
         linear_s=t.linear_s,
         a2a_s=t.a2a_s,
+        attn_s=t.attn_s,
+        dispatch_share=t.dispatch_share,
     )

@@ -114,12 +114,16 @@ def op_parts(op: Op) -> list[tuple[str, int]]:
 @dataclass(frozen=True)
 class StageWork:
     """Per model stage, per micro-batch: layer compute ``C`` (hides a partner's all-to-all), all-to-all ``X`` and
-    other time ``E`` (module docstring), with forward share ``f`` and zero-bubble weight share ``w``."""
+    other time ``E`` (module docstring), with forward share ``f`` and zero-bubble weight share ``w``; ``A`` the
+    attention part of ``C`` and ``dispatch_share`` the dispatch's of each pass's ``X``, with which an F&B pair is
+    priced per component (paired_overlap.ChunkWork; ``A`` None: per chunk)."""
     C: Sequence[float]
     X: Sequence[float]
     f: float
     w: float
     E: Optional[Sequence[float]] = None
+    A: Optional[Sequence[float]] = None
+    dispatch_share: float = 0.5
 
 
 def step_order_defined(schedule: Schedule, ranks: int, m: int) -> bool:
@@ -257,7 +261,9 @@ def _durations_s(st: _Structure, work: StageWork) -> list[float]:
     f, w, a, b = work.f, work.w, st.stage, st.stage_b
     lone_f = f * T[a] + X[a] / 2
     lone_b = np.where(st.zb, (1 - f) * T[a] * (1 - w), (1 - f) * T[a]) + X[a] / 2
-    pair = f * T[a] + (1 - f) * T[b] + pair_exposed_s(ChunkWork(C[a], X[a]), ChunkWork(C[b], X[b]), f)
+    A, share = (None, None) if work.A is None else (np.asarray(work.A, float), work.dispatch_share)
+    chunk = (lambda s: ChunkWork(C[s], X[s])) if A is None else (lambda s: ChunkWork(C[s], X[s], A[s], share))
+    pair = f * T[a] + (1 - f) * T[b] + pair_exposed_s(chunk(a), chunk(b), f)
     weight = w * ((1 - f) * T[a])
     return np.choose(st.kind, [lone_f, lone_b, pair, weight]).tolist()
 

@@ -13,7 +13,19 @@ backward of y) costs its two computations plus what neither can cover::
     exposed(F_x, B_y) = max(0, X_x/2 - (1-f)·C_y) + max(0, X_y/2 - f·C_x)
 
 with C a chunk's forward+backward compute, f = F/(F+B) its forward share and X its forward+backward all-to-all
-(the two passes move the same bytes, X/2 each). A rank's step runs a fixed number of each pairing and of lone
+(the two passes move the same bytes, X/2 each): per chunk, the forward's whole compute beside the backward's whole
+all-to-all and the other way round. DeepSeek's Figure 4 pairs per component, four phases whose compute and
+communication run side by side (:func:`component_phases_s`): the forward's attention beside the backward's
+combine, the backward's MLP beside the forward's dispatch, the forward's MLP beside the backward's dispatch and
+the backward's attention beside the forward's combine, so with A a chunk's attention, M = C - A its MLP and D, K
+the dispatch and combine of one pass (D + K = X/2)::
+
+    exposed(F_x, B_y) = max(0, K_y - f·A_x) + max(0, D_x - (1-f)·M_y) + max(0, D_y - f·M_x) + max(0, K_x - (1-f)·A_y)
+
+(:func:`component_pair_exposed_s`, used wherever a :class:`ChunkWork` carries its attention time), never less than
+the per-chunk form (the sum of two phases' excesses is at least the excess of their sums) and never more than the
+whole all-to-all. A chunk of several layers is priced as one layer of its summed components (exact for equal
+layers paired one to one, as Megatron-Core's combined 1F1B runs its layers). A rank's step runs a fixed number of each pairing and of lone
 (un-overlapped) forward and backward chunks, read off the step order (:func:`step_order_counts`); a lone chunk
 exposes its all-to-all in full. The rank's exposure per micro-batch is their sum over the step's micro-batches
 (:func:`rank_exposed_s`): about ``(exposed(F_a, B_b) + exposed(F_b, B_a)) / 2`` for a DualPipe rank, whose
@@ -38,17 +50,75 @@ from parplan.costmodel.schedules.schedule import Schedule
 class ChunkWork:
     """A chunk's (stage's) work per micro-batch: compute (forward + backward, seconds) and EP all-to-all
     (forward + backward dispatch and combine, seconds, none of it hidden); floats, or NumPy arrays of candidate
-    splits (the solver's tables), with which every function here works element-wise."""
+    splits (the solver's tables), with which every function here works element-wise. ``attn_s``: the attention
+    blocks' part of ``compute_s`` (the rest is the MLP's: experts, shared experts, a dense layer's MLP), with
+    which a pair is priced per component (:func:`component_pair_exposed_s`); None: per chunk
+    (:func:`chunk_pair_exposed_s`). ``dispatch_share``: the dispatch's share of each pass's all-to-all, the
+    combine the rest."""
 
     compute_s: float
     a2a_s: float
+    attn_s: float | None = None
+    dispatch_share: float = 0.5
 
 
 def pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
-    """The all-to-all left exposed when ``fwd``'s forward runs beside ``bwd``'s backward (module docstring)."""
+    """The all-to-all left exposed when ``fwd``'s forward runs beside ``bwd``'s backward: per component where both
+    chunks say their attention time (:func:`component_pair_exposed_s`), else per chunk (module docstring)."""
+    if fwd.attn_s is None or bwd.attn_s is None:
+        return chunk_pair_exposed_s(fwd, bwd, fwd_share)
+    return component_pair_exposed_s(fwd, bwd, fwd_share)
+
+
+def chunk_pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
+    """Per chunk: ``fwd``'s forward all-to-all beside ``bwd``'s whole backward compute, ``bwd``'s backward
+    all-to-all beside ``fwd``'s whole forward compute (module docstring); a lower bound of every two-stream
+    order of the pair (:func:`component_pair_exposed_s`)."""
     fwd_hidden = np.maximum(0.0, fwd.a2a_s / 2 - (1 - fwd_share) * bwd.compute_s)
     bwd_hidden = np.maximum(0.0, bwd.a2a_s / 2 - fwd_share * fwd.compute_s)
     total = fwd_hidden + bwd_hidden
+    return float(total) if np.ndim(total) == 0 else total
+
+
+def component_phases_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> list[tuple[float, float]]:
+    """(compute, communication) of the four phases of one F&B pair, per component, in their order:
+
+    ====================================  =====================================
+    compute stream                        communication stream
+    ====================================  =====================================
+    ATTN(F) of ``fwd``                    COMBINE(B) of ``bwd``
+    MLP(B) (and MLP(W)) of ``bwd``        DISPATCH(F) of ``fwd``
+    MLP(F) of ``fwd``                     DISPATCH(B) of ``bwd``
+    ATTN(B) (and ATTN(W)) of ``bwd``      COMBINE(F) of ``fwd``
+    ====================================  =====================================
+
+    DeepSeek-V3 report (arXiv 2412.19437, §3.2.1, Figure 4: "a pair of individual forward and backward chunks",
+    each chunk attention, all-to-all dispatch, MLP and all-to-all combine, the backward's attention and MLP split
+    into backward for input and for weights). Megatron-Core's code form of the same pairing,
+    NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553
+    megatron/core/models/common/model_chunk_schedule_plan.py:243-245 (the docstring's two streams) and :261-301
+    (``TransformerLayerSchedulePlan.run``: combine_bwd, then pre_dispatch (attention) fwd, mlp bwd, dispatch fwd,
+    mlp bwd_dw, dispatch bwd, mlp fwd, combine fwd, pre_dispatch bwd, its bwd_dw): each micro-batch's nodes wait on
+    its own event (megatron/core/pipeline_parallel/utils.py:207-209), so the forward's chain (attention, dispatch,
+    MLP, combine) and the backward's (combine, MLP, dispatch, attention) each run in order, a stream's operations
+    in issue order, and each phase's two operations start together when the previous phase's last one ends: the
+    pair takes the sum of the phases' maxima. Compute splits forward/backward by ``fwd_share`` in both blocks;
+    the backward's all-to-all mirrors the forward's (combine(B) moves the combine's bytes, dispatch(B) the
+    dispatch's: ``dispatch_share`` of each pass)."""
+    f = fwd_share
+    ax, ay = fwd.attn_s, bwd.attn_s
+    mx, my = fwd.compute_s - ax, bwd.compute_s - ay
+    dx, dy = fwd.dispatch_share * fwd.a2a_s / 2, bwd.dispatch_share * bwd.a2a_s / 2
+    cx, cy = fwd.a2a_s / 2 - dx, bwd.a2a_s / 2 - dy
+    return [(f * ax, cy), ((1 - f) * my, dx), (f * mx, dy), ((1 - f) * ay, cx)]
+
+
+def component_pair_exposed_s(fwd: ChunkWork, bwd: ChunkWork, fwd_share: float) -> float:
+    """Per component: what each phase's communication leaves beyond its compute (:func:`component_phases_s`), the
+    pair's time less its compute. Never below :func:`chunk_pair_exposed_s` (the forward's compute beside the
+    backward's all-to-all and the backward's compute beside the forward's, each phase one of the two) and never
+    above the whole all-to-all."""
+    total = sum(np.maximum(0.0, comm - comp) for comp, comm in component_phases_s(fwd, bwd, fwd_share))
     return float(total) if np.ndim(total) == 0 else total
 
 

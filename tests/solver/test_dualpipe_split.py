@@ -213,14 +213,18 @@ def test_mixtral_lopsided_split_is_slower_in_the_step_order_simulation():
 
 @pytest.mark.xfail(strict=True, reason=(
     "issue 19, DualPipe priced as it runs: the cost model's DualPipe bubble is formed from rank rows (a rank's mean "
-    "of its two stages), so with the all-to-all hidden every split of a rank's layers costs the same (Mixtral PP8: "
-    "5.688 s and 64.5 GiB for [7,7,7,7,1,1,1,1] and [4]*8); the step-order simulation (test above) puts it more than "
-    "1 % slower, and the planner breaks the tie by the step order (solver/tie_break.py, tests/solver/test_tie_break.py), "
-    "but the closed form the search ranks by still ties them. The fix needs per-stage lone-chunk times in the tables "
-    "(tests/costmodel/schedules/test_paired_overlap.py _pair_averaged_dwell_path_step)"))
+    "of its two stages), so with the all-to-all hidden a split of a rank's layers changes only what its pairs leave "
+    "exposed: per component (paired_overlap.component_phases_s) a 1-layer stage's forward attention cannot cover "
+    "its 7-layer partner's backward combine, so Mixtral PP8's [7,7,7,7,1,1,1,1] prices 5.7188 s against [4]*8's "
+    "5.7161 s (+0.05 %; per chunk they tied at 5.688 s, 64.5 GiB both); the step-order simulation (test above) puts "
+    "it more than 1 % slower, and the planner breaks the tie by the step order (solver/tie_break.py, "
+    "tests/solver/test_tie_break.py), but the closed form the search ranks by is more than 20 times short of it. The fix needs "
+    "per-stage lone-chunk times in the tables (tests/costmodel/schedules/test_paired_overlap.py "
+    "_pair_averaged_dwell_path_step)"))
 def test_mixtral_lopsided_split_is_slower_in_the_cost_model():
+    """The cost model puts the lopsided split more than 1 % slower, as the step-order simulation does."""
     steps = {}
     for name, layers in (("lopsided", LOPSIDED), ("balanced", BALANCED)):
         spec, plan = _mixtral_dualpipe_pp8(layers)
         steps[name] = evaluate(spec, plan).metrics.step_time_s
-    assert steps["lopsided"] > steps["balanced"]
+    assert steps["lopsided"] > 1.01 * steps["balanced"]

@@ -25,8 +25,10 @@ def test_balanced_pairs_by_hand():
 
 
 def test_mixtral_research_optimum_is_the_balanced_split():
-    """Mixtral 8x7B on 64 H100 in the research space: the closed form ties [7, 7, 7, 7, 1, 1, 1, 1] with [4 x 8]
-    (5.688 s both); the planner returns the split whose step order is shorter, at the same objective value. The
+    """Mixtral 8x7B on 64 H100 in the research space: the closed form per chunk tied [7, 7, 7, 7, 1, 1, 1, 1] with
+    [4 x 8] (5.688 s both); per component (paired_overlap.component_phases_s) it prices the lopsided split 0.05 %
+    slower (5.7188 s against 5.7161 s); the planner returns [4 x 8], whose step order is shorter, at its objective
+    value. The
     search is held to DualPipe: with the all-to-all overlap in the default space the overall optimum is interleaved
     with combined 1F1B (5.633 s), and this test is about DualPipe's tie."""
     spec = _mixtral_spec()
@@ -38,7 +40,7 @@ def test_mixtral_research_optimum_is_the_balanced_split():
                                                                              "micro_batch_size", "num_microbatches")},
                                        stage_layers=[7, 7, 7, 7, 1, 1, 1, 1]))
     assert best.plan.stage_layers == [4] * 8
-    assert best.metrics.step_time_s == pytest.approx(lopsided.metrics.step_time_s, rel=TIE_REL)
+    assert best.metrics.step_time_s <= lopsided.metrics.step_time_s * (1 + TIE_REL)
     assert best.metrics.step_order_step_s < lopsided.metrics.step_order_step_s * 0.98
     assert abs(result.stats.objective_value - best.metrics.step_time_s) / best.metrics.step_time_s < 1e-3
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from tests.dualpipe_sim import OpGraph, op_graph, phase_stages, simulate_dualpipe, simulate_dualpipev, step_orders
 from parplan.costmodel.spec.assumptions import Assumptions
-from parplan.costmodel.schedules.paired_overlap import (ChunkWork, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s,
+from parplan.costmodel.schedules.paired_overlap import (ChunkWork, chunk_pair_exposed_s, component_pair_exposed_s,
+                                              component_phases_s, dualpipe_rank_exposed_s, dualpipev_rank_exposed_s,
                                               pair_exposed_s, step_order_counts)
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule, stage_bubble_weights
 
@@ -204,6 +205,81 @@ def test_pair_exposure_by_hand():
     # balanced (15 MoE layers each): forward's 6 beside the other's backward 12 and backward's 6 beside 6: none
     half = ChunkWork(18.0, 12.0)
     assert pair_exposed_s(half, half, FWD_SHARE) == 0.0
+
+
+def test_component_pair_by_hand():
+    """Example numbers (not measured): a layer of attention 12 and MLP 12 (forward + backward, f = 1/3: ATTN(F) 4,
+    ATTN(B) 8, MLP(F) 4, MLP(B) 8) and an all-to-all of 8 per pass, dispatch 3 (FP8) and combine 5 (BF16), paired
+    with itself. Per component: ATTN(F) 4 beside COMBINE(B) 5 leaves 1; MLP(B) 8 beside DISPATCH(F) 3, MLP(F) 4
+    beside DISPATCH(B) 3 and ATTN(B) 8 beside COMBINE(F) 5 leave nothing: the pair takes 24 + 1 = 25. Per chunk the
+    forward's 8 of all-to-all hides beside the backward's 16 and the backward's 8 beside the forward's 8: 24, so
+    per component the pair is 1/24 = 4.2 % slower."""
+    layer = ChunkWork(24.0, 16.0, attn_s=12.0, dispatch_share=3 / 8)
+    assert component_phases_s(layer, layer, FWD_SHARE) == [pytest.approx(p) for p in ((4, 5), (8, 3), (4, 3), (8, 5))]
+    assert pair_exposed_s(layer, layer, FWD_SHARE) == pytest.approx(1.0)
+    assert chunk_pair_exposed_s(layer, layer, FWD_SHARE) == 0.0
+    # the dense stage (attention half its compute, no all-to-all) beside the MoE stage of test_pair_exposure_by_hand,
+    # dispatch and combine 5.4 each per pass: F(dense) beside B(MoE) leaves COMBINE(B) 5.4 - ATTN(F) 0.5 and
+    # DISPATCH(B) 5.4 - MLP(F) 0.5, 9.8 as per chunk; F(MoE) beside B(dense) DISPATCH(F) 5.4 - MLP(B) 1 and
+    # COMBINE(F) 5.4 - ATTN(B) 1, 8.8 as per chunk (a stage without all-to-all hides the same either way)
+    dense, moe = ChunkWork(3.0, 0.0, attn_s=1.5), ChunkWork(32.4, 21.6, attn_s=16.2)
+    assert pair_exposed_s(dense, moe, FWD_SHARE) == pytest.approx(9.8)
+    assert pair_exposed_s(moe, dense, FWD_SHARE) == pytest.approx(8.8)
+
+
+def _two_stream_pair_s(fwd: ChunkWork, bwd: ChunkWork, f: float) -> float:
+    """The pair's time by Megatron-Core's issue order (model_chunk_schedule_plan.py:261-301): compute stream
+    ATTN(F), MLP(B), MLP(F), ATTN(B); communication stream COMBINE(B), DISPATCH(F), DISPATCH(B), COMBINE(F); each
+    operation after its stream's previous one and its own pass's previous operation (the micro-batch's event)."""
+    (af, kb), (mb, df), (mf, db), (ab, kf) = component_phases_s(fwd, bwd, f)
+    streams = {"comp": [("F", af), ("B", mb), ("F", mf), ("B", ab)], "comm": [("B", kb), ("F", df), ("B", db),
+                                                                               ("F", kf)]}
+    chains = {"F": [("comp", 0), ("comm", 1), ("comp", 2), ("comm", 3)],
+              "B": [("comm", 0), ("comp", 1), ("comm", 2), ("comp", 3)]}
+    end: dict = {}
+    for i in range(4):  # operation i of each stream waits on the stream's i-1 and its chain's previous operation
+        for stream in ("comp", "comm"):
+            pas, d = streams[stream][i]
+            k = chains[pas].index((stream, i))
+            ready = max(end.get((stream, i - 1), 0.0), end[chains[pas][k - 1]] if k else 0.0)
+            end[(stream, i)] = ready + d
+    return max(end.values())
+
+
+@st.composite
+def chunk_pairs(draw):
+    """(forward chunk, backward chunk, f): compute, attention share, all-to-all and dispatch share drawn apart."""
+    def chunk():
+        c = draw(st.floats(0.0, 10.0))
+        return ChunkWork(c, draw(st.floats(0.0, 10.0)), c * draw(st.floats(0.0, 1.0)), draw(st.floats(0.0, 1.0)))
+    return chunk(), chunk(), draw(st.floats(0.05, 0.95))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunk_pairs())
+def test_component_exposure_between_per_chunk_and_fully_exposed(case):
+    """Per component a pair never hides more than per chunk (each phase pairs forward compute with backward
+    communication or the other way round) and never exposes more than the whole all-to-all; the pair's time
+    (compute + exposure) is the two-stream order's (:func:`_two_stream_pair_s`)."""
+    fwd, bwd, f = case
+    comp = component_pair_exposed_s(fwd, bwd, f)
+    assert chunk_pair_exposed_s(fwd, bwd, f) <= comp + 1e-9
+    assert comp <= (fwd.a2a_s + bwd.a2a_s) / 2 + 1e-9
+    pair_s = f * fwd.compute_s + (1 - f) * bwd.compute_s + comp
+    assert pair_s == pytest.approx(_two_stream_pair_s(fwd, bwd, f), rel=1e-9, abs=1e-12)
+
+
+def test_component_exposure_element_wise():
+    """Arrays of candidate splits (the solver's tables) price as each split alone; without attention times, per
+    chunk."""
+    import numpy as np
+    C, X, A = np.array([3.0, 18.0, 32.4]), np.array([0.0, 12.0, 21.6]), np.array([1.0, 9.0, 10.0])
+    arr = pair_exposed_s(ChunkWork(C, X, A, 0.3), ChunkWork(C[::-1], X[::-1], A[::-1], 0.3), FWD_SHARE)
+    one = [pair_exposed_s(ChunkWork(C[i], X[i], A[i], 0.3), ChunkWork(C[2 - i], X[2 - i], A[2 - i], 0.3), FWD_SHARE)
+           for i in range(3)]
+    assert arr.tolist() == pytest.approx(one, rel=1e-15)
+    assert pair_exposed_s(ChunkWork(18.0, 12.0), ChunkWork(18.0, 12.0), FWD_SHARE) == chunk_pair_exposed_s(
+        ChunkWork(18.0, 12.0), ChunkWork(18.0, 12.0), FWD_SHARE)
 
 
 def test_step_order_counts_cover_every_chunk():
