@@ -9,8 +9,9 @@
    H800 GPU-hours for 14.8T tokens (goal: 0.95-1.3 x)? Twice: with the committed calibration, and with a fit
    that leaves every DeepSeek-V3 row out (``--starts`` of benchmarks/fit.py's fit on the other rows), so the
    match cannot come from the row itself. Also the per-MoE-layer all-to-all : compute ratio against DeepSeek-V3
-   §3.2.1's "approximately 1:1" for cross-node expert parallelism (goal 0.8-1.25): the layer's dispatch and
-   combine, forward and backward, none hidden (``LayerCost.a2a_s``), over its compute (``compute_s``).
+   §3.2.1's "approximately 1:1" for cross-node expert parallelism (goal 0.8-1.25 per forward chunk, as the
+   report's ratio is per overlapped chunk: issue 39): the forward's dispatch and combine, none hidden, over the
+   forward's compute; printed beside the whole layer's (``LayerCost.a2a_s`` over ``compute_s``).
 2. Llama-3.1 405B on 16,384 H100 (seq 8192, 2048 sequences per step): the free planner's optimum against
    Meta's published plan (Llama 3 report Table 4: TP8 CP1 PP16 DP128, interleaved, micro-batch 1), the
    latter searched only over what Meta did not publish (vpp, stage split, recompute, ZeRO), both with
@@ -113,7 +114,7 @@ def deepseek_check(starts: int = 1) -> list[str]:
     held = fit([c for c in cases if not is_deepseek_row(c.row)], starts=starts)
     p_held = predict(case, assumptions_with(held.values))
     loso = out["ratio"] * out["step_time_s"] / p_held.step_time_s  # tokens/s scale as 1 / step time
-    ok = (out["fits"] and 0.95 <= out["ratio"] <= 1.3 and 0.95 <= loso <= 1.3 and 0.8 <= ratio <= 1.25)
+    ok = (out["fits"] and 0.95 <= out["ratio"] <= 1.3 and 0.95 <= loso <= 1.3 and 0.8 <= ratio_fwd <= 1.25)
     return [f"DeepSeek-V3 as published: {out['plan_summary']}",
             f"  predicted {out['predicted']:,.0f} tokens/s/GPU vs {DSV3_TOKENS_PER_GPU_S:,.0f} (2.664M GPU-h / 14.8T tokens): "
             f"{out['ratio']:.3f} x (goal 0.95-1.3)",
@@ -122,8 +123,8 @@ def deepseek_check(starts: int = 1) -> list[str]:
             f"{loso:.3f} x (goal 0.95-1.3)",
             f"  peak memory {out['predicted_peak_memory_gib']:.1f} GiB of {out['usable_memory_gib']:.1f} usable: "
             f"{'fits' if out['fits'] else 'does NOT fit'}",
-            f"  per MoE layer and micro-batch: all-to-all : compute {ratio:.2f} (forward {ratio_fwd:.2f}; goal 0.8-1.25, "
-            "DeepSeek-V3 §3.2.1 'approximately 1:1')",
+            f"  per MoE layer and micro-batch: all-to-all : compute {ratio:.2f} forward and backward, {ratio_fwd:.2f} per "
+            "forward chunk (goal for the forward chunk 0.8-1.25, DeepSeek-V3 §3.2.1 'approximately 1:1', issue 39)",
             *layer_pair_lines(case),
             "  step " + f"{out['step_time_s']:.2f} s = " + " + ".join(f"{k} {v:.2f}" for k, v in b.items() if v),
             f"  DualPipe's step order over the plan's per-stage times (metrics.step_order_step_s): "
