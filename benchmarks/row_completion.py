@@ -63,7 +63,8 @@ def complete(spec: Spec, plan: PlanSpec, unstated: list[str], time_limit_s: floa
     if plan.pp > 1 and "stage_layers" not in unstated and (plan.stage_layers or plan.pipeline_layout):
         return Completion(reason="the source states its stage split, which a partial plan cannot pin yet "
                                  "(solver/completion.py: per-stage lists)")
-    search: dict[str, Any] = {}
+    # a run that ran is judged by the ledger's point: the memory band is the planner's margin for plans not yet run
+    search: dict[str, Any] = {"memory_band": False}
     if "schedule" in unstated:
         search["schedules"] = [Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED]  # model_copy does not validate: the enum
     partial = partial_plan(plan, unstated)

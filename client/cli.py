@@ -82,7 +82,9 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
         from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
         from parplan.library.spec_io import SpecError
 
-        spec = with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin)
+        from parplan.costmodel.evaluation.prediction_band import with_memory_band
+
+        spec = with_memory_band(with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin))
         completed = None
         if complete:
             from parplan.solver.arguments import check_optimize_arguments

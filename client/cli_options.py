@@ -43,7 +43,7 @@ SPEC_ARGUMENT = typer.Argument(..., metavar="SPEC.yaml", help="spec file (see do
 FORMAT_OPTION = typer.Option(OutputFormat.table, "--format", "-f", help="table (for people) or json (docs/spec.md)",
                              case_sensitive=False)
 MEMORY_MARGIN_OPTION = typer.Option(None, "--memory-margin", metavar="GIB", help="GiB per GPU kept free below "
-                                    "the usable memory (0 to 4096; overrides search.memory_margin_gib)")
+                                    "the usable memory (0 to 4096; overrides search.memory_margin_gib and the memory band's margin)")
 RANK_BY_OPTION = typer.Option(None, "--rank-by", metavar="point|upper", help="order the plans by the predicted step "
                               "time (point) or the upper end of its band (upper); overrides search.rank_by")
 

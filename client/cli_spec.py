@@ -54,14 +54,16 @@ def read_spec(path: str, hf_config: Optional[str] = None, profile: Optional[str]
 
 
 def with_memory_margin(spec: Spec, margin: Optional[float]) -> Spec:
-    """The spec with ``search.memory_margin_gib`` set from ``--memory-margin`` (None: the spec's own)."""
+    """The spec with ``search.memory_margin_gib`` set from ``--memory-margin`` (None: the spec's own); a margin given
+    on the command line, 0 included, replaces the memory band's (``search.memory_band`` off)."""
     if margin is None:
         return spec
     import math
 
     if not math.isfinite(margin) or not 0 <= margin <= 4096:
         raise ArgumentError("--memory-margin", "must be a number of GiB from 0 to 4096", margin)
-    return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": float(margin)})})
+    search = spec.search.model_copy(update={"memory_margin_gib": float(margin), "memory_band": False})
+    return spec.model_copy(update={"search": search})
 
 
 def with_rank_by(spec: Spec, rank_by: Optional[str]) -> Spec:

@@ -9,7 +9,7 @@ its names are re-exported here for existing callers.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from rich import box
 from rich.console import Console
@@ -291,6 +291,19 @@ SCHEDULE_NAMES = {Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "interleav
                   Schedule.DUALPIPE: "DualPipe", Schedule.DUALPIPEV: "DualPipeV"}
 
 
+def margin_line(margin_gib: float, spec: Any) -> str:
+    """The answer's memory margin and where it comes from: the user's (``search.memory_margin_gib``,
+    ``--memory-margin``) or the memory band's (``search.memory_band``, costmodel/evaluation/prediction_band.py)."""
+    line = f"memory margin: {margin_gib:g} GiB per GPU kept free"
+    if spec is None or not spec.search.memory_band or spec.search.memory_margin_gib > 0:
+        return line
+    from parplan.costmodel.evaluation.prediction_band import band_source
+
+    source = band_source(spec)
+    return (f"{line} (the memory band: measured peaks up to {1 / source.peak_memory_ratio[0]:.3f} x predicted over "
+            f"{source.memory_rows} runs; --memory-margin or search.memory_band: false to change)")
+
+
 def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_framework=None) -> None:
     """``solver-cli optimize`` for people: status, the best plan with its ledger, runners-up, frontier, reasons."""
     if spec is not None:
@@ -308,7 +321,7 @@ def render_result(result, console: Console, *, spec: Optional[Spec] = None, per_
     if getattr(result, "completed", None) is not None:  # a partial plan: what the planner chose
         console.print(Text(f"completed (chosen by the planner): {', '.join(result.completed) or 'nothing'}"))
     if getattr(result, "memory_margin_gib", None) is not None:
-        console.print(Text(f"memory margin: {result.memory_margin_gib:g} GiB per GPU kept free"))
+        console.print(Text(margin_line(result.memory_margin_gib, spec)))
     if result.plans:
         best = result.plans[0]
         console.print(Text("Best plan", style="bold"))

@@ -10,6 +10,10 @@ validated spec be evaluated safely:
 * a schema error raised while resolving the plan becomes a :class:`PlanError`;
 * an evaluation whose metrics are not finite numbers (extreme sizes or assumption values) becomes a
   :class:`SpecError`, so no report ever carries ``inf``/``nan`` (invalid JSON).
+
+The plan is judged by the planner's rule of fit: under ``search.memory_band`` (on by default) the usable memory
+is less the memory band's margin (:func:`parplan.costmodel.evaluation.prediction_band.with_memory_band`), so a plan
+``evaluate`` says fits is one ``optimize`` may return.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pydantic import ValidationError
 from parplan.library.spec_io import SpecError, format_path, one_line, validation_error_message
 from parplan.costmodel.evaluation.evaluate import NO_PLAN, PlanError, check_plan_shape, evaluate
 from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.evaluation.prediction_band import with_memory_band
 from parplan.costmodel.spec.spec import Plan, PlanSpec, Spec
 
 
@@ -45,14 +50,15 @@ def _non_finite(data: Any, path: tuple[Any, ...] = ()) -> Optional[tuple[tuple[A
 
 
 def evaluate_spec(spec: Spec, plan: Union[Plan, PlanSpec, None] = None, **kwargs: Any) -> Evaluation:
-    """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``).
+    """Evaluate ``plan`` (default: the spec's ``plan:``; a spec without one is a PlanError naming ``plan``) under the
+    memory band's margin where ``search.memory_band`` applies (module docstring).
     ``kwargs`` go to the cost model's ``evaluate``. Raises only SpecError/PlanError."""
     if plan is None:
         plan = spec.plan
     if plan is None:
         raise PlanError(NO_PLAN)
     try:
-        evaluation = evaluate(spec, plan, **kwargs)
+        evaluation = evaluate(with_memory_band(spec), plan, **kwargs)
     except PlanError as err:
         raise PlanError(one_line(str(err))) from None
     except ValidationError as err:

@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 
 from parplan.costmodel.evaluation.evaluate import evaluate
+from parplan.costmodel.evaluation.prediction_band import with_memory_band
 from parplan.costmodel.spec.hardware import GIB
 from parplan.costmodel.memory.runtime_memory import memory_for_usable
 from parplan.costmodel.spec.spec import CP_COMM_TYPES, SearchSpec, Spec
@@ -172,10 +173,11 @@ def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[
 
 
 def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optional[SolverControls] = None,
-            deadline: Optional[float] = None) -> Explanation:
+            deadline: Optional[float] = None, band_ratio: Optional[float] = None) -> Explanation:
     """Why nothing fits and what would, within ``deadline``: the conflicting requirements first (40 % of the time
     left), the least memory any plan needs (20 %), then the relaxations; each part stops at its share with
-    what it has, and the summary says when the explanation is incomplete."""
+    what it has, and the summary says when the explanation is incomplete. ``band_ratio``: where the memory margin
+    is the memory band's (prediction_band.memory_band_ratio of the spec asked), which grows with the GPU's memory."""
     controls = controls or SolverControls()
     now = time.perf_counter()
     left = (deadline - now) if deadline is not None else None
@@ -213,7 +215,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     for r in core:
         if r == "memory":
             if min_mem_plan is not None and min_needed is not None:
-                relaxations.append(_memory_relaxation(spec, problem, min_mem_plan, min_needed, usable))
+                relaxations.append(_memory_relaxation(spec, problem, min_mem_plan, min_needed, usable, band_ratio))
             continue
         opts = _relaxed_options(spec, problem.options, [r])
         try:
@@ -248,17 +250,24 @@ def _no_legal_degrees(spec: Spec, relaxed: Problem, method: str, controls: Solve
                        usable_memory_gib=usable, relaxations=sizes)
 
 
-def _memory_relaxation(spec: Spec, problem: Problem, min_mem_plan, min_needed: float, usable: float) -> Relaxation:
+def _memory_relaxation(spec: Spec, problem: Problem, min_mem_plan, min_needed: float, usable: float,
+                       band_ratio: Optional[float] = None) -> Relaxation:
     """The memory a GPU would need for the least-memory plan (the user's pins kept), as a ``cluster.memory_gib``
-    patch, with that plan evaluated under the relaxed spec."""
-    need_gib = math.ceil(memory_for_usable(min_needed + spec.search.memory_margin_gib, problem.assumptions) * 10) / 10
+    patch, with that plan evaluated under the relaxed spec. Under the memory band the plan fits where
+    ``peak / band_ratio`` does (the margin, rounded up to 0.01 GiB, is recomputed at the larger memory)."""
+    wanted = (min_needed + 0.01) / band_ratio if band_ratio else min_needed + spec.search.memory_margin_gib
+    need_gib = math.ceil(memory_for_usable(wanted, problem.assumptions) * 10) / 10
+    relaxed = _with_memory(spec, need_gib)
+    if band_ratio:
+        relaxed = with_memory_band(relaxed.model_copy(update={"search": relaxed.search.model_copy(
+            update={"memory_margin_gib": 0.0})}))
     return Relaxation(
         requirement="memory",
         change=f"the least memory any plan needs is {min_needed:.1f} GiB per GPU, "
                f"{min_needed - usable:.1f} GiB more than the {usable:.1f} GiB usable on "
                f"{spec.cluster.gpu}: a GPU with {need_gib:.1f} GiB (cluster.memory_gib) fits it",
         patch={"cluster.memory_gib": need_gib},
-        plan=evaluate(_with_memory(spec, need_gib), min_mem_plan.plan))
+        plan=evaluate(relaxed, min_mem_plan.plan))
 
 
 def _summary(core: list[str], min_needed: Optional[float], usable: float) -> str:

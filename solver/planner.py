@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence
 from ortools import __version__ as ORTOOLS_VERSION
 
 from parplan.costmodel.evaluation.ledger import Evaluation
-from parplan.costmodel.evaluation.prediction_band import band_source, upper_first, with_memory_band
+from parplan.costmodel.evaluation.prediction_band import band_source, memory_band_ratio, upper_first, with_memory_band
 from parplan.costmodel.errors import ArgumentError
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.cpsat import SolverControls
@@ -67,7 +67,8 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
         if several_pools(spec):  # issue 21: each stage on one pool (solver/pools/planner.py)
             result = optimize_on_pools(spec, method=method, top_k=top_k, pareto=pareto, controls=controls, t0=t0)
         else:
-            result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline, seeds)
+            result = _optimize(spec, method, top_k, pareto, controls, on_solution, t0, deadline, seeds,
+                               memory_band_ratio(given))
     if given.plan is not None:
         result.completed = completed_fields(given.plan)
         if result.explanation is not None:
@@ -103,7 +104,7 @@ def _name_plan_pins(result: PlanResult, names: dict[str, str]) -> None:
 
 def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], controls: SolverControls,
               on_solution: Optional[Callable[[Evaluation, float, float], None]], t0: float,
-              deadline: float, seeds: Sequence[Plan] = ()) -> PlanResult:
+              deadline: float, seeds: Sequence[Plan] = (), band_ratio: Optional[float] = None) -> PlanResult:
     if spec.objective == "min_gpus":
         if pareto is not None:
             raise ArgumentError("pareto", "is not available with objective min_gpus (the answer is one GPU count)",
@@ -146,7 +147,8 @@ def _optimize(spec: Spec, method: Method, top_k: int, pareto: Optional[str], con
         phases["frontier_s"] = time.perf_counter() - t1
     if result.status == "INFEASIBLE":
         t1 = time.perf_counter()
-        result.explanation = explain(spec, problem, method=method, controls=controls, deadline=deadline)
+        result.explanation = explain(spec, problem, method=method, controls=controls, deadline=deadline,
+                                     band_ratio=band_ratio)
         phases["explanation_s"] = time.perf_counter() - t1
     result.timing = timing(controls, t0, **phases)  # None in deterministic mode (byte-identical output)
     return result

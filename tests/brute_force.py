@@ -9,6 +9,7 @@ from typing import Optional
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs, nvlink_domain_size
 from parplan.costmodel.evaluation.evaluate import evaluate_costs
+from parplan.costmodel.evaluation.prediction_band import with_memory_band
 from parplan.costmodel.spec.hardware import resolve_gpu
 from parplan.costmodel.evaluation.legality import choice_violations, stage_violations
 from parplan.costmodel.spec.spec import SCHEDULES, Plan, Spec
@@ -50,6 +51,7 @@ def brute_force(spec: Spec, below, equal_middles: bool = False):
     whose middle stages hold equal layer counts, the solver's first/middle/last form; recompute vectors are
     never reduced).
     """
+    spec = with_memory_band(spec)  # the planner's rule of fit: the memory band's margin where it applies
     s = spec.search
     a = resolve_assumptions(spec.assumptions)
     gpu = resolve_gpu(spec.cluster)

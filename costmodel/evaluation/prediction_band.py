@@ -139,11 +139,21 @@ def memory_band_margin_gib(usable_gib: float, source: BandSource) -> float:
     return max(0.0, usable_gib * (1.0 - source.peak_memory_ratio[0]))
 
 
+def memory_band_ratio(spec: Any) -> Optional[float]:
+    """The low predicted / measured peak-memory ratio by which ``spec``'s plans fit (``peak / ratio <= usable``), or
+    None where the memory band does not judge its fit (:func:`with_memory_band`)."""
+    if not spec.search.memory_band or spec.search.memory_margin_gib > 0 or spec.assumptions.preset != "default":
+        return None
+    return band_source(spec).peak_memory_ratio[0]
+
+
 def with_memory_band(spec: Any) -> Any:
     """``spec`` with ``search.memory_margin_gib`` set to its memory band's margin (:func:`memory_band_margin_gib`,
-    rounded up to 0.01 GiB; on several pools the largest) when ``search.memory_band`` is on and the spec sets no
-    margin of its own; otherwise ``spec`` itself."""
-    if not spec.search.memory_band or spec.search.memory_margin_gib > 0:
+    rounded up to 0.01 GiB; on several pools the largest) when ``search.memory_band`` is on, the spec sets no
+    margin of its own and its predictions rest on the default calibration (the ``default`` preset, or a calibrate
+    profile over it: the band's rows are that calibration's); otherwise ``spec`` itself (the ``textbook`` preset
+    keeps seed 003's usable share and no band)."""
+    if memory_band_ratio(spec) is None:
         return spec
     a, source = resolve_assumptions(spec.assumptions), band_source(spec)
     margins = [memory_band_margin_gib(usable_memory_bytes(spec, resolve_gpu(c), a) / GIB, source)
@@ -160,4 +170,5 @@ def upper_first(evaluations: list[Any], source: Optional[BandSource]) -> list[An
 
 
 __all__ = ["StepTimeBin", "BandSource", "PlanBand", "exposed_share", "default_source", "profile_source", "band_source",
-           "plan_band", "overlaps", "plan_bands", "memory_band_margin_gib", "with_memory_band", "upper_first"]
+           "plan_band", "overlaps", "plan_bands", "memory_band_margin_gib", "memory_band_ratio", "with_memory_band",
+           "upper_first"]

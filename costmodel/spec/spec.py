@@ -106,10 +106,11 @@ class SearchSpec(LimitedSection):
         0.0, ge=0.0, le=4096.0, allow_inf_nan=False,
         description="GiB per GPU kept free below the usable memory (a safety margin the user controls); default 0")
     memory_band: bool = Field(
-        False, description="a plan fits only if the upper end of its peak-memory band fits (the band of the "
+        True, description="a plan fits only if the upper end of its peak-memory band fits (the band of the "
         "calibration the prediction rests on, costmodel/evaluation/prediction_band.py): a memory margin of "
-        "usable x (1 - the low predicted/measured quantile), stated in the answer; memory_margin_gib (--memory-margin) "
-        "above 0 overrides it; default false")
+        "usable x (1 - the low predicted/measured quantile), stated in the answer; memory_margin_gib above 0 "
+        "overrides it, and so does --memory-margin (any value, 0 included); false: a plan fits if its predicted "
+        "peak fits; default true")
     rank_by: Literal["point", "upper"] = Field(
         "point", description="order of the plans returned: point (the predicted step time) or upper (the upper end "
         "of its step-time band; the best plans by point are searched, then ordered); default point")

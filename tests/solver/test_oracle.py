@@ -139,7 +139,8 @@ def _middle_case(recompute: list[str]) -> Spec:
     a = resolve_assumptions(spec.assumptions)
     memory = memory_for_usable((unequal + equal) / 2, a)
     return validate_spec({**MIDDLE_CASE, "cluster": {**MIDDLE_CASE["cluster"], "memory_gib": memory},
-                                "search": {**MIDDLE_CASE["search"], "recompute": recompute}})
+                                "search": {**MIDDLE_CASE["search"], "recompute": recompute,
+                                           "memory_band": False}})  # memory set between two ledger peaks
 
 
 @pytest.mark.parametrize("recompute", [["none"], ["none", "full"]], ids=["no-recompute", "recompute"])

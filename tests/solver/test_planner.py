@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from parplan.costmodel.evaluation.evaluate import plan_choice
+from parplan.costmodel.evaluation.prediction_band import with_memory_band
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.cpsat import SolverControls, build_model, check_headroom
 from parplan.solver.oracle import least_peak, peak_mib, solve_table
@@ -135,7 +136,7 @@ def test_equal_step_time_prefers_less_memory():
     """Among assignments of the best choice with its step time, the returned one has the least peak (MiB)."""
     spec = validate_spec(_example())
     res = optimize(spec, method="cpsat", controls=CPSAT)
-    problem = Problem.build(spec)
+    problem = Problem.build(with_memory_band(spec))  # the planner's problem: the memory band's margin
     i = choice_index(problem, res.plans[0].plan)
     t = problem.table(i)
     best = solve_table(t, problem.cap_kib)
@@ -179,11 +180,11 @@ def test_rank_by_upper_orders_the_same_plans_by_their_bands_upper_end(monkeypatc
 
 
 def test_memory_band_keeps_every_plans_upper_end_within_the_usable_memory():
-    from parplan.costmodel.evaluation.prediction_band import plan_band, with_memory_band
+    from parplan.costmodel.evaluation.prediction_band import plan_band
 
     spec = _small(memory_band=True)
     res = optimize(spec, top_k=5, controls=CPSAT)
     assert res.memory_margin_gib == with_memory_band(spec).search.memory_margin_gib > 0  # stated in the answer
-    usable = optimize(_small(), controls=CPSAT).plans[0].metrics.usable_memory_gib  # without the margin
+    usable = optimize(_small(memory_band=False), controls=CPSAT).plans[0].metrics.usable_memory_gib  # no margin
     for e in res.plans:
         assert plan_band(e, res.band_source).peak_memory_gib_high <= usable + 1e-9

@@ -91,13 +91,25 @@ SPEC = {"model": {"preset": "llama3-8b"}, "training": {"seq_len": 8192, "global_
 
 
 def test_with_memory_band_sets_the_margin_unless_one_is_set():
-    usable = evaluate_spec(validate_spec(SPEC)).metrics.usable_memory_gib  # no margin: the GPU's usable memory
+    off = validate_spec({**SPEC, "search": {"memory_band": False}})
+    usable = evaluate_spec(off).metrics.usable_memory_gib  # no margin: the GPU's usable memory
     r_lo = calibration_band.PEAK_MEMORY_RATIO[0]
-    banded = pb.with_memory_band(validate_spec({**SPEC, "search": {"memory_band": True}}))
+    banded = pb.with_memory_band(validate_spec(SPEC))  # on by default
     assert banded.search.memory_margin_gib == pytest.approx(math.ceil(usable * (1 - r_lo) * 100) / 100)
-    assert pb.with_memory_band(validate_spec(SPEC)).search.memory_margin_gib == 0.0  # off by default
-    own = validate_spec({**SPEC, "search": {"memory_band": True, "memory_margin_gib": 3.0}})
+    assert evaluate_spec(validate_spec(SPEC)).metrics.usable_memory_gib == pytest.approx(
+        usable - banded.search.memory_margin_gib)  # evaluate judges the fit as optimize does
+    assert pb.with_memory_band(off).search.memory_margin_gib == 0.0
+    own = validate_spec({**SPEC, "search": {"memory_margin_gib": 3.0}})
     assert pb.with_memory_band(own).search.memory_margin_gib == 3.0  # the user's margin wins
+    textbook = validate_spec({**SPEC, "assumptions": {"preset": "textbook"}})
+    assert pb.with_memory_band(textbook).search.memory_margin_gib == 0.0  # seed 003's convention: no band
+
+
+def test_a_command_line_margin_replaces_the_band_even_at_zero():
+    from parplan.client.cli_spec import with_memory_margin
+
+    zero = with_memory_margin(validate_spec(SPEC), 0.0)
+    assert not zero.search.memory_band and pb.with_memory_band(zero).search.memory_margin_gib == 0.0
 
 
 def test_a_spec_with_a_profile_has_the_profiles_band():
