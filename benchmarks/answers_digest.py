@@ -4,7 +4,7 @@ solver change keeps them.
 
     python benchmarks/answers_digest.py --out FILE.json          # at one revision (~1 min)
     python benchmarks/answers_digest.py --compare OLD.json NEW.json
-    python benchmarks/answers_digest.py --memory-band --out FILE.json  # every scenario with search.memory_band: true
+    python benchmarks/answers_digest.py --no-memory-band --out FILE.json  # every scenario with search.memory_band: false
     python benchmarks/answers_digest.py --compare-plans OLD.json NEW.json  # which answers' plans (only) changed
 
 Each call is ``optimize`` in deterministic mode (one worker, fixed seed: byte-identical output run to run), so two
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def digest(out: Path, memory_band: bool = False) -> None:
+def digest(out: Path, memory_band: bool = True) -> None:
     import solver_speed as ss
     from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
@@ -32,8 +32,8 @@ def digest(out: Path, memory_band: bool = False) -> None:
 
     answers = {}
     for name, raw in ss.SCENARIOS:
-        if memory_band:  # issue 38 item 4: fit by the memory band's upper end (costmodel/evaluation/prediction_band.py)
-            raw = {**raw, "search": {**(raw.get("search") or {}), "memory_band": True}}
+        if not memory_band:  # the default fits by the memory band's upper end (costmodel/evaluation/prediction_band.py)
+            raw = {**raw, "search": {**(raw.get("search") or {}), "memory_band": False}}
         for k in (1, 10):
             t0 = time.perf_counter()
             res = optimize(validate_spec(raw), method="cpsat", top_k=k,
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write the digest here")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
-    ap.add_argument("--memory-band", action="store_true", help="every scenario with search.memory_band: true")
+    ap.add_argument("--no-memory-band", action="store_true", help="every scenario with search.memory_band: false")
     ap.add_argument("--compare-plans", nargs=2, type=Path, metavar=("OLD", "NEW"))
     args = ap.parse_args(argv)
     if args.compare:
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         return compare_plans(*args.compare_plans)
     if not args.out:
         ap.error("--out FILE or --compare OLD NEW")
-    digest(args.out, args.memory_band)
+    digest(args.out, not args.no_memory_band)
     return 0
 
 

@@ -1,5 +1,5 @@
 """benchmarks/answers_digest.py ``--compare-plans``: which answers' plans changed, whatever else (a margin, the stats)
-changed with them, and ``--memory-band``'s scenarios."""
+changed with them, and ``--no-memory-band``'s scenarios."""
 
 from __future__ import annotations
 
