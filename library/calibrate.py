@@ -10,6 +10,13 @@ calibration) with every knob's prior centred on its *current default* (costmodel
 knob_fit.PRIORS where it has one, else a quarter of its bounds: a regularised fit toward the defaults, one value per
 knob shared by all rows (never a constant per row). Peak memory is compared, not fitted (the memory knobs keep
 their defaults; the errors are printed). The leave-one-out error refits without each row in turn and predicts it.
+
+How far the knobs move is the data's call (:func:`cross_validated_share`): with two rows or more, the fitted move
+from the defaults is taken at the share of :data:`MOVE_SHARES` whose leave-one-out predictions are best (least
+squared error), so rows whose errors do not carry over from one configuration to another (a job whose residuals
+differ in sign from run to run) move the knobs less, or not at all, while an error every row shares is fitted in
+full. One row cannot be left out: it moves the knobs in full. (Measured on the published jobs, calibrating on k of
+a job's runs and predicting the others: ``python benchmarks/ranking.py --few-shot``.)
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from parplan.library.measured_runs import Measured
 from parplan.library.profile import PROFILE_KIND, PROFILE_VERSION
 
 SENSITIVITY_PCT = 1.0  # a knob is constrained when one prior sd moves some row by this much
+MOVE_SHARES = (1.0, 0.75, 0.5, 0.25, 0.0)  # the shares of the fitted move leave-one-out chooses from (ties: the first)
 EXTRA_PARAMS = (
     Param("host_seconds_per_kernel", 0.0, 60e-6, 10e-6, scale=1e-6, why="host time per issued kernel (host floor)"),
     Param("nvlink_busbw_scale", 0.3, 1.5, 1.0, why="achieved / NCCL-tests NVLink bus bandwidth prior"),
@@ -167,6 +175,7 @@ class Calibration:
     loo_pct: list[float]
     rows: list[Row]
     memory: list[tuple[str, float, float, float]] = field(default_factory=list)  # name, measured, before, after
+    move_share: float = 1.0  # the share of the fitted move kept (cross_validated_share)
 
 
 def constrained(rows: list[Row], params: dict[str, Param], priors: dict, defaults: dict[str, float]) -> list[str]:
@@ -192,20 +201,42 @@ def _fit(rows: list[Row], names: list[str], params, priors, defaults) -> dict[st
     return {k: float(v) for k, v in result.values.items()}
 
 
+def moved(defaults: dict[str, float], values: dict[str, float], share: float) -> dict[str, float]:
+    """``values`` taken ``share`` of the way from ``defaults`` (1: the fitted values, 0: the defaults)."""
+    return {k: defaults[k] + share * (v - defaults[k]) for k, v in values.items()}
+
+
+def cross_validated_share(rows: list[Row], loo_values: list[dict[str, float]], defaults: dict[str, float]) -> float:
+    """The share of :data:`MOVE_SHARES` whose leave-one-out predictions (row i by the knobs fitted without it,
+    ``loo_values[i]``, moved that share) have the least sum of squared residuals; 1 without leave-one-out fits."""
+    if not loo_values:
+        return 1.0
+
+    def cost(share: float) -> float:
+        return float(sum(residuals([row], {**defaults, **moved(defaults, values, share)})[0] ** 2
+                         for row, values in zip(rows, loo_values)))
+
+    costs = [cost(share) for share in MOVE_SHARES]
+    return MOVE_SHARES[int(np.argmin(costs))]
+
+
 def calibrate(measured: Measured, leave_one_out: bool = True) -> Calibration:
-    """Fit the constrained knobs on every row, and (``leave_one_out``) once more without each row."""
+    """Fit the constrained knobs on every row and once more without each row (two rows or more); the move from the
+    defaults is the share leave-one-out chooses (module docstring). ``leave_one_out``: report each row's
+    leave-one-out error (at that share)."""
     rows = rows_of(measured)
     params, priors, defaults = _params_and_priors(rows)
     names = constrained(rows, params, priors, defaults)
-    fitted = _fit(rows, names, params, priors, defaults)
+    loo_values = [_fit(rows[:i] + rows[i + 1:], names, params, priors, defaults)
+                  for i in range(len(rows))] if len(rows) > 1 else []
+    share = cross_validated_share(rows, loo_values, defaults)
+    fitted = moved(defaults, _fit(rows, names, params, priors, defaults), share)
     before = [percent(r) for r in residuals(rows, defaults)]
     after = [percent(r) for r in residuals(rows, {**defaults, **fitted})]
     loo = []
-    if leave_one_out and len(rows) > 1:
-        for i, row in enumerate(rows):
-            others = rows[:i] + rows[i + 1:]
-            values = _fit(others, names, params, priors, defaults)
-            loo.append(percent(residuals([row], {**defaults, **values})[0]))
+    if leave_one_out:
+        for row, values in zip(rows, loo_values):
+            loo.append(percent(residuals([row], {**defaults, **moved(defaults, values, share)})[0]))
     memory = []
     for run in measured.runs:
         if run.peak_memory_gib is None:
@@ -214,7 +245,7 @@ def calibrate(measured: Measured, leave_one_out: bool = True) -> Calibration:
         pick = predicted_reserved_gib if run.memory_kind == "reserved" else (lambda ev: ev.metrics.peak_memory_gib)
         memory.append((run.name, run.peak_memory_gib, pick(_evaluate(run.spec, _assumptions(row, defaults))),
                        pick(_evaluate(run.spec, _assumptions(row, {**defaults, **fitted})))))
-    return Calibration(fitted, defaults, sorted(set(params) - set(names)), before, after, loo, rows, memory)
+    return Calibration(fitted, defaults, sorted(set(params) - set(names)), before, after, loo, rows, memory, share)
 
 
 def profile_assumptions(cal: Calibration) -> dict[str, float]:
@@ -241,6 +272,8 @@ def report_lines(cal: Calibration) -> list[str]:
         out.append(f"{name:34s} {d:11.5g} {value:11.5g} {move}")
     if cal.unconstrained:
         out.append("not constrained by these rows (defaults kept): " + ", ".join(cal.unconstrained))
+    out.append(f"move kept: {cal.move_share:g} of the fitted move from the defaults (chosen by leave-one-out"
+               f"{'' if len(cal.rows) > 1 else '; one row: in full'})")
     out += ["", f"{'row':40s} {'kind':16s} {'before':>8s} {'after':>8s} {'left out':>9s}"]
     for i, r in enumerate(cal.rows):
         loo = f"{cal.loo_pct[i]:+8.1f}%" if cal.loo_pct else "        -"
@@ -265,7 +298,7 @@ def profile_document(cal: Calibration, sources: list[dict[str, Any]], now: Optio
         "parplan": __version__, "gpu": cal.rows[0].gpu, "assumptions": profile_assumptions(cal), "sources": sources,
         "fit": {"row_count": len(cal.rows), "knobs": {k: {"default": round(cal.defaults[k], 6), "fitted": round(v, 6)}
                                                  for k, v in cal.fitted.items()},
-                "unconstrained": cal.unconstrained,
+                "unconstrained": cal.unconstrained, "move_share": cal.move_share,
                 "median_abs_error_pct": {"before": med(cal.before_pct), "after": med(cal.after_pct),
                                          "leave_one_out": med(cal.loo_pct)},
                 "rows": [{"row": r.name, "kind": r.kind, "before_pct": round(b, 2), "after_pct": round(a, 2),
@@ -279,4 +312,5 @@ def profile_document(cal: Calibration, sources: list[dict[str, Any]], now: Optio
 
 
 __all__ = ["calibrate", "Calibration", "CalibrationError", "report_lines", "profile_document", "profile_assumptions",
-           "predicted_reserved_gib", "rows_of", "residuals", "SENSITIVITY_PCT"]
+           "predicted_reserved_gib", "rows_of", "residuals", "SENSITIVITY_PCT", "MOVE_SHARES", "moved",
+           "cross_validated_share"]

@@ -220,3 +220,28 @@ def test_a_csv_runs_table_reads_plan_columns_and_names_a_bad_column(tmp_path):
     table.write_text(f"name,spec,step_time_s,tensor_parallel\na,{EXAMPLE},90.5,8\n")
     with pytest.raises(run_logs.RunLogError, match=r"runs.csv:2: unknown column 'tensor_parallel'"):
         gather([str(table)])
+
+
+def _efficiency_row(name: str, wanted: float):
+    """A row whose step time is 1 / matmul_efficiency_hopper and which the efficiency ``wanted`` predicts exactly."""
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
+    from parplan.library.calibrate import Row
+
+    return Row(name, "step time", 1.0 / wanted, lambda a: 1.0 / a.matmul_efficiency_hopper, ("matmul_efficiency_hopper",),
+               resolve_assumptions(None), "H100-SXM-80GB")
+
+
+def test_leave_one_out_keeps_no_move_where_the_rows_disagree_and_all_of_it_where_they_agree():
+    """Worked by hand: the default efficiency 0.77. Two runs wanting 0.80 and 0.74: each fitted without the other
+    moves the knob away from what it wants, so every share of that move predicts it worse than none (share 0).
+    Two runs both wanting 0.70: each fitted without the other lands on 0.70 (share 1)."""
+    from parplan.library.calibrate import cross_validated_share, moved
+
+    defaults = {"matmul_efficiency_hopper": 0.77}
+    apart = [_efficiency_row("a", 0.80), _efficiency_row("b", 0.74)]
+    loo_apart = [{"matmul_efficiency_hopper": 0.74}, {"matmul_efficiency_hopper": 0.80}]  # each fitted on the other
+    assert cross_validated_share(apart, loo_apart, defaults) == 0.0
+    same = [_efficiency_row("a", 0.70), _efficiency_row("b", 0.70)]
+    assert cross_validated_share(same, [{"matmul_efficiency_hopper": 0.70}] * 2, defaults) == 1.0
+    assert cross_validated_share(same[:1], [], defaults) == 1.0  # one row: nothing to leave out, the whole move
+    assert moved(defaults, {"matmul_efficiency_hopper": 0.70}, 0.5) == {"matmul_efficiency_hopper": pytest.approx(0.735)}
