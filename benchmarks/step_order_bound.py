@@ -6,7 +6,8 @@
     python benchmarks/step_order_bound.py DIGEST.json --dwells   # and the dwell-path families (2, 4, 6 dwells)
     python benchmarks/step_order_bound.py DIGEST.json --cuts     # one plan's critical path priced on its neighbours
 
-Per plan: the closed-form step, the exact step order, the bound (each without the DP term) and bound / exact. The
+Per plan: the closed-form step, the exact step order, the bound (each without the DP term), bound / exact and the
+step from the m-independent reference graph (costmodel/schedules/step_order_compressed.py) / exact. The
 dwell families are tests/costmodel/schedules/test_paired_overlap.py's (paths that dwell on at most k ranks, moving at
 the first or last operation of a type in a step). ``--cuts``: DeepSeek-V3's top plan's critical path
 (costmodel/schedules/step_order_bound.py critical_path_form) against 30 seeded one-layer moves of that plan."""
@@ -55,6 +56,7 @@ def paired_plans(path: str):
 def bounds(path: str, dwells: bool) -> None:
     from parplan.costmodel.schedules.dualpipe_steps import op_graph, step_order_s
     from parplan.costmodel.schedules.step_order_bound import fill_busy_drain_s
+    from parplan.costmodel.schedules.step_order_compressed import compressed_step_s
 
     for key, rank, spec, plan, metrics in paired_plans(path):
         work, m = stage_work(spec, plan), plan.num_microbatches
@@ -62,7 +64,7 @@ def bounds(path: str, dwells: bool) -> None:
         dp = metrics["step_order_step_s"] - exact
         line = (f"{key} #{rank + 1} {plan.schedule.value} pp={plan.pp} m={m}: closed form "
                 f"{metrics['step_time_s'] - dp:.4f} s, step order {exact:.4f} s, fill-busy-drain {bound:.4f} s "
-                f"({bound / exact:.5f})")
+                f"({bound / exact:.5f}), reference graph {compressed_step_s(plan.schedule, work, m) / exact:.12f}")
         if dwells and plan.pp >= 4:
             from tests.costmodel.schedules.test_paired_overlap import _dwell_path_s
             g = op_graph(plan.schedule, work, m)
