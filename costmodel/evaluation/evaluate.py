@@ -228,11 +228,20 @@ def paired_exposure(costs: ChoiceCosts, units: PipelineUnits, classes: list[tupl
 def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[int, int]],
                         stages: list[StageTotals], dp_exposed_s: float) -> Optional[float]:
     """A DualPipe or DualPipeV plan's step by its step order (costmodel/schedules/dualpipe_steps.py, the longest path) plus
-    the exposed DP term, or None for other schedules. Per model stage: C its layers' compute (what hides a
-    partner's all-to-all, :meth:`ChoiceCosts.chunk_work`), X their all-to-all, E the rest of its time per
-    micro-batch. A DualPipeV rank's two chunks split as :func:`dualpipev.chunk_classes` splits them; the rank's
-    embedding goes to chunk 0 and its head and loss to chunk 1 (rank 0), its other time by layers. None where the
-    step order does not exist (an odd or too small micro-batch count: the plan's violations name the rule)."""
+    the exposed DP term, or None for other schedules (and where :func:`paired_stage_work` has none)."""
+    work = paired_stage_work(costs, a, classes, stages)
+    c = costs.choice
+    return None if work is None else step_order_s(c.schedule, work, c.num_microbatches) + dp_exposed_s
+
+
+def paired_stage_work(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[int, int]],
+                      stages: list[StageTotals]) -> Optional[StageWork]:
+    """The per-model-stage work a DualPipe or DualPipeV plan's step order runs, or None for other schedules. Per
+    model stage: C its layers' compute (what hides a partner's all-to-all, :meth:`ChoiceCosts.chunk_work`), X their
+    all-to-all, E the rest of its time per micro-batch. A DualPipeV rank's two chunks split as
+    :func:`dualpipev.chunk_classes` splits them; the rank's embedding goes to chunk 0 and its head and loss to chunk 1
+    (rank 0), its other time by layers. None where the step order does not exist (an odd or too small micro-batch
+    count: the plan's violations name the rule)."""
     c = costs.choice
     units = PipelineUnits.of(c)
     if not units.schedule.paired or not step_order_defined(c.schedule, c.pp, c.num_microbatches):
@@ -254,8 +263,7 @@ def paired_step_order_s(costs: ChoiceCosts, a: Assumptions, classes: list[tuple[
                 C[s], X[s], E[s], A[s] = p.compute_s, p.a2a_s, rest * share + ends[phase], p.attn_s
     w = a.zb_weight_grad_fraction * min(1.0, max(0.0, costs.weight_grad_share))
     A, dispatch = (None, 0.5) if None in A or costs.moe is None else (A, costs.moe.dispatch_share)
-    return step_order_s(c.schedule, StageWork(C, X, costs.fwd_share, w, E, A, dispatch),
-                        c.num_microbatches) + dp_exposed_s
+    return StageWork(C, X, costs.fwd_share, w, E, A, dispatch)
 
 
 def step_metrics(spec: Spec, costs: ChoiceCosts, a: Assumptions, stages: list[StageTotals], step: float,

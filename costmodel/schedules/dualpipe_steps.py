@@ -136,7 +136,7 @@ def step_order_defined(schedule: Schedule, ranks: int, m: int) -> bool:
 
 
 @dataclass(frozen=True)
-class _Structure:
+class StepStructure:
     """The step order's graph without durations, its operations in a topological order: per operation its (rank,
     index in the rank's order), kind (0 F, 1 B, 2 F&B, 3 W), stage (F&B: the forward's; W: the zero-bubble backward
     whose share it runs, FIFO per rank, as ``WeightGradStore``), the F&B's backward stage, whether it is a
@@ -155,7 +155,7 @@ _KIND = {"F": 0, "B": 1, "FB": 2, "W": 3}
 
 
 @functools.lru_cache(maxsize=32)
-def _structure(schedule: Schedule, ranks: int, m: int) -> _Structure:
+def step_structure(schedule: Schedule, ranks: int, m: int) -> StepStructure:
     """The step orders' operations and edges with integer ids, in Kahn's topological order."""
     stages = ranks if schedule is Schedule.DUALPIPE else 2 * ranks
     orders = step_orders(schedule, ranks, m)
@@ -199,7 +199,7 @@ def _structure(schedule: Schedule, ranks: int, m: int) -> _Structure:
     at = [0] * len(order)
     for k, n in enumerate(order):
         at[n] = k
-    return _Structure(tuple(node[n] for n in order), np.array(kind)[order], np.array(stage)[order],
+    return StepStructure(tuple(node[n] for n in order), np.array(kind)[order], np.array(stage)[order],
                       np.array(stage_b)[order], np.array(zb, bool)[order],
                       tuple(tuple(at[x] for x in inputs[n]) for n in order),
                       tuple(at[prev[n]] if prev[n] >= 0 else -1 for n in order))
@@ -239,10 +239,10 @@ def op_graph(schedule: Schedule, work: StageWork, m: int) -> OpGraph:
     """:func:`step_order_s`'s graph and durations by (rank, index), over ``len(work.C)`` model stages (DualPipe: one
     per rank; DualPipeV: two) and ``m`` micro-batches: what tests/costmodel/schedules/test_paired_overlap.py searches paths of."""
     ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
-    st, orders = _structure(schedule, ranks, m), step_orders(schedule, ranks, m)
+    st, orders = step_structure(schedule, ranks, m), step_orders(schedule, ranks, m)
     durations = [[0.0] * len(ops) for ops in orders]
     inputs: list[list[list[tuple[int, int]]]] = [[[] for _ in ops] for ops in orders]
-    for (r, i), d, ins in zip(st.node, _durations_s(st, work), st.inputs):
+    for (r, i), d, ins in zip(st.node, op_durations_s(st, work), st.inputs):
         durations[r][i] = d
         inputs[r][i] = [st.node[x] for x in ins]
     return OpGraph(orders, durations, inputs)
@@ -251,10 +251,10 @@ def op_graph(schedule: Schedule, work: StageWork, m: int) -> OpGraph:
 def clear_structure_cache() -> None:
     """Forget the step orders' graphs :func:`step_order_s` has built (benchmarks time each call as from a fresh
     process: benchmarks/solver_speed.py)."""
-    _structure.cache_clear()
+    step_structure.cache_clear()
 
 
-def _durations_s(st: _Structure, work: StageWork) -> list[float]:
+def op_durations_s(st: StepStructure, work: StageWork) -> list[float]:
     """Every operation's duration (module docstring), element-wise over the structure."""
     C, X = np.asarray(work.C, float), np.asarray(work.X, float)
     T = C + (np.zeros_like(C) if work.E is None else np.asarray(work.E, float))
@@ -275,8 +275,8 @@ def step_order_s(schedule: Schedule, work: StageWork, m: int) -> float:
     ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
     if not step_order_defined(schedule, ranks, m):
         raise ValueError(f"{schedule} has no step order for {m} micro-batches on {ranks} ranks")
-    st = _structure(schedule, ranks, m)
+    st = step_structure(schedule, ranks, m)
     end: list[float] = []
-    for d, ins, prev in zip(_durations_s(st, work), st.inputs, st.prev):
+    for d, ins, prev in zip(op_durations_s(st, work), st.inputs, st.prev):
         end.append(d + max([end[x] for x in ins] + ([end[prev]] if prev >= 0 else [0.0])))
     return max(end)
