@@ -100,6 +100,16 @@ def layer_pair_lines(case) -> list[str]:
     return out
 
 
+def _band_verdict(case, peak_gib: float, usable_gib: float) -> str:
+    """Whether the peak fits under the memory band the planner judges fit by (on by default:
+    costmodel/evaluation/prediction_band.py): peak / the low predicted/measured ratio within the usable memory."""
+    from parplan.costmodel.evaluation.prediction_band import memory_band_margin_gib, band_source
+
+    margin = memory_band_margin_gib(usable_gib, band_source(case.spec))
+    verdict = "fits" if peak_gib <= usable_gib - margin else "does NOT fit"
+    return f"{verdict} within the memory band ({usable_gib - margin:.1f} GiB after its {margin:.2f} GiB margin)"
+
+
 def deepseek_check(starts: int = 1) -> list[str]:
     from benchmarks.fit import assumptions_with, fit, fit_rows, predict, prepare_cases
 
@@ -122,7 +132,8 @@ def deepseek_check(starts: int = 1) -> list[str]:
             f"{', '.join(c.id for c in left_out)}; fit on {len(held.train_ids)} rows, {starts} start(s)): "
             f"{loso:.3f} x (goal 0.95-1.3)",
             f"  peak memory {out['predicted_peak_memory_gib']:.1f} GiB of {out['usable_memory_gib']:.1f} usable: "
-            f"{'fits' if out['fits'] else 'does NOT fit'}",
+            f"{'fits' if out['fits'] else 'does NOT fit'} by the ledger's point; "
+            f"{_band_verdict(case, out['predicted_peak_memory_gib'], out['usable_memory_gib'])}",
             f"  per MoE layer and micro-batch: all-to-all : compute {ratio:.2f} forward and backward, {ratio_fwd:.2f} per "
             "forward chunk (goal for the forward chunk 0.8-1.25, DeepSeek-V3 §3.2.1 'approximately 1:1', issue 39)",
             *layer_pair_lines(case),
