@@ -31,7 +31,8 @@ from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
-from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key, combined_1f1b_lone_share
+from parplan.costmodel.evaluation.moe_layer import lone_share_key
+from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.evaluation.stage_extras import torch_pipelining_bytes
@@ -317,7 +318,8 @@ def layer_key(c: Choice) -> tuple | None:
     all-to-all), the FP8 dispatch, and the links' tiers (the world size); under combined 1F1B (moe_a2a_overlap)
     also the share of lone passes that the PP degree, virtual stages and micro-batch count set
     (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share: moe_layer.py reads those three only through it,
-    so the choices of one share have one layer time whatever the three: :func:`_lone_share`). Otherwise not the DP,
+    so the choices of one share have one layer time whatever the three: moe_layer.lone_share_key; of Mixtral 8x7B /
+    64 H100's 8,764 overlapped keys by the three, 942 remain by the share). Otherwise not the DP,
     ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
     changes the compute time by the stage (costmodel/evaluation/activation_offload.py). tests/solver/test_layer_bound.py checks the
     times equal across choices of one key."""
@@ -325,15 +327,7 @@ def layer_key(c: Choice) -> tuple | None:
         return None
     return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
             *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
-            _lone_share(combined_1f1b_key(c)))
-
-
-@functools.lru_cache(maxsize=None)
-def _lone_share(combined: tuple | None) -> float | None:
-    """Combined 1F1B's share of lone passes from its (pp, vpp, m) (paired_overlap.combined_1f1b_key; None without the
-    overlap): :func:`layer_key`'s last part. Of Mixtral 8x7B / 64 H100's 8,764 overlapped layer keys by (pp, vpp, m),
-    942 remain by the share (the layer bound computes one layer time per key)."""
-    return None if combined is None else combined_1f1b_lone_share(*combined)
+            lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -155,8 +155,8 @@ def _one_memo_changes_no_cost(p: Problem, choices) -> None:
 
 def test_overlapped_choices_of_one_lone_share_have_the_same_layer_times():
     """Under combined 1F1B the layer key holds the share of lone passes, not the (pp, vpp, m) that set it
-    (bounds._lone_share): every overlapped choice of a key, whatever its three, has the key's layer times in a fresh
-    choice_costs, and some key holds choices of different (pp, vpp, m)."""
+    (costmodel/evaluation/moe_layer.py lone_share_key): every overlapped choice of a key, whatever its three, has the
+    key's layer times in a fresh choice_costs, and some key holds choices of different (pp, vpp, m)."""
     spec = validate_spec(dict(
         framework="any",
         model=dict(name="tiny-moe", num_layers=8, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
