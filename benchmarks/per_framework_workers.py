@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, env in envs.items():
                     loads.append(os.getloadavg()[0])
                     times[name].append(run(spec, env)[:2])
-            cells = [f"{name} wall {statistics.median(w for w, _ in t):.2f} s cpu {statistics.median(c for _, c in t):.2f} s"
-                     for name, t in times.items()]
+            cells = [f"{name} wall {statistics.median(w for w, _ in t):.2f} s "
+                     f"cpu {statistics.median(c for _, c in t):.2f} s" for name, t in times.items()]
             same = "same report" if len(set(outs.values())) == 1 else "REPORTS DIFFER"
             print(f"{spec.name:28} {'; '.join(cells)}; load {min(loads):.2f}-{max(loads):.2f}; {same}", flush=True)
     return 0

@@ -193,8 +193,8 @@ def test_per_framework_workers_benchmark_compares_the_same_reports(capsys, tmp_p
 
     spec = tmp_path / "small.yaml"
     spec.write_text(yaml.safe_dump({
-        "model": {"name": "m", "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "num_attention_heads": 16,
-                  "num_kv_heads": 8, "vocab_size": 32000},
+        "model": {"name": "m", "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096,
+                  "num_attention_heads": 16, "num_kv_heads": 8, "vocab_size": 32000},
         "training": {"seq_len": 2048, "global_batch_size": 16}, "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8}}))
     assert _load("per_framework_workers").main(["--runs", "1", str(spec)]) == 0
     out = capsys.readouterr().out
