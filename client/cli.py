@@ -173,12 +173,8 @@ def optimize(
         if plot:  # after the spec: a frontier on several pools is not drawn, then the extra
             export_cli.check_plot(spec)
         solver = dict(method=method.value, time_limit_s=time_limit, workers=workers, deterministic=deterministic, seed=seed)
-        deadline = time.monotonic() + time_limit  # the whole call's: the search, then the per-framework solves
-        result, controls = _solve(spec, server, top, axis, solver, budget_kw, progress)
-        others = None
-        if per_framework and server is None and result.plans:
-            from parplan.frameworks.compare import best_per_framework
-            others = best_per_framework(spec, result, deadline=deadline, method=method.value, controls=controls)
+        deadline = time.monotonic() + time_limit  # the whole call's: the search and the per-framework solves
+        result, others = _solve(spec, server, top, axis, solver, budget_kw, progress, per_framework, deadline)
         if plot:
             export_cli.plot_frontier(result, plot, spec)
         if (export or emit) and _deliver_export(spec, result, export, emit, out):
@@ -224,8 +220,11 @@ def _check_optimize_options(top: int, method: str, pareto: Optional[str], time_l
 
 
 def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], solver: dict[str, Any],
-           budget_kw: dict[str, int], progress: Optional[bool]) -> tuple[Any, Any]:
-    """(the PlanResult, the SolverControls used: None on a server) of ``optimize``, in-process or on ``server``."""
+           budget_kw: dict[str, int], progress: Optional[bool], per_framework: bool,
+           deadline: float) -> tuple[Any, Optional[list]]:
+    """(the PlanResult of ``optimize``, in-process or on ``server``; with ``per_framework`` in-process, the best on
+    each other framework where the result has a plan, else None). The per-framework solves start first: on a free
+    core they run beside the search (frameworks/compare.py ``FrameworkSolves``), all within ``deadline``."""
     if server is not None:  # grpcio, not OR-Tools: a fast start
         from parplan.client.grpc_client import ServiceError, remote_optimize
 
@@ -238,10 +237,24 @@ def _solve(spec: Spec, server: Optional[str], top: int, pareto: Optional[str], s
     from parplan.solver.planner import optimize as run_optimize
 
     controls = SolverControls(**{k: v for k, v in solver.items() if k != "method"}, **budget_kw)
-    with SolveProgress(enabled=progress) as status:
-        result = run_optimize(spec, method=solver["method"], top_k=top, pareto=pareto, controls=controls,
-                              on_solution=status.on_solution)
-    return result, controls
+    solves = None
+    if per_framework:
+        from parplan.frameworks.compare import FrameworkSolves
+
+        solves = FrameworkSolves(spec, deadline=deadline, concurrent=True, method=solver["method"], controls=controls)
+    try:
+        with SolveProgress(enabled=progress) as status:
+            result = run_optimize(spec, method=solver["method"], top_k=top, pareto=pareto, controls=controls,
+                                  on_solution=status.on_solution)
+    except BaseException:
+        if solves is not None:
+            solves.cancel()
+        raise
+    if solves is None or not result.plans:
+        if solves is not None:
+            solves.cancel()
+        return result, None
+    return result, solves.compared(result)
 
 
 def _print_result(result: Any, spec: Spec, others: Optional[list], output_format: Enum) -> None:

@@ -23,6 +23,7 @@ from parplan.frameworks.profiles import FRAMEWORKS, framework_assumptions, spec_
 
 ANY = "any"  # the framework-neutral research space (ZB-H1, DualPipe)
 LEAST_SOLVE_S = 0.05  # a per-framework solve with less time left than this is not started
+NOT_SOLVED = "not solved: the call's time limit was spent"  # the reason of a framework not solved for lack of time
 
 
 @dataclass(frozen=True)
@@ -140,35 +141,78 @@ def best_per_framework(spec, result, frameworks: Optional[list[str]] = None, dea
     ``result.plans[0]`` (``optimize_args``: method, controls, ... as given to ``solver.planner.optimize``).
     ``deadline`` (``time.monotonic()``): when the whole call must end; each framework's solve gets an equal share
     of the time left (its controls' ``time_limit_s``), and one reached with less than :data:`LEAST_SOLVE_S` left is
-    UNKNOWN, not solved."""
+    UNKNOWN, not solved. One process; :class:`FrameworkSolves` starts them on the free cores before ``result``."""
+    return FrameworkSolves(spec, frameworks, deadline, **optimize_args).compared(result)
+
+
+class FrameworkSolves:
+    """The per-framework solves of ``spec`` (:func:`best_per_framework`'s), started before the spec's own result is
+    known: with ``concurrent``, worker processes forked now (frameworks/compare_workers.py; one per further free
+    core) start solving at once, while this process solves the spec itself; :meth:`compared` then joins them and
+    compares every answer with the result. The same answers as one process (each solve is exact; the seeds it is
+    handed only speed it up), in less wall time on a machine with a core to spare; each process's solve gets the
+    time left over the frameworks that process still has to start. :meth:`cancel` ends the workers unused."""
+
+    def __init__(self, spec, frameworks: Optional[list[str]] = None, deadline: Optional[float] = None,
+                 concurrent: bool = False, **optimize_args):
+        from parplan.frameworks.compare_workers import Workers, worker_count
+
+        self.spec, self.deadline, self.args = spec, deadline, optimize_args
+        self.names = list(frameworks if frameworks is not None else other_frameworks(spec))
+        self.seeds: list = []  # plans known (the result's, each framework's best added): solved first where legal
+        controls = optimize_args.get("controls")
+        workers = worker_count(len(self.names), controls.memory_budget_mib if controls is not None else None) \
+            if concurrent else 0
+        self.workers = Workers(len(self.names), self._solve, workers) if workers else None
+
+    def _solve(self, i: int, solves: int) -> tuple[FrameworkBest, Any]:
+        """(framework ``i``'s best, not yet compared; its spec) within its share of the time left: an equal share
+        among the ``solves`` this process has still to start, this one included."""
+        args = self.args
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left < LEAST_SOLVE_S:
+                return FrameworkBest(self.names[i], "UNKNOWN", reason=NOT_SOLVED), None
+            args = dict(self.args, controls=replace(self.args["controls"], time_limit_s=left / solves))
+        return _framework_best(self.spec, self.names[i], self.seeds, args)
+
+    def compared(self, result) -> list[FrameworkBest]:
+        """Every framework's best (solved here where no worker has it), compared with ``result.plans[0]``."""
+        self.seeds[:0] = [p.plan for p in result.plans]
+        if self.workers is not None:
+            answers = self.workers.finish(self._solve, self.deadline)
+        else:
+            answers = [self._solve(i, len(self.names) - i) for i in range(len(self.names))]
+        ref = result.plans[0] if result.plans else None
+        return [_compare(line, other, self.spec, ref) for line, other in answers]
+
+    def cancel(self) -> None:
+        """End the workers without their answers (the result has no plan to compare with, or the call failed)."""
+        if self.workers is not None:
+            self.workers.close()
+
+
+def _framework_best(spec, name: str, seeds: list, args: dict) -> tuple[FrameworkBest, Any]:
+    """(the best plan of ``spec`` under framework ``name``: one ``optimize``, top 1, ``args``, ``seeds`` solved first
+    and its best appended; the spec under ``name``, None where it is invalid)."""
     from parplan.costmodel.errors import ParplanError
     from parplan.solver.planner import optimize
 
-    ref = result.plans[0].metrics.step_time_s if result.plans else None
-    names = list(frameworks if frameworks is not None else other_frameworks(spec))
-    out = []
-    seeds = [p.plan for p in result.plans]  # plans known, each framework's best added: solved first where legal
-    for i, name in enumerate(names):
-        args = optimize_args
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left < LEAST_SOLVE_S:
-                out.append(FrameworkBest(name, "UNKNOWN", reason="not solved: the call's time limit was spent"))
-                continue
-            args = dict(optimize_args, controls=replace(optimize_args["controls"], time_limit_s=left / (len(names) - i)))
-        try:
-            other = spec_for_framework(spec, name)
-            got = optimize(other, top_k=1, seeds=seeds, **args)
-        except (ParplanError, ValueError) as err:
-            out.append(FrameworkBest(name, "INVALID", reason=error_reason(err)))
-            continue
-        if not got.plans:
-            why = got.explanation.summary if got.explanation is not None else None
-            out.append(FrameworkBest(name, got.status, reason=why))
-            continue
-        best = got.plans[0]
-        seeds.append(best.plan)
-        vs = None if ref is None else best.metrics.step_time_s / ref - 1
-        why = () if not result.plans else differences(spec, result.plans[0].plan, other, best.plan)
-        out.append(FrameworkBest(name, got.status, best, vs, differs=why))
-    return out
+    try:
+        other = spec_for_framework(spec, name)
+        got = optimize(other, top_k=1, seeds=seeds, **args)
+    except (ParplanError, ValueError) as err:
+        return FrameworkBest(name, "INVALID", reason=error_reason(err)), None
+    if not got.plans:
+        why = got.explanation.summary if got.explanation is not None else None
+        return FrameworkBest(name, got.status, reason=why), other
+    seeds.append(got.plans[0].plan)
+    return FrameworkBest(name, got.status, got.plans[0]), other
+
+
+def _compare(line: FrameworkBest, other, spec, ref) -> FrameworkBest:
+    """``line`` with how its best compares with ``ref`` (the result's best evaluation; None: no plan)."""
+    if line.best is None or ref is None:
+        return line
+    return replace(line, vs_best=line.best.metrics.step_time_s / ref.metrics.step_time_s - 1,
+                   differs=differences(spec, ref.plan, other, line.best.plan))

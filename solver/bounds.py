@@ -31,6 +31,7 @@ from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
+from parplan.costmodel.evaluation.moe_layer import lone_share_key
 from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
@@ -315,16 +316,18 @@ def layer_key(c: Choice) -> tuple | None:
     GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
     granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
     all-to-all), the FP8 dispatch, and the links' tiers (the world size); under combined 1F1B (moe_a2a_overlap)
-    also the PP degree, virtual stages and micro-batch count, which set its lone passes
-    (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share). Otherwise not the DP, ZeRO, PP or micro-batch
-    count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
+    also the share of lone passes that the PP degree, virtual stages and micro-batch count set
+    (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share: moe_layer.py reads those three only through it,
+    so the choices of one share have one layer time whatever the three: moe_layer.lone_share_key; of Mixtral 8x7B /
+    64 H100's 8,764 overlapped keys by the three, 942 remain by the share). Otherwise not the DP,
+    ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
     changes the compute time by the stage (costmodel/evaluation/activation_offload.py). tests/solver/test_layer_bound.py checks the
     times equal across choices of one key."""
     if c.activation_offload_layers:
         return None
     return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
             *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
-            combined_1f1b_key(c))
+            lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -261,6 +261,7 @@ class _Expansion:
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
         self._verdicts: dict[tuple, list[str]] = {}  # the profile's rules by the fields they read (_profile_violations)
+        self._comm: dict[tuple, list] = {}  # the EP communication rules' verdicts (_comm_verdicts)
         # no EP communication or activation offload value listed but the default: comm_choices and offload_choices
         # hand each choice back alone, unchecked (their rules read only those values), so completions skips them
         self.plain = opts.moe_fp8_dispatch == (False,) and opts.moe_a2a_overlap == (False,) and \
@@ -335,22 +336,34 @@ class _Expansion:
         return why
 
     def comm_choices(self, c: Choice) -> list[Choice]:
-        """``c`` with each legal (FP8 dispatch, all-to-all overlap) pair; FP8 drops BF16 where it dominates."""
+        """``c`` with each legal (FP8 dispatch, all-to-all overlap) pair; FP8 drops BF16 where it dominates. Only the
+        legal candidates are built (the verdicts by the fields the rules read: :meth:`_comm_verdicts`)."""
         legal = []
-        for fp8 in self.opts.moe_fp8_dispatch:
-            for overlap in self.opts.moe_a2a_overlap:
-                cc = c.but(moe_fp8_dispatch=fp8, moe_a2a_overlap=overlap) if (fp8 or overlap) else c
-                if overlap:  # the overlap forbids full recomputation
-                    cc = self.pruned.none_back(cc)
-                why = moe_comm_violations(self.spec, cc) if (fp8 or overlap) else []  # its rules read only these
-                if why:
-                    self.tally.reject(why)
-                    continue
-                legal.append(cc)
+        for fp8, overlap, recompute, why in self._comm_verdicts(c):
+            if why:
+                self.tally.reject(why)
+            elif not (fp8 or overlap):
+                legal.append(c)
+            else:  # an overlap's recompute: the 'none' a pruned 'full' stood for (PrunedValues.none_back)
+                legal.append(c.but(moe_fp8_dispatch=fp8, moe_a2a_overlap=overlap, recompute=recompute))
         if self.pruned.fp8_dominates:
             on = {cc.moe_a2a_overlap for cc in legal if cc.moe_fp8_dispatch}
             legal = [cc for cc in legal if cc.moe_fp8_dispatch or cc.moe_a2a_overlap not in on]
         return legal
+
+    def _comm_verdicts(self, c: Choice) -> list[tuple[bool, bool, str, list[str]]]:
+        """(FP8 dispatch, overlap, recompute, violations) of each listed pair on ``c``, in order, kept by all that
+        legality.moe_comm_violations reads: the pair, ep, pp, schedule, recompute (tests/solver/test_space.py)."""
+        key = (c.ep, c.pp, c.schedule, c.recompute, c.moe_fp8_dispatch, c.moe_a2a_overlap)
+        if key not in self._comm:
+            verdicts = self._comm[key] = []
+            for fp8, overlap in ((f, o) for f in self.opts.moe_fp8_dispatch for o in self.opts.moe_a2a_overlap):
+                cc = c.but(moe_fp8_dispatch=fp8, moe_a2a_overlap=overlap) if (fp8 or overlap) else c
+                if overlap:  # the overlap forbids full recomputation
+                    cc = self.pruned.none_back(cc)
+                why = moe_comm_violations(self.spec, cc) if (fp8 or overlap) else []
+                verdicts.append((fp8, overlap, cc.recompute, why))
+        return self._comm[key]
 
     def offload_choices(self, c: Choice) -> list[Choice]:
         """``c`` with each listed activation offload count that is legal for it (costmodel/evaluation/activation_offload.py):

@@ -8,6 +8,7 @@ moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from parplan.costmodel.moe import moe_comm, moe_dispatch
@@ -33,8 +34,16 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            c.ep, c.etp, c.schedule.paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
-           combined_1f1b_key(c))
+           lone_share_key(combined_1f1b_key(c)))
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
+
+
+@functools.lru_cache(maxsize=None)
+def lone_share_key(combined: tuple | None) -> float | None:
+    """Combined 1F1B's share of lone passes from the (pp, vpp, m) of paired_overlap.combined_1f1b_key (None without
+    the all-to-all overlap): all of the three :func:`_moe_layer_times` reads, so the layer times of the choices of
+    one share are one (a cache key's part: :func:`moe_layer_times`', solver/bounds.py ``layer_key``'s)."""
+    return None if combined is None else combined_1f1b_lone_share(*combined)
 
 
 def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,

@@ -185,3 +185,17 @@ def test_pressured_oracle_answers_the_same_through_the_oracle_and_via_cpsat(caps
     assert [o["status"] for o in out] == ["OPTIMAL", "OPTIMAL"]
     assert out[0]["value"] == out[1]["value"]
     assert out[0]["stage_layers"] == out[1]["stage_layers"] and out[0]["recompute_layers"] == out[1]["recompute_layers"]
+
+
+def test_per_framework_workers_benchmark_compares_the_same_reports(capsys, tmp_path):
+    """benchmarks/per_framework_workers.py on a small spec: both variants print the same report."""
+    import yaml
+
+    spec = tmp_path / "small.yaml"
+    spec.write_text(yaml.safe_dump({
+        "model": {"name": "m", "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096,
+                  "num_attention_heads": 16, "num_kv_heads": 8, "vocab_size": 32000},
+        "training": {"seq_len": 2048, "global_batch_size": 16}, "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8}}))
+    assert _load("per_framework_workers").main(["--runs", "1", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "one process wall" in out and "workers wall" in out and "same report" in out

@@ -151,3 +151,26 @@ def _one_memo_changes_no_cost(p: Problem, choices) -> None:
     for c in choices:
         assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == \
             choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch), c
+
+
+def test_overlapped_choices_of_one_lone_share_have_the_same_layer_times():
+    """Under combined 1F1B the layer key holds the share of lone passes, not the (pp, vpp, m) that set it
+    (costmodel/evaluation/moe_layer.py lone_share_key): every overlapped choice of a key, whatever its three, has the
+    key's layer times in a fresh choice_costs, and some key holds choices of different (pp, vpp, m)."""
+    spec = validate_spec(dict(
+        framework="any",
+        model=dict(name="tiny-moe", num_layers=8, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
+                   vocab_size=8000, moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=512)),
+        training=dict(seq_len=1024, global_batch_size=64), cluster=dict(gpu="H100-SXM-80GB", num_gpus=16),
+        search=dict(moe_a2a_overlap=[True], ep=[2, 4, 8], schedules=["1f1b", "interleaved"])))
+    p = Problem.build(spec)
+    groups: dict[tuple, set] = defaultdict(set)
+    combos: dict[tuple, set] = defaultdict(set)
+    for c in p.choices:
+        assert c.moe_a2a_overlap
+        fresh = choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch)
+        groups[layer_key(c)].add(tuple(getattr(lc, f) for lc in (fresh.dense, fresh.moe)
+                                       for f in ("compute_s", "tp_s", "ep_s")))
+        combos[layer_key(c)].add((c.pp, c.vpp, c.num_microbatches))
+    assert any(len(v) > 1 for v in combos.values()), "no key shared by two (pp, vpp, m): the test checks nothing"
+    assert all(len(v) == 1 for v in groups.values()), [v for v in groups.values() if len(v) > 1][:2]

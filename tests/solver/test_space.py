@@ -159,3 +159,33 @@ def test_sequence_parallel_searched_both_ways_where_neither_dominates():
     a = resolve_assumptions(textbook.assumptions)
     assert not a.tp_sp_weight_grad_regather
     assert {c.sequence_parallel for c in enumerate_choices(textbook, resolve_gpu(textbook.cluster), a).choices} == {True}
+
+
+def test_ep_communication_verdicts_kept_by_the_fields_their_rules_read(monkeypatch):
+    """space._Expansion._comm_verdicts keeps the EP communication rules' verdicts by (ep, pp, schedule, recompute and
+    the pair): every space (FP8 training and not, with 'full' pruned for 'none' and not) is the space the rules give
+    when asked again for every candidate, choices and rejection tally alike."""
+    from parplan.solver import space
+
+    def fresh(self, c):
+        self._comm.clear()  # no verdict kept: the rules asked for this candidate
+        return real(self, c)
+
+    real = space._Expansion._comm_verdicts
+    for precision in ("bf16", "fp8"):
+        for recompute in (["none", "full"], ["none", "selective"]):
+            spec = validate_spec(dict(
+                model=MOE, training=dict(seq_len=4096, global_batch_size=64, precision=precision),
+                cluster=dict(gpu="H100-SXM-80GB", num_gpus=32), framework="any",
+                search=dict(moe_fp8_dispatch=[False, True], moe_a2a_overlap=[False, True], recompute=recompute,
+                            schedules=["1f1b", "interleaved", "zb-h1"])))
+            a, gpu = resolve_assumptions(spec.assumptions), resolve_gpu(spec.cluster)
+            kept = enumerate_choices(spec, gpu, a)
+            with monkeypatch.context() as m:
+                m.setattr(space._Expansion, "_comm_verdicts", fresh)
+                asked = enumerate_choices(spec, gpu, a)
+            assert kept.choices == asked.choices and list(kept.rejected.items()) == list(asked.rejected.items())
+            assert any(c.moe_a2a_overlap for c in kept.choices)
+            assert any("moe_a2a_overlap" in why for why in kept.rejected)
+            if precision == "fp8":
+                assert any(c.moe_fp8_dispatch for c in kept.choices)
