@@ -80,9 +80,8 @@ def evaluate(spec_path: str = SPEC_ARGUMENT, output_format: OutputFormat = FORMA
     with one_line_errors():
         from parplan.client import export_cli
         from parplan.client.report import evaluation_to_dict, render_evaluation, to_json
-        from parplan.library.spec_io import SpecError
-
         from parplan.costmodel.evaluation.prediction_band import with_memory_band
+        from parplan.library.spec_io import SpecError
 
         spec = with_memory_band(with_memory_margin(read_spec(spec_path, hf_config, profile), memory_margin))
         completed = None

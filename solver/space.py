@@ -44,7 +44,7 @@ from parplan.costmodel.spec.framework_binding import spec_profile
 from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
 from parplan.solver.chunk_trims import chunk_trims
 from parplan.solver.deadline import budget, check
-from parplan.solver.space_options import SpaceOptions
+from parplan.solver.space_options import SP_PIN_AT_TP1, SpaceOptions, sequence_parallel_values
 
 _RULE_KEY = operator.itemgetter(*CHOICE_RULE_FIELDS)  # a choice's fields the profile's rules read, as a key
 
@@ -181,16 +181,6 @@ def degree_grid(n: int, num_layers: int, opts: SpaceOptions, tally: RejectionTal
                 yield tp, cp, pp, dp
 
 
-def sequence_parallel_values(tp: int, opts: SpaceOptions, sp_dominates: bool = False) -> list[bool]:
-    """SP on and off under TP > 1, off at TP 1: SP holds less and alone hides its collectives, but only behind (tp-1)/tp
-    of the GEMMs (layer_comm.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
-    the all-reduces' four: slower beside short GEMMs. ``sp_dominates`` (no re-gather): SP on alone."""
-    values = [True, False] if tp > 1 else [False]
-    if opts.sequence_parallel is not None:
-        return [s for s in values if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
-    return values[:1] if sp_dominates else values
-
-
 def expert_degrees(n: int, tp: int, cp: int, dp: int, moe, opts: SpaceOptions):
     """(ep, etp) pairs, etp outer: divisors of the expert count and of TP (or of n where ETP is listed) whose
     product divides tp·cp·dp; (1, 1) for a dense model. Each with every CP comm type (none dominates another:
@@ -259,6 +249,8 @@ class _Expansion:
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
                       and (moe is None or moe.first_dense_layers == 0))
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
+        plan = spec.plan  # a partial plan pinning SP on rules out TP 1 (sequence_parallel_values)
+        self.sp_pinned_on = plan is not None and "sequence_parallel" in plan.model_fields_set and plan.sequence_parallel
         self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
         self._verdicts: dict[tuple, list[str]] = {}  # the profile's rules by the fields they read (_profile_violations)
         self._comm: dict[tuple, list] = {}  # the EP communication rules' verdicts (_comm_verdicts)
@@ -299,7 +291,11 @@ class _Expansion:
         """``head`` with every ZeRO stage, memory dimension, recompute, SP, EP communication and activation
         offload value that is legal for it, in enumeration order."""
         pruned, spec = self.pruned, self.spec
-        sps = sequence_parallel_values(head.tp, self.opts, pruned.sp_dominates)
+        sps = sequence_parallel_values(head.tp, self.opts, pruned.sp_dominates, self.sp_pinned_on)
+        if not sps:
+            self.tally.reject([SP_PIN_AT_TP1] if self.sp_pinned_on and head.tp == 1 else
+                              ["search.sequence_parallel has no value this TP allows"])
+            return
         expert_group = (head.tp * head.cp * head.dp) // (head.ep * head.etp) if spec.model.moe else 1
         trimmed = head.first_chunk_trim or head.last_chunk_trim
         groups = (head.pp, head.dp * head.cp, expert_group)

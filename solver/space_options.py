@@ -115,3 +115,21 @@ def _tighter(a: str, b: str) -> str:
     """The more restrictive of two stage splits (per_stage ⊃ first_last ⊃ even)."""
     order = ("per_stage", "first_last", "even")
     return max(a, b, key=order.index)
+
+
+SP_PIN_AT_TP1 = "plan.sequence_parallel true needs TP above 1 (sequence parallelism is off at TP 1)"
+
+
+def sequence_parallel_values(tp: int, opts: SpaceOptions, sp_dominates: bool = False, pinned_on: bool = False
+                             ) -> list[bool]:
+    """SP on and off under TP > 1, off at TP 1: SP holds less and alone hides its collectives, but only behind (tp-1)/tp
+    of the GEMMs (layer_comm.LayerComm.tp_block_s) and, re-gathering for the weight gradient, runs five per block to
+    the all-reduces' four: slower beside short GEMMs. ``sp_dominates`` (no re-gather): SP on alone. ``pinned_on``: a
+    partial plan pins ``sequence_parallel: true``, which a TP-1 plan (SP off) would break: none at TP 1 (a search
+    list ``search.sequence_parallel: [true]`` still leaves TP 1 its SP off)."""
+    values = [True, False] if tp > 1 else [False]
+    if pinned_on:
+        return [True] if tp > 1 and (opts.sequence_parallel is None or True in opts.sequence_parallel) else []
+    if opts.sequence_parallel is not None:
+        return [s for s in values if s in opts.sequence_parallel] or ([False] if tp == 1 else [])
+    return values[:1] if sp_dominates else values

@@ -52,6 +52,8 @@ def brute_force(spec: Spec, below, equal_middles: bool = False):
     never reduced).
     """
     spec = with_memory_band(spec)  # the planner's rule of fit: the memory band's margin where it applies
+    sp_pinned_on = spec.plan is not None and "sequence_parallel" in spec.plan.model_fields_set and \
+        spec.plan.sequence_parallel
     s = spec.search
     a = resolve_assumptions(spec.assumptions)
     gpu = resolve_gpu(spec.cluster)
@@ -69,6 +71,8 @@ def brute_force(spec: Spec, below, equal_middles: bool = False):
                 eps = [(1, 1)] if moe is None else [
                     (ep, etp) for ep in _allowed(divisors_of(inner), s.ep) for etp in etps]
                 sps = [False] if tp == 1 else _allowed([True, False], s.sequence_parallel)
+                if sp_pinned_on:  # a partial plan pinning SP on: no TP-1 plan (SP is off there)
+                    sps = [sp for sp in sps if sp]
                 kinds = (s.cp_comm_types or ["p2p"]) if cp > 1 else ["p2p"]
                 for (ep, etp), mbs, schedule, kind in itertools.product(
                         eps, s.micro_batch_size or [1, 2, 4, 8], s.schedules or SCHEDULES, kinds):

@@ -31,6 +31,8 @@ runner = CliRunner()
 SCALAR = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "vpp", "schedule", "recompute", "zero_stage",
           "sequence_parallel")
 
+from parplan.costmodel.evaluation.prediction_band import with_memory_band  # noqa: E402
+
 SMALL = {
     "model": {"preset": "llama3-8b"},
     "training": {"seq_len": 8192, "global_batch_size": 64},
@@ -95,7 +97,8 @@ def test_no_plan_changes_nothing():
     spec = _spec()
     assert pinned_spec(spec) is spec
     res = optimize(spec, controls=CPSAT)
-    assert res.completed is None and res.memory_margin_gib is None
+    # nothing completed; the only margin is the memory band's, stated in the answer
+    assert res.completed is None and res.memory_margin_gib == with_memory_band(spec).search.memory_margin_gib
 
 
 def test_pinned_fields_and_num_microbatches_honoured():
@@ -179,7 +182,7 @@ def test_margin_reduces_usable_memory_exactly():
 
 
 def test_margin_changes_the_answer_when_it_binds():
-    free = optimize(_spec(), controls=CPSAT)
+    free = optimize(_spec(search={"memory_band": False}), controls=CPSAT)  # the ledger's usable memory, no margin
     peak = free.plans[0].metrics.peak_memory_gib
     usable = free.plans[0].metrics.usable_memory_gib
     margin = usable - peak + 0.5  # the free optimum no longer fits
@@ -257,3 +260,15 @@ def test_service_completes_a_partial_plan_and_reports_headroom():
             assert "plan.tp" in err.value.details() and "search.tp" in err.value.details()
     finally:
         running.drain(0)
+
+
+def test_a_pin_of_sequence_parallel_on_rules_out_tp_1():
+    """SP is off at TP 1 (solver/space_options.py sequence_parallel_values), so a plan pinned to SP on is searched
+    at TP above 1 only; where the search allows only TP 1, nothing fits and the explanation says why."""
+    res = optimize(_spec(plan={"sequence_parallel": True}, search={"tp": [1, 2]}), controls=CPSAT)
+    assert res.plans and all(e.plan.tp > 1 and e.plan.sequence_parallel for e in res.plans)
+    only_tp1 = optimize(_spec(plan={"sequence_parallel": True}, search={"tp": [1]}), controls=CPSAT)
+    assert only_tp1.status == "INFEASIBLE" and not only_tp1.plans
+    from parplan.solver.space_options import SP_PIN_AT_TP1
+
+    assert SP_PIN_AT_TP1 in (only_tp1.explanation.rejected_choices or {}), only_tp1.explanation
