@@ -199,3 +199,16 @@ def test_per_framework_workers_benchmark_compares_the_same_reports(capsys, tmp_p
     assert _load("per_framework_workers").main(["--runs", "1", str(spec)]) == 0
     out = capsys.readouterr().out
     assert "one process wall" in out and "workers wall" in out and "same report" in out
+
+
+def test_band_search_cost_times_both_settings(capsys):
+    assert _load("band_search_cost").main(["--batches", "1", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "memory_band false  median CPU" in out and "memory_band true   median CPU" in out
+
+
+def test_calibrate_synthetic_recovers_the_held_out_run(capsys, tmp_path):
+    out_file = tmp_path / "calibrate_synthetic.txt"
+    assert _load("calibrate_synthetic").main(["--out", str(out_file)]) == 0
+    held = next(line for line in out_file.read_text().splitlines() if line.startswith("run3 (held out)"))
+    assert "with the profile" in held and "move kept: 1 " in out_file.read_text()
