@@ -80,7 +80,9 @@ def replan(spec: Any, *, lost_nodes: Sequence[int] = (), added_nodes: int = 0, h
         spec = spec_from_export(export, export_target, spec)
     from parplan.solver.warm_cache import WARM
 
-    old = evaluate_spec(spec, as_plan(plan), **WARM.evaluation_inputs(spec))  # PlanError naming plan.<field>
+    # the running plan runs: judged by the ledger's point, not the memory band's margin for plans not yet launched
+    ran = spec.model_copy(update={"search": spec.search.model_copy(update={"memory_band": False})})
+    old = evaluate_spec(ran, as_plan(plan), **WARM.evaluation_inputs(ran))  # PlanError naming plan.<field>
     if not old.feasible:
         raise ArgumentError("plan", "the current plan does not run on its cluster: " + "; ".join(old.violations),
                             None)
