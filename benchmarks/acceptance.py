@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.report_text import emit  # noqa: E402
 from benchmarks.runs import compare, load_runs  # noqa: E402
 from parplan.frameworks.loader import validate_spec  # noqa: E402
 from parplan.solver.planner import optimize  # noqa: E402
@@ -169,10 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--starts", type=int, default=1, help="starting points of the fit without the DeepSeek-V3 rows")
     args = ap.parse_args(argv)
     cmd = "# python benchmarks/acceptance.py" + (f" --starts {args.starts}" if args.starts != 1 else "")
-    text = "\n".join([cmd, *deepseek_check(args.starts), "", *llama_check()]) + "\n"
-    print(text, end="")
-    if args.out:
-        args.out.write_text(text)
+    emit([cmd, *deepseek_check(args.starts), "", *llama_check()], args.out)
     return 0
 
 

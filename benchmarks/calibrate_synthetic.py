@@ -49,11 +49,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    text = "\n".join(["# Command: python benchmarks/calibrate_synthetic.py --out benchmarks/results/calibrate_synthetic.txt",
-                      *run()]) + "\n"
-    print(text, end="")
-    if args.out:
-        args.out.write_text(text)
+    from benchmarks.report_text import emit
+
+    emit(["# Command: python benchmarks/calibrate_synthetic.py --out benchmarks/results/calibrate_synthetic.txt",
+          *run()], args.out)
     return 0
 
 
