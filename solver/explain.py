@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from parplan.costmodel.evaluation.evaluate import evaluate
-from parplan.costmodel.evaluation.prediction_band import with_memory_band
+from parplan.costmodel.evaluation.prediction_band import usable_for_band_gib, with_memory_band
 from parplan.costmodel.spec.hardware import GIB
 from parplan.costmodel.memory.runtime_memory import memory_for_usable
 from parplan.costmodel.spec.spec import CP_COMM_TYPES, SearchSpec, Spec
@@ -253,8 +253,8 @@ def _memory_relaxation(spec: Spec, problem: Problem, min_mem_plan, min_needed: f
                        band_ratio: Optional[float] = None) -> Relaxation:
     """The memory a GPU would need for the least-memory plan (the user's pins kept), as a ``cluster.memory_gib``
     patch, with that plan evaluated under the relaxed spec. Under the memory band the plan fits where
-    ``peak / band_ratio`` does (the margin, rounded up to 0.01 GiB, is recomputed at the larger memory)."""
-    wanted = (min_needed + 0.01) / band_ratio if band_ratio else min_needed + spec.search.memory_margin_gib
+    ``peak / band_ratio`` does (the margin is recomputed at the larger memory)."""
+    wanted = usable_for_band_gib(min_needed, band_ratio) if band_ratio else min_needed + spec.search.memory_margin_gib
     need_gib = math.ceil(memory_for_usable(wanted, problem.assumptions) * 10) / 10
     relaxed = _with_memory(spec, need_gib)
     if band_ratio:

@@ -139,6 +139,15 @@ def memory_band_margin_gib(usable_gib: float, source: BandSource) -> float:
     return max(0.0, usable_gib * (1.0 - source.peak_memory_ratio[0]))
 
 
+MARGIN_STEPS_PER_GIB = 100  # the memory band's margin is rounded up to a hundredth of a GiB (with_memory_band)
+
+
+def usable_for_band_gib(peak_gib: float, ratio: float) -> float:
+    """The usable memory (before the margin) at which a plan of ``peak_gib`` fits under the memory band of ``ratio``:
+    ``peak / ratio``, plus the margin's rounding step (:func:`with_memory_band`)."""
+    return (peak_gib + 1.0 / MARGIN_STEPS_PER_GIB) / ratio
+
+
 def memory_band_ratio(spec: Any) -> Optional[float]:
     """The low predicted / measured peak-memory ratio by which ``spec``'s plans fit (``peak / ratio <= usable``), or
     None where the memory band does not judge its fit (:func:`with_memory_band`)."""
@@ -149,16 +158,16 @@ def memory_band_ratio(spec: Any) -> Optional[float]:
 
 def with_memory_band(spec: Any) -> Any:
     """``spec`` with ``search.memory_margin_gib`` set to its memory band's margin (:func:`memory_band_margin_gib`,
-    rounded up to 0.01 GiB; on several pools the largest) when ``search.memory_band`` is on, the spec sets no
-    margin of its own and its predictions rest on the default calibration (the ``default`` preset, or a calibrate
-    profile over it: the band's rows are that calibration's); otherwise ``spec`` itself (the ``textbook`` preset
-    keeps seed 003's usable share and no band)."""
+    rounded up to 1 / :data:`MARGIN_STEPS_PER_GIB` GiB; on several pools the largest) when ``search.memory_band``
+    is on, the spec sets no margin of its own and its predictions rest on the default calibration (the ``default``
+    preset, or a calibrate profile over it: the band's rows are that calibration's); otherwise ``spec`` itself (the
+    ``textbook`` preset keeps seed 003's usable share and no band)."""
     if memory_band_ratio(spec) is None:
         return spec
     a, source = resolve_assumptions(spec.assumptions), band_source(spec)
     margins = [memory_band_margin_gib(usable_memory_bytes(spec, resolve_gpu(c), a) / GIB, source)
                for c in (spec.cluster.pools or [spec.cluster])]
-    margin = float(np.ceil(max(margins) * 100.0) / 100.0)
+    margin = float(np.ceil(max(margins) * MARGIN_STEPS_PER_GIB) / MARGIN_STEPS_PER_GIB)
     return spec.model_copy(update={"search": spec.search.model_copy(update={"memory_margin_gib": margin})})
 
 
@@ -171,4 +180,4 @@ def upper_first(evaluations: list[Any], source: Optional[BandSource]) -> list[An
 
 __all__ = ["StepTimeBin", "BandSource", "PlanBand", "exposed_share", "default_source", "profile_source", "band_source",
            "plan_band", "overlaps", "plan_bands", "memory_band_margin_gib", "memory_band_ratio", "with_memory_band",
-           "upper_first"]
+           "upper_first", "MARGIN_STEPS_PER_GIB", "usable_for_band_gib"]
