@@ -176,7 +176,7 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
             deadline: Optional[float] = None, band_ratio: Optional[float] = None) -> Explanation:
     """Why nothing fits and what would, within ``deadline``: the conflicting requirements first (40 % of the time
     left), the least memory any plan needs (20 %), then the relaxations; each part stops at its share with
-    what it has, and the summary says when it is incomplete. ``band_ratio``: the memory band's (it scales the margin)."""
+    what it has, and the summary says when it is incomplete; ``band_ratio``: the memory band's (its margin's scale)."""
     controls = controls or SolverControls()
     now = time.perf_counter()
     left = (deadline - now) if deadline is not None else None
