@@ -63,6 +63,14 @@ def planned(spec, plan) -> dict:
     return normal(out)
 
 
+def planned_torchtitan(spec, plan) -> dict:
+    """:func:`planned` and torch.compile of the model: on unless the plan is priced with unfused elementwise ops
+    (``assumptions.eager_elementwise``, costmodel/compute/eager_elementwise.py)."""
+    from parplan.costmodel.spec.assumptions import resolve_assumptions
+
+    return dict(planned(spec, plan), compiled=not resolve_assumptions(spec.assumptions).eager_elementwise)
+
+
 def normal(values: dict) -> dict:
     """Values that change nothing the framework runs made equal: SP at TP 1, the CP comm type at CP 1, full
     recompute of no layer (no recompute)."""
@@ -119,7 +127,8 @@ def torchtitan_derived(spec, plan) -> dict:
     out = dict(tp=dims.tp, cp=dims.cp, pp=dims.pp, dp=dp, micro_batch_size=micro, num_microbatches=steps,
                sequences_per_step=micro * steps * dp, sequence_parallel=dims.tp_enabled, cp_comm_type=rotate,
                recompute=recompute, recompute_layers=done, seq_len=tr.seq_len, parts=parts,
-               reshard_after_forward=_reshard(par.fsdp_reshard_after_forward, dims) if dims.fsdp_enabled else None)
+               reshard_after_forward=_reshard(par.fsdp_reshard_after_forward, dims) if dims.fsdp_enabled else None,
+               compiled=job.compile.enable and "model" in job.compile.components)
     if spec.model.moe is not None:
         out.update(ep=dims.ep, etp=dims.etp, local_experts=spec.model.moe.num_experts // dims.ep)
     out.update(_torchtitan_model(job, text))

@@ -133,10 +133,11 @@ def check_deepspeed(spec, plan) -> list[str]:
 
 def check_torchtitan(spec, plan) -> list[str]:
     """torchtitan's own values for the export (benchmarks/framework_derived.py) against the plan's: every value of
-    :func:`framework_derived.planned`, the sequence length, the layers of each model part (not DualPipe, whose parts
+    :func:`framework_derived.planned`, the sequence length, torch.compile of the model (fused elementwise ops unless
+    ``assumptions.eager_elementwise``), the layers of each model part (not DualPipe, whose parts
     split each stage in halves) and FSDP's resharding after forward (ZeRO-3 without PP; under PP the plan prices
     ZeRO-2/3 without it, assumptions.zero_unsharded_across_microbatches_with_pp)."""
-    from benchmarks.framework_derived import Rejected, differences, planned, torchtitan_derived
+    from benchmarks.framework_derived import Rejected, differences, planned_torchtitan, torchtitan_derived
 
     from parplan.frameworks.export_common import model_chunk_layers
 
@@ -144,7 +145,7 @@ def check_torchtitan(spec, plan) -> list[str]:
         got = torchtitan_derived(spec, plan)
     except Rejected as err:
         return [f"rejected: {err}"]
-    want = dict(planned(spec, plan), seq_len=spec.training.seq_len)
+    want = dict(planned_torchtitan(spec, plan), seq_len=spec.training.seq_len)
     if plan.pp > 1 and plan.schedule not in ("dualpipe", "dualpipev"):
         want["parts"] = model_chunk_layers(plan)
     if "mla" in got:  # the model the TOML names (framework_derived._torchtitan_model)

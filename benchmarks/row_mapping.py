@@ -93,6 +93,20 @@ FAMILY_FACTS_WITHOUT_PRESET: dict[str, dict[str, bool]] = {
 DEEPSEEK_V3_CONFIG = HERE.parent / "tests" / "data" / "hf" / "deepseek-v3.json"
 
 
+def _dispatcher_in_notes(row: dict) -> dict[str, str]:
+    """The token dispatcher a row's notes name ("Token dispatcher: HybridEP" / "alltoall (NCCL)"), where its fields
+    do not: HybridEP and DeepEP are Megatron-Core's flex dispatcher's backends."""
+    if row.get("moe_dispatcher"):
+        return {}
+    notes = (row.get("notes") or "").lower()
+    for name, fields in (("hybridep", {"dispatcher": "flex", "dispatcher_backend": "hybridep"}),
+                         ("deepep", {"dispatcher": "flex", "dispatcher_backend": "deepep"}),
+                         ("alltoall", {"dispatcher": "alltoall"})):
+        if f"token dispatcher: {name}" in notes:
+            return fields
+    return {}
+
+
 def family_facts(fam: str, fw: str) -> dict[str, bool]:
     """``gated_mlp`` and ``tie_embeddings`` of a row's family, from its preset (:data:`FAMILY_PRESETS`)."""
     name = FAMILY_PRESETS.get((fam, fw)) or FAMILY_PRESETS.get((fam, None))
@@ -137,7 +151,7 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
                       # default; the experts' activation clamp and biases where the model has them (GPT-OSS)
                       **{key: row[f"moe_{key}"] for key in ("dispatcher", "dispatcher_backend", "dispatcher_sms",
                                                             "activation_clamp", "expert_bias")
-                         if row.get(f"moe_{key}")})
+                         if row.get(f"moe_{key}")}, **_dispatcher_in_notes(row))
     mla, mtp = None, 0
     if fam == "deepseek":
         mla, mtp, moe = _deepseek_attention(ex, fw, moe)
@@ -550,7 +564,8 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
     Its TP is DTensor sequence parallelism: the column-parallel linears save the all-gathered input
     (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose stages
     preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``); it overlaps
-    TP communication only with AsyncTP (named in the row's notes). Its context parallelism (``cp``) is torch's
+    TP communication only with AsyncTP (named in the row's notes), and fuses its elementwise ops only under
+    torch.compile (named in the row's notes; ``eager_elementwise`` otherwise). Its context parallelism (``cp``) is torch's
     (``torch.distributed.tensor.experimental.context_parallel``), which wraps the SDPA op: torchtitan repeats the
     KV heads before SDPA, so K,V are exchanged and gathered at the query head count (``cp_kv_heads_repeated``),
     all-gathered by default (plan ``cp_comm_type`` allgather, set where the plan is built)."""
@@ -576,6 +591,9 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
                                           "the BF16 input and weight for backward")
     if tp > 1 and "asynctp" not in notes:
         set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
+    if "compile" not in notes:
+        set_("eager_elementwise", True, "torchtitan without torch.compile (train_configs' compile = false at "
+                                        "9dec370): the model's elementwise ops run unfused")
 
 
 def row_to_spec(row: dict) -> Optional[tuple[Spec, PlanSpec]]:

@@ -131,6 +131,9 @@ def torchtitan_sections(spec: Spec, plan: Plan) -> tuple[dict[str, dict[str, obj
     sections["parallelism"] = par
     sections["activation_checkpoint"] = ac
     sections["training"] = training
+    # fused elementwise ops are what the plan is priced with (assumptions.eager_elementwise false): torch.compile
+    # (v0.2.2 job_config.py:721-727, off by default) of the model and the loss
+    sections["compile"] = {"enable": not knobs.eager_elementwise}
     return sections, warnings
 
 

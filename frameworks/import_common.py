@@ -24,15 +24,17 @@ def divide_exactly(total: int, part: int, what: str) -> int:
 
 
 def spec_with(base: Spec, *, plan: dict[str, Any], model: Optional[dict[str, Any]] = None,
-              training: Optional[dict[str, Any]] = None) -> Spec:
-    """``base`` with ``plan`` and the file's model and training fields, validated (an ImportPlanError names the
-    first field that fails)."""
+              training: Optional[dict[str, Any]] = None, assumptions: Optional[dict[str, Any]] = None) -> Spec:
+    """``base`` with ``plan`` and the file's model, training and assumption fields, validated (an ImportPlanError
+    names the first field that fails)."""
     data = base.model_dump(mode="python", exclude_none=True)
     data["plan"] = plan
     if model:
         data["model"] = {**data["model"], **model}
     if training:
         data["training"] = {**data["training"], **training}
+    if assumptions:
+        data["assumptions"] = {**data.get("assumptions", {}), **assumptions}
     try:
         return validate_spec(data)
     except ValidationError as err:

@@ -1,7 +1,8 @@
 """Read a torchtitan TOML (``frameworks/export_torchtitan.py``, torchtitan v0.2.2 ``JobConfig``) back into a spec:
 ``dp = dp_replicate·dp_shard`` (``-1`` = the leftover ranks, ``parallel_dims.py``), the stage split from
 ``module_fqns_per_model_part`` (looped or V order by schedule), micro-batches per step
-``global_batch_size / (dp·micro-batch)``, recompute from ``[activation_checkpoint]``, ZeRO from FSDP's reshard."""
+``global_batch_size / (dp·micro-batch)``, recompute from ``[activation_checkpoint]``, ZeRO from FSDP's reshard, and
+``assumptions.eager_elementwise`` unless ``[compile]`` compiles the model."""
 
 from __future__ import annotations
 
@@ -58,7 +59,10 @@ def spec_from_torchtitan(text: str, base: Spec) -> Spec:
     training = {"global_batch_size": gbs, "precision": "fp8" if converters and "float8" in converters else "bf16"}
     if "seq_len" in tr:
         training["seq_len"] = tr["seq_len"]
-    return spec_with(base, plan=plan, training=training)
+    # torch.compile of the model (v0.2.2 job_config.py:721-727, off by default): fused elementwise ops, else eager
+    comp = doc.get("compile", {})
+    compiled = bool(comp.get("enable", False)) and "model" in comp.get("components", ["model", "loss"])
+    return spec_with(base, plan=plan, training=training, assumptions={"eager_elementwise": not compiled})
 
 
 def _pipeline(par: dict[str, Any], pp: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parplan.costmodel.communication.context_parallel import attention_seq_len
+from parplan.costmodel.compute.eager_elementwise import eager_extra_bytes_per_token, layer_widths
 from parplan.costmodel.compute.efficiency import attention_efficiency, linear_seconds_per_flop
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds
 from parplan.costmodel.evaluation.choice_context import ChoiceContext
@@ -97,3 +98,13 @@ class GemmRates:
         stored and in which format)."""
         ctx = self.ctx
         return ctx.a.activation_traffic_passes * ctx.tokens_tp_group * per_token / ctx.hbm_Bps
+
+    def eager_s(self, swiglu_width: float) -> float:
+        """The extra HBM time of unfused elementwise ops per micro-batch, forward + backward
+        (``assumptions.eager_elementwise``, costmodel/compute/eager_elementwise.py); 0 under fused kernels.
+        ``swiglu_width``: the gated MLP's branch width per token of the TP group on this GPU (0: no gated MLP)."""
+        ctx = self.ctx
+        if not ctx.a.eager_elementwise:
+            return 0.0
+        fwd, bwd = eager_extra_bytes_per_token(layer_widths(ctx.arch, ctx.c.tp, ctx.sp, swiglu_width))
+        return ctx.tokens_tp_group * (fwd + bwd) / ctx.hbm_Bps

@@ -129,7 +129,9 @@ def _dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, 
     a, arch, tokens_gpu = ctx.a, ctx.arch, ctx.tokens_gpu
     dense_flops = tokens_gpu * (arch.dense_layer_linear_flops + arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction))
     dense_linear = tokens_gpu * arch.dense_layer_linear_flops * rates.spf_dense
-    dense_compute = dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
+    gated_width = ctx.m.ffn_hidden_size / ctx.c.tp if ctx.m.gated_mlp else 0.0
+    dense_compute = (dense_linear + rates.attn_core_s + rates.traffic_s(acts.traffic_per_token) + rates.fp8_transpose_s
+                     + rates.eager_s(gated_width))
     # each block's TP collectives beside the block's own GEMMs (LayerComm.tp_block_s): attention, then the MLP
     attn_linear = tokens_gpu * arch.attention_linear_flops * rates.spf_dense
     tp_s, tp_fwd_s = lc.tp_blocks_s(ctx.comm, (attn_linear, dense_linear - attn_linear), ctx.fwd_share)

@@ -172,8 +172,11 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     # the clamp and the fc2 bias kernels outside the fused ones (GPT-OSS under Megatron-Core): their HBM passes
     # over this GPU's routed rows (expert_elementwise.py)
     eager_bytes = expert_elementwise_bytes(a, moe, expert_rows, up * f_e / c.etp, h, acts.moe_act_recomputed)
+    # unfused elementwise ops (assumptions.eager_elementwise): the SwiGLU over this GPU's routed rows and shared experts
+    gated_width = (expert_rows * f_e / c.etp / ctx.tokens_tp_group + f_s * moe.num_shared_experts / c.tp
+                   if up == 2 else 0.0)
     moe_compute = (moe_linear + rates.attn_core_s + rates.traffic_s(acts.moe_traffic_per_token) + transposes
-                   + eager_bytes / ctx.hbm_Bps)
+                   + eager_bytes / ctx.hbm_Bps + rates.eager_s(gated_width))
     a2a = comm.all_to_all_s(tokens_gpu * h, moe)
     # expert tensor parallelism: ETP > 1 all-gathers the dispatched tokens of the ETP group before the
     # experts and reduce-scatters their outputs (and the transposes backward): four collectives of

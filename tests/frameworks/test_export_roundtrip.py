@@ -62,6 +62,20 @@ def _same(spec, plan, target):
     return export
 
 
+@pytest.mark.parametrize("eager", [False, True])
+def test_torchtitan_compile_round_trips_as_the_elementwise_pricing(eager):
+    """``[compile]`` carries ``assumptions.eager_elementwise`` both ways: the plan priced eager exports without
+    compiling and re-reads eager (the same metrics); a TOML without ``[compile]`` is torchtitan's default, eager."""
+    spec, plan = load_case("llama3-8b-fsdp")
+    spec = spec.model_copy(update={"assumptions": spec.assumptions.model_copy(update={"eager_elementwise": eager})})
+    export = _same(spec, plan, "torchtitan")
+    assert (f"[compile]\nenable = {'false' if eager else 'true'}\n") in export.text
+    without = export.text.split("\n[compile]")[0]
+    reread = spec_from_export(without, "torchtitan", spec)
+    assert reread.assumptions.eager_elementwise is True
+    assert evaluate_spec(reread).metrics.step_time_s > evaluate_spec(spec, plan).metrics.step_time_s or eager
+
+
 @pytest.mark.parametrize("case,changes,target", EXACT)
 def test_export_round_trips_to_the_same_plan_and_metrics(case, changes, target):
     spec, plan = load_case(case)

@@ -171,9 +171,10 @@ def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
     ``ConfigManager``, ``ParallelDims`` and ``apply_ac``; DeepSpeed's ``DeepSpeedConfig`` and
     ``deepspeed.moe.layer.MoE``; benchmarks/megatron_derived.py: megatron-core's ``TransformerConfig`` and
     ``get_num_layers_to_build``): degrees, EP and ETP, the batch split, SP, the CP comm type, recompute and the layers
-    it recomputes per stage."""
+    it recomputes per stage; torchtitan's torch.compile of the model."""
     _need({"torchtitan": "torchtitan", "deepspeed": "deepspeed", "megatron": "megatron.core"}[target])
-    from benchmarks.framework_derived import deepspeed_derived, differences, planned, torchtitan_derived
+    from benchmarks.framework_derived import (deepspeed_derived, differences, planned, planned_torchtitan,
+                                              torchtitan_derived)
     from benchmarks.megatron_derived import config_differences, megatron_core_config
 
     spec, plan = listed_plan(data.draw, spec, target)
@@ -181,7 +182,8 @@ def test_a_listed_plan_is_what_the_framework_derives(spec, target, data):
         assert not config_differences(megatron_core_config(spec, plan)[0], spec, plan), plan
         return
     derived = (torchtitan_derived if target == "torchtitan" else deepspeed_derived)(spec, plan)
-    assert not differences(derived, planned(spec, plan)), (plan, differences(derived, planned(spec, plan)))
+    wanted = (planned_torchtitan if target == "torchtitan" else planned)(spec, plan)
+    assert not differences(derived, wanted), (plan, differences(derived, wanted))
 
 
 def test_the_derived_values_can_differ():
@@ -196,6 +198,20 @@ def test_the_derived_values_can_differ():
     for derive in (torchtitan_derived, deepspeed_derived):
         assert (f"recompute_layers {list(plan.stage_layers)!r} != {list(plan.recompute_layers)!r}"
                 in differences(derive(spec, plan), planned(spec, plan)))
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_torchtitan_compiles_the_model_unless_priced_eager(eager):
+    """The plan's pricing of elementwise ops (``assumptions.eager_elementwise``) is torchtitan's ``[compile]``:
+    torchtitan's own ``ConfigManager`` reads the export as compiling the model exactly when the plan is priced fused."""
+    _need("torchtitan")
+    from benchmarks.framework_derived import differences, planned_torchtitan, torchtitan_derived
+
+    spec, plan = load_case("llama3-70b-uneven-block")
+    spec = spec.model_copy(update={"assumptions": spec.assumptions.model_copy(update={"eager_elementwise": eager})})
+    derived = torchtitan_derived(spec, plan)
+    assert derived["compiled"] is (not eager)
+    assert not [d for d in differences(derived, planned_torchtitan(spec, plan)) if d.startswith("compiled")]
 
 
 # ------------------------------------------------------------------------------------------------ Megatron-Core
