@@ -530,7 +530,8 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw in ("torchtitan", "llmfoundry") and row.get("gpu", "").startswith("H"):
         set_("attention_kernel", "flash2", "PyTorch SDPA / flash-attn 2 on Hopper, not cuDNN fused attention")
     if fw == "torchtitan":
-        _torchtitan_techniques(tp, pp, recompute, notes, ex, cp=as_int(row.get("cp")) or 1)
+        _torchtitan_techniques(tp, pp, recompute, notes, ex, cp=as_int(row.get("cp")) or 1,
+                               compiled=torchtitan_compiled(row))
 
 
 def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
@@ -552,7 +553,20 @@ def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:
     set_("grad_reduce_bytes", 2.0, "DeepSpeed: gradients reduced in fp16 unless fp32_allreduce")
 
 
-def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression, cp: int = 1) -> None:
+# torchtitan's 2024-12 H100 benchmark (pytorch/torchtitan@c7484b20 benchmarks/llama3_h100_202412_torchtitan.md): the
+# headings of Tables 2 and 4-6 state torch.compile for every row (lines 31, 48, 55, 62); Tables 1 and 3 list it per row
+TORCHTITAN_PER_ROW_COMPILE_TABLES = ("Table 1", "Table 3")
+
+
+def torchtitan_compiled(row: dict) -> bool:
+    """Whether a torchtitan row ran under torch.compile: named in its notes, or by its table's heading."""
+    if "compile" in (row.get("notes") or "").lower():
+        return True
+    return row.get("source_location") not in TORCHTITAN_PER_ROW_COMPILE_TABLES
+
+
+def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Expression, cp: int = 1,
+                           compiled: bool = True) -> None:
     """torchtitan (late 2024) upcasts the bf16 logits to fp32 inside the loss (PR #642) and computes
     cross-entropy in eager mode: at the start of the backward pass the fp32 log-softmax it saved, the
     loss gradient and the log-softmax gradient are live, 12 bytes per logit. Its selective activation
@@ -565,7 +579,7 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
     (``sequence_parallel_saves_gathered_inputs``); its PP is ``torch.distributed.pipelining``, whose stages
     preallocate receive buffers for every micro-batch and keep the outputs (``pipeline_runtime``); it overlaps
     TP communication only with AsyncTP (named in the row's notes), and fuses its elementwise ops only under
-    torch.compile (named in the row's notes; ``eager_elementwise`` otherwise). Its context parallelism (``cp``) is torch's
+    torch.compile (``compiled``: :func:`torchtitan_compiled`; ``eager_elementwise`` otherwise). Its context parallelism (``cp``) is torch's
     (``torch.distributed.tensor.experimental.context_parallel``), which wraps the SDPA op: torchtitan repeats the
     KV heads before SDPA, so K,V are exchanged and gathered at the query head count (``cp_kv_heads_repeated``),
     all-gathered by default (plan ``cp_comm_type`` allgather, set where the plan is built)."""
@@ -591,7 +605,7 @@ def _torchtitan_techniques(tp: int, pp: int, recompute: str, notes: str, ex: Exp
                                           "the BF16 input and weight for backward")
     if tp > 1 and "asynctp" not in notes:
         set_("tp_comm_overlap", 0.0, "torchtitan without AsyncTP")
-    if "compile" not in notes:
+    if not compiled:
         set_("eager_elementwise", True, "torchtitan without torch.compile (train_configs' compile = false at "
                                         "9dec370): the model's elementwise ops run unfused")
 
