@@ -93,20 +93,6 @@ FAMILY_FACTS_WITHOUT_PRESET: dict[str, dict[str, bool]] = {
 DEEPSEEK_V3_CONFIG = HERE.parent / "tests" / "data" / "hf" / "deepseek-v3.json"
 
 
-def _dispatcher_in_notes(row: dict) -> dict[str, str]:
-    """The token dispatcher a row's notes name ("Token dispatcher: HybridEP" / "alltoall (NCCL)"), where its fields
-    do not: HybridEP and DeepEP are Megatron-Core's flex dispatcher's backends."""
-    if row.get("moe_dispatcher"):
-        return {}
-    notes = (row.get("notes") or "").lower()
-    for name, fields in (("hybridep", {"dispatcher": "flex", "dispatcher_backend": "hybridep"}),
-                         ("deepep", {"dispatcher": "flex", "dispatcher_backend": "deepep"}),
-                         ("alltoall", {"dispatcher": "alltoall"})):
-        if f"token dispatcher: {name}" in notes:
-            return fields
-    return {}
-
-
 def family_facts(fam: str, fw: str) -> dict[str, bool]:
     """``gated_mlp`` and ``tie_embeddings`` of a row's family, from its preset (:data:`FAMILY_PRESETS`)."""
     name = FAMILY_PRESETS.get((fam, fw)) or FAMILY_PRESETS.get((fam, None))
@@ -151,7 +137,7 @@ def _model_section(row: dict, ex: Expression, tp: int) -> ModelSpec:
                       # default; the experts' activation clamp and biases where the model has them (GPT-OSS)
                       **{key: row[f"moe_{key}"] for key in ("dispatcher", "dispatcher_backend", "dispatcher_sms",
                                                             "activation_clamp", "expert_bias")
-                         if row.get(f"moe_{key}")}, **_dispatcher_in_notes(row))
+                         if row.get(f"moe_{key}")})
     mla, mtp = None, 0
     if fam == "deepseek":
         mla, mtp, moe = _deepseek_attention(ex, fw, moe)
