@@ -5,6 +5,9 @@ tables bound them: solver/space.py, solver/table_builder.py)."""
 from __future__ import annotations
 
 MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
+# layers the last chunk of a uniform layout may lack: none left where MTP and the loss take it (Megatron-Core's
+# DeepSeek-V3 layout "Et|(tt|)*30mL": NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/README.md)
+UNIFORM_LAST_TRIM = 2
 
 
 def chunk_trims(num_layers: int, pp: int, vpp: int, trims: bool) -> list[tuple[int, int]]:
@@ -41,3 +44,31 @@ def _least_layers(pp: int, vpp: int, first: int, last: int) -> int:
 def trimmed_stage_least_layers(vpp: int, trim: int) -> int:
     """Fewest layers of a stage of ``vpp`` equal chunks of q ≥ 1 layers, one of them ``trim`` short (q ≥ trim)."""
     return vpp * max(1, trim) - trim
+
+
+def uniform_trims(num_layers: int, pp: int, vpp: int, dense_layers: int) -> list[tuple[int, int]]:
+    """The (first, last) trims of the uniform interleaved layout of a model with ``dense_layers`` leading dense
+    layers: every chunk holds q = ceil(L / (pp·vpp)) layers but stage 0's first (``first`` ≤ 1 fewer) and the last
+    stage's last (``last`` ≤ :data:`UNIFORM_LAST_TRIM` fewer), where L is not a multiple of pp·vpp (a multiple is the
+    per-stage search's even split). Its per-stage counts are fixed (:func:`uniform_stage_layers`), so the tables
+    price its leading dense layers on stage 0 exactly; stage 0 must hold them."""
+    chunks = pp * vpp
+    if pp < 2 or vpp < 2:
+        return []
+    q = -(-num_layers // chunks)
+    short = q * chunks - num_layers
+    out = []
+    for first in range(min(MAX_CHUNK_TRIM, short) + 1):
+        last = short - first
+        if short and last <= min(UNIFORM_LAST_TRIM, q) and first <= q and vpp * q - first >= max(1, dense_layers):
+            out.append((first, last))
+    return out
+
+
+def uniform_stage_layers(num_layers: int, pp: int, vpp: int, first: int, last: int) -> list[int]:
+    """Per-stage layers of :func:`uniform_trims`' layout: vpp·q each, less the trims on stage 0 and the last stage."""
+    q = -(-num_layers // (pp * vpp))
+    out = [vpp * q] * pp
+    out[0] -= first
+    out[-1] -= last
+    return out

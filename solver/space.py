@@ -42,7 +42,7 @@ from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.spec.framework_binding import spec_profile
 from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
-from parplan.solver.chunk_trims import chunk_trims
+from parplan.solver.chunk_trims import chunk_trims, uniform_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SP_PIN_AT_TP1, SpaceOptions, sequence_parallel_values
 
@@ -207,14 +207,20 @@ def batch_splits(global_batch: int, dp: int, opts: SpaceOptions, tally: Rejectio
         yield mbs, global_batch // (dp * mbs)
 
 
-def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: PrunedValues, trims: bool):
+def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: PrunedValues, trims: bool,
+                     uniform_dense: int = 0):
     """(schedule, vpp, first chunk trim, last chunk trim): interleaved at every listed vpp ≥ 2 and its trims
-    (:func:`chunk_trims`), the others at vpp 1 where the vpp pins allow it."""
+    (:func:`chunk_trims`; ``uniform_dense`` > 0, a model with that many leading dense layers whose per-stage
+    counts trims cannot vary: the uniform layout's, :func:`uniform_trims`), the others at vpp 1 where the vpp pins
+    allow it."""
     for schedule in (pruned.schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
         if schedule is Schedule.INTERLEAVED:
             for vpp in (opts.vpp or DEFAULT_VPP):
                 if vpp >= 2:
-                    for first, last in chunk_trims(num_layers, pp, vpp, trims):
+                    pairs = chunk_trims(num_layers, pp, vpp, trims)
+                    if uniform_dense:
+                        pairs = pairs + uniform_trims(num_layers, pp, vpp, uniform_dense)
+                    for first, last in pairs:
                         yield schedule, vpp, first, last
         elif opts.vpp is None or 1 in opts.vpp:
             yield schedule, 1, 0, 0
@@ -248,6 +254,9 @@ class _Expansion:
         # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
         self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
                       and (moe is None or moe.first_dense_layers == 0))
+        # a model with leading dense layers: the uniform trimmed layout, its per-stage counts fixed (uniform_trims)
+        self.uniform_dense = (moe.first_dense_layers if opts.chunk_layouts and moe is not None
+                              and opts.stage_split in ("per_stage", "first_last") else 0)
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         plan = spec.plan  # a partial plan pinning SP on rules out TP 1 (sequence_parallel_values)
         self.sp_pinned_on = plan is not None and "sequence_parallel" in plan.model_fields_set and plan.sequence_parallel
@@ -263,7 +272,8 @@ class _Expansion:
         """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
         spec, opts = self.spec, self.opts
         gbs, num_layers = spec.training.global_batch_size, spec.model.num_layers
-        layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims))  # each (ep, etp)'s
+        layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims,
+                                        self.uniform_dense))  # each (ep, etp)'s
         ruled: dict = {}  # schedule_violations by (mbs, m, schedule, vpp): all it reads but the degrees fixed here
         for (ep, etp), kind in expert_degrees(n, tp, cp, dp, spec.model.moe, opts):
             # rules on the degrees alone: checked once for all batch splits and schedules

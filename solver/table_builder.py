@@ -16,7 +16,7 @@ from parplan.costmodel.schedules.bubble import stage_bubble_weights
 from parplan.costmodel.schedules.schedule import PipelineUnits
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.spec.layout import interleaved_inflight_chunks
-from parplan.solver.chunk_trims import trimmed_stage_least_layers
+from parplan.solver.chunk_trims import trimmed_stage_least_layers, uniform_stage_layers
 from parplan.solver.deadline import checked_range
 from parplan.solver.paired_split import paired_exposure_table
 from parplan.solver.tables import (NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down, kib_up, schedule_units)
@@ -54,11 +54,12 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
 
 
 def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits,
-                     all_layers: bool = False):
+                     all_layers: bool = False, fixed_first_layers: int = 0):
     """Per stage (floats): the time, states, activation and DP constants beside the per-layer terms (the
     embedding on stage 0, the head and logits on the last stage, the leading dense layers' difference to the
     main class on stage 0, the trimmed chunks' activations; ``all_layers``: every layer recomputed, so a
-    trimmed chunk's missing layers are checkpoints, not whole activations)."""
+    trimmed chunk's missing layers are checkpoints, not whole activations; ``fixed_first_layers``: stage 0's layers
+    where the uniform layout fixes them, a trimmed first chunk beside the dense layers)."""
     c, p, dense = costs.choice, costs.choice.pp, costs.dense
     if costs.stage_io_bytes or costs.retained_output_bytes:
         buffers = np.array([costs.pipeline_buffer_bytes(i) for i in checked_range(p)], float)
@@ -87,9 +88,14 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
         # layer or every layer (space.PrunedValues.recompute_trimmed: no per-chunk 'full' counts), so the missing
         # layers are whole activations or, all recomputed, checkpoints (costmodel/spec/layout.py stage_activation_bytes)
         per_layer = main.act_recomputed_bytes if all_layers else main.act_bytes
+        per_dense = dense.act_recomputed_bytes if all_layers else dense.act_bytes
         for stage, chunk, trim in ((0, 0, c.first_chunk_trim), (p - 1, c.vpp - 1, c.last_chunk_trim)):
             held = interleaved_inflight_chunks(p, c.vpp, c.num_microbatches, stage)[chunk]
             act_0[stage] -= trim * per_layer * (held - inflight[stage])
+            if k and stage == 0 and trim:
+                # the evaluator's per-layer bytes are the stage's mean (ledger.stage_report), which the dense layers
+                # move by k·(dense - main)/l: exact for the uniform layout's fixed count l (chunk_trims.uniform_trims)
+                act_0[0] -= trim * (held - inflight[0]) * k * (per_dense - per_layer) / fixed_first_layers
     return t_0, states_0, act_0, dp_0
 
 
@@ -106,7 +112,7 @@ def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
         # unit g·q − b; their layer counts keep that residue modulo the grid
         for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
             if trim:
-                lo[u] = trimmed_stage_least_layers(g, trim)
+                lo[u] = max(trimmed_stage_least_layers(g, trim), k if u == 0 else 0)
     return lo
 
 
@@ -129,14 +135,18 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     pipe = schedule_units(c.schedule, p)
     all_layers = recompute_all and c.recompute == "full"
     dualpipe = (pipe.stages_per_unit == 2)
+    fixed = None
+    if k and (c.first_chunk_trim or c.last_chunk_trim):  # the uniform layout (chunk_trims.uniform_trims): fixed counts
+        fixed = np.array(uniform_stage_layers(num_layers, p, c.vpp, c.first_chunk_trim, c.last_chunk_trim), np.int64)
+        split = "even"
+    elif split == "even":
+        fixed = np.full(pipe.count, (num_layers // p) * pipe.stages_per_unit, np.int64)
     w, ranks_t0, ranks_m0, ranks_dp0, inflight_u = _stages_into_units(
-        *_stage_constants(costs, main, k, inflight, pipe, all_layers), inflight, dualpipe)
+        *_stage_constants(costs, main, k, inflight, pipe, all_layers, 0 if fixed is None else int(fixed[0])),
+        inflight, dualpipe)
     n = len(inflight_u)
     t_layer, t_rc, m_layer, m_saved, dp_layer = _per_layer_coefficients(main, w, inflight_u, scale)
     g = max(1, c.vpp)
-    fixed = None
-    if split == "even":
-        fixed = np.full(n, (num_layers // p) * pipe.stages_per_unit, np.int64)
     free = UNLIMITED
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first

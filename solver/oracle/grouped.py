@@ -20,7 +20,9 @@ def grouped(solve: TableSolve, units: UnitCosts) -> Optional[tuple[int, Assignme
     t = solve.t
     if t.layers_fixed is not None:
         layers = t.layers_fixed
-        if (layers < units.layers_min).any() or int(layers.sum()) != t.num_layers or (layers % t.grid).any():
+        # a trimmed end unit keeps its least count's residue modulo the grid (table_builder._layers_min)
+        if ((layers < units.layers_min).any() or int(layers.sum()) != t.num_layers
+                or ((layers - units.layers_min) % t.grid).any()):
             return None
         x = solve.assign(units, layers)
         if x is None:

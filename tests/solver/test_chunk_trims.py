@@ -22,7 +22,7 @@ from parplan.solver.cpsat import SolverControls
 from parplan.solver.oracle import solve_table
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem
-from parplan.solver.chunk_trims import chunk_trims
+from parplan.solver.chunk_trims import chunk_trims, uniform_stage_layers, uniform_trims
 from parplan.solver.assignment_check import assignment_violations, evaluate_assignment, unit_values
 from parplan.solver.tables import KIB, Assignment
 from parplan.frameworks.loader import validate_spec
@@ -48,8 +48,21 @@ def test_trims_fill_whole_chunks():
     assert chunk_trims(3, 2, 4, True) == []
 
 
+def test_uniform_trims_of_deepseek_v3():
+    """61 layers (3 dense first) in 32 chunks of 2: Megatron's "Et|(tt|)*30mL", stage 0's first chunk one layer short
+    and the last chunk empty (MTP and the loss); 16 chunks of 4 the same; 64 chunks of 1 cannot lose two."""
+    assert uniform_trims(61, 8, 4, 3) == [(1, 2)] and uniform_stage_layers(61, 8, 4, 1, 2) == [7] + [8] * 6 + [6]
+    assert uniform_trims(61, 16, 2, 3) == [(1, 2)]
+    assert uniform_trims(61, 4, 4, 3) == [(1, 2)] and uniform_stage_layers(61, 4, 4, 1, 2) == [15, 16, 16, 14]
+    assert uniform_trims(61, 16, 4, 3) == []  # q = 1: the last chunk cannot lack 2
+    assert uniform_trims(64, 8, 4, 3) == []  # whole chunks: the per-stage search's even split
+    assert uniform_trims(62, 8, 4, 3) == [(0, 2), (1, 1)]
+
+
 def test_trimmed_choices_only_where_the_tables_are_exact():
-    """A model with leading dense layers (MoE) or a framework without per-chunk layouts gets no trims."""
+    """A framework without per-chunk layouts gets no trims; a model with leading dense layers (MoE) only the
+    uniform layout, whose per-stage counts its table fixes (the dense layers' share of stage 0's mean per-layer
+    bytes is then a constant)."""
     base = dict(model=dict(name="m", num_layers=7, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
                            num_kv_heads=2, vocab_size=5000),
                 training=dict(seq_len=1024, global_batch_size=8), cluster=dict(gpu="H100-SXM-80GB", num_gpus=2),
@@ -58,7 +71,11 @@ def test_trimmed_choices_only_where_the_tables_are_exact():
     assert trimmed and all(c.first_chunk_trim + c.last_chunk_trim == 1 for c in trimmed)
     moe = {**base, "model": {**base["model"], "moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512,
                                                           first_dense_layers=1)}}
-    assert Problem.build(validate_spec(moe)).choices == []  # 7 layers: no whole chunks, no trims
+    problem = Problem.build(validate_spec(moe))  # 7 layers in 4 chunks of 2: [1, 2] [2, 2] or [2, 2] [2, 1]
+    assert {(c.first_chunk_trim, c.last_chunk_trim) for c in problem.choices} == {(0, 1), (1, 0)}
+    assert all(list(problem.table(i).layers_fixed) == uniform_stage_layers(7, 2, 2, c.first_chunk_trim,
+                                                                           c.last_chunk_trim)
+               for i, c in enumerate(problem.choices))
     old = {**base, "framework": {"name": "megatron-core", "version": "0.12.0"}}  # before the layout flag
     assert Problem.build(validate_spec(old)).choices == []
     new = {**base, "framework": "megatron-core"}  # --pipeline-model-parallel-layout (core_v0.13.0)
@@ -92,8 +109,10 @@ def trimmed_tables(draw):
     L = draw(st.integers(pp * v - 1, 10))
     L += L % v == 0  # layers that do not fill whole chunks
     split = draw(st.sampled_from(["per_stage", "first_last"]))
+    dense = draw(st.sampled_from([0, 0, 1, 2]))  # leading dense layers of an MoE model: the uniform layout only
+    moe = {"moe": dict(num_experts=4, top_k=2, expert_ffn_hidden_size=512, first_dense_layers=dense)} if dense else {}
     spec = validate_spec(dict(
-        model={**SMALL, "num_layers": L},
+        model={**SMALL, "num_layers": L, **moe},
         training=dict(seq_len=2048, global_batch_size=pp * draw(st.sampled_from([1, 2]))),
         cluster=dict(gpu="H100-SXM-80GB", num_gpus=pp, memory_gib=draw(st.sampled_from([1.2, 1.6, 2.0, 3.0, 6.0]))),
         search=dict(tp=[1], cp=[1], pp=[pp], vpp=[v], micro_batch_size=[1], schedules=["interleaved"],
@@ -109,9 +128,10 @@ def trimmed_tables(draw):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(drawn=trimmed_tables())
 def test_trimmed_tables_match_the_evaluator_and_the_solvers_agree(drawn):
-    """Every assignment of a trimmed choice: the table's peak is the evaluator's (to the KiB rounding of its
-    coefficients) and its objective is the evaluator's step time; the oracle, CP-SAT and a brute force over the
-    table find the same least U."""
+    """Every assignment of a trimmed choice (a dense model's per-stage trims, an MoE model's uniform layout with its
+    leading dense layers on stage 0): the table's peak is the evaluator's (to the KiB rounding of its coefficients)
+    and its objective is the evaluator's step time; the oracle, CP-SAT and a brute force over the table find the same
+    least U."""
     assume(drawn is not None)
     spec, problem, i = drawn
     t = problem.table(i)
