@@ -72,3 +72,10 @@ def uniform_stage_layers(num_layers: int, pp: int, vpp: int, first: int, last: i
     out[0] -= first
     out[-1] -= last
     return out
+
+
+def interleaved_trims(num_layers: int, pp: int, vpp: int, trims: bool, uniform_dense: int) -> list[tuple[int, int]]:
+    """The (first, last) trims an interleaved choice may take: :func:`chunk_trims`, and with ``uniform_dense`` > 0 (a
+    model with that many leading dense layers, whose per-stage counts trims may not vary) :func:`uniform_trims`."""
+    pairs = chunk_trims(num_layers, pp, vpp, trims)
+    return pairs + uniform_trims(num_layers, pp, vpp, uniform_dense) if uniform_dense else pairs

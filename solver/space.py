@@ -42,7 +42,7 @@ from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.costmodel.spec.framework_binding import spec_profile
 from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
-from parplan.solver.chunk_trims import chunk_trims, uniform_trims
+from parplan.solver.chunk_trims import interleaved_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SP_PIN_AT_TP1, SpaceOptions, sequence_parallel_values
 
@@ -210,17 +210,12 @@ def batch_splits(global_batch: int, dp: int, opts: SpaceOptions, tally: Rejectio
 def schedule_layouts(pp: int, num_layers: int, opts: SpaceOptions, pruned: PrunedValues, trims: bool,
                      uniform_dense: int = 0):
     """(schedule, vpp, first chunk trim, last chunk trim): interleaved at every listed vpp ≥ 2 and its trims
-    (:func:`chunk_trims`; ``uniform_dense`` > 0, a model with that many leading dense layers whose per-stage
-    counts trims cannot vary: the uniform layout's, :func:`uniform_trims`), the others at vpp 1 where the vpp pins
-    allow it."""
+    (:func:`interleaved_trims`), the others at vpp 1 where the vpp pins allow it."""
     for schedule in (pruned.schedules if pp > 1 else opts.schedules):  # ZB-H1 needs pp ≥ 2
         if schedule is Schedule.INTERLEAVED:
             for vpp in (opts.vpp or DEFAULT_VPP):
                 if vpp >= 2:
-                    pairs = chunk_trims(num_layers, pp, vpp, trims)
-                    if uniform_dense:
-                        pairs = pairs + uniform_trims(num_layers, pp, vpp, uniform_dense)
-                    for first, last in pairs:
+                    for first, last in interleaved_trims(num_layers, pp, vpp, trims, uniform_dense):
                         yield schedule, vpp, first, last
         elif opts.vpp is None or 1 in opts.vpp:
             yield schedule, 1, 0, 0
@@ -251,12 +246,11 @@ class _Expansion:
         self.spec, self.a, self.opts, self.domain, self.tally = spec, a, opts, domain, tally
         self.pruned = prune_dominated(opts, a, spec.model.mla is not None)
         moe = spec.model.moe
-        # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness)
-        self.trims = (opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
-                      and (moe is None or moe.first_dense_layers == 0))
-        # a model with leading dense layers: the uniform trimmed layout, its per-stage counts fixed (uniform_trims)
-        self.uniform_dense = (moe.first_dense_layers if opts.chunk_layouts and moe is not None
-                              and opts.stage_split in ("per_stage", "first_last") else 0)
+        # trimmed end chunks: per-stage counts of a model whose layers are all of one class (the table's exactness);
+        # with leading dense layers, the uniform layout, its counts fixed (chunk_trims.uniform_trims)
+        layouts = opts.chunk_layouts and opts.stage_split in ("per_stage", "first_last")
+        self.trims = layouts and (moe is None or moe.first_dense_layers == 0)
+        self.uniform_dense = moe.first_dense_layers if layouts and moe is not None else 0
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         plan = spec.plan  # a partial plan pinning SP on rules out TP 1 (sequence_parallel_values)
         self.sp_pinned_on = plan is not None and "sequence_parallel" in plan.model_fields_set and plan.sequence_parallel
