@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
-"""DeepSeek-V3 on 2,048 H800 under Megatron-Core with Megatron's own DeepSeek-V3 pipeline layout: what the default
-search does not reach (a few seconds).
+"""DeepSeek-V3 on 2,048 H800 under Megatron-Core with Megatron's own DeepSeek-V3 pipeline layout, evaluated whole: a
+hand-made cross-check of the search's uniform layouts (a few seconds).
 
     python benchmarks/moe_recipe_layouts.py [--out benchmarks/results/moe_recipe_layouts.txt]
 
 Megatron-Core runs its EP all-to-all overlap (``--overlap-moe-expert-parallel-comm``) at pp > 1 only with virtual
 stages, and DeepSeek-V3's 61 layers (3 dense first) need an uneven layout: Megatron's DeepSeek-V3 recipe writes
 ``--pipeline-model-parallel-layout "Et|(tt|)*30mL"`` (the embedding and one layer, thirty chunks of two, then MTP
-and the loss: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/README.md, its DeepSeek-V3 example). The
-search enumerates interleaved layouts of equal chunks with one layer short at either end and, for models with leading
-dense layers, none (solver/space.py ``_Expansion.trims``; costmodel/evaluation/ledger.py ``layer_classes`` puts the
-dense layers on stage 0 by stage totals, not by chunk order), so these plans are outside its space. Each row is
-``solver-cli evaluate`` of ``examples/deepseek-v3-2048xh800.yaml`` with the plan given whole: micro-batch 1, ZeRO-1,
-selective recompute, ETP 1, the layout above (PP 8 x 4 chunks or PP 16 x 2), the overlap on or off.
+and the loss: NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/README.md, its DeepSeek-V3 example), the
+uniform layout the search enumerates for models with leading dense layers (solver/chunk_trims.py ``uniform_trims``)
+at 32 chunks. Each row is ``solver-cli evaluate`` of ``examples/deepseek-v3-2048xh800.yaml`` with the plan given
+whole: micro-batch 1, ZeRO-1, selective recompute, ETP 1, that layout (PP 8 x 4 chunks or PP 16 x 2), the overlap on
+or off; the search's own optimum (``solver-cli optimize``) is at or below the best that fits.
 """
 
 from __future__ import annotations

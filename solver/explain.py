@@ -1,12 +1,11 @@
 """Why nothing fits, and what would.
 
-1. The infeasibility core: the space with every user pin and requirement relaxed, each requirement a
-   switch; a deletion filter over exact per-choice feasibility (the same integer model the solver
-   uses) shrinks the full requirement set to a minimal conflicting one. (CP-SAT's sufficient
-   assumptions, cpsat-modeling.md §2.10, are minimised but not guaranteed minimal, and a model over
-   the whole relaxed space is slow to build; this is exact and minimal.)
-2. Relaxations: for each requirement of the core, and for GPU count and batch size, the smallest
-   concrete change that admits a plan; each is checked by solving the changed request.
+1. The infeasibility core: the space with every user pin and requirement relaxed, each requirement a switch; a
+   deletion filter over exact per-choice feasibility (the same integer model the solver uses) shrinks the full
+   requirement set to a minimal conflicting one. (CP-SAT's sufficient assumptions, cpsat-modeling.md §2.10, are
+   minimised, not guaranteed minimal; a model of the whole relaxed space is slow to build. This is exact and minimal.)
+2. Relaxations: for each requirement of the core, and for GPU count and batch size, the smallest concrete change
+   that admits a plan; each is checked by solving the changed request.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from parplan.costmodel.spec.spec import CP_COMM_TYPES, SearchSpec, Spec
 from parplan.costmodel.spec.spec_base import MAX_NUM_GPUS
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.frontier import candidate_gpu_counts
-from parplan.solver.deadline import TimeUp, past
+from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import solve_table
 from parplan.solver.problem import Problem
 from parplan.solver.result import Explanation, Relaxation
@@ -150,8 +149,7 @@ def _relaxed_options(spec: Spec, opts: SpaceOptions, names: list[str]) -> SpaceO
 
 
 def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[float],
-          options: Optional[SpaceOptions] = None, cap_kib: Optional[int] = None,
-          min_memory: bool = False):
+          options: Optional[SpaceOptions] = None, cap_kib: Optional[int] = None, min_memory: bool = False):
     """(problem, best evaluation or None) of a changed request; raises TimeUp past ``deadline``."""
     if min_memory:
         problem = Problem.build(spec, options=options, deadline=deadline)
@@ -162,14 +160,20 @@ def _best(spec: Spec, method: str, controls: SolverControls, deadline: Optional[
             return problem, None
         out = s.best(peak * MIB_KIB, 1)
     else:
-        problem, out = best_plans(spec, method, controls, options=options, cap_kib=cap_kib,
-                                  deadline=deadline)
+        problem, out = best_plans(spec, method, controls, options=options, cap_kib=cap_kib, deadline=deadline)
     if out.status in ("UNKNOWN", "FEASIBLE") and not out.found:
         raise TimeUp()
     if not out.found:
         return problem, None
     f = out.found[0]
     return problem, problem.evaluation(f.row_index, f.x)
+
+
+def _unenumerated(err: TimeUp) -> str:
+    """The summary when the relaxed space could not be enumerated: past the memory budget, or out of time."""
+    return (f"no plan found; the explanation's relaxed space is past the memory budget ({err}; SolverControls."
+            "memory_budget_mib, solver-cli optimize --memory-budget-mib)" if isinstance(err, OverBudget) else
+            "no plan found; the explanation ran out of time before it could enumerate the relaxed space")
 
 
 def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optional[SolverControls] = None,
@@ -191,9 +195,9 @@ def explain(spec: Spec, problem: Problem, method: str = "cpsat", controls: Optio
     relaxed_opts = replace(_relaxed_options(spec, problem.options, requirements), prune_dominated=False)
     try:
         relaxed = Problem.build(spec, options=relaxed_opts, deadline=share(0.4))
-    except TimeUp:
-        return Explanation(summary="no plan found; the explanation ran out of time before it could enumerate the "
-                                   "relaxed space", conflicting=[], rejected_choices=rejected, usable_memory_gib=usable)
+    except TimeUp as err:
+        return Explanation(summary=_unenumerated(err), conflicting=[], rejected_choices=rejected,
+                           usable_memory_gib=usable)
     if not relaxed.choices:
         return _no_legal_degrees(spec, relaxed, method, controls, deadline, rejected, usable)
     try:

@@ -132,3 +132,23 @@ def test_a_users_max_num_gpus_bounds_the_advice_and_is_named():
     assert res.status == "INFEASIBLE"
     assert not [r for r in res.explanation.relaxations if r.requirement == "cluster.num_gpus"]
     assert "no GPU count above 1 up to search.max_num_gpus = 8 fits" in res.explanation.summary
+
+
+def test_a_relaxed_space_past_the_memory_budget_says_so(monkeypatch):
+    """Where the relaxed space would take the process past its memory budget (DeepSeek-V3's published degrees on
+    2,048 H800 under the research space, at the default 1,536 MiB), the explanation says so and names the knob, not
+    "ran out of time"."""
+    from parplan.solver import explain as explain_module
+    from parplan.solver.deadline import OverBudget
+
+    real_build = explain_module.Problem.build
+
+    def build(spec, options=None, **kwargs):
+        if options is not None and not options.prune_dominated:
+            raise OverBudget("the search space's choices", 1 << 30, 1 << 29)
+        return real_build(spec, options=options, **kwargs)
+
+    monkeypatch.setattr(explain_module.Problem, "build", build)
+    res = optimize(validate_spec(_raw("70b-128k-cp1-no-recompute.yaml")), method="cpsat", controls=CONTROLS)
+    assert res.status == "INFEASIBLE" and "ran out of time" not in res.explanation.summary
+    assert "memory budget" in res.explanation.summary and "--memory-budget-mib" in res.explanation.summary
