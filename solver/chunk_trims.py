@@ -51,7 +51,8 @@ def uniform_trims(num_layers: int, pp: int, vpp: int, dense_layers: int) -> list
     layers: every chunk holds q = ceil(L / (pp·vpp)) layers but stage 0's first (``first`` ≤ 1 fewer) and the last
     stage's last (``last`` ≤ :data:`UNIFORM_LAST_TRIM` fewer), where L is not a multiple of pp·vpp (a multiple is the
     per-stage search's even split). Its per-stage counts are fixed (:func:`uniform_stage_layers`), so the tables
-    price its leading dense layers on stage 0 exactly; stage 0 must hold them."""
+    price its leading dense layers on stage 0 exactly; stage 0's first chunk must hold them (the model-chunk order
+    puts the next ones on stage 1: costmodel/evaluation/ledger.py layer_classes)."""
     chunks = pp * vpp
     if pp < 2 or vpp < 2:
         return []
@@ -60,7 +61,7 @@ def uniform_trims(num_layers: int, pp: int, vpp: int, dense_layers: int) -> list
     out = []
     for first in range(min(MAX_CHUNK_TRIM, short) + 1):
         last = short - first
-        if short and last <= min(UNIFORM_LAST_TRIM, q) and first <= q and vpp * q - first >= max(1, dense_layers):
+        if short and last <= min(UNIFORM_LAST_TRIM, q) and q - first >= max(1, dense_layers):
             out.append((first, last))
     return out
 

@@ -100,19 +100,20 @@ def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.n
 
 
 def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
-    """Least layers of each unit: a layer per stage (or chunk), stage 0 holding the ``k`` dense layers."""
+    """Least layers of each unit: a layer per stage (or chunk), stage 0 holding the ``k`` dense layers: interleaved,
+    in its first chunk (the evaluator places them in model-chunk order, ledger.layer_classes), so g·k."""
     lo = np.zeros(n, np.int64)
     if pipe.schedule.paired:  # two stages per unit, each ≥ 1 layer; stage 0 holds the dense ones
         lo[:] = 2
         lo[0] = max(k, 1) + 1
     else:
         lo[:] = g
-        lo[0] = max(g, -(-k // g) * g)
-        # trimmed end chunks (chunk_trims.chunk_trims, k = 0): unit 0 holds g·q − a layers, q ≥ max(1, a), the last
-        # unit g·q − b; their layer counts keep that residue modulo the grid
+        lo[0] = g * max(1, k)
+        # trimmed end chunks (chunk_trims): unit 0 holds g·q − a layers, q ≥ max(1, a) (with k dense layers in its
+        # first chunk, q − a ≥ k), the last unit g·q − b; their layer counts keep that residue modulo the grid
         for u, trim in ((0, c.first_chunk_trim), (n - 1, c.last_chunk_trim)):
             if trim:
-                lo[u] = max(trimmed_stage_least_layers(g, trim), k if u == 0 else 0)
+                lo[u] = g * (k + trim) - trim if u == 0 and k else trimmed_stage_least_layers(g, trim)
     return lo
 
 

@@ -88,15 +88,37 @@ class Evaluation(_Out):
 BREAKDOWN_KEYS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble", "imbalance")
 
 
-def layer_classes(spec: Spec, stage_layers: list[int]) -> list[tuple[int, int]]:
-    """(dense, moe) layer counts per stage; MoE models put their leading dense layers first."""
+def layer_classes(spec: Spec, stage_layers: list[int],
+                  chunks: Optional[list[list[int]]] = None) -> list[tuple[int, int]]:
+    """(dense, moe) layer counts per stage; MoE models put their leading dense layers first: in stage order, or under
+    the interleaved schedule (``chunks``: each stage's chunks' layers, :func:`interleaved_chunks`) in model-chunk
+    order, chunk v of every stage before chunk v + 1 (Megatron-Core's virtual pipeline: model chunk i on stage
+    i mod pp, NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_layer.py get_transformer_layer_offset),
+    so leading dense layers past stage 0's first chunk sit on stage 1."""
     k = spec.model.num_layers if spec.model.moe is None else spec.model.moe.first_dense_layers
+    if chunks is not None and spec.model.moe is not None:
+        dense, left = [0] * len(stage_layers), k
+        for v in range(max(len(c) for c in chunks)):
+            for s, c in enumerate(chunks):
+                take = min(left, c[v]) if v < len(c) else 0
+                dense[s], left = dense[s] + take, left - take
+        return [(d, n - d) for d, n in zip(dense, stage_layers)]
     out, start = [], 0
     for n in stage_layers:
         dense = max(0, min(k, start + n) - start)
         out.append((dense, n - dense))
         start += n
     return out
+
+
+def interleaved_chunks(plan: Plan) -> Optional[list[list[int]]]:
+    """Each stage's chunks' layers under the interleaved schedule (its ``pipeline_layout``, else equal chunks); None
+    for other schedules."""
+    if plan.schedule is not Schedule.INTERLEAVED or plan.vpp < 2:
+        return None
+    if plan.pipeline_layout is not None:
+        return [list(stage) for stage in plan.pipeline_layout]
+    return [[n // plan.vpp] * plan.vpp for n in plan.stage_layers]
 
 
 class StageTotals(BaseModel):

@@ -49,14 +49,18 @@ def test_trims_fill_whole_chunks():
 
 
 def test_uniform_trims_of_deepseek_v3():
-    """61 layers (3 dense first) in 32 chunks of 2: Megatron's "Et|(tt|)*30mL", stage 0's first chunk one layer short
-    and the last chunk empty (MTP and the loss); 16 chunks of 4 the same; 64 chunks of 1 cannot lose two."""
-    assert uniform_trims(61, 8, 4, 3) == [(1, 2)] and uniform_stage_layers(61, 8, 4, 1, 2) == [7] + [8] * 6 + [6]
-    assert uniform_trims(61, 16, 2, 3) == [(1, 2)]
+    """61 layers (3 dense first) in 16 chunks of 4: stage 0's first chunk one layer short (its 3 dense layers) and the
+    last chunk two (MTP and the loss). In 32 chunks of 2 (Megatron's "Et|(tt|)*30mL") the first chunk cannot hold
+    the dense layers (model-chunk order puts two of them on stage 1, which the tables' stage 0 does not price): none;
+    64 chunks of 1 cannot lose two either."""
     assert uniform_trims(61, 4, 4, 3) == [(1, 2)] and uniform_stage_layers(61, 4, 4, 1, 2) == [15, 16, 16, 14]
-    assert uniform_trims(61, 16, 4, 3) == []  # q = 1: the last chunk cannot lack 2
-    assert uniform_trims(64, 8, 4, 3) == []  # whole chunks: the per-stage search's even split
-    assert uniform_trims(62, 8, 4, 3) == [(0, 2), (1, 1)]
+    assert uniform_trims(61, 2, 8, 3) == [(1, 2)] and uniform_stage_layers(61, 2, 8, 1, 2) == [31, 30]
+    assert uniform_trims(61, 8, 2, 3) == [(1, 2)] and uniform_stage_layers(61, 8, 2, 1, 2) == [7] + [8] * 6 + [6]
+    assert uniform_trims(61, 8, 4, 3) == [] and uniform_trims(61, 16, 2, 3) == []
+    assert uniform_trims(61, 8, 4, 1) == [(1, 2)]  # one dense layer fits the first chunk's one layer
+    assert uniform_trims(61, 16, 4, 0) == []  # q = 1: the last chunk cannot lack 2
+    assert uniform_trims(64, 8, 2, 3) == []  # whole chunks: the per-stage search's even split
+    assert uniform_trims(62, 4, 4, 3) == [(0, 2), (1, 1)]
 
 
 def test_trimmed_choices_only_where_the_tables_are_exact():
