@@ -70,6 +70,10 @@ CITATIONS: dict[str, str] = {
     "bridge.perf_grads": f"{BRIDGE} src/megatron/bridge/perf_recipes/_common.py:72-74 and 122: the performance "
                          "recipes (the published performance tables) set grad_reduce_in_fp32 = False: bf16 "
                          "gradient buffers and reductions; the training recipes (recipes/common.py:82) keep fp32",
+    "bridge.a2a_overlap": "NVIDIA-NeMo/Megatron-Bridge@51885cf132b2814188b6855c25a8588254274c2a (v0.6.0) "
+                          "src/megatron/bridge/training/comm_overlap.py:372-397 and 465-490: CommOverlapConfig's "
+                          "overlap_moe_expert_parallel_comm, validated as Megatron-Core's (EP > 1, alltoall or flex "
+                          "dispatcher); its MoE performance recipes turn it on",
     "bridge.alloc": f"{BRIDGE} src/megatron/bridge/perf_recipes/llama/h100/llama31.py: "
                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the recipe's environment",
     "megatron.cp": f"{MEGATRON} megatron/training/arguments.py:3221 --cp-comm-type p2p (ring, default) | a2a | "

@@ -55,8 +55,9 @@ _MEGATRON_CORE_PRE_LAYOUT = replace(
 )
 _MEGATRON_BRIDGE = replace(
     _MEGATRON_CORE, name="megatron-bridge", versions="Megatron-Bridge performance recipes on Megatron-Core >= 0.13.0",
-    assumptions={**_MEGATRON_CORE.assumptions, "grad_bytes": 2.0, "grad_reduce_bytes": 2.0},
-    citations=_MEGATRON_CORE.citations + ("megatron.grad_buffer", "bridge.perf_grads", "bridge.activation_offload"),
+    assumptions={**_MEGATRON_CORE.assumptions, "grad_bytes": 2.0, "grad_reduce_bytes": 2.0}, moe_a2a_overlap=True,
+    citations=_MEGATRON_CORE.citations + ("megatron.grad_buffer", "bridge.perf_grads", "bridge.activation_offload",
+                                          "megatron.a2a_overlap", "bridge.a2a_overlap"),
 )
 _TORCHTITAN = Profile(
     name="torchtitan", versions="> 0.2.2 (main after 2026-03-23)",
