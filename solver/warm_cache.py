@@ -23,7 +23,8 @@ identity of an object:
 A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one object for every call of the spec,
 so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
 (costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
-layer bound (solver/bounds.py ``layer_key``, which holds the GPU count). The cache is an LRU bounded by a share of
+layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the parts of the search's bounds that
+requests with another global batch share (solver/shared_bounds.py). The cache is an LRU bounded by a share of
 the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter: solver/problem.py),
 its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
@@ -58,6 +59,9 @@ CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory
 COSTS_BYTES = 2560
 MEMO_BYTES = 1024
 ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architecture, the key
+# a bound's parts (solver/shared_bounds.py: the key's tuple and base choice, the floats), rounded up from tracemalloc
+# on the same two specs (the bytes freed by dropping them: ~600 per mean-bound part, ~800 per relaxation's)
+PARTS_BYTES = 1024
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -116,12 +120,16 @@ class SpecPieces:
     costs: dict = field(default_factory=dict)  # a whole choice (DualPipe, MTP, overlap) -> ChoiceCosts
     layer_sums: dict = field(default_factory=dict)  # bounds.layer_key -> bounds.layer_sum_s
     evaluated: dict = field(default_factory=dict)  # (GPU count, global batch, choice) -> the evaluator's costs
+    # the bounds' parts but their weight M (solver/shared_bounds.py): by shared_bounds.mean_key, relaxation_key
+    mean_parts: dict = field(default_factory=dict)
+    relaxations: dict = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
         """The estimated resident bytes of the pieces held."""
         costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
-        return ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo)
+        parts = len(self.mean_parts) + len(self.relaxations)
+        return ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + PARTS_BYTES * parts
 
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
         """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
@@ -134,7 +142,8 @@ class SpecPieces:
         return costs
 
     def clear(self) -> None:
-        for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated):
+        for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
+                       self.relaxations):
             pieces.clear()
 
 

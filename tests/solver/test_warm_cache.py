@@ -181,11 +181,13 @@ def test_per_framework_answers_warm_equal_cold(no_explanations, spec):
 
 
 def _poison(entry: SpecPieces) -> None:
-    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated):
+    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated, entry.mean_parts):
         for k in pieces:
             pieces[k] = Poison()
     for k in entry.layer_sums:
         entry.layer_sums[k] = float("nan")
+    for k in entry.relaxations:  # (the bounds' parts: solver/shared_bounds.py)
+        entry.relaxations[k] = (float("nan"),) * 3
 
 
 @settings(max_examples=sized(10, 20), deadline=None, derandomize=True, database=None,
@@ -195,8 +197,9 @@ def _poison(entry: SpecPieces) -> None:
     {"assumptions.attention_efficiency_hopper": 0.5, "assumptions.attention_efficiency_ampere": 0.5},
     {"model.vocab_size": 777}, "version"]))
 def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
-    """Warm one spec, poison its entry, then solve a spec of another key (another sequence, assumption,
-    calibration knob, model field or code version): its answer is the uncached one, no poisoned piece read."""
+    """Warm one spec, poison its entry (its bounds' parts included), then solve a spec of another key (another
+    sequence, assumption, calibration knob, model field or code version): its answer is the uncached one, no poisoned
+    piece read."""
     WARM.clear()  # (the fixture runs once for all examples)
     answer(spec)
     assert len(WARM) >= 1
