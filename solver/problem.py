@@ -75,7 +75,8 @@ class Problem:
         a = pieces.assumptions if pieces else resolve_assumptions(spec.assumptions)
         gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
-        space = enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)
+        enumerate_space = lambda: enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)  # noqa: E731
+        space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
         arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \

@@ -24,7 +24,8 @@ A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one 
 so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
 (costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
 layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the parts of the search's bounds that
-requests with another global batch share (solver/shared_bounds.py). The cache is an LRU bounded by a share of
+requests with another global batch share (solver/shared_bounds.py), and the last few search spaces
+(:func:`space_key`: a request repeated as it was enumerates nothing; :data:`SPACES_KEPT`). The cache is an LRU bounded by a share of
 the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter: solver/problem.py),
 its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
@@ -40,7 +41,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import parplan
 from parplan import costmodel, solver
@@ -51,6 +52,7 @@ from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.deadline import MIB, default_memory_budget_mib
+from parplan.solver.space import CHOICE_BYTES, Space, SpaceOptions
 
 CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory budget
 # resident bytes per cached piece, rounded up from tracemalloc on Llama-3 8B / 8 H100 and 70B / 64 H100 (the bytes
@@ -62,6 +64,9 @@ ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architect
 # a bound's parts (solver/shared_bounds.py: the key's tuple and base choice, the floats), rounded up from tracemalloc
 # on the same two specs (the bytes freed by dropping them: ~600 per mean-bound part, ~800 per relaxation's)
 PARTS_BYTES = 1024
+# the search spaces an entry keeps (one per framework, GPU count, global batch and space options: a request repeated
+# as it was reuses its space); past this many they start over, so a run of distinct requests holds at most these
+SPACES_KEPT = 4
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -91,6 +96,13 @@ def spec_key(spec: Spec) -> str:
     data["assumptions"] = resolve_assumptions(spec.assumptions).model_dump(mode="json")
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(f"{code_version()}\n{text}".encode()).hexdigest()
+
+
+def space_key(spec: Spec, options: SpaceOptions) -> tuple:
+    """What the enumeration of a spec's space (solver/space.py ``enumerate_choices``) reads beside :func:`spec_key`:
+    the GPU count, the global batch, the framework (its rules decide legality) and the space options."""
+    framework = json.dumps(spec.model_dump(mode="json", include={"framework"}), sort_keys=True)
+    return spec.cluster.num_gpus, spec.training.global_batch_size, framework, options
 
 
 def m_free(spec: Spec, c: Choice) -> bool:
@@ -123,13 +135,31 @@ class SpecPieces:
     # the bounds' parts but their weight M (solver/shared_bounds.py): by shared_bounds.mean_key, relaxation_key
     mean_parts: dict = field(default_factory=dict)
     relaxations: dict = field(default_factory=dict)
+    spaces: dict = field(default_factory=dict)  # space_key -> the enumerated Space (at most SPACES_KEPT)
+    space_choices: int = 0  # the choices the spaces hold
 
     @property
     def nbytes(self) -> int:
         """The estimated resident bytes of the pieces held."""
         costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
         parts = len(self.mean_parts) + len(self.relaxations)
-        return ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + PARTS_BYTES * parts
+        return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + PARTS_BYTES * parts
+                + CHOICE_BYTES * self.space_choices)
+
+    def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
+        """The search space of ``spec`` under ``options``: ``enumerate_space()``'s, kept by :func:`space_key` (what
+        solver/space.py's enumeration reads beside this entry's key); the spaces start over past
+        :data:`SPACES_KEPT`. A kept space is shared: its callers read it, never change it."""
+        key = space_key(spec, options)
+        space = self.spaces.get(key)
+        if space is None:
+            space = enumerate_space()  # (a call cut short raises: nothing kept)
+            if len(self.spaces) >= SPACES_KEPT:
+                self.spaces.clear()
+                self.space_choices = 0
+            self.spaces[key] = space
+            self.space_choices += len(space.choices)
+        return space
 
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
         """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
@@ -143,8 +173,9 @@ class SpecPieces:
 
     def clear(self) -> None:
         for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
-                       self.relaxations):
+                       self.relaxations, self.spaces):
             pieces.clear()
+        self.space_choices = 0
 
 
 class WarmCache:

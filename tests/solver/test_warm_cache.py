@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from contextlib import contextmanager
 
 import pytest
@@ -181,7 +182,7 @@ def test_per_framework_answers_warm_equal_cold(no_explanations, spec):
 
 
 def _poison(entry: SpecPieces) -> None:
-    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated, entry.mean_parts):
+    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated, entry.mean_parts, entry.spaces):
         for k in pieces:
             pieces[k] = Poison()
     for k in entry.layer_sums:
@@ -216,6 +217,35 @@ def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
     monkeypatch.undo()
     with cache_off():
         assert got == answer(other)
+
+
+def test_a_request_repeated_reads_its_space():
+    """The space is kept by GPU count, batch, framework and options beside the entry's key: a repeat reads the same
+    Space, equal to one enumerated alone; another batch, GPU count, framework of the same key (any and Megatron-Core,
+    whose rules differ) or options enumerates its own; at most SPACES_KEPT are held."""
+    spec = validate_spec({**LLAMA, "framework": "megatron-core"})
+    first = Problem.build(spec)
+    assert Problem.build(spec).space is first.space
+    with cache_off():
+        alone = Problem.build(spec).space
+    assert alone.choices == first.space.choices and alone.rejected == first.space.rejected
+    others = [variant(spec, **{"training.global_batch_size": 128}), variant(spec, **{"cluster.num_gpus": 16}),
+              validate_spec({**LLAMA, "framework": "any"})]
+    assert spec_key(others[2]) == spec_key(spec)  # one entry, two frameworks' rules
+    for other in others:
+        space = Problem.build(other).space
+        with cache_off():
+            own = Problem.build(other).space
+        assert space is not first.space and space.choices == own.choices and space.rejected == own.rejected
+    relaxed = replace(first.options, pp=(1,))
+    pinned = Problem.build(spec, options=relaxed).space
+    with cache_off():
+        assert pinned is not first.space and pinned.choices == Problem.build(spec, options=relaxed).choices
+    entry = first.pieces
+    assert len(WARM) == 1 and len(entry.spaces) <= warm_cache.SPACES_KEPT
+    for gbs in (16, 24, 32, 40, 48):
+        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
+        assert len(entry.spaces) <= warm_cache.SPACES_KEPT
 
 
 def test_evaluate_shares_the_plans_costs():
