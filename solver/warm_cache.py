@@ -24,10 +24,11 @@ A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one 
 so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
 (costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
 layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the parts of the search's bounds that
-requests with another global batch share (solver/shared_bounds.py), and the last few search spaces
-(:func:`space_key`: a request repeated as it was enumerates nothing; :data:`SPACES_KEPT`). The cache is an LRU bounded by a share of
-the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter: solver/problem.py),
-its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`); ``PARPLAN_WARM_CACHE=0`` or
+requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
+repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
+bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
+solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`, :data:`PARTS_BYTES`,
+space.CHOICE_BYTES); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
 """
 
@@ -64,9 +65,11 @@ ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architect
 # a bound's parts (solver/shared_bounds.py: the key's tuple and base choice, the floats), rounded up from tracemalloc
 # on the same two specs (the bytes freed by dropping them: ~600 per mean-bound part, ~800 per relaxation's)
 PARTS_BYTES = 1024
-# the search spaces an entry keeps (one per framework, GPU count, global batch and space options: a request repeated
-# as it was reuses its space); past this many they start over, so a run of distinct requests holds at most these
-SPACES_KEPT = 4
+# the search spaces an entry keeps (one per framework, GPU count, global batch and space options), each once its
+# request has come twice in a row (SpecPieces.space): a space holds ~1 KiB per choice (space.CHOICE_BYTES; ~1 MiB for
+# Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
+# again while the entry's share of the budget paid for it; past this many they start over
+SPACES_KEPT = 1
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -137,6 +140,7 @@ class SpecPieces:
     relaxations: dict = field(default_factory=dict)
     spaces: dict = field(default_factory=dict)  # space_key -> the enumerated Space (at most SPACES_KEPT)
     space_choices: int = 0  # the choices the spaces hold
+    last_space_key: Optional[tuple] = None  # the space_key of the last space enumerated
 
     @property
     def nbytes(self) -> int:
@@ -148,17 +152,19 @@ class SpecPieces:
 
     def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
         """The search space of ``spec`` under ``options``: ``enumerate_space()``'s, kept by :func:`space_key` (what
-        solver/space.py's enumeration reads beside this entry's key); the spaces start over past
-        :data:`SPACES_KEPT`. A kept space is shared: its callers read it, never change it."""
+        solver/space.py's enumeration reads beside this entry's key) once the same key comes twice in a row (a
+        repeating request; :data:`SPACES_KEPT`). A kept space is shared: its callers read it, never change it."""
         key = space_key(spec, options)
         space = self.spaces.get(key)
         if space is None:
             space = enumerate_space()  # (a call cut short raises: nothing kept)
-            if len(self.spaces) >= SPACES_KEPT:
-                self.spaces.clear()
-                self.space_choices = 0
-            self.spaces[key] = space
-            self.space_choices += len(space.choices)
+            if key == self.last_space_key:
+                if len(self.spaces) >= SPACES_KEPT:
+                    self.spaces.clear()
+                    self.space_choices = 0
+                self.spaces[key] = space
+                self.space_choices += len(space.choices)
+            self.last_space_key = key
         return space
 
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:

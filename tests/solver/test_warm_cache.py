@@ -220,12 +220,16 @@ def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
 
 
 def test_a_request_repeated_reads_its_space():
-    """The space is kept by GPU count, batch, framework and options beside the entry's key: a repeat reads the same
-    Space, equal to one enumerated alone; another batch, GPU count, framework of the same key (any and Megatron-Core,
-    whose rules differ) or options enumerates its own; at most SPACES_KEPT are held."""
+    """The space is kept by GPU count, batch, framework and options beside the entry's key, once its request comes
+    twice in a row: the third call reads the second's Space, equal to one enumerated alone; another batch, GPU count,
+    framework of the same key (any and Megatron-Core, whose rules differ) or options enumerates its own; at most
+    SPACES_KEPT are held, none for requests that do not repeat."""
     spec = validate_spec({**LLAMA, "framework": "megatron-core"})
+    once = Problem.build(spec)
+    entry = once.pieces
+    assert not entry.spaces  # a request seen once keeps nothing
     first = Problem.build(spec)
-    assert Problem.build(spec).space is first.space
+    assert first.space is not once.space and Problem.build(spec).space is first.space
     with cache_off():
         alone = Problem.build(spec).space
     assert alone.choices == first.space.choices and alone.rejected == first.space.rejected
@@ -233,19 +237,24 @@ def test_a_request_repeated_reads_its_space():
               validate_spec({**LLAMA, "framework": "any"})]
     assert spec_key(others[2]) == spec_key(spec)  # one entry, two frameworks' rules
     for other in others:
-        space = Problem.build(other).space
+        spaces = [Problem.build(other).space for _ in range(3)]
         with cache_off():
             own = Problem.build(other).space
-        assert space is not first.space and space.choices == own.choices and space.rejected == own.rejected
+        assert spaces[2] is spaces[1] is not first.space
+        assert spaces[2].choices == own.choices and spaces[2].rejected == own.rejected
     relaxed = replace(first.options, pp=(1,))
     pinned = Problem.build(spec, options=relaxed).space
     with cache_off():
         assert pinned is not first.space and pinned.choices == Problem.build(spec, options=relaxed).choices
-    entry = first.pieces
     assert len(WARM) == 1 and len(entry.spaces) <= warm_cache.SPACES_KEPT
     for gbs in (16, 24, 32, 40, 48):
         Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
-        assert len(entry.spaces) <= warm_cache.SPACES_KEPT
+        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
+        assert len(entry.spaces) <= warm_cache.SPACES_KEPT and entry.space_choices == sum(
+            len(s.choices) for s in entry.spaces.values())
+    with cache_off():
+        cold = answer(spec)
+    assert [answer(spec) for _ in range(3)] == [cold] * 3  # the third reads its space (and the second's bounds)
 
 
 def test_evaluate_shares_the_plans_costs():
