@@ -60,6 +60,7 @@ class Problem:
     _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _mean_parts: dict = field(default_factory=dict)  # the bounds' parts but M (solver/shared_bounds.py)
     _relaxations: dict = field(default_factory=dict)
+    _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_choice (one record per choice)
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -75,7 +76,7 @@ class Problem:
         a = pieces.assumptions if pieces else resolve_assumptions(spec.assumptions)
         gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
-        enumerate_space = lambda: enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)  # noqa: E731
+        enumerate_space = functools.partial(enumerate_choices, spec, gpu, a, options, deadline=deadline, cancel=cancel)
         space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
         arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
@@ -150,7 +151,7 @@ class Problem:
         costs = self._costs.get(i)
         if costs is None:
             c = self.choices[i]
-            costs = self._shared_costs(c) if self.pieces is not None else self._own_costs(c)
+            costs = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
             self._costs[i] = costs
             key = layer_key(c)  # its layer times are every choice's of its layer key (layer_bound reads them)
             if key is not None and key not in self._layer_sums:
@@ -171,9 +172,17 @@ class Problem:
             self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
         return with_schedule(self._base_costs[base], c)
 
-    def _shared_costs(self, c: Choice) -> ChoiceCosts:
-        """The costs of choice ``c`` from the pieces its spec key shares across calls (solver/warm_cache.py): the
-        same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
+    def _base(self, i: int) -> Choice:
+        """warm_cache.base_choice of choice ``i``, made once: the one record its costs, its bounds' keys and the
+        cache's entries hold (solver/shared_bounds.py)."""
+        base = self._bases.get(i)
+        if base is None:
+            base = self._bases[i] = base_choice(self.choices[i], self.spec)
+        return base
+
+    def _shared_costs(self, c: Choice, base: Choice) -> ChoiceCosts:
+        """The costs of choice ``c`` (its base choice ``base``) from the pieces its spec key shares across calls
+        (solver/warm_cache.py): the same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
         pieces, spec = self.pieces, self.spec
         if c.schedule.paired or c.moe_a2a_overlap or (
                 spec.model.num_mtp_layers and c.schedule is Schedule.INTERLEAVED):  # computed in full, as _own_costs does
@@ -181,7 +190,6 @@ class Problem:
             if costs is None:
                 costs = pieces.costs[c] = choice_costs(spec, c, self.gpu, self.assumptions, self.arch, pieces.memo)
             return costs
-        base = base_choice(c, spec)
         costs = pieces.base_costs.get(base)
         if costs is None:
             costs = pieces.base_costs[base] = choice_costs(spec, base, self.gpu, self.assumptions, self.arch,
@@ -199,7 +207,7 @@ class Problem:
         return float(weight) * lb
 
     def _mean_bound_parts(self, i: int) -> MeanParts:
-        key = mean_key(self.choices[i], self.spec)
+        key = mean_key(self.choices[i], self.spec, self._base(i))
         parts = self._mean_parts.get(key)
         if parts is None:
             moe = self.spec.model.moe
@@ -213,7 +221,7 @@ class Problem:
         (shared by the requests of this spec key), weighed by the choice's M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
-        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure)
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, self._base(i))
         if key in self._relaxations:
             parts = self._relaxations[key]
         else:

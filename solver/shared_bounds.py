@@ -25,33 +25,36 @@ its parts alone (the same values). tests/solver/test_shared_bounds.py checks tha
 
 from __future__ import annotations
 
+from typing import Optional
+
 from parplan.costmodel.evaluation.choice import Choice, inflight_microbatches
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.tables import Scale
 from parplan.solver.warm_cache import base_choice, m_free
 
-def mean_key(c: Choice, spec: Spec) -> tuple:
+def mean_key(c: Choice, spec: Spec, base: Optional[Choice] = None) -> tuple:
     """What choice ``c``'s mean-unit bound reads but its micro-batch count and the problem's scale (module
-    docstring): the base choice its costs are priced from, its schedule and vpp; the whole choice where the costs
-    read m."""
+    docstring): the base choice its costs are priced from (``base``, warm_cache.base_choice's, where the caller has
+    it), its schedule and vpp; the whole choice where the costs read m."""
     if not m_free(spec, c):
         return (c,)
-    return (base_choice(c, spec), c.schedule, c.vpp)
+    return (base_choice(c, spec) if base is None else base, c.schedule, c.vpp)
 
 
-def table_key(c: Choice, spec: Spec, a: Assumptions) -> tuple:
+def table_key(c: Choice, spec: Spec, a: Assumptions, base: Optional[Choice] = None) -> tuple:
     """What choice ``c``'s table reads of the choice but its weight M (module docstring): the base choice, schedule
     and vpp, and each stage's in-flight micro-batches; the whole choice under the torch pipeline runtime, with trimmed
     chunks or where the costs read m."""
     if not m_free(spec, c) or c.first_chunk_trim or c.last_chunk_trim or a.pipeline_runtime == "torch":
         return (c,)
-    return (base_choice(c, spec), c.schedule, c.vpp, tuple(inflight_microbatches(c, s) for s in range(c.pp)))
+    return (base_choice(c, spec) if base is None else base, c.schedule, c.vpp,
+            tuple(inflight_microbatches(c, s) for s in range(c.pp)))
 
 
 def relaxation_key(c: Choice, spec: Spec, a: Assumptions, scale: Scale, rule: tuple, cap_kib: int,
-                   exposure: bool) -> tuple:
+                   exposure: bool, base: Optional[Choice] = None) -> tuple:
     """The key of choice ``c``'s relaxation parts: its :func:`table_key`, the scale, the table's ``rule`` (stage
     split, uniform recompute, every layer recomputed), the cap, and whether the paired exposure is priced (only a
     paired schedule has one)."""
-    return (table_key(c, spec, a), scale, rule, cap_kib, exposure and c.schedule.paired)
+    return (table_key(c, spec, a, base), scale, rule, cap_kib, exposure and c.schedule.paired)

@@ -27,8 +27,8 @@ layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the 
 requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
 repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
 bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
-solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`, :data:`PARTS_BYTES`,
-space.CHOICE_BYTES); ``PARPLAN_WARM_CACHE=0`` or
+solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`,
+:data:`MEAN_PARTS_BYTES`, :data:`RELAXATION_BYTES`, space.CHOICE_BYTES); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
 """
 
@@ -62,9 +62,11 @@ CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory
 COSTS_BYTES = 2560
 MEMO_BYTES = 1024
 ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architecture, the key
-# a bound's parts (solver/shared_bounds.py: the key's tuple and base choice, the floats), rounded up from tracemalloc
-# on the same two specs (the bytes freed by dropping them: ~600 per mean-bound part, ~800 per relaxation's)
-PARTS_BYTES = 1024
+# the bounds' parts (solver/shared_bounds.py: a key's tuple, its in-flight counts, the floats; its base choice is the
+# record the costs hold), rounded up from tracemalloc on the same two specs (the bytes freed by dropping them: ~350-400
+# per mean-bound part, ~520-770 per relaxation's)
+MEAN_PARTS_BYTES = 512
+RELAXATION_BYTES = 1024
 # the search spaces an entry keeps (one per framework, GPU count, global batch and space options), each once its
 # request has come twice in a row (SpecPieces.space): a space holds ~1 KiB per choice (space.CHOICE_BYTES; ~1 MiB for
 # Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
@@ -146,8 +148,8 @@ class SpecPieces:
     def nbytes(self) -> int:
         """The estimated resident bytes of the pieces held."""
         costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
-        parts = len(self.mean_parts) + len(self.relaxations)
-        return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + PARTS_BYTES * parts
+        parts = MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
+        return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + parts
                 + CHOICE_BYTES * self.space_choices)
 
     def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
