@@ -40,7 +40,26 @@ from parplan.solver.deadline import check
 from parplan.solver.tables import KIB, NS, Scale, StageTable, schedule_units
 
 def relaxed_bound(t: StageTable, cap_kib: int) -> float:
-    """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit; module docstring).
+    """A lower bound of the table's least U under ``cap_kib`` (inf where no split can fit; module docstring):
+    :func:`relaxation_parts` weighed by the table's M (:func:`objective_of_parts`)."""
+    parts = relaxation_parts(t, cap_kib)
+    return float("inf") if parts is None else objective_of_parts(t.M, parts)
+
+
+RelaxationParts = tuple[float, float, float]  # (τ, S·summed time, W·DP time): the bound less its M·τ term
+
+
+def objective_of_parts(M: int, parts: RelaxationParts) -> float:
+    """The relaxation's bound of a table of weight ``M`` from its parts (:func:`_objective_parts`: U = M·τ + S·Σ +
+    W·dp - 1, the terms added in that order)."""
+    tau, summed, dp = parts
+    return float(M) * tau + summed + dp - 1.0
+
+
+def relaxation_parts(t: StageTable, cap_kib: int) -> Optional[RelaxationParts]:
+    """:func:`relaxed_bound`'s terms but its weight M (None where no split can fit): τ and the summed and DP terms
+    read the table's per-unit coefficients, S, W and lb_time, never M, so the tables of choices that differ only in M
+    share them (solver/shared_bounds.py).
 
     Unit time at integer count l is at least the nondecreasing ``T_u(l) = a·l + d + κ·max(0, σ·l + c - cap) +
     e_u(l)`` up to the count that fits all recomputed, ``e_u(l) = min_{l' ≥ l} t_pair[u, l']`` (DualPipe's least
@@ -59,7 +78,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     kappa, s_max = _recompute_rates(t, s, rho)
     lo = t.layers_min.astype(np.int64)
     if ((sig - s_max) * lo > room).any():  # not even the least layers fit, all recomputed
-        return float("inf")
+        return None
     l_mem0 = np.where(sig > 0, room / np.where(sig > 0, sig, 1), np.inf)  # fits without recompute up to here
     l_full = np.where(sig > s_max, room / np.where(sig > s_max, sig - s_max, 1), np.inf)
     fin = np.isfinite(kappa)
@@ -86,7 +105,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
     tau_lo = float(unit_time(lo).max())
     tau_hi = float(np.ceil(unit_time(most).max()))
     if not np.isfinite(tau_hi) or layers_at(np.array([tau_hi]))[0] < L:
-        return float("inf")  # every unit capped below the model's layers
+        return None  # every unit capped below the model's layers
     low = float(np.floor(tau_lo)) - 1.0  # layers_at(tau_hi) ≥ L; low falls short or is below τ_lo
     if exposed is not None:  # the counts reach L at the (L + n)-th least entry (each row counts from l = 0)
         kth = float(np.partition(exposed.ravel(), L + n - 1)[L + n - 1])
@@ -95,7 +114,7 @@ def relaxed_bound(t: StageTable, cap_kib: int) -> float:
         guess = _integer_guess(time_at, most, L, tau_lo)
         high = least_integer_reaching(lambda tau: (tau >= tau_lo) & (layers_at(tau) >= L), low, tau_hi, guess)
     tau = max(float(np.floor(high * (1 - 1e-12))) - 1.0, float(t.lb_time))
-    return _objective_at(t, tau, least_exposure)
+    return _objective_parts(t, tau, least_exposure)
 
 
 def _recompute_rates(t: StageTable, s: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,17 +132,18 @@ def _recompute_rates(t: StageTable, s: np.ndarray, rho: np.ndarray) -> tuple[np.
     return np.full(n, np.inf), np.zeros(n)
 
 
-def _objective_at(t: StageTable, tau: float, least_exposure: Optional[np.ndarray]) -> float:
-    """The lower bound of U when the slowest unit takes at least ``tau``: the summed time every layer without
-    recompute plus each unit's least exposure (``least_exposure``; None without an exposure table), the DP time the
-    mean unit's or the largest least one, less one unit for rounding (module docstring)."""
+def _objective_parts(t: StageTable, tau: float, least_exposure: Optional[np.ndarray]) -> RelaxationParts:
+    """The lower bound of U when the slowest unit takes at least ``tau``, in parts (:func:`objective_of_parts`): the
+    summed time every layer without recompute plus each unit's least exposure (``least_exposure``; None without an
+    exposure table), the DP time the mean unit's or the largest least one, less one unit for rounding (module
+    docstring)."""
     n, L = t.num_units, t.num_layers
     dp_mean = (float(t.dp_layer[0]) * L + float(t.dp_const.sum())) / n
     dp_lb = max(dp_mean, float((t.dp_layer * t.layers_min + t.dp_const).max()))
     time_sum = float(t.base_time_sum)
     if least_exposure is not None and t.S > 0:
         time_sum += float(np.floor(least_exposure.sum()))
-    return float(t.M) * tau + float(t.S) * time_sum + float(t.scale.weight) * float(np.floor(dp_lb)) - 1.0
+    return tau, float(t.S) * time_sum, float(t.scale.weight) * float(np.floor(dp_lb))
 
 
 def _integer_guess(time_at, most: np.ndarray, k: int, tau_lo: float) -> Optional[float]:

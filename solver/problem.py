@@ -23,11 +23,14 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
-from parplan.solver.bounds import layer_bound, layer_key, layer_sum_s, quick_bounds
+from parplan.solver.bounds import (layer_bound, layer_key, layer_sum_s, objective_of_parts, quick_bounds,
+                                   relaxation_parts)
 from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.table_builder import build_table, mean_unit_bound, with_exposure
+from parplan.solver.shared_bounds import mean_key, relaxation_key
+from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
+                                          with_exposure)
 from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import WARM, SpecPieces, base_choice
 
@@ -55,6 +58,9 @@ class Problem:
     pieces: SpecPieces | None = None  # what the problems of this spec key share across calls (solver/warm_cache.py)
     _layer_sums: dict = field(default_factory=dict)  # bounds.layer_sum_s by bounds.layer_key
     _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
+    _mean_parts: dict = field(default_factory=dict)  # the bounds' parts but M (solver/shared_bounds.py)
+    _relaxations: dict = field(default_factory=dict)
+    _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_choice (one record per choice)
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -70,7 +76,8 @@ class Problem:
         a = pieces.assumptions if pieces else resolve_assumptions(spec.assumptions)
         gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
-        space = enumerate_choices(spec, gpu, a, options, deadline=deadline, cancel=cancel)
+        enumerate_space = functools.partial(enumerate_choices, spec, gpu, a, options, deadline=deadline, cancel=cancel)
+        space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
         arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
@@ -84,7 +91,8 @@ class Problem:
         scale = Scale.for_problem(stage_ns, float(factors.max()))
         q_lb = np.floor(np.array([scale.objective_of_seconds(s) for s in step_lb_s]) * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
-        shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo} if pieces else {}
+        shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo, "_mean_parts": pieces.mean_parts,
+                  "_relaxations": pieces.relaxations} if pieces else {}
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
                        arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, **shared)
 
@@ -136,14 +144,14 @@ class Problem:
     def exposed(self, i: int) -> bool:
         """Whether choice ``i``'s table prices a paired exposure (a paired schedule's all-to-all beside its partner
         stage's compute, table_builder.with_exposure): :meth:`table` then adds to :meth:`table_without_exposure`."""
-        return self.costs(i).paired_exposure
+        return self.choices[i].schedule.paired and self.costs(i).paired_exposure  # (only a paired one may)
 
     def costs(self, i: int) -> ChoiceCosts:
         """Choice ``i``'s costs (computed once)."""
         costs = self._costs.get(i)
         if costs is None:
             c = self.choices[i]
-            costs = self._shared_costs(c) if self.pieces is not None else self._own_costs(c)
+            costs = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
             self._costs[i] = costs
             key = layer_key(c)  # its layer times are every choice's of its layer key (layer_bound reads them)
             if key is not None and key not in self._layer_sums:
@@ -164,9 +172,17 @@ class Problem:
             self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
         return with_schedule(self._base_costs[base], c)
 
-    def _shared_costs(self, c: Choice) -> ChoiceCosts:
-        """The costs of choice ``c`` from the pieces its spec key shares across calls (solver/warm_cache.py): the
-        same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
+    def _base(self, i: int) -> Choice:
+        """warm_cache.base_choice of choice ``i``, made once: the one record its costs, its bounds' keys and the
+        cache's entries hold (solver/shared_bounds.py)."""
+        base = self._bases.get(i)
+        if base is None:
+            base = self._bases[i] = base_choice(self.choices[i], self.spec)
+        return base
+
+    def _shared_costs(self, c: Choice, base: Choice) -> ChoiceCosts:
+        """The costs of choice ``c`` (its base choice ``base``) from the pieces its spec key shares across calls
+        (solver/warm_cache.py): the same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
         pieces, spec = self.pieces, self.spec
         if c.schedule.paired or c.moe_a2a_overlap or (
                 spec.model.num_mtp_layers and c.schedule is Schedule.INTERLEAVED):  # computed in full, as _own_costs does
@@ -174,7 +190,6 @@ class Problem:
             if costs is None:
                 costs = pieces.costs[c] = choice_costs(spec, c, self.gpu, self.assumptions, self.arch, pieces.memo)
             return costs
-        base = base_choice(c, spec)
         costs = pieces.base_costs.get(base)
         if costs is None:
             costs = pieces.base_costs[base] = choice_costs(spec, base, self.gpu, self.assumptions, self.arch,
@@ -186,11 +201,36 @@ class Problem:
         return layer_sum_s(dense, moe_cost, self.num_layers, moe.first_dense_layers if moe else 0)
 
     def mean_bound(self, i: int) -> float:
-        """(M + S·units)·lb_time of choice ``i``'s table (table_builder.mean_unit_bound), from its costs alone."""
-        moe = self.spec.model.moe
-        weight, lb = mean_unit_bound(self.costs(i), self.assumptions, self.num_layers,
-                                moe.first_dense_layers if moe else 0, moe is not None, self.scale)
+        """(M + S·units)·lb_time of choice ``i``'s table (table_builder.mean_unit_bound), from its costs alone: its
+        parts (table_builder.MeanParts) kept under shared_bounds.mean_key, shared by the requests of this spec key."""
+        weight, lb = self._mean_bound_parts(i).at(self.choices[i].num_microbatches, self.scale, self.num_layers)
         return float(weight) * lb
+
+    def _mean_bound_parts(self, i: int) -> MeanParts:
+        key = mean_key(self.choices[i], self.spec, self._base(i))
+        parts = self._mean_parts.get(key)
+        if parts is None:
+            moe = self.spec.model.moe
+            parts = self._mean_parts[key] = mean_bound_parts(self.costs(i), self.assumptions, self.num_layers,
+                                                             moe.first_dense_layers if moe else 0, moe is not None)
+        return parts
+
+    def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
+        """bounds.relaxed_bound of choice ``i``'s table (:meth:`table`; without ``exposure``,
+        :meth:`table_without_exposure`) under ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key
+        (shared by the requests of this spec key), weighed by the choice's M."""
+        c = self.choices[i]
+        rule = (*self._rule(None, None), self.options.recompute_all_layers)
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, self._base(i))
+        if key in self._relaxations:
+            parts = self._relaxations[key]
+        else:
+            t = self.table(i) if exposure else self.table_without_exposure(i)
+            parts = self._relaxations[key] = relaxation_parts(t, cap_kib)
+        if parts is None:
+            return float("inf")
+        return objective_of_parts(microbatch_weight(c.num_microbatches, self._mean_bound_parts(i).w_max, self.scale),
+                                  parts)
 
     def layer_bound(self, i: int) -> float:
         """A lower bound of :meth:`mean_bound` from the choice's layer times alone (bounds.layer_bound), shared by

@@ -24,7 +24,6 @@ import numpy as np
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.solver import cpsat
 from parplan.solver.assignment_check import evaluate_assignment
-from parplan.solver.bounds import relaxed_bound
 from parplan.solver.cpsat import SolverControls
 from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
@@ -128,13 +127,13 @@ class Searcher:
     def bound(self, i: int, cap: int) -> float:
         key = (i, cap)
         if key not in self._lb:
-            self._lb[key] = max(float(self.p.quick_lb[i]), relaxed_bound(self.p.table(i), cap))
+            self._lb[key] = max(float(self.p.quick_lb[i]), self.p.relaxed_bound(i, cap))
         return self._lb[key]
 
     def relaxed_without_exposure(self, i: int, cap: int) -> float:
         """The continuous relaxation of choice ``i``'s table less its paired exposure (bounds.relaxed_bound; the
         table itself where the choice leaves none exposed): infinite exactly where nothing fits either way."""
-        return relaxed_bound(self.p.table_without_exposure(i), cap)
+        return self.p.relaxed_bound(i, cap, exposure=False)
 
     def solve_choice(self, i: int, cap: int, cutoff: Optional[int] = None) -> Optional[RowSolution]:
         """The least-U assignment of choice ``i`` under ``cap`` (None: nothing fits, or nothing reaches

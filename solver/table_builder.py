@@ -8,6 +8,7 @@ its units and rounding: :mod:`parplan.solver.tables`; each cost term is cited in
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,11 +30,59 @@ def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
 def objective_weights(costs: ChoiceCosts, a: Assumptions, scale: Scale) -> tuple[int, int, int]:
     """(M, S, units) of the choice's table: the objective's weights of the slowest unit's time and of the units'
     summed times, and the number of units (module docstring)."""
+    w_max, w_sum, stages_per_unit, units = bubble_weights(costs, a)
+    return (microbatch_weight(costs.choice.num_microbatches, w_max, scale),
+            sum_weight(w_sum, stages_per_unit, scale), units)
+
+
+def bubble_weights(costs: ChoiceCosts, a: Assumptions) -> tuple[float, float, int, int]:
+    """(w_max, w_sum, stages per unit, units): the bubble's weights on the slowest and the summed unit times
+    (stage_bubble_weights) and the schedule's units; all :func:`objective_weights` reads of the choice but its
+    micro-batch count (the schedule, pp, vpp and the costs' weight-gradient share)."""
     c = costs.choice
     pipe = schedule_units(c.schedule, c.pp)
     w_max, w_sum = stage_bubble_weights(costs.bubble_s(1.0, a), c.pp, a.uneven_stage_bubble)
-    return (int(round(scale.weight * (c.num_microbatches + w_max))),
-            int(round(scale.weight * w_sum * pipe.stages_per_unit)), pipe.count)
+    return w_max, w_sum, pipe.stages_per_unit, pipe.count
+
+
+def microbatch_weight(num_microbatches: int, w_max: float, scale: Scale) -> int:
+    """M = round(W·(m + w_max)): the objective's weight of the slowest unit's time (module docstring)."""
+    return int(round(scale.weight * (num_microbatches + w_max)))
+
+
+def sum_weight(w_sum: float, stages_per_unit: int, scale: Scale) -> int:
+    """S = round(W·w_sum·members): the objective's weight of the units' summed time (module docstring)."""
+    return int(round(scale.weight * w_sum * stages_per_unit))
+
+
+class MeanParts(NamedTuple):
+    """What :func:`mean_unit_bound` reads of a choice's costs, in seconds and bubble weights: neither the
+    micro-batch count nor the problem's scale, which :meth:`at` applies (solver/shared_bounds.py keeps these)."""
+
+    mean_time_s: float  # the mean unit's time without recompute, per micro-batch
+    pp: int
+    w_max: float
+    w_sum: float
+    stages_per_unit: int
+    units: int
+
+    def at(self, num_microbatches: int, scale: Scale, num_layers: int) -> tuple[int, int]:
+        """(M + S·units, lb_time) at ``num_microbatches`` in ``scale``'s units (:func:`mean_unit_bound`)."""
+        lb_time = max(0, scale.time(self.mean_time_s) - 2 * num_layers - 4 * self.pp)
+        M = microbatch_weight(num_microbatches, self.w_max, scale)
+        return M + sum_weight(self.w_sum, self.stages_per_unit, scale) * self.units, lb_time
+
+
+def mean_bound_parts(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int,
+                     is_moe: bool) -> MeanParts:
+    """The :class:`MeanParts` of a choice's costs: its mean unit time and bubble weights."""
+    c = costs.choice
+    p = c.pp
+    main: LayerCost = costs.moe if is_moe else costs.dense
+    k = k_dense_model if is_moe else 0
+    mean_time = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
+                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
+    return MeanParts(mean_time, p, *bubble_weights(costs, a))
 
 
 def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
@@ -42,15 +91,8 @@ def mean_unit_bound(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense
     (M + S·units: the slowest unit takes at least the mean, all of them n·the mean) and a lower bound of that
     mean (without recompute, less a margin for the rounding of the per-unit coefficients). The search's first
     bound past the quick one, weight·lb_time, needs only these."""
-    c = costs.choice
-    p = c.pp
-    main: LayerCost = costs.moe if is_moe else costs.dense
-    k = k_dense_model if is_moe else 0
-    mean_time = (k * costs.dense.time_s + (num_layers - k) * main.time_s + p * costs.p2p_s
-                 + costs.first_extra_time_s + costs.last_extra_time_s) / p
-    lb_time = max(0, scale.time(mean_time) - 2 * num_layers - 4 * p)
-    M, S, units = objective_weights(costs, a, scale)
-    return M + S * units, lb_time
+    parts = mean_bound_parts(costs, a, num_layers, k_dense_model, is_moe)
+    return parts.at(costs.choice.num_microbatches, scale, num_layers)
 
 
 def _stage_constants(costs: ChoiceCosts, main: LayerCost, k: int, inflight: np.ndarray, pipe: PipelineUnits,

@@ -23,9 +23,12 @@ identity of an object:
 A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one object for every call of the spec,
 so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
 (costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
-layer bound (solver/bounds.py ``layer_key``, which holds the GPU count). The cache is an LRU bounded by a share of
-the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter: solver/problem.py),
-its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`); ``PARPLAN_WARM_CACHE=0`` or
+layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the parts of the search's bounds that
+requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
+repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
+bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
+solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`,
+:data:`MEAN_PARTS_BYTES`, :data:`RELAXATION_BYTES`, space.CHOICE_BYTES); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
 """
 
@@ -39,7 +42,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import parplan
 from parplan import costmodel, solver
@@ -50,6 +53,7 @@ from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.deadline import MIB, default_memory_budget_mib
+from parplan.solver.space import CHOICE_BYTES, Space, SpaceOptions
 
 CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory budget
 # resident bytes per cached piece, rounded up from tracemalloc on Llama-3 8B / 8 H100 and 70B / 64 H100 (the bytes
@@ -58,6 +62,16 @@ CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory
 COSTS_BYTES = 2560
 MEMO_BYTES = 1024
 ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architecture, the key
+# the bounds' parts (solver/shared_bounds.py: a key's tuple, its in-flight counts, the floats; its base choice is the
+# record the costs hold), rounded up from tracemalloc on the same two specs (the bytes freed by dropping them: ~350-400
+# per mean-bound part, ~520-770 per relaxation's)
+MEAN_PARTS_BYTES = 512
+RELAXATION_BYTES = 1024
+# the search spaces an entry keeps (one per framework, GPU count, global batch and space options), each once its
+# request has come twice in a row (SpecPieces.space): a space holds ~1 KiB per choice (space.CHOICE_BYTES; ~1 MiB for
+# Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
+# again while the entry's share of the budget paid for it; past this many they start over
+SPACES_KEPT = 1
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -89,6 +103,13 @@ def spec_key(spec: Spec) -> str:
     return hashlib.sha256(f"{code_version()}\n{text}".encode()).hexdigest()
 
 
+def space_key(spec: Spec, options: SpaceOptions) -> tuple:
+    """What the enumeration of a spec's space (solver/space.py ``enumerate_choices``) reads beside :func:`spec_key`:
+    the GPU count, the global batch, the framework (its rules decide legality) and the space options."""
+    framework = json.dumps(spec.model_dump(mode="json", include={"framework"}), sort_keys=True)
+    return spec.cluster.num_gpus, spec.training.global_batch_size, framework, options
+
+
 def m_free(spec: Spec, c: Choice) -> bool:
     """Whether the costs of choice ``c`` do not read its micro-batch count (module docstring): not under DualPipe(V),
     an all-to-all overlap (combined 1F1B's lone passes read pp, vpp and m: costmodel/evaluation/moe_layer.py) nor MTP modules
@@ -116,12 +137,37 @@ class SpecPieces:
     costs: dict = field(default_factory=dict)  # a whole choice (DualPipe, MTP, overlap) -> ChoiceCosts
     layer_sums: dict = field(default_factory=dict)  # bounds.layer_key -> bounds.layer_sum_s
     evaluated: dict = field(default_factory=dict)  # (GPU count, global batch, choice) -> the evaluator's costs
+    # the bounds' parts but their weight M (solver/shared_bounds.py): by shared_bounds.mean_key, relaxation_key
+    mean_parts: dict = field(default_factory=dict)
+    relaxations: dict = field(default_factory=dict)
+    spaces: dict = field(default_factory=dict)  # space_key -> the enumerated Space (at most SPACES_KEPT)
+    space_choices: int = 0  # the choices the spaces hold
+    last_space_key: Optional[tuple] = None  # the space_key of the last space enumerated
 
     @property
     def nbytes(self) -> int:
         """The estimated resident bytes of the pieces held."""
         costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
-        return ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo)
+        parts = MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
+        return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + parts
+                + CHOICE_BYTES * self.space_choices)
+
+    def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
+        """The search space of ``spec`` under ``options``: ``enumerate_space()``'s, kept by :func:`space_key` (what
+        solver/space.py's enumeration reads beside this entry's key) once the same key comes twice in a row (a
+        repeating request; :data:`SPACES_KEPT`). A kept space is shared: its callers read it, never change it."""
+        key = space_key(spec, options)
+        space = self.spaces.get(key)
+        if space is None:
+            space = enumerate_space()  # (a call cut short raises: nothing kept)
+            if key == self.last_space_key:
+                if len(self.spaces) >= SPACES_KEPT:
+                    self.spaces.clear()
+                    self.space_choices = 0
+                self.spaces[key] = space
+                self.space_choices += len(space.choices)
+            self.last_space_key = key
+        return space
 
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
         """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
@@ -134,8 +180,10 @@ class SpecPieces:
         return costs
 
     def clear(self) -> None:
-        for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated):
+        for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
+                       self.relaxations, self.spaces):
             pieces.clear()
+        self.space_choices = 0
 
 
 class WarmCache:

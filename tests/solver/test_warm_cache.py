@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from contextlib import contextmanager
 
 import pytest
@@ -181,11 +182,13 @@ def test_per_framework_answers_warm_equal_cold(no_explanations, spec):
 
 
 def _poison(entry: SpecPieces) -> None:
-    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated):
+    for pieces in (entry.memo, entry.base_costs, entry.costs, entry.evaluated, entry.mean_parts, entry.spaces):
         for k in pieces:
             pieces[k] = Poison()
     for k in entry.layer_sums:
         entry.layer_sums[k] = float("nan")
+    for k in entry.relaxations:  # (the bounds' parts: solver/shared_bounds.py)
+        entry.relaxations[k] = (float("nan"),) * 3
 
 
 @settings(max_examples=sized(10, 20), deadline=None, derandomize=True, database=None,
@@ -195,8 +198,9 @@ def _poison(entry: SpecPieces) -> None:
     {"assumptions.attention_efficiency_hopper": 0.5, "assumptions.attention_efficiency_ampere": 0.5},
     {"model.vocab_size": 777}, "version"]))
 def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
-    """Warm one spec, poison its entry, then solve a spec of another key (another sequence, assumption,
-    calibration knob, model field or code version): its answer is the uncached one, no poisoned piece read."""
+    """Warm one spec, poison its entry (its bounds' parts included), then solve a spec of another key (another
+    sequence, assumption, calibration knob, model field or code version): its answer is the uncached one, no poisoned
+    piece read."""
     WARM.clear()  # (the fixture runs once for all examples)
     answer(spec)
     assert len(WARM) >= 1
@@ -213,6 +217,44 @@ def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
     monkeypatch.undo()
     with cache_off():
         assert got == answer(other)
+
+
+def test_a_request_repeated_reads_its_space():
+    """The space is kept by GPU count, batch, framework and options beside the entry's key, once its request comes
+    twice in a row: the third call reads the second's Space, equal to one enumerated alone; another batch, GPU count,
+    framework of the same key (any and Megatron-Core, whose rules differ) or options enumerates its own; at most
+    SPACES_KEPT are held, none for requests that do not repeat."""
+    spec = validate_spec({**LLAMA, "framework": "megatron-core"})
+    once = Problem.build(spec)
+    entry = once.pieces
+    assert not entry.spaces  # a request seen once keeps nothing
+    first = Problem.build(spec)
+    assert first.space is not once.space and Problem.build(spec).space is first.space
+    with cache_off():
+        alone = Problem.build(spec).space
+    assert alone.choices == first.space.choices and alone.rejected == first.space.rejected
+    others = [variant(spec, **{"training.global_batch_size": 128}), variant(spec, **{"cluster.num_gpus": 16}),
+              validate_spec({**LLAMA, "framework": "any"})]
+    assert spec_key(others[2]) == spec_key(spec)  # one entry, two frameworks' rules
+    for other in others:
+        spaces = [Problem.build(other).space for _ in range(3)]
+        with cache_off():
+            own = Problem.build(other).space
+        assert spaces[2] is spaces[1] is not first.space
+        assert spaces[2].choices == own.choices and spaces[2].rejected == own.rejected
+    relaxed = replace(first.options, pp=(1,))
+    pinned = Problem.build(spec, options=relaxed).space
+    with cache_off():
+        assert pinned is not first.space and pinned.choices == Problem.build(spec, options=relaxed).choices
+    assert len(WARM) == 1 and len(entry.spaces) <= warm_cache.SPACES_KEPT
+    for gbs in (16, 24, 32, 40, 48):
+        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
+        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
+        assert len(entry.spaces) <= warm_cache.SPACES_KEPT and entry.space_choices == sum(
+            len(s.choices) for s in entry.spaces.values())
+    with cache_off():
+        cold = answer(spec)
+    assert [answer(spec) for _ in range(3)] == [cold] * 3  # the third reads its space (and the second's bounds)
 
 
 def test_evaluate_shares_the_plans_costs():

@@ -1,0 +1,60 @@
+"""The keys under which the problems of one spec key share their choices' bounds across requests (issue 41 item 3).
+
+A scheduler's next request often differs from the last only in its global batch: the same choices come back with
+another micro-batch count m (global batch / (dp · micro-batch size)), and the search bounds most of them again. Two of
+its bounds read m in one place, so their other terms are kept in the spec's warm entry (solver/warm_cache.py
+``SpecPieces``) and weighed by each request's own M = round(W·(m + w_max)) (table_builder.microbatch_weight):
+
+* the mean-unit bound (table_builder.MeanParts: the mean unit time in seconds, the bubble weights) reads the choice's
+  costs (the base choice's, warm_cache.base_choice, which holds m where the costs read it: warm_cache.m_free), its
+  schedule and vpp (the p2p term and the bubble weights): :func:`mean_key`; the problem's integer scale is applied per
+  request (:meth:`MeanParts.at`), so the parts serve every scale;
+* the continuous relaxation (bounds.relaxation_parts: τ and the summed and DP terms) reads the choice's table but M;
+  the table reads m only through the stages' in-flight micro-batches (costmodel/evaluation/choice.py
+  ``inflight_microbatches``, which saturate at the pipeline's depth), except under the torch pipeline runtime (its
+  buffers count every micro-batch), with trimmed interleaved chunks (their in-flight chunk counts) and where the costs
+  read m themselves: there the key holds the whole choice, m included (:func:`table_key`). The key also holds what
+  builds the table beside the costs: the scale (the table is in its integer units), the stage split, the recompute
+  rule, every layer recomputed or not, the memory cap and whether the paired exposure is priced.
+
+The spec's sections, its resolved assumptions, calibration and the code's version are the warm entry's own key
+(warm_cache.spec_key): an entry's parts are never read for another spec. With the warm cache off, a problem keeps
+its parts alone (the same values). tests/solver/test_shared_bounds.py checks that the tables of one
+:func:`table_key` differ in M alone and that the shared bounds equal the bounds of each problem's own tables.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from parplan.costmodel.evaluation.choice import Choice, inflight_microbatches
+from parplan.costmodel.spec.assumptions import Assumptions
+from parplan.costmodel.spec.spec import Spec
+from parplan.solver.tables import Scale
+from parplan.solver.warm_cache import base_choice, m_free
+
+def mean_key(c: Choice, spec: Spec, base: Optional[Choice] = None) -> tuple:
+    """What choice ``c``'s mean-unit bound reads but its micro-batch count and the problem's scale (module
+    docstring): the base choice its costs are priced from (``base``, warm_cache.base_choice's, where the caller has
+    it), its schedule and vpp; the whole choice where the costs read m."""
+    if not m_free(spec, c):
+        return (c,)
+    return (base_choice(c, spec) if base is None else base, c.schedule, c.vpp)
+
+
+def table_key(c: Choice, spec: Spec, a: Assumptions, base: Optional[Choice] = None) -> tuple:
+    """What choice ``c``'s table reads of the choice but its weight M (module docstring): the base choice, schedule
+    and vpp, and each stage's in-flight micro-batches; the whole choice under the torch pipeline runtime, with trimmed
+    chunks or where the costs read m."""
+    if not m_free(spec, c) or c.first_chunk_trim or c.last_chunk_trim or a.pipeline_runtime == "torch":
+        return (c,)
+    return (base_choice(c, spec) if base is None else base, c.schedule, c.vpp,
+            tuple(inflight_microbatches(c, s) for s in range(c.pp)))
+
+
+def relaxation_key(c: Choice, spec: Spec, a: Assumptions, scale: Scale, rule: tuple, cap_kib: int,
+                   exposure: bool, base: Optional[Choice] = None) -> tuple:
+    """The key of choice ``c``'s relaxation parts: its :func:`table_key`, the scale, the table's ``rule`` (stage
+    split, uniform recompute, every layer recomputed), the cap, and whether the paired exposure is priced (only a
+    paired schedule has one)."""
+    return (table_key(c, spec, a, base), scale, rule, cap_kib, exposure and c.schedule.paired)

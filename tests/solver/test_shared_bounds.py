@@ -1,0 +1,160 @@
+"""solver/shared_bounds.py: the bounds' parts that the requests of one spec key share. Two choices of one
+``table_key`` (another global batch, so another micro-batch count) have tables that differ in M alone, and of one
+``mean_key`` equal mean-bound parts; every bound a problem reads through the shared parts equals the bound of its own
+table, request after request (another batch, another GPU count), on random specs (MoE and paired schedules, MTP, the
+torch pipeline runtime, trimmed chunks and small memories among them)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from benchmarks.solver_speed import LLAMA8B
+from tests.conftest import sized, small_specs
+from parplan.frameworks.loader import validate_spec
+from parplan.solver.bounds import relaxed_bound
+from parplan.solver.problem import Problem
+from parplan.solver.shared_bounds import mean_key, table_key
+from parplan.solver.table_builder import build_table, mean_bound_parts, mean_unit_bound
+from parplan.solver.warm_cache import WARM
+
+SETTINGS = settings(max_examples=sized(8, 25), deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    WARM.enable()
+    WARM.clear()
+    yield
+    WARM.clear()
+
+
+def at(spec, gbs=None, gpus=None):
+    """``spec`` at another global batch or GPU count, validated as a request's would be (None where it is none)."""
+    data = spec.model_dump(mode="json", exclude_none=True)
+    if gbs is not None:
+        data["training"]["global_batch_size"] = gbs
+    if gpus is not None:
+        data["cluster"]["num_gpus"] = gpus
+    try:
+        return validate_spec(data)
+    except Exception:  # noqa: BLE001 - a variant the loader refuses is no request
+        return None
+
+
+def table_at(p: Problem, i: int, scale, exposure: bool = True):
+    """Choice ``i``'s table as ``p`` builds it, in ``scale``'s units."""
+    moe = p.spec.model.moe
+    return build_table(p.costs(i), p.assumptions, p.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                       p.options.stage_split, p.options.uniform_recompute, scale,
+                       recompute_all=p.options.recompute_all_layers, exposure=exposure)
+
+
+def assert_equal_but_m(a, b) -> None:
+    for f in dataclasses.fields(a):
+        if f.name in ("M", "choice"):
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            assert x is not None and y is not None and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+def shared_key_pairs(p1: Problem, p2: Problem, key):
+    """(i, j): the choices of ``p1`` and ``p2`` (the first of each key) whose ``key`` is equal."""
+    first = {}
+    for i, c in enumerate(p1.choices):
+        first.setdefault(key(c), i)
+    return [(first[k], j) for j, c in enumerate(p2.choices) if (k := key(c)) in first]
+
+
+def check_one_key(spec, other) -> int:
+    """The tables of the choices of ``spec`` and ``other`` that share a table_key, at the first's scale, are equal
+    but for M, and the MeanParts of those that share a mean_key equal; the number of table pairs checked."""
+    WARM.disable()
+    try:
+        p1, p2 = Problem.build(spec), Problem.build(other)
+    finally:
+        WARM.enable()
+    a = p1.assumptions
+    pairs = shared_key_pairs(p1, p2, lambda c: table_key(c, p1.spec, a))
+    for i, j in pairs[:: max(1, len(pairs) // 15)]:
+        assert_equal_but_m(table_at(p1, i, p1.scale), table_at(p2, j, p1.scale))
+    moe = p1.spec.model.moe
+    k, is_moe = (moe.first_dense_layers if moe else 0), moe is not None
+    for i, j in shared_key_pairs(p1, p2, lambda c: mean_key(c, p1.spec))[::7]:
+        assert (mean_bound_parts(p1.costs(i), a, p1.num_layers, k, is_moe)
+                == mean_bound_parts(p2.costs(j), a, p1.num_layers, k, is_moe))
+    return len(pairs)
+
+
+@SETTINGS
+@given(spec=small_specs(), data=st.data())
+def test_one_key_one_table_but_m(spec, data):
+    """Two global batches: the choices of one table_key have tables equal but for M (the same scale), and those of
+    one mean_key equal MeanParts."""
+    other = at(spec, gbs=data.draw(st.sampled_from([2, 4, 6, 8, 12, 16, 24, 32, 48, 64])))
+    assume(other is not None and other.training.global_batch_size != spec.training.global_batch_size)
+    assume(check_one_key(spec, other))
+
+
+def test_in_flight_counts_below_their_cap_are_in_the_key():
+    """Interleaved, four stages of two chunks: at m = 4 (= pp) the stages hold m·v chunks, fewer than Megatron's
+    warm-up count that caps them from m = 8 on (inflight_microbatches): other tables beyond M, so other keys; the
+    tables at m = 8 and 16 share theirs."""
+    spec = validate_spec({"model": {**LLAMA8B, "num_layers": 8}, "training": {"seq_len": 1024, "global_batch_size": 4},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 8},
+                          "search": {"pp": [4], "micro_batch_size": [1], "schedules": ["interleaved"], "vpp": [2]}})
+    assert len(Problem.build(spec).choices) > 0
+    assert check_one_key(spec, at(spec, gbs=8)) == 0
+    assert check_one_key(at(spec, gbs=8), at(spec, gbs=16)) > 0
+
+
+@SETTINGS
+@given(spec=small_specs(), data=st.data())
+def test_shared_bounds_equal_each_problems_own(spec, data):
+    """Requests of one spec key in a row (batches, a GPU count), each reading the parts the ones before left: every
+    mean and relaxation bound equals the one of its own costs and tables."""
+    batches = data.draw(st.lists(st.sampled_from([4, 8, 12, 16, 24, 32, 64]), min_size=2, max_size=3))
+    requests = [at(spec, gbs=g) for g in batches] + [at(spec, gpus=data.draw(st.sampled_from([2, 4, 8, 16])))]
+    requests = [s for s in requests if s is not None]
+    assume(len(requests) >= 2)
+    checked = 0
+    for s in requests:
+        p = Problem.build(s)
+        assert p.pieces is not None
+        moe = p.spec.model.moe
+        for i in range(0, len(p.choices), max(1, len(p.choices) // 15)):
+            weight, lb = mean_unit_bound(p.costs(i), p.assumptions, p.num_layers, moe.first_dense_layers if moe else 0,
+                                         moe is not None, p.scale)
+            assert p.mean_bound(i) == float(weight) * lb
+            for cap in (p.cap_kib, p.cap_kib // 2):
+                assert p.relaxed_bound(i, cap) == relaxed_bound(table_at(p, i, p.scale), cap)
+                assert p.relaxed_bound(i, cap, exposure=False) == relaxed_bound(table_at(p, i, p.scale, False), cap)
+            checked += 1
+    assume(checked)  # (a space with no choice checks nothing)
+
+
+def test_a_new_batch_reads_the_parts_of_the_last():
+    """Llama-3 8B on 8 H100 at 64 then 96 (one scale): the second request's bounds come from the first's parts
+    (no table built for them) and equal its own tables' bounds."""
+    spec = validate_spec({"model": LLAMA8B, "training": {"seq_len": 8192, "global_batch_size": 64},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8, "gpus_per_node": 8}})
+    p1 = Problem.build(spec)
+    for i in range(len(p1.choices)):
+        p1.mean_bound(i), p1.relaxed_bound(i, p1.cap_kib)
+    p2 = Problem.build(at(spec, gbs=96))
+    assert p2.scale == p1.scale
+    before = len(p1.pieces.relaxations)
+    bounds = [(p2.mean_bound(i), p2.relaxed_bound(i, p2.cap_kib)) for i in range(len(p2.choices))]
+    new = len(p2.pieces.relaxations) - before
+    assert new < len(p2.choices) * 2 // 3  # a third and more of the choices read the first request's parts
+    for i, (_, relaxed) in enumerate(bounds):
+        assert relaxed == relaxed_bound(table_at(p2, i, p2.scale), p2.cap_kib)
