@@ -209,7 +209,9 @@ def test_a2a_overlap_legality_and_frameworks():
     assert profile("megatron-core", "0.15.0").moe_a2a_overlap and not profile("megatron-core", "0.13.0").moe_a2a_overlap
     assert not profile("torchtitan").moe_a2a_overlap
     ev = evaluate(spec, PlanSpec(tp=1, pp=1, ep=8, moe_a2a_overlap=True))
-    assert ev.runs_on == ["megatron-core"]  # the newest megatron-core; bridge/torchtitan/deepspeed lack it
+    # the newest megatron-core and Megatron-Bridge v0.6.0 (comm_overlap.overlap_moe_expert_parallel_comm); torchtitan
+    # and DeepSpeed lack it
+    assert ev.runs_on == ["megatron-core", "megatron-bridge"]
 
 
 def test_megatron_export_of_a2a_overlap():
