@@ -39,8 +39,8 @@ class RequestError(ParplanError):
 class MalformedRequest:
     """What the tolerant deserializer returns for bytes that are not the method's request message."""
 
-    def __init__(self, message_type: str, error: Exception):
-        self.message_type, self.error = message_type, error
+    def __init__(self, message_type: str, error_type: str):
+        self.message_type, self.error_type = message_type, error_type
 
 
 

@@ -126,8 +126,7 @@ class PlannerServicer(pb_grpc.PlannerServiceServicer):
             if self.draining.is_set():  # read while the drain began: refused before its request is checked
                 raise Abort(plain_status(code_pb2.UNAVAILABLE, SHUTTING_DOWN))
             if isinstance(request, MalformedRequest):
-                raise RequestError("request", f"not a serialized {request.message_type} "
-                                              f"({type(request.error).__name__})")
+                raise RequestError("request", f"not a serialized {request.message_type} ({request.error_type})")
             with contextlib.closing(body(state, extra)) as messages:  # closed (slot released) even mid-stream
                 for message in messages:
                     yield message

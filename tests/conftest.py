@@ -49,7 +49,6 @@ settings.load_profile(os.environ.get("PARPLAN_TEST_PROFILE", "default"))
 # tests' answers do not depend on when a collection runs (but for the in-process gRPC server's: :func:`server` runs
 # under the defaults), and the timed claims collect before their calls anyway (heap_of_a_fresh_process). Processes
 # the tests start keep Python's defaults.
-PYTHON_GC_THRESHOLDS = gc.get_threshold()  # CPython's (700, 10, 10), for the in-process gRPC server below
 GC_THRESHOLDS = (10_000, 20, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
@@ -265,18 +264,14 @@ def no_explanations():
 
 @pytest.fixture(scope="module")
 def server():
-    """A server on a free port (two solver slots) for one test module, drained after it. It runs under CPython's
-    default collector thresholds (GC_THRESHOLDS above is for the rest of the suite): with collections rarer, the
-    raw-bytes fuzz of tests/server/test_service_fuzz.py got UNAVAILABLE (RST_STREAM, REFUSED_STREAM) from it."""
+    """A server on a free port (two solver slots) for one test module, drained after it."""
     from parplan.server.app import ServeOptions, start  # grpcio only where a service test asks for it
 
-    gc.set_threshold(*PYTHON_GC_THRESHOLDS)
     running = start(ServeOptions(port=0, max_concurrent=2))
     try:
         yield running
     finally:
         running.drain(0)
-        gc.set_threshold(*GC_THRESHOLDS)
 
 
 @pytest.fixture(scope="module")
