@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from parplan.costmodel.evaluation.evaluate import PlanError, plan_choice
 from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.costmodel.evaluation.pools import capacity_violations, check_stage_pools
+from parplan.costmodel.spec.layout import model_chunk_layers  # noqa: F401  (re-exported for the exports)
 from parplan.costmodel.spec.spec import Plan, Spec
 
 
@@ -74,18 +75,6 @@ def cluster_words(spec: Spec) -> str:
 def global_batch_size(plan: Plan) -> int:
     """Sequences per optimizer step: micro-batch × micro-batches per step × data-parallel replicas."""
     return plan.micro_batch_size * plan.num_microbatches * plan.dp
-
-
-def model_chunk_layers(plan: Plan) -> list[int]:
-    """Layers of each model chunk in virtual-stage order ``v·pp + r`` (chunk v of pipeline rank r).
-
-    Megatron-Core's layout numbers its stages this way (``PipelineParallelLayerLayout.__init__``,
-    megatron/core/transformer/pipeline_parallel_layer_layout.py at core_v0.15.3), and so do looped
-    schedules in ``torch.distributed.pipelining`` (stage ``r + v·pp`` on rank ``r``). A plan's
-    ``pipeline_layout`` gives each chunk's layers; without one every stage's chunks are equal."""
-    if plan.pipeline_layout is not None:
-        return [plan.pipeline_layout[r][v] for v in range(plan.vpp) for r in range(plan.pp)]
-    return [plan.stage_layers[r] // plan.vpp for v in range(plan.vpp) for r in range(plan.pp)]
 
 
 def plan_summary_line(plan: Plan) -> str:

@@ -17,7 +17,7 @@ from parplan.costmodel.evaluation.choice import Choice, ChoiceCosts, choice_cost
 from parplan.costmodel.schedules.dualpipe_steps import StageWork, step_order_defined, step_order_s
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.spec.hardware import GIB, GPU, resolve_gpu
-from parplan.costmodel.evaluation.ledger import (Evaluation, Metrics, StageTotals, interleaved_chunks, layer_classes,
+from parplan.costmodel.evaluation.ledger import (Evaluation, Metrics, StageTotals, interleaved_chunk_layers, layer_classes,
                                                  stage_report, stage_totals, step_model_flops, step_time)
 from parplan.costmodel.evaluation.legality import choice_violations, framework_stage_violations, stage_violations
 from parplan.costmodel.evaluation.pools import evaluate_pool_plan
@@ -173,7 +173,7 @@ def evaluate_costs(spec: Spec, plan: Plan, costs: ChoiceCosts, a: Assumptions, v
     """The ledger of ``plan`` from its choice's ``costs``: per-stage totals, the schedule's rows, the step time
     and its breakdown, the per-stage memory and the metrics (the module docstring)."""
     c = costs.choice
-    classes = layer_classes(spec, plan.stage_layers, interleaved_chunks(plan))
+    classes = layer_classes(spec, plan.stage_layers, interleaved_chunk_layers(plan))
     stages = [stage_totals(costs, i, d, e, r) for i, ((d, e), r) in enumerate(zip(classes, plan.recompute_layers))]
     ranks = paired_exposure(costs, PipelineUnits.of(c), classes, schedule_rows(PipelineUnits.of(c), stages))
     step, breakdown = step_time(costs, a, ranks)

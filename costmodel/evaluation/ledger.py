@@ -19,7 +19,7 @@ from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.evaluation.choice import Choice, ChoiceCosts, LayerCost
 from parplan.costmodel.spec.hardware import GIB
-from parplan.costmodel.spec.layout import stage_activation_bytes, stage_inflight
+from parplan.costmodel.spec.layout import model_chunk_layers, stage_activation_bytes, stage_inflight
 from parplan.costmodel.moe.moe_dispatch import kept_share
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule, stage_bubble_weights
 from parplan.costmodel.spec.spec import Plan, Spec
@@ -89,19 +89,17 @@ BREAKDOWN_KEYS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "bubble"
 
 
 def layer_classes(spec: Spec, stage_layers: list[int],
-                  chunks: Optional[list[list[int]]] = None) -> list[tuple[int, int]]:
+                  chunk_layers: Optional[list[int]] = None) -> list[tuple[int, int]]:
     """(dense, moe) layer counts per stage; MoE models put their leading dense layers first: in stage order, or under
-    the interleaved schedule (``chunks``: each stage's chunks' layers, :func:`interleaved_chunks`) in model-chunk
-    order, chunk v of every stage before chunk v + 1 (Megatron-Core's virtual pipeline: model chunk i on stage
-    i mod pp, NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_layer.py get_transformer_layer_offset),
-    so leading dense layers past stage 0's first chunk sit on stage 1."""
+    the interleaved schedule (``chunk_layers``: each model chunk's layers in model-chunk order, chunk i on stage
+    i mod pp: :func:`interleaved_chunk_layers`) in that order, so leading dense layers past stage 0's first chunk sit on
+    stage 1."""
     k = spec.model.num_layers if spec.model.moe is None else spec.model.moe.first_dense_layers
-    if chunks is not None and spec.model.moe is not None:
+    if chunk_layers is not None and spec.model.moe is not None:
         dense, left = [0] * len(stage_layers), k
-        for v in range(max(len(c) for c in chunks)):
-            for s, c in enumerate(chunks):
-                take = min(left, c[v]) if v < len(c) else 0
-                dense[s], left = dense[s] + take, left - take
+        for i, n in enumerate(chunk_layers):
+            take = min(left, n)
+            dense[i % len(stage_layers)], left = dense[i % len(stage_layers)] + take, left - take
         return [(d, n - d) for d, n in zip(dense, stage_layers)]
     out, start = [], 0
     for n in stage_layers:
@@ -111,14 +109,11 @@ def layer_classes(spec: Spec, stage_layers: list[int],
     return out
 
 
-def interleaved_chunks(plan: Plan) -> Optional[list[list[int]]]:
-    """Each stage's chunks' layers under the interleaved schedule (its ``pipeline_layout``, else equal chunks); None
-    for other schedules."""
+def interleaved_chunk_layers(plan: Plan) -> Optional[list[int]]:
+    """:func:`~parplan.costmodel.spec.layout.model_chunk_layers` under the interleaved schedule; None for the others."""
     if plan.schedule is not Schedule.INTERLEAVED or plan.vpp < 2:
         return None
-    if plan.pipeline_layout is not None:
-        return [list(stage) for stage in plan.pipeline_layout]
-    return [[n // plan.vpp] * plan.vpp for n in plan.stage_layers]
+    return model_chunk_layers(plan)
 
 
 class StageTotals(BaseModel):

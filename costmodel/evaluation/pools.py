@@ -34,7 +34,7 @@ from parplan.costmodel.communication.comm import Link
 from parplan.costmodel.spec.degrees import Choice
 from parplan.costmodel.errors import ParplanError
 from parplan.costmodel.spec.framework_binding import runs_on, spec_profile
-from parplan.costmodel.evaluation.ledger import (Evaluation, Metrics, StageTotals, interleaved_chunks, layer_classes,
+from parplan.costmodel.evaluation.ledger import (Evaluation, Metrics, StageTotals, interleaved_chunk_layers, layer_classes,
                                                  stage_report, stage_totals, step_model_flops, step_time)
 from parplan.costmodel.spec.hardware import GIB, GPU, resolve_gpu
 from parplan.costmodel.evaluation.legality import choice_violations, framework_stage_violations
@@ -218,7 +218,7 @@ def evaluate_pools(spec: Spec, plan: Plan, stage_pools: Optional[list[int]] = No
     a = assumptions or resolve_assumptions(spec.assumptions)
     costs = costs or pool_costs(spec, c, a)
     violations = _rule_violations(spec, plan, c, a, stage_pools)
-    classes = layer_classes(spec, plan.stage_layers, interleaved_chunks(plan))
+    classes = layer_classes(spec, plan.stage_layers, interleaved_chunk_layers(plan))
     stages = _stage_totals_on_pools(spec, c, a, costs, classes, plan.recompute_layers, stage_pools)
     ref = costs[stage_pools[0]]
     step, breakdown = step_time(ref, a, stages)

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from parplan.costmodel.spec.plan import Plan
 
 LayoutInput = Union[str, Sequence[Sequence[str]], Sequence[Sequence[int]]]
 _LETTERS = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
@@ -189,3 +192,15 @@ def stage_activation_bytes(layout_decoder: list[list[int]], pp: int, vpp: int, n
     rec = chunk_recomputed_layers(chunks, recomputed)
     return sum(n * (l * full_bytes_per_layer - r * saved_bytes_per_recomputed_layer)
                for n, l, r in zip(counts, chunks, rec))
+
+
+def model_chunk_layers(plan: "Plan") -> list[int]:
+    """Layers of each model chunk in virtual-stage order ``v·pp + r`` (chunk v of pipeline rank r).
+
+    Megatron-Core's layout numbers its stages this way (``PipelineParallelLayerLayout.__init__``,
+    megatron/core/transformer/pipeline_parallel_layer_layout.py at core_v0.15.3), and so do looped
+    schedules in ``torch.distributed.pipelining`` (stage ``r + v·pp`` on rank ``r``). A plan's
+    ``pipeline_layout`` gives each chunk's layers; without one every stage's chunks are equal."""
+    if plan.pipeline_layout is not None:
+        return [plan.pipeline_layout[r][v] for v in range(plan.vpp) for r in range(plan.pp)]
+    return [plan.stage_layers[r] // plan.vpp for v in range(plan.vpp) for r in range(plan.pp)]

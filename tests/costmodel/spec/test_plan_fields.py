@@ -69,7 +69,7 @@ READERS: dict[str, str] = {
         "tp cp pp dp ep etp vpp schedule stage_layers recompute recompute_layers zero_stage sequence_parallel "
         "pipeline_layout cp_comm_type zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch "
         "moe_a2a_overlap activation_offload_layers"),
-    "costmodel/spec/layout.py": "pp vpp",
+    "costmodel/spec/layout.py": "pp vpp stage_layers pipeline_layout",
     "costmodel/spec/plan.py": "stage_layers recompute_layers pipeline_layout first_chunk_trim last_chunk_trim",
     "costmodel/spec/plan_fields.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule stage_layers recompute recompute_layers "
