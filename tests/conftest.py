@@ -274,6 +274,17 @@ def server():
         running.drain(0)
 
 
+@pytest.fixture
+def fresh_warm_cache():
+    """The solver's warm cache on and empty for the test, emptied after it (solver/warm_cache.py)."""
+    from parplan.solver.warm_cache import WARM
+
+    WARM.enable()
+    WARM.clear()
+    yield WARM
+    WARM.clear()
+
+
 @pytest.fixture(scope="module")
 def channel(server):
     """An insecure channel to :func:`server`."""

@@ -27,12 +27,7 @@ SETTINGS = settings(max_examples=sized(8, 25), deadline=None, derandomize=True, 
                                            HealthCheck.function_scoped_fixture])
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    WARM.enable()
-    WARM.clear()
-    yield
-    WARM.clear()
+pytestmark = pytest.mark.usefixtures("fresh_warm_cache")  # tests/conftest.py
 
 
 def at(spec, gbs=None, gpus=None):

@@ -51,12 +51,7 @@ def cache_off():
         WARM.enabled = True
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    WARM.enable()
-    WARM.clear()
-    yield
-    WARM.clear()
+pytestmark = pytest.mark.usefixtures("fresh_warm_cache")  # tests/conftest.py
 
 
 def answer(spec) -> str:
