@@ -33,6 +33,7 @@ from parplan.costmodel.spec.spec import Spec
 from parplan.solver.tables import Scale
 from parplan.solver.warm_cache import base_choice, m_free
 
+
 def mean_key(c: Choice, spec: Spec, base: Optional[Choice] = None) -> tuple:
     """What choice ``c``'s mean-unit bound reads but its micro-batch count and the problem's scale (module
     docstring): the base choice its costs are priced from (``base``, warm_cache.base_choice's, where the caller has
