@@ -176,8 +176,8 @@ def _tensor_and_context_parallel(plan: Plan, knobs: Assumptions, warnings: list[
                         "sequence when TP > 1 (parallelize.py); exported with sequence parallelism")
     if plan.tp > 1 and knobs.tp_comm_overlap > 0:
         warnings.append("the cost model hides part of the TP communication (assumptions.tp_comm_overlap > 0); in "
-                        "torchtitan that is enable_async_tensor_parallel, which needs [compile] enable = true: not "
-                        "exported")
+                        "torchtitan that is enable_async_tensor_parallel (it needs [compile] enable = true, which this "
+                        "file sets unless assumptions.eager_elementwise): not exported")
     par["context_parallel_degree"] = plan.cp
     if plan.cp > 1:
         # v0.2.2 job_config.py:446 context_parallel_rotate_method: 'alltoall' passes the KV shards around the
