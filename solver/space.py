@@ -45,6 +45,7 @@ from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
 from parplan.solver.chunk_trims import interleaved_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SP_PIN_AT_TP1, SpaceOptions, sequence_parallel_values
+from parplan.solver.space_patterns import SharedCompletions
 
 _RULE_KEY = operator.itemgetter(*CHOICE_RULE_FIELDS)  # a choice's fields the profile's rules read, as a key
 
@@ -386,15 +387,14 @@ def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions |
     """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set): the
     pruning pass (:func:`prune_dominated`), then the per-dimension generators nested in enumeration order
     (degrees, expert degrees and CP comm type, batch split, schedule layout, ZeRO, memory dimensions,
-    recompute, SP, EP communication, activation offload), each rule checked where its values are known
-    (Calculon ``llm.py:206-250`` and SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way)."""
-    opts = opts or SpaceOptions.from_spec(spec)
-    n = spec.cluster.num_gpus
-    tally = RejectionTally()
+    recompute, SP, EP communication, activation offload; the last six shared by the heads of one signature:
+    solver/space_patterns.py), each rule checked where its values are known (Calculon ``llm.py:206-250`` and
+    SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way)."""
+    opts, n, tally = opts or SpaceOptions.from_spec(spec), spec.cluster.num_gpus, RejectionTally()
     expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally)
-    out: list[Choice] = []
+    complete, out = SharedCompletions(expansion), []  # a head's completions, shared (solver/space_patterns.py)
     for tp, cp, pp, dp in degree_grid(n, spec.model.num_layers, opts, tally, deadline, cancel):
         budget().require(len(out) * CHOICE_BYTES, "the search space's choices")
         for head in expansion.heads(n, tp, cp, pp, dp):
-            out.extend(expansion.completions(head))
+            out.extend(complete(head))
     return Space(out, tally.counts)
