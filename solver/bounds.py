@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Optional
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.moe import moe_comm
-from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective_zero_stage, pipeline_buffer_counts
+from parplan.costmodel.evaluation.choice import Choice, bubble_factor, pipeline_buffer_counts
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
@@ -269,21 +270,16 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
     other_total = arch.total_params - expert_total
     if factors is None:
         factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in choices])
-    # the shards and the ZeRO stage paid from the choice's own rules (Choice.dense_shard / expert_shard,
-    # effective_zero_stage), the arithmetic on arrays
-    tp, cp, pp, ep, etp, mbs, zero, g_dense, g_expert = np.array(
-        [(c.tp, c.cp, c.pp, c.ep, c.etp, c.micro_batch_size, effective_zero_stage(c.zero_stage, c.pp, a),
-          c.dense_shard, c.expert_shard) for c in choices], dtype=np.int64).T
+    tp, cp, pp, ep, etp, mbs, zero, g_dense, g_expert = _shard_columns(choices, a)
     tokens_gpu = mbs * (seq // cp) / tp
     t_mean_s = tokens_gpu * flops_token / fastest / pp
     step_lb_s = factors * t_mean_s * (1 - 1e-9)
     dense_params, expert_params = other_total / tp / pp, expert_total / (ep * etp) / pp  # a stage's, on one GPU
     units: dict = {}  # schedule_units' stages_per_unit by (schedule, pp): a DualPipe rank holds two stages
     per_unit = np.array([units[k] if k in units else units.setdefault(k, schedule_units(*k).stages_per_unit)
-                         for k in ((c.schedule, c.pp) for c in choices)])
+                         for k in map(_SCHEDULE_PP, choices)])
     group_ids: dict = {}  # (optimizer state dtypes, offload share) -> id
-    group = np.array([group_ids.setdefault((c.optimizer_states, c.optimizer_offload_fraction), len(group_ids))
-                      for c in choices])
+    group = np.array([group_ids.setdefault(k, len(group_ids)) for k in map(_OPTIMIZER, choices)])
     states = np.empty(len(choices))
     for (opt_states, f), g in group_ids.items():
         o = optimizer_state_bytes(opt_states, a.optimizer_bytes)
@@ -298,6 +294,22 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
     states = np.maximum(states + mean_buffers, most_buffers)
     check()
     return step_lb_s, np.floor(states * (1 - 1e-9) / KIB)
+
+
+_DEGREES = operator.attrgetter("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "zero_stage", "zero_replicas")
+_SCHEDULE_PP = operator.attrgetter("schedule", "pp")
+_OPTIMIZER = operator.attrgetter("optimizer_states", "optimizer_offload_fraction")
+
+
+def _shard_columns(choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, ...]:
+    """(tp, cp, pp, ep, etp, micro-batch size, ZeRO stage paid, dense shard, expert shard) per choice, int64 arrays:
+    effective_zero_stage, Choice.dense_shard / expert_shard on arrays (the same integers: tests/solver/test_bounds.py)."""
+    tp, cp, pp, dp, ep, etp, mbs, zero, replicas = np.array(list(map(_DEGREES, choices)), dtype=np.int64).T
+    if a.zero_unsharded_across_microbatches_with_pp:  # effective_zero_stage: ZeRO-2/3 under PP pay ZeRO-1
+        zero = np.where((zero >= 2) & (pp > 1), 1, zero)
+    dense = np.maximum(1, (dp * cp) // replicas)  # dense_dp // zero_replicas
+    expert = np.maximum(1, ((tp * cp * dp) // (ep * etp)) // replicas)  # expert_dp (stage_ranks // (ep·etp)) // ...
+    return tp, cp, pp, ep, etp, mbs, zero, dense, expert
 
 
 def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
@@ -376,3 +388,11 @@ def layer_bound(layer_s: float, pp: int, factor: float, units: int, num_layers: 
     t = math.floor(layer_s / pp * NS / scale.time_unit_ns * (1 - 1e-9)) - 1 - 2 * num_layers - 4 * pp
     w = scale.weight * factor * (1 - 1e-12) - (1 + units)
     return float(max(0, t)) * max(0.0, w)
+
+
+def layer_bounds(layer_s: np.ndarray, pp: np.ndarray, factor: np.ndarray, units: np.ndarray, num_layers: int,
+                 scale: Scale) -> np.ndarray:
+    """:func:`layer_bound` on arrays, its operations in its order (integers exact in float64): the same floats."""
+    t = np.floor(layer_s / pp * NS / scale.time_unit_ns * (1 - 1e-9)) - 1 - 2 * num_layers - 4 * pp
+    w = scale.weight * factor * (1 - 1e-12) - (1 + units)
+    return np.maximum(0.0, t) * np.maximum(0.0, w)

@@ -23,15 +23,16 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
-from parplan.solver.bounds import (layer_bound, layer_key, layer_sum_s, objective_of_parts, quick_bounds,
-                                   relaxation_parts)
+from parplan.solver.bounds import (layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts,
+                                   quick_bounds, relaxation_parts)
 from parplan.solver.deadline import LEDGER, budget
+from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.shared_bounds import mean_key, relaxation_key
 from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
                                           with_exposure)
-from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, schedule_units
+from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import WARM, SpecPieces, base_choice
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
@@ -77,19 +78,21 @@ class Problem:
         gpu = pieces.gpu if pieces else resolve_gpu(spec.cluster)
         options = options or SpaceOptions.from_spec(spec)
         enumerate_space = functools.partial(enumerate_choices, spec, gpu, a, options, deadline=deadline, cancel=cancel)
-        space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
         arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
-        factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
-            if space.choices else np.ones(1)
-        step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
+        with gc_paused():  # a choice per candidate, and their bounds' arrays (solver/gc_pause.py)
+            space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
+            factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
+                if space.choices else np.ones(1)
+            step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
         if len(step_lb_s):
             best = int(np.argmin(step_lb_s))
             stage_ns = step_lb_s[best] / factors[best] * 1e9
         else:
             stage_ns = 1e6
         scale = Scale.for_problem(stage_ns, float(factors.max()))
-        q_lb = np.floor(np.array([scale.objective_of_seconds(s) for s in step_lb_s]) * (1 - QUICK_MARGIN)) - 1 \
+        # (Scale.objective_of_seconds on the array: the same operations, element by element)
+        q_lb = np.floor(step_lb_s * NS / scale.time_unit_ns * scale.weight * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
         shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo, "_mean_parts": pieces.mean_parts,
                   "_relaxations": pieces.relaxations} if pieces else {}
@@ -247,6 +250,27 @@ class Problem:
             self._layer_sums[key] = layer_s
         return layer_bound(layer_s, c.pp, float(self.quick_factor[i]), unit_count(c.schedule, c.pp),
                            self.num_layers, self.scale)
+
+    def layer_bounds(self, idx: list[int]) -> np.ndarray:
+        """:meth:`layer_bound` of each choice of ``idx`` (the same floats): the layer sums looked up (or computed) one
+        by one, the bound in one array pass (bounds.layer_bounds; the search's queue asks it for thousands)."""
+        n = len(idx)
+        if self.quick_factor is None or not n:
+            return np.zeros(n)
+        sums, pp, units = np.zeros(n), np.ones(n), np.zeros(n)
+        known = self._layer_sums
+        for j, i in enumerate(idx):
+            c = self.choices[i]
+            key = layer_key(c)
+            if key is None:  # no layer bound: 0, as layer_bound says
+                continue
+            layer_s = known.get(key)
+            if layer_s is None:
+                layer_s = known[key] = self._layer_sum(*layer_times(self.spec, c, self.gpu, self.assumptions,
+                                                                    self.arch, self._memo))
+            sums[j], pp[j], units[j] = layer_s, c.pp, unit_count(c.schedule, c.pp)
+        # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
+        return layer_bounds(sums, pp, self.quick_factor[idx], units, self.num_layers, self.scale)
 
     def index_of(self, plan: Plan) -> int | None:
         """The index of ``plan``'s choice (Plan.to_choice) in this problem's space, or None where it has none; a plan

@@ -29,6 +29,7 @@ from parplan.solver.deadline import OverBudget, TimeUp, past
 from parplan.solver.oracle import (INF, RowSolution, UnitCosts, fill_levels, fill_order, least_peak, peak_mib,
                                    solve_table)
 from parplan.solver.problem import Problem
+from parplan.solver.search_queue import SearchQueue
 from parplan.solver.tables import MIB_KIB, Assignment, StageTable
 
 Method = Literal["cpsat", "exhaustive"]
@@ -219,15 +220,13 @@ class Searcher:
         seeds = list(seeds)
         kbest: list[int] = []  # max-heap (negated) of the k least U found
         solved: list[tuple[int, int, RowSolution]] = []  # (U, choice, solution) of every choice solved in reach
-        queue = self._candidates(cap)
-        unresolved = float("inf")  # least bound of the choices left unsolved by a time-out
-        complete = True
-        best_U = None
+        queue = SearchQueue(P, cap)  # candidates by their best known bound (:meth:`_tighten`, solver/search_queue.py)
+        unresolved, complete, best_U = float("inf"), True, None  # (least bound of what a time-out left unsolved)
         probes: list[tuple[float, int]] = []  # (mean-unit bound, choice) of the choices bounded so far, for probing
         done: set[int] = set()  # choices solved (by a probe or in order): never solved twice
         bounded = 0
         while queue:
-            bound, level, i = queue[0]
+            bound, level, i = queue.peek()
             limit = _limit(kbest, k, upper_bound)
             if limit is not None and bound > limit:
                 break
@@ -235,15 +234,20 @@ class Searcher:
             if probe:  # no plan yet after many bounds: solve the most promising choice bounded so far (anytime)
                 bound, i = (float(P.quick_lb[seeds[0]]), seeds.pop(0)) if seeds else heapq.heappop(probes)
                 level = SOLVE
+            elif level == 0 and solved:  # a plan known: the next quick-bounded candidates' layer bounds at once
+                if not self._layer_chunk(queue, limit, done):
+                    complete, unresolved = False, min(unresolved, queue.least(bound))
+                    break
+                continue
             else:
-                heapq.heappop(queue)
+                queue.pop()
             if i in done:  # solved already (a probe's or a seed's): the next candidate at once
                 continue
             try:
                 if self._stop():
                     raise TimeUp()
                 if level < SOLVE:  # a tighter bound first (_tighten); the choice is solved at level SOLVE
-                    bounded += self._tighten(i, level, bound, cap, bool(solved), queue, probes)
+                    bounded += self._tighten(i, level, bound, cap, queue, probes)
                     continue
                 if probe:
                     if not np.isfinite(self.relaxed_without_exposure(i, cap)):  # nothing fits: done unsolved,
@@ -254,12 +258,10 @@ class Searcher:
                 done.add(i)
             except OverBudget:  # this choice's structures do not fit the memory budget: left unsolved, bound kept
                 if not probe:  # a probed choice is still queued: its own turn decides
-                    complete = False
-                    unresolved = min(unresolved, bound)
+                    complete, unresolved = False, min(unresolved, bound)
                 continue
             except TimeUp:
-                complete = False
-                unresolved = min(unresolved, bound, queue[0][0] if queue else bound)  # a probe's may not be least
+                complete, unresolved = False, min(unresolved, bound, queue.least(bound))  # a probe's may not be least
                 break
             if sol is None:
                 continue
@@ -267,17 +269,19 @@ class Searcher:
             _keep_k_least(kbest, k, sol.U)
             if stream and self.on_solution is not None and (best_U is None or sol.U < best_U):
                 best_U = sol.U
-                self._stream(i, sol, min(bound, queue[0][0]) if queue else bound)  # the least bound of what is left
+                self._stream(i, sol, min(bound, queue.least(bound)))  # the least bound of what is left
         return self._outcome(self._rank(solved, k, cap), complete, unresolved)
 
-    def _candidates(self, cap: int) -> list[tuple[float, int, int]]:
-        """The search's queue, a heap of (bound, level, choice): candidates by their best known bound, the quick one
-        first (level 0), then the layer bound (once a plan is known), the table's mean-unit bound, the relaxation
-        (:meth:`_tighten`)."""
-        P = self.p
-        queue: list[tuple[float, int, int]] = [(float(P.quick_lb[i]), 0, i) for i in P.order(cap)]
-        heapq.heapify(queue)
-        return queue
+    def _layer_chunk(self, queue: SearchQueue, limit: Optional[float], done: set[int]) -> bool:
+        """The queue's next quick-bounded candidates to their layer bounds (SearchQueue.layer_chunk: level 0 with a plan
+        known); False, nothing taken, past the deadline or on cancellation."""
+        if self._stop():
+            return False
+        try:
+            queue.layer_chunk(limit, done)
+        except TimeUp:
+            return False
+        return True
 
     def _stream(self, i: int, sol: RowSolution, least_left: float) -> None:
         """A better plan to ``on_solution``: choice ``i``'s evaluation at ``sol``, its step time and the least bound of
@@ -296,34 +300,28 @@ class Searcher:
             bound = min(unresolved, float(found[0].U)) if found else (unresolved if np.isfinite(unresolved) else None)
         return SearchOutcome(status, found, bound, self.solved)
 
-    def _tighten(self, i: int, level: int, bound: float, cap: int, plan_known: bool, queue: list,
-                 probes: list) -> int:
+    def _tighten(self, i: int, level: int, bound: float, cap: int, queue: SearchQueue, probes: list) -> int:
         """Choice ``i``'s next bound, queued at the next level; 1 where it was the mean-unit bound (the probes
-        count those), else 0. Level 0: the layer bound (layer times shared by many choices), only once a plan is
-        known (no probe can come), so the choices solved and their order are unchanged by it; level ≤ 1: the
-        table's mean-unit bound (no recompute, perfect balance) from the costs alone, over the quick bound alone
-        (the layer bound is at most it); level 2: the continuous relaxation, memory and recomputation included, of
+        count those), else 0. Level ≤ 1 (level 0 while no plan is known; once one is, the queue takes the level-0
+        candidates to level 1 by their layer bound, SearchQueue.layer_chunk): the table's mean-unit bound (no
+        recompute, perfect balance) from the costs alone, over the quick bound alone (the layer bound is at most
+        it); level 2: the continuous relaxation, memory and recomputation included, of
         the table without its paired exposure (the cheaper part of a DualPipe table), level 3: with it (skipped where
         the choice leaves none exposed: the same table)."""
         P = self.p
-        if level == 0 and plan_known:
-            layer = P.layer_bound(i)
-            if layer > bound:
-                heapq.heappush(queue, (layer, 1, i))
-                return 0
         if level <= 1:
             mean = max(float(P.quick_lb[i]), P.mean_bound(i))
-            heapq.heappush(queue, (mean, 2, i))
+            queue.push((mean, 2, i))
             heapq.heappush(probes, (mean, i))
             return 1
         if level == 2 and P.exposed(i):  # the relaxation without the exposure first (the table's cheaper part)
             lb = max(float(P.quick_lb[i]), self.relaxed_without_exposure(i, cap))
             if np.isfinite(lb):  # infinite: nothing fits, with the exposure neither
-                heapq.heappush(queue, (max(bound, lb), 3, i))
+                queue.push((max(bound, lb), 3, i))
             return 0
         lb = self.bound(i, cap)
         if np.isfinite(lb):
-            heapq.heappush(queue, (max(bound, lb), SOLVE, i))
+            queue.push((max(bound, lb), SOLVE, i))
         return 0
 
     def _rank(self, solved: list[tuple[int, int, RowSolution]], k: int, cap: int) -> list[Found]:
