@@ -22,6 +22,7 @@ from parplan.solver.explain import explain
 from parplan.solver.arguments import check_optimize_arguments
 from parplan.solver.frontier import gpu_frontier, memory_frontier, min_gpus, timing
 from parplan.solver.deadline import TimeUp, call_limits
+from parplan.solver.gc_pause import gc_paused
 from parplan.solver.problem import Problem
 from parplan.solver.pools.planner import optimize_on_pools, several_pools
 from parplan.solver.result import PlanResult, SolveStats
@@ -62,8 +63,9 @@ def optimize(spec: Spec, *, method: Method = "cpsat", top_k: int = 1, pareto: Op
     # (solver/completion.py)
     spec = pinned_spec(with_memory_band(spec))
     # every loop of the call (space, bounds, tables, searches, frontier, explanation) checks this deadline, the
-    # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed
-    with call_limits(deadline, controls.cancel, controls.memory_budget_mib):
+    # cancel event and the memory budget (solver/deadline.py), whatever phase deadline it was handed; the cyclic
+    # garbage collector is paused meanwhile (solver/gc_pause.py)
+    with call_limits(deadline, controls.cancel, controls.memory_budget_mib), gc_paused():
         if several_pools(spec):  # issue 21: each stage on one pool (solver/pools/planner.py)
             result = optimize_on_pools(spec, method=method, top_k=top_k, pareto=pareto, controls=controls, t0=t0)
         else:

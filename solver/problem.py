@@ -80,7 +80,7 @@ class Problem:
         enumerate_space = functools.partial(enumerate_choices, spec, gpu, a, options, deadline=deadline, cancel=cancel)
         arch = pieces.arch if pieces else Architecture(spec.model)
         usable = usable_memory_bytes(spec, gpu, a)
-        with gc_paused():  # a choice per candidate, and their bounds' arrays (solver/gc_pause.py)
+        with gc_paused():  # a choice per candidate (solver/gc_pause.py; also for callers outside the planner)
             space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
             factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
                 if space.choices else np.ones(1)
