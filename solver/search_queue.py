@@ -82,12 +82,15 @@ class SearchQueue:
         end = min(start + LAYER_CHUNK, len(self._fresh))
         if limit is not None:
             end = start + int(np.searchsorted(self._fresh_lb[start:end], limit, side="right"))
-        idx = [i for i in self._fresh[start:end] if i not in done]
-        bounds = np.maximum(self.p.quick_lb[idx], self.p.layer_bounds(idx)).tolist() if idx else []
+        idx = [i for i in self._fresh[start:end] if i not in done] if done else self._fresh[start:end]
+        bounds = np.maximum(self.p.quick_lb[idx], self.p.layer_bounds(idx)) if idx else np.zeros(0)
         self._pos = end  # (taken once bounded: a call cut short meanwhile leaves them in the stream)
+        if limit is not None:
+            past = bounds > limit
+            if past.any():
+                self._parked = min(self._parked, float(bounds[past].min()))
+                keep = np.flatnonzero(~past).tolist()
+                bounds, idx = bounds[keep], [idx[j] for j in keep]
         heap = self._heap
-        for b, i in zip(bounds, idx):
-            if limit is not None and b > limit:
-                self._parked = min(self._parked, b)
-            else:
-                heapq.heappush(heap, (b, 1, i))
+        for b, i in zip(bounds.tolist(), idx):
+            heapq.heappush(heap, (b, 1, i))
