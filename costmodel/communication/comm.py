@@ -146,8 +146,10 @@ class Comm:
             expert_grp = ZeroGroup(collective("edp", c.etp * c.ep), c.expert_dp)
         links["etp"] = with_busbw(at(1, c.etp), gpu, a, "all_gather")
         cp_a2a = a2a_group_size(c.cp_comm_type, c.cp, ep_members_per_domain(c.tp, c.cp, domain, n)) if c.cp > 1 else 1
-        return Comm(c, gpu, a, domain, nv, net, links, dense_grp, expert_grp, cp_a2a,
-                    moe_comm.dispatch_bytes_per_element(c.moe_fp8_dispatch, a.ep_dispatch_bytes))
+        out = Comm(c, gpu, a, domain, nv, net, links, dense_grp, expert_grp, cp_a2a,
+                   moe_comm.dispatch_bytes_per_element(c.moe_fp8_dispatch, a.ep_dispatch_bytes))
+        object.__setattr__(out, "_tiers", {})  # all_to_all_tiers_s's answers, shared by the copies of :meth:`of`
+        return out
 
     def ring_gather_s(self, group: str, size: int, group_bytes: float) -> float:
         """One ring all-gather (or reduce-scatter) of ``group_bytes`` over ``size`` ranks of ``group``'s link."""
@@ -176,7 +178,19 @@ class Comm:
         return times[0] / sum(times) if len(times) == 2 and sum(times) > 0 else 0.5
 
     def all_to_all_tiers_s(self, token_bytes: float, moe: MoESpec) -> list[tuple[float, float]]:
-        """(NVLink, network) time of the dispatch and of the combine of :meth:`all_to_all_s` (each takes the larger)."""
+        """(NVLink, network) time of the dispatch and of the combine of :meth:`all_to_all_s` (each takes the larger).
+        Kept by (token bytes, the MoE section) for the copies of one :meth:`of` (they read no field of the choice
+        outside its key: the degrees, the FP8 dispatch): an MoE layer asks it thrice, for :meth:`all_to_all_s`,
+        :meth:`all_to_all_busy` and :meth:`dispatch_share`. Read it, never change it."""
+        kept = self.__dict__.get("_tiers")
+        if kept is None:
+            return self._all_to_all_tiers_s(token_bytes, moe)
+        hit = kept.get((token_bytes, id(moe)))
+        if hit is None or hit[0] is not moe:
+            hit = kept[(token_bytes, id(moe))] = (moe, self._all_to_all_tiers_s(token_bytes, moe))
+        return hit[1]
+
+    def _all_to_all_tiers_s(self, token_bytes: float, moe: MoESpec) -> list[tuple[float, float]]:
         c, a = self.c, self.a
         if c.ep <= 1:
             return [(0.0, 0.0)]

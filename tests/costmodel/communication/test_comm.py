@@ -71,3 +71,28 @@ def test_cross_node_tp_time_of_a_layer_falls_by_the_speed_up():
     assert flat.tp_s > 0
     assert hier.tp_s == pytest.approx(flat.tp_s / 4.5)
     assert hier.compute_s == flat.compute_s
+
+
+def test_kept_all_to_all_tiers_are_each_choices_own():
+    """Comm.all_to_all_tiers_s keeps its answers for the copies of one Comm.of key (the EP degree, the world size and
+    the dispatch's bytes are in it): on DeepSeek-V3's MoE layer (flex dispatch, 2,048 H800) every choice's kept tiers
+    equal a fresh, unshared Comm's, through the memo of a whole space, and the three readers agree with them."""
+    import random
+
+    from benchmarks.solver_speed import SCENARIOS
+    from parplan.costmodel.evaluation.choice import nvlink_domain_size
+    from parplan.solver.problem import Problem
+
+    p = Problem.build(validate_spec(dict(SCENARIOS)["DeepSeek-V3 671B / 2048 H800, 4K"]))
+    moe, h, memo = p.spec.model.moe, p.spec.model.hidden_size, {}
+    domain = nvlink_domain_size(p.spec, p.gpu)
+    sample = random.Random(5).sample(p.choices, 400)
+    kept = [Comm.of(c, p.gpu, p.assumptions, domain, memo) for c in sample]
+    assert len({id(k.__dict__["_tiers"]) for k in kept}) < len(kept)  # copies share their answers
+    for c, comm in zip(sample, kept):
+        token_bytes = c.micro_batch_size * 4096 / c.cp / c.tp * h
+        fresh = Comm.of(c, p.gpu, p.assumptions, domain)._all_to_all_tiers_s(token_bytes, moe)
+        assert comm.all_to_all_tiers_s(token_bytes, moe) == fresh
+        assert comm.all_to_all_tiers_s(token_bytes, moe) is comm.all_to_all_tiers_s(token_bytes, moe)
+        assert comm.all_to_all_s(token_bytes, moe) == sum(max(t) for t in fresh)
+    assert any(c.ep > 1 for c in sample)
