@@ -7,9 +7,9 @@ micro-batch count, virtual stages and chunk trims (they read a trimmed layout on
 count per chunk): the profile's rules read framework_rules.CHOICE_RULE_FIELDS, the EP communication rules (ep, pp,
 schedule, recompute, the pair), the memory dimensions' rules the degrees, ZeRO and the dimensions themselves, the
 offload rules pp, recompute and the overlap. So the first head of a :func:`signature` is expanded by the rules
-(space._Expansion.completions) and its completions recorded as the fields they set, with the rejections it tallied;
-every later head of the signature takes the same fields over its own and tallies the same rejections, in the same
-order (the same space and tally: tests/solver/test_space_patterns.py). DeepSeek-V3 on 2,048 H800: 116k choices from
+(space._Expansion.completions) and its completions recorded as the fields they set, with the rejections it tallied
+(summed by reason); every later head of the signature takes the same fields over its own and tallies the same
+rejections, in the same order (the same space and tally: tests/solver/test_space_patterns.py). DeepSeek-V3 on 2,048 H800: 116k choices from
 ~38k heads, most of them the interleaved layouts of one set of degrees and batch split.
 """
 
@@ -81,5 +81,14 @@ class SharedCompletions:
             out = list(e.completions(head))
         finally:
             e.tally = tally
-        self._patterns[key] = ([{f: c.__dict__[f] for f in COMPLETION_FIELDS} for c in out], recorder.calls)
+        self._patterns[key] = ([{f: c.__dict__[f] for f in COMPLETION_FIELDS} for c in out], _summed(recorder.calls))
         return out
+
+
+def _summed(calls: list[tuple[list[str], int]]) -> list[tuple[list[str], int]]:
+    """The rejections ``calls`` summed by their first reason, in the order each first came: the same tally when
+    replayed (RejectionTally counts by the first reason, a new reason added at its first rejection)."""
+    total: dict[str, int] = {}
+    for why, count in calls:
+        total[why[0]] = total.get(why[0], 0) + count
+    return [([reason], count) for reason, count in total.items()]
