@@ -281,10 +281,9 @@ class _Expansion:
             for mbs, num_microbatches in batch_splits(gbs, dp, opts, self.tally):
                 for schedule, vpp, first_trim, last_trim in layouts:
                     why = ruled.get((mbs, num_microbatches, schedule, vpp))
-                    if not why:
-                        head = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch_size=mbs,
-                                      num_microbatches=num_microbatches, vpp=vpp, schedule=schedule,
-                                      first_chunk_trim=first_trim, last_chunk_trim=last_trim, cp_comm_type=kind)
+                    if not why:  # the probe's degrees (Choice.but: no __init__ per head)
+                        head = probe.but(micro_batch_size=mbs, num_microbatches=num_microbatches, vpp=vpp,
+                                         schedule=schedule, first_chunk_trim=first_trim, last_chunk_trim=last_trim)
                         if why is None:
                             why = ruled[(mbs, num_microbatches, schedule, vpp)] = schedule_violations(spec, head)
                     if why:
