@@ -1,6 +1,7 @@
 """The one search over a problem's choices that the planner, the frontiers and the explanations share.
 
-Branch and bound over choices: they are visited in the order of their quick bound (from the choice alone);
+Branch and bound over choices: they are visited in the order of their quick bound (from the choice alone; the
+queue of solver/search_queue.py, which layer-bounds them a chunk at a time once a plan is known);
 a choice's table and its relaxation bound are built only when that bound could still beat the K-th best
 plan known; a choice that may is solved exactly, either by CP-SAT (``cpsat``: the per-stage model of
 :mod:`cpsat`, hinted with a balanced split, with the K-th best U as a cutoff) or by the per-choice oracle
