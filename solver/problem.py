@@ -28,7 +28,7 @@ from parplan.solver.bounds import (layer_bound, layer_key, layer_sum_s, objectiv
 from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.shared_bounds import mean_key, relaxation_key
+from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
 from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
                                           with_exposure)
 from parplan.solver.tables import KIB, Assignment, Scale, StageSplit, StageTable, schedule_units
@@ -61,6 +61,8 @@ class Problem:
     _mean_parts: dict = field(default_factory=dict)  # the bounds' parts but M (solver/shared_bounds.py)
     _relaxations: dict = field(default_factory=dict)
     _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_choice (one record per choice)
+    _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
+    _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -132,7 +134,8 @@ class Problem:
             moe = self.spec.model.moe
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,
-                            recompute_all=self.options.recompute_all_layers, exposure=False)
+                            recompute_all=self.options.recompute_all_layers, exposure=False,
+                            parts=self._mean_bound_parts(i))
             self._tables[key] = t
         return t
 
@@ -207,12 +210,18 @@ class Problem:
         return float(weight) * lb
 
     def _mean_bound_parts(self, i: int) -> MeanParts:
+        """Choice ``i``'s MeanParts: kept under its mean_key (shared), and by its index for this problem's later
+        reads (the relaxation's weight, the table's)."""
+        parts = self._parts_of.get(i)
+        if parts is not None:
+            return parts
         key = mean_key(self.choices[i], self.spec, self._base(i))
         parts = self._mean_parts.get(key)
         if parts is None:
             moe = self.spec.model.moe
             parts = self._mean_parts[key] = mean_bound_parts(self.costs(i), self.assumptions, self.num_layers,
                                                              moe.first_dense_layers if moe else 0, moe is not None)
+        self._parts_of[i] = parts
         return parts
 
     def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
@@ -221,7 +230,10 @@ class Problem:
         (shared by the requests of this spec key), weighed by the choice's M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
-        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, self._base(i))
+        table = self._table_keys.get(i)
+        if table is None:
+            table = self._table_keys[i] = table_key(c, self.spec, self.assumptions, self._base(i))
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, table=table)
         if key in self._relaxations:
             parts = self._relaxations[key]
         else:

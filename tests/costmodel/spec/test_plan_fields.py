@@ -108,7 +108,7 @@ READERS: dict[str, str] = {
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp stage_layers recompute_layers zero_stage "
         "pipeline_layout zero_replicas"),
     "solver/search.py": "recompute",
-    "solver/shared_bounds.py": "pp vpp schedule first_chunk_trim last_chunk_trim",
+    "solver/shared_bounds.py": "pp num_microbatches vpp schedule first_chunk_trim last_chunk_trim",
     "solver/space.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
         "cp_comm_type first_chunk_trim last_chunk_trim zero_replicas optimizer_states optimizer_offload_fraction "
