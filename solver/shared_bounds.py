@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from parplan.costmodel.evaluation.choice import Choice, inflight_microbatches
+from parplan.costmodel.evaluation.choice import Choice
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.spec.layout import interleaved_inflight_chunks
 from parplan.costmodel.spec.spec import Spec
-from parplan.solver.tables import Scale
+from parplan.solver.tables import Scale, stage_inflight
 from parplan.solver.warm_cache import base_choice, m_free
 
 
@@ -53,8 +53,7 @@ def table_key(c: Choice, spec: Spec, a: Assumptions, base: Optional[Choice] = No
     runtime or where the costs read m."""
     if not m_free(spec, c) or a.pipeline_runtime == "torch":
         return (c,)
-    key = (base_choice(c, spec) if base is None else base, c.schedule, c.vpp,
-           tuple(inflight_microbatches(c, s) for s in range(c.pp)))
+    key = (base_choice(c, spec) if base is None else base, c.schedule, c.vpp, stage_inflight(c))
     if c.first_chunk_trim or c.last_chunk_trim:
         p, v, m = c.pp, c.vpp, c.num_microbatches
         return (*key, c.first_chunk_trim, c.last_chunk_trim, interleaved_inflight_chunks(p, v, m, 0)[0],

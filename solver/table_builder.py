@@ -20,7 +20,8 @@ from parplan.costmodel.spec.layout import interleaved_inflight_chunks
 from parplan.solver.chunk_trims import trimmed_stage_least_layers, uniform_stage_layers
 from parplan.solver.deadline import checked_range
 from parplan.solver.paired_split import paired_exposure_table
-from parplan.solver.tables import (NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down, kib_up, schedule_units)
+from parplan.solver.tables import (INFLIGHT_CACHE_STAGES, NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down,
+                                  kib_up, schedule_units, stage_inflight)
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
@@ -177,7 +178,8 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     p = c.pp
     main: LayerCost = costs.moe if is_moe else costs.dense
     k = k_dense_model if is_moe else 0
-    inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
+    inflight = np.array(stage_inflight(c) if p <= INFLIGHT_CACHE_STAGES else  # (long pipelines: the deadline checked)
+                        [costs.inflight(i) for i in checked_range(p)], float)
     pipe = schedule_units(c.schedule, p)
     all_layers = recompute_all and c.recompute == "full"
     dualpipe = (pipe.stages_per_unit == 2)
