@@ -1,5 +1,5 @@
-"""What a warm request still computes (issue 41 item 3): work counts, not timings, so they read the same on a busy
-machine.
+"""What a warm request still computes (issue 41 item 3): work counts, which read the same on a busy machine, and CPU
+time beside them.
 
     python benchmarks/warm_request_work.py [--requests N] [--quick]
 
@@ -8,8 +8,10 @@ earlier requests built (one warm-up request, then N requests with another global
 
 * per request, the calls of the pieces a warm request may have to build: ``choice_costs`` (a base choice's costs:
   solver/warm_cache.py), ``mean_bound_parts``, ``build_table`` and ``relaxation_parts`` (the bounds' parts:
-  solver/shared_bounds.py), and how many of the request's base choices hold a micro-batch size no earlier request had
-  (their costs, bounds and tables are new: every piece reads the micro-batch size);
+  solver/shared_bounds.py), its CPU milliseconds, and how many of the request's base choices hold a micro-batch size
+  no earlier request had (their costs, bounds and tables are new: every piece reads the micro-batch size);
+* the median CPU milliseconds of the requests, then of the same requests again (every batch seen before: what a
+  warm service that has seen those batches pays);
 * the integer scale of each request (solver/tables.py ``Scale.for_problem``): the tables and relaxation parts are in
   its units, so a request at another scale rebuilds the relaxations of every choice it bounds;
 * for the new-GPU-count repeat (G, then G'), how many base choices at G' equal one at G but for dp (what a cost
@@ -21,7 +23,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,30 +58,38 @@ def counting(counts: collections.Counter):
             setattr(problem, name, f)
 
 
-def request_work(raw: dict, step: int, n: int, counts: collections.Counter) -> list[dict]:
-    """One row per warm request: the counted calls, the base choices with a micro-batch size first seen, the scale."""
+def request_work(raw: dict, step: int, n: int, counts: collections.Counter) -> tuple[list[dict], list[float]]:
+    """One row per warm request: the counted calls, its CPU seconds, the base choices with a micro-batch size first
+    seen, the scale; then the CPU seconds of the same requests again, in order (every batch seen before)."""
     from parplan.frameworks.loader import validate_spec
     from parplan.solver.cpsat import SolverControls
     from parplan.solver.planner import optimize
     from parplan.solver.warm_cache import WARM
 
     base = raw["training"]["global_batch_size"]
+    specs = [validate_spec(with_(raw, base + step * k)) for k in range(n + 1)]
     WARM.clear()
     seen_mbs: set = set()
     rows = []
-    for k in range(n + 1):
-        spec = validate_spec(with_(raw, base + step * k))
+    for k, spec in enumerate(specs):
         counts.clear()
+        t0 = time.process_time()
         result = optimize(spec, controls=SolverControls(deterministic=True))
+        cpu_s = time.process_time() - t0
         calls = {name: counts[name] for name in COUNTED}
         problem_scale, bases = _scale_and_bases(spec)
         new_mbs = {b.micro_batch_size for b in bases} - seen_mbs
         seen_mbs |= {b.micro_batch_size for b in bases}
         if k:  # the first is the warm-up
-            rows.append({"gbs": spec.training.global_batch_size, **calls,
+            rows.append({"gbs": spec.training.global_batch_size, **calls, "cpu_ms": 1e3 * cpu_s,
                          "bases": len(bases), "bases_new_mbs": sum(b.micro_batch_size in new_mbs for b in bases),
                          "scale": (problem_scale.time_unit_ns, problem_scale.weight), "status": result.status})
-    return rows
+    again = []
+    for spec in specs[1:]:
+        t0 = time.process_time()
+        optimize(spec, controls=SolverControls(deterministic=True))
+        again.append(time.process_time() - t0)
+    return rows, again
 
 
 def _scale_and_bases(spec):
@@ -84,10 +97,14 @@ def _scale_and_bases(spec):
     from parplan.costmodel.evaluation.prediction_band import with_memory_band
     from parplan.solver.completion import pinned_spec
     from parplan.solver.problem import Problem
-    from parplan.solver.warm_cache import base_choice
+    from parplan.solver.warm_cache import WARM, base_choice
 
     s = pinned_spec(with_memory_band(spec))
-    p = Problem.build(s)
+    WARM.enabled = False  # built alone: the warm entry is the requests' own
+    try:
+        p = Problem.build(s)
+    finally:
+        WARM.enabled = True
     return p.scale, {base_choice(c, s) for c in p.choices}
 
 
@@ -110,15 +127,19 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     counts: collections.Counter = collections.Counter()
     print(f"# python benchmarks/warm_request_work.py --requests {args.requests}{' --quick' if args.quick else ''}: "
-          "calls per warm request (deterministic, in-process, one warm-up request first)")
+          "calls per warm request (deterministic, in-process, one warm-up request first; "
+          f"load {os.getloadavg()[0]:.2f})")
     for name, raw, step, new_gpus in (SCENARIOS[:1] if args.quick else SCENARIOS):
         print(f"\n{name}")
-        print(f"{'gbs':>5} " + " ".join(f"{c:>17}" for c in COUNTED) + f" {'bases':>6} {'new mbs':>8} {'scale':>10}")
+        print(f"{'gbs':>5} " + " ".join(f"{c:>17}" for c in COUNTED)
+              + f" {'CPU ms':>7} {'bases':>6} {'new mbs':>8} {'scale':>10}")
         with counting(counts):
-            rows = request_work(raw, step, args.requests, counts)
+            rows, again = request_work(raw, step, args.requests, counts)
         for r in rows:
             print(f"{r['gbs']:>5} " + " ".join(f"{r[c]:>17}" for c in COUNTED)
-                  + f" {r['bases']:>6} {r['bases_new_mbs']:>8} {str(r['scale']):>10}")
+                  + f" {r['cpu_ms']:>7.1f} {r['bases']:>6} {r['bases_new_mbs']:>8} {str(r['scale']):>10}")
+        print(f"median CPU ms: {statistics.median(r['cpu_ms'] for r in rows):.1f} (batches first seen), "
+              f"{1e3 * statistics.median(again):.1f} (the same batches again)")
         total, same, but_dp = gpu_count_reach(raw, step, new_gpus)
         print(f"new GPU count {new_gpus}: {total} base choices, {same} equal to one at the first count, "
               f"{but_dp} equal but for dp")
