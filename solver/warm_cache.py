@@ -16,7 +16,8 @@ identity of an object:
   ``choice_violations``), so a piece keyed by the whole choice is the same whichever request built it; a choice's
   costs do not read the micro-batch count m outside the cases :func:`m_free` excludes (costmodel/evaluation/choice.py:
   ``inflight``, ``pipeline_buffer_bytes`` and the paired exposure read the choice they are handed, which
-  ``with_schedule`` swaps), so they are kept under the choice with m = 1 and shared by every global batch;
+  ``with_schedule`` swaps), so they are kept under the choice with m = 1 (its field values: :func:`base_key`) and
+  shared by every global batch;
 * the code's version (:func:`code_version`: a digest of the cost model's, the solver's and the frameworks'
   sources, which hold the assumption presets and the fitted calibration, costmodel/spec/calibration.py).
 
