@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
 
 def scenarios():
     from parplan import load_spec
-    from test_pools_solver import A100, H100, spec_of
+    from tests.solver.pools.test_space import A100, H100, spec_of
 
     yield "6-layer, 4 H100 + 4 A100", spec_of([H100, A100]), True
     yield "6-layer, 4 H100 + 4 A100 @30 TFLOP/s", spec_of([H100, {**A100, "peak_bf16_tflops": 30.0}]), True

@@ -129,13 +129,15 @@ def rss_mib() -> float:
     return rss_bytes() / 2**20
 
 
-def rss_growth(client: Client, count: int) -> list[dict]:
-    """RSS and the cache's state every tenth of ``count`` distinct specs (another sequence and vocabulary each)."""
+def rss_growth(client: Client, count: int) -> tuple[list[dict], float]:
+    """RSS and the cache's state every tenth of ``count`` distinct specs (another sequence and vocabulary each), and
+    the cache's limit in MiB under the run's budget."""
     from parplan.solver.deadline import default_memory_budget_mib, set_default_memory_budget
     from parplan.solver.warm_cache import WARM
 
     before = default_memory_budget_mib()
     set_default_memory_budget(512)  # the cache's share: 128 MiB
+    limit_mib = WARM.limit_bytes() / 2**20  # (read under this budget: the default's comes back at the end)
     WARM.clear()
     rows, start = [], rss_mib()
     every = max(1, count // 10)
@@ -152,7 +154,7 @@ def rss_growth(client: Client, count: int) -> list[dict]:
     finally:  # the process's own budget back (a caller's later solves, e.g. the rest of a test session)
         set_default_memory_budget(before)
         WARM.clear()
-    return rows
+    return rows, limit_mib
 
 
 def report(rows: list[dict], rss: list[dict], limit_mib: float) -> str:
@@ -193,16 +195,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     n = args.requests or (3 if args.quick else 10)
     count = args.rss_specs if args.rss_specs is not None else (30 if args.quick else 1000)
-    from parplan.solver.warm_cache import WARM
-
     client = Client()
     try:
         rows = [measure(client, name, spec, step, gpus, n)
                 for name, spec, step, gpus in (SCENARIOS[:1] if args.quick else SCENARIOS)]
-        rss = rss_growth(client, count) if count else []
+        rss, limit_mib = rss_growth(client, count) if count else ([], 0.0)
     finally:
         client.close()
-    text = report(rows, rss, WARM.limit_bytes() / 2**20)
+    text = report(rows, rss, limit_mib)
     print(text, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

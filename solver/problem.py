@@ -29,11 +29,11 @@ from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
-from parplan.solver.shared_bounds import mean_key, relaxation_key
+from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
 from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
                                           with_exposure)
 from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
-from parplan.solver.warm_cache import WARM, SpecPieces, base_choice
+from parplan.solver.warm_cache import WARM, SpecPieces, base_choice, base_key
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -61,7 +61,9 @@ class Problem:
     _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _mean_parts: dict = field(default_factory=dict)  # the bounds' parts but M (solver/shared_bounds.py)
     _relaxations: dict = field(default_factory=dict)
-    _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_choice (one record per choice)
+    _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_key (one tuple per choice)
+    _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
+    _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -135,7 +137,8 @@ class Problem:
             moe = self.spec.model.moe
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,
-                            recompute_all=self.options.recompute_all_layers, exposure=False)
+                            recompute_all=self.options.recompute_all_layers, exposure=False,
+                            parts=self._mean_bound_parts(i))
             self._tables[key] = t
         return t
 
@@ -175,17 +178,17 @@ class Problem:
             self._base_costs[base] = choice_costs(spec, base, self.gpu, a, self.arch, self._memo)
         return with_schedule(self._base_costs[base], c)
 
-    def _base(self, i: int) -> Choice:
-        """warm_cache.base_choice of choice ``i``, made once: the one record its costs, its bounds' keys and the
+    def _base(self, i: int) -> tuple:
+        """warm_cache.base_key of choice ``i``, made once: the one tuple its costs' and its bounds' keys in the
         cache's entries hold (solver/shared_bounds.py)."""
         base = self._bases.get(i)
         if base is None:
-            base = self._bases[i] = base_choice(self.choices[i], self.spec)
+            base = self._bases[i] = base_key(self.choices[i], self.spec)
         return base
 
-    def _shared_costs(self, c: Choice, base: Choice) -> ChoiceCosts:
-        """The costs of choice ``c`` (its base choice ``base``) from the pieces its spec key shares across calls
-        (solver/warm_cache.py): the same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
+    def _shared_costs(self, c: Choice, base: tuple) -> ChoiceCosts:
+        """The costs of choice ``c`` (``base``: its base choice's key) from the pieces its spec key shares across
+        calls (solver/warm_cache.py): the same values as :meth:`_own_costs` (tests/solver/test_warm_cache.py)."""
         pieces, spec = self.pieces, self.spec
         if c.schedule.paired or c.moe_a2a_overlap or (
                 spec.model.num_mtp_layers and c.schedule is Schedule.INTERLEAVED):  # computed in full, as _own_costs does
@@ -195,8 +198,8 @@ class Problem:
             return costs
         costs = pieces.base_costs.get(base)
         if costs is None:
-            costs = pieces.base_costs[base] = choice_costs(spec, base, self.gpu, self.assumptions, self.arch,
-                                                           pieces.memo)
+            costs = pieces.base_costs[base] = choice_costs(spec, base_choice(c, spec), self.gpu, self.assumptions,
+                                                           self.arch, pieces.memo)
         return with_schedule(costs, c)
 
     def _layer_sum(self, dense, moe_cost) -> float:
@@ -210,12 +213,18 @@ class Problem:
         return float(weight) * lb
 
     def _mean_bound_parts(self, i: int) -> MeanParts:
+        """Choice ``i``'s MeanParts: kept under its mean_key (shared), and by its index for this problem's later
+        reads (the relaxation's weight, the table's)."""
+        parts = self._parts_of.get(i)
+        if parts is not None:
+            return parts
         key = mean_key(self.choices[i], self.spec, self._base(i))
         parts = self._mean_parts.get(key)
         if parts is None:
             moe = self.spec.model.moe
             parts = self._mean_parts[key] = mean_bound_parts(self.costs(i), self.assumptions, self.num_layers,
                                                              moe.first_dense_layers if moe else 0, moe is not None)
+        self._parts_of[i] = parts
         return parts
 
     def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
@@ -224,7 +233,10 @@ class Problem:
         (shared by the requests of this spec key), weighed by the choice's M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
-        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, self._base(i))
+        table = self._table_keys.get(i)
+        if table is None:
+            table = self._table_keys[i] = table_key(c, self.spec, self.assumptions, self._base(i))
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, table=table)
         if key in self._relaxations:
             parts = self._relaxations[key]
         else:

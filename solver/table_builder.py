@@ -20,7 +20,8 @@ from parplan.costmodel.spec.layout import interleaved_inflight_chunks
 from parplan.solver.chunk_trims import trimmed_stage_least_layers, uniform_stage_layers
 from parplan.solver.deadline import checked_range
 from parplan.solver.paired_split import paired_exposure_table
-from parplan.solver.tables import (NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down, kib_up, schedule_units)
+from parplan.solver.tables import (INFLIGHT_CACHE_STAGES, NS, UNLIMITED, Scale, StageSplit, StageTable, kib_down,
+                                  kib_up, schedule_units, stage_inflight)
 
 
 def _time_units(seconds: np.ndarray, scale: Scale) -> np.ndarray:
@@ -161,10 +162,13 @@ def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
 
 def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
                 split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False,
-                exposure: bool = True) -> StageTable:
+                exposure: bool = True, parts: MeanParts | None = None) -> StageTable:
     """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE); without
     ``exposure``, the table less its paired exposure (:func:`with_exposure` adds it): what the search's first
-    relaxation reads, the exposure costing most of a DualPipe table's time.
+    relaxation reads, the exposure costing most of a DualPipe table's time. ``parts``: the costs'
+    :func:`mean_bound_parts` where the caller holds them (solver/problem.py keeps them per choice), else computed:
+    the table's lb_time, M and S are read off them (the same arithmetic as :func:`mean_unit_bound` and
+    :func:`objective_weights`).
 
     Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
     + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
@@ -174,7 +178,8 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     p = c.pp
     main: LayerCost = costs.moe if is_moe else costs.dense
     k = k_dense_model if is_moe else 0
-    inflight = np.array([costs.inflight(i) for i in checked_range(p)], float)
+    inflight = np.array(stage_inflight(c) if p <= INFLIGHT_CACHE_STAGES else  # (long pipelines: the deadline checked)
+                        [costs.inflight(i) for i in checked_range(p)], float)
     pipe = schedule_units(c.schedule, p)
     all_layers = recompute_all and c.recompute == "full"
     dualpipe = (pipe.stages_per_unit == 2)
@@ -193,8 +198,11 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     free = UNLIMITED
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
-    _, lb_time = mean_unit_bound(costs, a, num_layers, k_dense_model, is_moe, scale)
-    M, S, _ = objective_weights(costs, a, scale)
+    if parts is None:
+        parts = mean_bound_parts(costs, a, num_layers, k_dense_model, is_moe)
+    _, lb_time = parts.at(c.num_microbatches, scale, num_layers)
+    M = microbatch_weight(c.num_microbatches, parts.w_max, scale)
+    S = sum_weight(parts.w_sum, parts.stages_per_unit, scale)
     t_rd_u, s_d_u = _dense_recompute_coefficients(costs.dense, k, w, inflight, scale)
     table = StageTable(
         choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute,

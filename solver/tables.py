@@ -44,6 +44,7 @@ from typing import Literal
 
 import numpy as np
 
+from parplan.costmodel.evaluation.choice import inflight_microbatches
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 
 KIB = 1024.0
@@ -93,6 +94,29 @@ def kib_down(nbytes):
     """Bytes to KiB rounded down (a saving: never over-estimated); a number or an array."""
     out = np.floor(np.asarray(nbytes, float) / KIB + 1e-9).astype(np.int64)
     return int(out) if out.ndim == 0 else out
+
+
+# stage_inflight's answers by all that costmodel.evaluation.choice.inflight_microbatches reads of a choice; pipelines
+# of more stages than INFLIGHT_CACHE_STAGES are computed each time (a long tuple per entry), past INFLIGHT_CACHE_MAX
+# entries the cache starts over
+_INFLIGHT: dict = {}
+INFLIGHT_CACHE_MAX = 1 << 14
+INFLIGHT_CACHE_STAGES = 256
+
+
+def stage_inflight(c) -> tuple[float, ...]:
+    """``inflight_microbatches(c, s)`` of every stage ``s`` of choice ``c`` (costmodel/evaluation/choice.py), kept by
+    all that function reads of the choice: its schedule, pp, vpp, micro-batch count and all-to-all overlap (the
+    search asks it of every choice it bounds, request after request: solver/shared_bounds.py ``table_key``)."""
+    key = (c.schedule, c.pp, c.vpp, c.num_microbatches, c.moe_a2a_overlap)
+    hit = _INFLIGHT.get(key)
+    if hit is None:
+        hit = tuple(inflight_microbatches(c, s) for s in range(c.pp))
+        if c.pp <= INFLIGHT_CACHE_STAGES:
+            if len(_INFLIGHT) >= INFLIGHT_CACHE_MAX:
+                _INFLIGHT.clear()
+            _INFLIGHT[key] = hit
+    return hit
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,8 @@ identity of an object:
   ``choice_violations``), so a piece keyed by the whole choice is the same whichever request built it; a choice's
   costs do not read the micro-batch count m outside the cases :func:`m_free` excludes (costmodel/evaluation/choice.py:
   ``inflight``, ``pipeline_buffer_bytes`` and the paired exposure read the choice they are handed, which
-  ``with_schedule`` swaps), so they are kept under the choice with m = 1 and shared by every global batch;
+  ``with_schedule`` swaps), so they are kept under the choice with m = 1 (its field values: :func:`base_key`) and
+  shared by every global batch;
 * the code's version (:func:`code_version`: a digest of the cost model's, the solver's and the frameworks'
   sources, which hold the assumption presets and the fitted calibration, costmodel/spec/calibration.py).
 
@@ -38,6 +39,7 @@ import collections
 import functools
 import hashlib
 import json
+import operator
 import os
 import threading
 from dataclasses import dataclass, field
@@ -124,6 +126,20 @@ def base_choice(c: Choice, spec: Spec) -> Choice:
     return c.but(schedule=Schedule.ONE_F_ONE_B, vpp=1, first_chunk_trim=0, last_chunk_trim=0, num_microbatches=m)
 
 
+# the fields base_choice sets; base_key holds every other field of the choice, in the declaration's order
+BASE_SET_FIELDS = ("schedule", "vpp", "first_chunk_trim", "last_chunk_trim", "num_microbatches")
+_BASE_KEPT = operator.itemgetter(*(f for f in Choice.__dataclass_fields__ if f not in BASE_SET_FIELDS))
+
+
+def base_key(c: Choice, spec: Spec) -> tuple:
+    """:func:`base_choice` as a key: the values of every field it keeps, then m where the costs read it (not
+    :func:`m_free`; None where they do not, whose base choice has m = 1). The base choice is a function of it, so a
+    key kept beside a cost piece names the base choice the piece was priced from (two choices whose base choices are
+    equal, one m-free with m = 1, the other not, get two keys: never one key for two bases). A tuple of values is
+    hashed and compared in C, a Choice field by field in Python: the search asks for one per choice per request."""
+    return _BASE_KEPT(c.__dict__) + (None if m_free(spec, c) else c.num_microbatches,)
+
+
 @dataclass
 class SpecPieces:
     """The cost pieces of one spec key (module docstring), shared by every problem of that key."""
@@ -133,7 +149,7 @@ class SpecPieces:
     gpu: GPU
     arch: Architecture
     memo: dict = field(default_factory=dict)  # choice_costs' memo (costmodel/memo.py)
-    base_costs: dict = field(default_factory=dict)  # base_choice -> ChoiceCosts
+    base_costs: dict = field(default_factory=dict)  # base_key -> the ChoiceCosts of base_choice
     costs: dict = field(default_factory=dict)  # a whole choice (DualPipe, MTP, overlap) -> ChoiceCosts
     layer_sums: dict = field(default_factory=dict)  # bounds.layer_key -> bounds.layer_sum_s
     evaluated: dict = field(default_factory=dict)  # (GPU count, global batch, choice) -> the evaluator's costs

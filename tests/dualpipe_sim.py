@@ -8,7 +8,8 @@ deepseek-ai/DualPipe@3da1bbea53606543d7f5f232338fc58096db30e3 ``dualpipe/dualpip
 as its input is ready (the previous stage's forward, the next stage's backward, or for the model's last stage its
 own forward) and the rank is free, tracking micro-batches by counters instead of graph edges. Pipeline
 send/receive is free. Stage s's chunk has compute ``C[s]`` (forward share ``f``), all-to-all ``X[s]`` and other
-time ``E[s]`` (default none).
+time ``E[s]`` (default none); with its attention time ``A[s]`` (and the dispatch's share of each pass's all-to-all)
+an F&B pair is priced per component, else per chunk.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ def op_duration_s(op: Op, parts: list[tuple[str, int]], work: StageWork, deferre
         return deferred.pop(0)
     if op.kind == "FB":
         (_, sa), (_, sb) = parts
-        return (f * (C[sa] + E[sa]) + (1 - f) * (C[sb] + E[sb])
-                + pair_exposed_s(ChunkWork(C[sa], X[sa]), ChunkWork(C[sb], X[sb]), f))
+        A, share = work.A, work.dispatch_share
+        chunk = (lambda s: ChunkWork(C[s], X[s])) if A is None else (lambda s: ChunkWork(C[s], X[s], A[s], share))
+        return f * (C[sa] + E[sa]) + (1 - f) * (C[sb] + E[sb]) + pair_exposed_s(chunk(sa), chunk(sb), f)
     kind, s = parts[0]
     time = f * (C[s] + E[s]) if kind == "F" else (1 - f) * (C[s] + E[s])
     if kind == "B" and op.zb:
@@ -100,7 +102,8 @@ class Simulated:
     busy_s: list[float]  # per rank: the sum of its operations' durations
 
 
-def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float, E=None) -> Simulated:
+def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float, E=None, A=None,
+                      dispatch_share: float = 0.5) -> Simulated:
     """DualPipe on p = len(C) ranks, ``m`` micro-batches (half from each end); rank r runs stage r of the flow
     entering at rank 0 and stage p-1-r of the flow entering at rank p-1; for the first half of the ranks phase 0
     is the first flow, for the second half the other (dualpipe.py:355-356)."""
@@ -118,10 +121,11 @@ def simulate_dualpipe(C: list[float], X: list[float], m: int, f: float, w: float
 
     # stage_of returns the *rank* index for flow 0 and p-1-rank for flow 1: both are the model stage index
     mbs = [{0: m // 2, 1: m // 2} for _ in range(p)]
-    return _run(orders, stage_of, next_stage, prev_stage, mbs, StageWork(C, X, f, w, E))
+    return _run(orders, stage_of, next_stage, prev_stage, mbs, StageWork(C, X, f, w, E, A, dispatch_share))
 
 
-def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: float, E=None) -> Simulated:
+def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: float, E=None, A=None,
+                       dispatch_share: float = 0.5) -> Simulated:
     """DualPipeV on P = len(C)/2 ranks, ``m`` micro-batches; rank r holds chunk 0 = stage r and chunk 1 =
     stage 2P-1-r (dualpipev.py), every micro-batch through all 2P stages."""
     P = len(C) // 2
@@ -132,7 +136,7 @@ def simulate_dualpipev(C: list[float], X: list[float], m: int, f: float, w: floa
 
     mbs = [{0: m, 1: m} for _ in range(P)]
     return _run(orders, stage_of, lambda _, s: None if s == 2 * P - 1 else s + 1,
-                lambda _, s: None if s == 0 else s - 1, mbs, StageWork(C, X, f, w, E))
+                lambda _, s: None if s == 0 else s - 1, mbs, StageWork(C, X, f, w, E, A, dispatch_share))
 
 
 def op_graph(schedule: str, C: list[float], X: list[float], m: int, f: float, w: float) -> OpGraph:

@@ -125,25 +125,25 @@ class Comm:
             "edp": with_busbw(at(c.etp * c.ep, c.expert_dp), gpu, a, ring),
         }
 
-        def collective(name: str, stride: int) -> Link:
-            return hierarchical_collective_link(links[name], stride, domain, nv.bandwidth_Bps, a)
+        def collective(name: str, stride: int, size: int) -> Link:
+            return hierarchical_collective_link(links[name], stride, domain, nv.bandwidth_Bps, a, size, nv.latency_s)
 
         # TP across NVLink domains (tp > domain): the same NCCL ring argument as DP/ZeRO, each domain's k = domain
         # consecutive members share its NICs (hierarchical_collective_link); on NVLink the link is unchanged
-        links["tp"] = collective("tp", 1)
+        links["tp"] = collective("tp", 1, c.tp)
         R = c.zero_replicas
         if R > 1:  # HSDP: shard groups of consecutive ranks, their replicas strided by a shard group's span
             links["dp_shard"] = with_busbw(at(c.tp, c.dense_shard), gpu, a, ring)
             links["dp_replica"] = with_busbw(at(c.tp * c.dense_shard, R), gpu, a, "all_reduce")
             links["edp_shard"] = with_busbw(at(c.etp * c.ep, c.expert_shard), gpu, a, ring)
             links["edp_replica"] = with_busbw(at(c.etp * c.ep * c.expert_shard, R), gpu, a, "all_reduce")
-            dense_grp = ZeroGroup(collective("dp_shard", c.tp), c.dense_shard,
-                                  collective("dp_replica", c.tp * c.dense_shard), R)
-            expert_grp = ZeroGroup(collective("edp_shard", c.etp * c.ep), c.expert_shard,
-                                   collective("edp_replica", c.etp * c.ep * c.expert_shard), R)
+            dense_grp = ZeroGroup(collective("dp_shard", c.tp, c.dense_shard), c.dense_shard,
+                                  collective("dp_replica", c.tp * c.dense_shard, R), R)
+            expert_grp = ZeroGroup(collective("edp_shard", c.etp * c.ep, c.expert_shard), c.expert_shard,
+                                   collective("edp_replica", c.etp * c.ep * c.expert_shard, R), R)
         else:
-            dense_grp = ZeroGroup(collective("dp_cp", c.tp), c.dense_dp)
-            expert_grp = ZeroGroup(collective("edp", c.etp * c.ep), c.expert_dp)
+            dense_grp = ZeroGroup(collective("dp_cp", c.tp, c.cp * c.dp), c.dense_dp)
+            expert_grp = ZeroGroup(collective("edp", c.etp * c.ep, c.expert_dp), c.expert_dp)
         links["etp"] = with_busbw(at(1, c.etp), gpu, a, "all_gather")
         cp_a2a = a2a_group_size(c.cp_comm_type, c.cp, ep_members_per_domain(c.tp, c.cp, domain, n)) if c.cp > 1 else 1
         out = Comm(c, gpu, a, domain, nv, net, links, dense_grp, expert_grp, cp_a2a,
@@ -220,11 +220,13 @@ class Comm:
         return hidden_share
 
 
-def hierarchical_collective_link(L_: Link, stride: int, domain: int, nv_bw: float, a: Assumptions) -> Link:
-    """The achieved link of a DP/ZeRO collective over ``L_`` whose members sit ``stride`` ranks apart, in
-    NVLink domains of ``domain`` GPUs whose NVLink tier achieves ``nv_bw`` B/s (:func:`tier_links`).
+def hierarchical_collective_link(L_: Link, stride: int, domain: int, nv_bw: float, a: Assumptions,
+                                 size: int | None = None, nv_latency_s: float | None = None) -> Link:
+    """The achieved link of a DP/ZeRO collective over ``L_`` whose ``size`` members sit ``stride`` ranks apart, in
+    NVLink domains of ``domain`` GPUs whose NVLink tier achieves ``nv_bw`` B/s and ``nv_latency_s`` per step
+    (:func:`tier_links`).
 
-    DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
+    Bandwidth: DP/ZeRO collectives (ring reduce-scatter / all-gather) of a group with k members in each NVLink
     domain: the ring crosses the network once per domain and the k members share the domain's NICs, so
     each GPU moves 1/k of its ring bytes over its NIC (NVLink carries the rest): k x the NIC bandwidth
     ideally, 1 + (k-1)·hierarchical_collective_efficiency as achieved, at most NVLink's
@@ -232,12 +234,25 @@ def hierarchical_collective_link(L_: Link, stride: int, domain: int, nv_bw: floa
     domains (tp > domain, stride 1: k = domain members per domain) are the same NCCL rings (NCCL builds one
     ring per channel through a node's GPUs over NVLink, each channel leaving the node through its own NIC:
     NCCL src/graph/rings.cc, search.cc), so they get the same speed-up.
+
+    Latency (``ring_latency_by_hop``): the same ring's n - 1 steps cross the network only between domains, so
+    of a ring over d = ceil(n / k) domains n - d steps are NVLink hops and d - 1 network hops; NCCL's own cost
+    model prices a ring all-gather / reduce-scatter as ``(nsteps - nInterSteps)·intraLat + nInterSteps·interLat``
+    with nsteps = n - 1, nInterSteps = nNodes - 1 (twice both for an all-reduce; NVIDIA/nccl@01afd20a
+    src/graph/tuning.cc, ``ncclTopoTuneModel``). The link carries their mean per step, so every (n-1)·alpha
+    (and 2(n-1)·alpha) priced over it is that sum; off (and textbook): every step at the network's latency.
     """
-    if L_.nvlink or not a.hierarchical_collectives:
+    if L_.nvlink:
         return L_
     k = max(1, domain // stride) if stride < domain else 1
+    latency = L_.latency_s
+    if a.ring_latency_by_hop and size is not None and size > 1 and nv_latency_s is not None and k > 1:
+        domains = -(-size // min(k, size))
+        latency = ((size - domains) * nv_latency_s + (domains - 1) * L_.latency_s) / (size - 1)
+    if not a.hierarchical_collectives:
+        return Link(False, L_.bandwidth_Bps, latency)
     speedup = 1 + (k - 1) * a.hierarchical_collective_efficiency
-    return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), L_.latency_s)
+    return Link(False, min(L_.bandwidth_Bps * speedup, max(nv_bw, L_.bandwidth_Bps)), latency)
 
 
 def cp_attention_comm(c: Choice, a: Assumptions, gpu: GPU, links: dict[str, Link], domain: int, n: int,

@@ -112,6 +112,7 @@ class Assumptions(BaseModel):
     intra_node_latency_factor: float = Field(_CAL["intra_node_latency_factor"], gt=0, description=f"achieved per-step latency of NVLink collectives over the GPU catalog's alpha (seed 001: 5 us); {_FIT}")
     inter_node_latency_factor: float = Field(_CAL["inter_node_latency_factor"], gt=0, description=f"achieved per-step latency of network collectives over the GPU catalog's alpha (seed 001: 30 us); {_FIT}")
     hierarchical_collectives: bool = Field(True, description="DP/ZeRO reduce-scatters and all-gathers, and TP collectives of a TP group wider than the NVLink domain, of a group with k members per NVLink domain move 1/k of each GPU's ring bytes over its NIC (the ring crosses the network once per domain; NCCL rings traverse the local GPUs over NVLink); textbook: every GPU's bytes over its own NIC")
+    ring_latency_by_hop: bool = Field(True, description="a ring collective (DP/ZeRO, TP wider than the NVLink domain) of n members over d NVLink domains pays n - d NVLink hops and d - 1 network hops (NCCL's ring latency, NVIDIA/nccl@01afd20a src/graph/tuning.cc: (nsteps - nInterSteps) x intraLat + nInterSteps x interLat; costmodel/communication/comm.py hierarchical_collective_link); off: every step at the network latency; textbook off (it has no latency)")
     hierarchical_collective_efficiency: float = Field(_CAL["hierarchical_collective_efficiency"], ge=0, le=1, description=f"share of that k-fold speed-up realized: a group with k members per domain runs at NIC x (1 + (k-1) x this); {_FIT}")
     tp_comm_overlap: float = Field(1.0, ge=0, le=1, description="share of a block's TP collectives hidden behind the block's GEMMs (Megatron --tp-comm-overlap, torchtitan AsyncTP), at most what (tp-1)/tp of the GEMMs cover (Transformer Engine's ring exchange: tp GEMM chunks, tp-1 exchanges on copy engines beside them, TransformerEngine@d0067d0d comm_gemm_overlap.cpp:1161-1199 and pytorch/module/base.py:384-390; layer_comm.LayerComm.tp_block_s): 1, all the window covers (fitted free under that bound it reached its upper bound, benchmarks/README.md); set 0 for frameworks without it; seed 003: none")
     cp_comm_overlaps_attention: bool = Field(True, description="ring KV exchange overlapped with attention compute (seed 003)")
@@ -195,6 +196,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "moe_load_imbalance": 1.0,
         "include_latency": False,
         "hierarchical_collectives": False,
+        "ring_latency_by_hop": False,
         "intra_node_latency_factor": 1.0,
         "inter_node_latency_factor": 1.0,
         "intra_node_bandwidth_efficiency": 1.0,

@@ -8,36 +8,36 @@ Sources and meaning of every knob: costmodel/spec/assumptions.py.
 """
 
 FITTED: dict[str, float] = {
-    "matmul_efficiency_ampere": 0.8285,
-    "matmul_efficiency_hopper": 0.7704,
-    "fp8_matmul_efficiency_hopper": 0.6719,
-    "attention_efficiency_ampere": 0.5947,
-    "attention_efficiency_hopper": 0.2798,
-    "attention_efficiency_flash2": 0.2102,
-    "matmul_shape_penalty": 1.3042,
-    "attention_seq_penalty": 1437.1192,
-    "intra_node_bandwidth_efficiency": 0.786,
-    "inter_node_bandwidth_efficiency": 0.8775,
-    "hierarchical_collective_efficiency": 0.6517,
-    "intra_node_latency_factor": 1.7653,
-    "inter_node_latency_factor": 0.4695,
-    "dp_comm_overlap": 0.4871,
-    "zero_microbatch_comm_overlap": 0.2543,
-    "pp_comm_overlap": 0.3626,
-    "activation_traffic_passes": 6.3245,
-    "fp8_attention_speedup": 1.6777,
+    "matmul_efficiency_ampere": 0.8241,
+    "matmul_efficiency_hopper": 0.7678,
+    "fp8_matmul_efficiency_hopper": 0.6668,
+    "attention_efficiency_ampere": 0.5925,
+    "attention_efficiency_hopper": 0.28,
+    "attention_efficiency_flash2": 0.2152,
+    "matmul_shape_penalty": 1.2586,
+    "attention_seq_penalty": 1456.9196,
+    "intra_node_bandwidth_efficiency": 0.7816,
+    "inter_node_bandwidth_efficiency": 0.8749,
+    "hierarchical_collective_efficiency": 0.6471,
+    "intra_node_latency_factor": 1.8331,
+    "inter_node_latency_factor": 1.5162,
+    "dp_comm_overlap": 0.4923,
+    "zero_microbatch_comm_overlap": 0.2823,
+    "pp_comm_overlap": 0.4359,
+    "activation_traffic_passes": 6.2601,
+    "fp8_attention_speedup": 1.6792,
 }
 
 RATIOS: dict[str, float] = {  # Blackwell / Hopper, fitted with priors
-    "blackwell_matmul_ratio": 1.0145,
-    "blackwell_fp8_matmul_ratio": 1.1353,
-    "blackwell_attention_ratio": 0.9418,
+    "blackwell_matmul_ratio": 1.0148,
+    "blackwell_fp8_matmul_ratio": 1.1357,
+    "blackwell_attention_ratio": 0.9419,
 }
 
 FIXED: dict[str, float] = {  # Blackwell: the Hopper value x its ratio
-    "matmul_efficiency_blackwell": 0.7816,
-    "fp8_matmul_efficiency_blackwell": 0.7628,
-    "attention_efficiency_blackwell": 0.2635,
+    "matmul_efficiency_blackwell": 0.7792,
+    "fp8_matmul_efficiency_blackwell": 0.7573,
+    "attention_efficiency_blackwell": 0.2637,
 }
 
 BOUNDS: dict[str, tuple[float, float]] = {

@@ -9,8 +9,8 @@ QUANTILES = (0.1, 0.9)
 ROWS = 104
 # step time: (exposed share up to, ratio quantile low, ratio quantile high, rows), by exposed share
 STEP_TIME_BINS: tuple[tuple[float, float, float, int], ...] = (
-    (0.1653, 0.9357, 1.0637, 52),
-    (1.0, 0.9079, 1.0876, 52),
+    (0.1658, 0.9437, 1.0486, 52),
+    (1.0, 0.901, 1.0837, 52),
 )
 PEAK_MEMORY_RATIO = (0.9157, 1.0328)
 MEMORY_ROWS = 18

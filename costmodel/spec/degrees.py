@@ -80,11 +80,12 @@ class _ChoiceRecord(ParallelDims):
     def but(self, **changes) -> "Choice":
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
         makes one per candidate; a Choice is a plain record with no validation of its own)."""
-        if not changes.keys() <= self.__dataclass_fields__.keys():  # a subset test builds no set
-            raise TypeError(f"Choice has no field(s) {sorted(changes.keys() - self.__dataclass_fields__.keys())}")
         new = object.__new__(Choice)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
+        fields = new.__dict__
+        fields.update(self.__dict__)  # every field, as __init__ set them
+        fields.update(changes)
+        if len(fields) != len(self.__dict__):  # a name that is no field added a key: refused
+            raise TypeError(f"Choice has no field(s) {sorted(changes.keys() - self.__dataclass_fields__.keys())}")
         return new
 
 

@@ -108,6 +108,21 @@ def test_warm_service_quick_prints_its_table_and_the_same_answers(capsys):
     assert default_memory_budget_mib() == before  # its 512 MiB RSS run leaves the process's budget as it was
     out = capsys.readouterr().out
     assert "S3 8B / 8 H100" in out and "goal S3" in out and "RSS under distinct specs" in out
+    assert "the cache's share 128 MiB" in out  # the share under the run's 512 MiB budget, not the default's
+
+
+def test_warm_request_work_quick_counts_a_warm_requests_pieces(capsys):
+    """benchmarks/warm_request_work.py --quick: a row of work counts per warm S3 request and the new-GPU-count line;
+    the counted functions are solver/problem.py's own again afterwards."""
+    from parplan.solver import problem
+
+    before = problem.choice_costs
+    assert _load("warm_request_work").main(["--quick", "--requests", "1"]) == 0
+    assert problem.choice_costs is before
+    out = capsys.readouterr().out
+    row = out.split("S3 8B / 8 H100")[1].strip().splitlines()[1].split()
+    assert int(row[0]) == 72 and all(int(v) >= 0 for v in row[1:5]) and float(row[5]) > 0
+    assert "median CPU ms:" in out and "new GPU count 16:" in out
 
 
 def test_speed_benchmark_quick_times_a_whole_process(capsys, tmp_path):

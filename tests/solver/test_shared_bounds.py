@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from benchmarks.solver_speed import LLAMA8B
 from tests.conftest import sized, small_specs
+from parplan.costmodel.evaluation.choice import inflight_microbatches
+from parplan.costmodel.spec.layout import interleaved_inflight_chunks
 from parplan.frameworks.loader import validate_spec
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.problem import Problem
@@ -138,18 +140,62 @@ def test_shared_bounds_equal_each_problems_own(spec, data):
 
 
 def test_a_new_batch_reads_the_parts_of_the_last():
-    """Llama-3 8B on 8 H100 at 64 then 96 (one scale): the second request's bounds come from the first's parts
-    (no table built for them) and equal its own tables' bounds."""
+    """Llama-3 8B on 8 H100 at 64, then at the first larger batch of the same integer scale (the scale's time unit
+    is a power of two of the stage time, so which batches share it depends on the calibration): the second
+    request's bounds come from the first's parts (no table built for them) and equal its own tables' bounds."""
     spec = validate_spec({"model": LLAMA8B, "training": {"seq_len": 8192, "global_batch_size": 64},
                           "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 8, "gpus_per_node": 8}})
     p1 = Problem.build(spec)
     for i in range(len(p1.choices)):
         p1.mean_bound(i), p1.relaxed_bound(i, p1.cap_kib)
-    p2 = Problem.build(at(spec, gbs=96))
-    assert p2.scale == p1.scale
+    p2 = next((p for p in (Problem.build(at(spec, gbs=g)) for g in (72, 80, 88, 96, 104, 112, 120))
+               if p.scale == p1.scale), None)
+    assert p2 is not None, "no batch of 72-120 shares the 64 batch's scale"
     before = len(p1.pieces.relaxations)
     bounds = [(p2.mean_bound(i), p2.relaxed_bound(i, p2.cap_kib)) for i in range(len(p2.choices))]
     new = len(p2.pieces.relaxations) - before
     assert new < len(p2.choices) * 2 // 3  # a third and more of the choices read the first request's parts
     for i, (_, relaxed) in enumerate(bounds):
         assert relaxed == relaxed_bound(table_at(p2, i, p2.scale), p2.cap_kib)
+
+
+def test_trimmed_chunks_share_their_tables_past_their_in_flight_cap():
+    """Interleaved with a trimmed end chunk (31 layers on 4 stages of 2 chunks): at m = 16 and 32 every stage's
+    in-flight counts, and the trimmed chunks' forwards, are at their cap, so the trimmed choices of one base choice
+    share a table_key, their tables equal but for M; at m = 2 the trimmed chunks hold fewer forwards: other keys."""
+    search = {"pp": [4], "dp": [1], "micro_batch_size": [1], "schedules": ["interleaved"], "vpp": [2]}
+    spec = validate_spec({"model": {**LLAMA8B, "num_layers": 31}, "training": {"seq_len": 1024, "global_batch_size": 16},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 8}, "search": search})
+    WARM.disable()
+    try:
+        p1, p2, p0 = Problem.build(spec), Problem.build(at(spec, gbs=32)), Problem.build(at(spec, gbs=2))
+    finally:
+        WARM.enable()
+    trimmed = lambda c: bool(c.first_chunk_trim or c.last_chunk_trim)  # noqa: E731
+    assert any(map(trimmed, p1.choices))
+    key = lambda c: table_key(c, p1.spec, p1.assumptions)  # noqa: E731
+    pairs = [(i, j) for i, j in shared_key_pairs(p1, p2, key) if trimmed(p1.choices[i])]
+    assert len(pairs) == sum(map(trimmed, p1.choices))
+    for i, j in pairs:
+        assert p1.choices[i].num_microbatches != p2.choices[j].num_microbatches
+        assert_equal_but_m(table_at(p1, i, p1.scale), table_at(p2, j, p1.scale))
+    assert not [i for i, _ in shared_key_pairs(p1, p0, key) if trimmed(p1.choices[i])]
+
+
+
+def test_a_trimmed_chunks_forwards_are_in_the_key():
+    """Three stages of two chunks at m = 4 and 5: every stage holds its capped in-flight count, but stage 0's first
+    chunk holds 4 forwards, then 5 (Megatron's groups of pp micro-batches, layout.interleaved_inflight_chunks), which
+    a trimmed first chunk's table reads (table_builder._stage_constants): the keys differ. (Legality asks m to divide
+    by pp, under which the stages' counts fix the chunks' in this range; the key does not lean on that rule.)"""
+    search = {"pp": [4], "dp": [1], "micro_batch_size": [1], "schedules": ["interleaved"], "vpp": [2]}
+    spec = validate_spec({"model": {**LLAMA8B, "num_layers": 31}, "training": {"seq_len": 1024, "global_batch_size": 16},
+                          "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 4, "gpus_per_node": 8}, "search": search})
+    p = Problem.build(spec)
+    c = next(c for c in p.choices if c.first_chunk_trim).but(pp=3, num_microbatches=4)
+    d = c.but(num_microbatches=5)
+    assert [inflight_microbatches(c, s) for s in range(3)] == [inflight_microbatches(d, s) for s in range(3)]
+    assert interleaved_inflight_chunks(3, 2, 4, 0)[0] != interleaved_inflight_chunks(3, 2, 5, 0)[0]
+    assert table_key(c, spec, p.assumptions) != table_key(d, spec, p.assumptions)
+    assert table_key(c.but(first_chunk_trim=0), spec, p.assumptions) == table_key(d.but(first_chunk_trim=0), spec,
+                                                                                   p.assumptions)

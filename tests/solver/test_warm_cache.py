@@ -130,6 +130,30 @@ def test_shared_costs_equal_own_costs_choice_by_choice():
     assert len(WARM) == 1
 
 
+@settings(max_examples=sized(8, 20), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(spec=small_specs(), data=st.data())
+def test_one_base_key_one_base_choice(spec, data):
+    """The costs are kept by warm_cache.base_key: the choices of one key, at two global batches, have one base choice
+    (the one whose costs are kept), and the key of a base choice's own is the choices' (the key never names two)."""
+    other = spec.model_dump(mode="json", exclude_none=True)
+    other["training"]["global_batch_size"] = data.draw(st.sampled_from([2, 4, 8, 12, 16, 32, 64]))
+    try:
+        other = validate_spec(other)
+    except ParplanError:
+        other = spec
+    with cache_off():
+        choices = Problem.build(spec).choices + Problem.build(other).choices
+    assume(choices)
+    bases: dict = {}
+    for c in choices:
+        base = warm_cache.base_choice(c, spec)
+        assert bases.setdefault(warm_cache.base_key(c, spec), base) == base, c
+    for key, base in bases.items():
+        if key[-1] is None:  # an m-free choice's base is m-free too, with m = 1
+            assert warm_cache.base_key(base, spec) == key and base.num_microbatches == 1
+
+
 @settings(max_examples=sized(8, 15), deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(spec=small_specs(), data=st.data())

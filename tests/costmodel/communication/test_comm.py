@@ -8,8 +8,8 @@ import pytest
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.evaluation.choice import Choice, choice_costs
-from parplan.costmodel.communication.comm import Comm
-from parplan.costmodel.spec.hardware import resolve_gpu
+from parplan.costmodel.communication.comm import Comm, hierarchical_collective_link, tier_links
+from parplan.costmodel.spec.hardware import lookup_gpu, resolve_gpu
 from parplan.frameworks.loader import validate_spec
 
 # A100-SXM-80GB (costmodel/spec/hardware.py): NVLink 300 GB/s, NIC 25 GB/s per GPU per direction, 8 GPUs per node
@@ -96,3 +96,30 @@ def test_kept_all_to_all_tiers_are_each_choices_own():
         assert comm.all_to_all_tiers_s(token_bytes, moe) is comm.all_to_all_tiers_s(token_bytes, moe)
         assert comm.all_to_all_s(token_bytes, moe) == sum(max(t) for t in fresh)
     assert any(c.ep > 1 for c in sample)
+
+
+# ------------------------------------------------------------------------------- ring latency by hop (NCCL)
+@pytest.mark.parametrize("by_hop", [True, False])
+def test_ring_latency_counts_nvlink_and_network_hops(by_hop):
+    """NVIDIA/nccl@01afd20a src/graph/tuning.cc: a ring all-gather of n ranks on d nodes pays (n-1) - (d-1) intra-node
+    steps and d - 1 inter-node steps. Worked by hand on 8-GPU H100 domains: TP 16 (stride 1, 2 domains) 14 NVLink
+    hops + 1 network hop; DP 32 at stride 2 (4 members per domain, 8 domains) 24 + 7; DP 8 at stride 8 (one per
+    domain) 7 network hops either way; a group inside one domain stays on NVLink."""
+    a = resolve_assumptions({"ring_latency_by_hop": by_hop})
+    gpu = lookup_gpu("H100-SXM-80GB")
+    nv, net = tier_links(gpu, a)
+    assert 0 < nv.latency_s < net.latency_s
+    ring = lambda stride, size: (size - 1) * hierarchical_collective_link(  # noqa: E731
+        net, stride, 8, nv.bandwidth_Bps, a, size, nv.latency_s).latency_s
+    by = (lambda nvh, neth: nvh * nv.latency_s + neth * net.latency_s) if by_hop else (
+        lambda nvh, neth: (nvh + neth) * net.latency_s)
+    assert ring(1, 16) == pytest.approx(by(14, 1))
+    assert ring(2, 32) == pytest.approx(by(24, 7))
+    assert ring(8, 8) == pytest.approx(7 * net.latency_s)
+    assert hierarchical_collective_link(nv, 1, 8, nv.bandwidth_Bps, a, 8, nv.latency_s) is nv
+
+
+def test_textbook_prices_every_ring_step_at_the_network_latency():
+    """The textbook preset turns the hop count off (it also has no latency at all: include_latency False)."""
+    assert resolve_assumptions({}).ring_latency_by_hop is True
+    assert resolve_assumptions({"preset": "textbook"}).ring_latency_by_hop is False

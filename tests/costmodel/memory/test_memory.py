@@ -168,15 +168,22 @@ def test_textbook_keeps_the_old_ledger():
 
 
 # ------------------------------------------------------------------------------- ZeRO-3 collectives per layer
-def test_zero3_collective_count_scales_the_ring_latency():
+@pytest.mark.parametrize("by_hop", [True, False])
+def test_zero3_collective_count_scales_the_ring_latency(by_hop):
+    """Each of the 33 extra collectives per layer pays one ring's latency: over 64 GPUs in 8 NVLink domains of 8,
+    56 NVLink hops and 7 network hops (NCCL's ring latency, ``ring_latency_by_hop``), or 63 network hops."""
     spec = _spec(num_gpus=64)
     c = Choice(tp=1, cp=1, pp=1, dp=64, num_microbatches=1, zero_stage=3)
-    knobs = dict(zero_microbatch_comm_overlap=0.0)
+    knobs = dict(zero_microbatch_comm_overlap=0.0, ring_latency_by_hop=by_hop)
     fsdp = _costs(spec, c, **knobs)
     per_tensor = _costs(spec, c, zero3_collectives_per_layer=36.0, **knobs)
-    alpha = fsdp.links["dp_cp"].latency_s
-    assert alpha > 0
-    assert per_tensor.dense.zero_s - fsdp.dense.zero_s == pytest.approx(33 * 63 * alpha)
+    a = resolve_assumptions(knobs)
+    gpu = resolve_gpu(spec.cluster)
+    alpha_nv = gpu.intra_node_latency_us * 1e-6 * a.intra_node_latency_factor
+    alpha_net = gpu.inter_node_latency_us * 1e-6 * a.inter_node_latency_factor
+    assert gpu.nvlink_domain_size == 8 and 0 < alpha_nv != alpha_net
+    ring = 56 * alpha_nv + 7 * alpha_net if by_hop else 63 * alpha_net
+    assert per_tensor.dense.zero_s - fsdp.dense.zero_s == pytest.approx(33 * ring)
 
 
 # ------------------------------------------------------------------------------- DTensor SP gathered inputs

@@ -61,9 +61,10 @@ def _by_hand_work(spec, ev):
     if plan.schedule is Schedule.DUALPIPE:
         chunks = [costs.chunk_work(d, e) for d, e in classes]
         C = [k.compute_s for k in chunks]
-        return costs, a, C, [k.a2a_s for k in chunks], [t - c for t, c in zip(totals, C)]
+        return costs, a, C, [k.a2a_s for k in chunks], [t - c for t, c in zip(totals, C)], _attention(chunks, costs)
     P = plan.pp
     C, X, E = [0.0] * (2 * P), [0.0] * (2 * P), [0.0] * (2 * P)
+    chunks: list = [None] * (2 * P)
     for r, ((d, e), total) in enumerate(zip(classes, totals)):
         first, second = dualpipev.chunk_split(d + e, d)
         d0 = min(d, first)
@@ -72,7 +73,16 @@ def _by_hand_work(spec, ev):
         rest = total - k0.compute_s - k1.compute_s - sum(ends)
         C[r], X[r], E[r] = k0.compute_s, k0.a2a_s, rest * first / (d + e) + ends[0]
         C[2 * P - 1 - r], X[2 * P - 1 - r], E[2 * P - 1 - r] = k1.compute_s, k1.a2a_s, rest * second / (d + e) + ends[1]
-    return costs, a, C, X, E
+        chunks[r], chunks[2 * P - 1 - r] = k0, k1
+    return costs, a, C, X, E, _attention(chunks, costs)
+
+
+def _attention(chunks, costs) -> tuple[list[float] | None, float]:
+    """(attention time per stage, the MoE layer's dispatch share of each pass's all-to-all) for per-component
+    pairs; (None, 0.5) where a chunk has no attention time or the model no MoE layer (pairs per chunk)."""
+    if costs.moe is None or any(k.attn_s is None for k in chunks):
+        return None, 0.5
+    return [k.attn_s for k in chunks], costs.moe.dispatch_share
 
 
 PAIRED_PLANS = {
@@ -97,11 +107,11 @@ def test_evaluator_step_order_is_its_rank_rows_in_the_upstream_order(name):
     all-to-all); and the step is at least the busiest rank's."""
     spec, plan_spec = PAIRED_PLANS[name]()
     ev = evaluate(spec, plan_spec)
-    costs, a, C, X, E = _by_hand_work(spec, ev)
+    costs, a, C, X, E, (A, dispatch_share) = _by_hand_work(spec, ev)
     m, f = ev.plan.num_microbatches, costs.fwd_share
     w = a.zb_weight_grad_fraction * min(1.0, costs.weight_grad_share)
     simulate = simulate_dualpipe if ev.plan.schedule is Schedule.DUALPIPE else simulate_dualpipev
-    sim = simulate(C, X, m, f, w, E)
+    sim = simulate(C, X, m, f, w, E, A, dispatch_share)
     for busy, stage in zip(sim.busy_s, ev.stages):
         assert busy == pytest.approx(m * stage.time_per_microbatch_s, rel=1e-9)
     dp_exposed = max(stage.dp_s for stage in ev.stages)

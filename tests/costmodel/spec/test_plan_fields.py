@@ -108,7 +108,7 @@ READERS: dict[str, str] = {
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp stage_layers recompute_layers zero_stage "
         "pipeline_layout zero_replicas"),
     "solver/search.py": "recompute",
-    "solver/shared_bounds.py": "pp vpp schedule first_chunk_trim last_chunk_trim",
+    "solver/shared_bounds.py": "pp num_microbatches vpp schedule first_chunk_trim last_chunk_trim",
     "solver/space.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
         "cp_comm_type first_chunk_trim last_chunk_trim zero_replicas optimizer_states optimizer_offload_fraction "
@@ -117,7 +117,7 @@ READERS: dict[str, str] = {
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp recompute sequence_parallel zero_replicas "
         "optimizer_states moe_fp8_dispatch moe_a2a_overlap activation_offload_layers"),
     "solver/table_builder.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
-    "solver/tables.py": "pp schedule recompute",
+    "solver/tables.py": "pp num_microbatches vpp schedule recompute moe_a2a_overlap",
     "solver/tie_break.py": "schedule stage_layers recompute_layers pipeline_layout",
     "solver/warm_cache.py": "num_microbatches vpp schedule first_chunk_trim last_chunk_trim moe_a2a_overlap",
     "frameworks/compare.py": (
