@@ -22,6 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import yaml
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -300,11 +301,13 @@ def test_deadline_caps_the_solver_time_limit(stub):
 
 
 def test_deadline_stops_the_solve(server, stub):
-    """A 1 s deadline on a ~6 s solve: the answer (the best plan so far) or DEADLINE_EXCEEDED comes by the
+    """A 1 s deadline on a solve of several seconds (DeepSeek-V3's research space, top 20 on one worker: 5.2 s cold,
+    3.6 s warm in-process on this machine): the answer (the best plan so far) or DEADLINE_EXCEEDED comes by the
     deadline, and the solve is over within a second of it."""
+    spec_text = yaml.safe_dump({**yaml.safe_load(LONG_SPEC.read_text()), "framework": "any"})
     t0 = time.perf_counter()
     try:
-        reply = stub.Plan(pb.PlanRequest(spec_text=LONG_SPEC.read_text(), **LONG), timeout=1.0)
+        reply = stub.Plan(pb.PlanRequest(spec_text=spec_text, **LONG), timeout=1.0)
         assert reply.status in (pb.PLAN_STATUS_FEASIBLE, pb.PLAN_STATUS_UNKNOWN)  # not proven in time
         assert reply.parameters.time_limit_s < 1.0
     except grpc.RpcError as err:

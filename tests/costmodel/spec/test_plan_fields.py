@@ -81,8 +81,8 @@ READERS: dict[str, str] = {
         "moe_fp8_dispatch moe_a2a_overlap activation_offload_layers"),
     "solver/assignment_check.py": "recompute",
     "solver/bounds.py": (
-        "tp cp pp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
-        "cp_comm_type optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
+        "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
+        "cp_comm_type zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
         "activation_offload_layers"),
     "solver/completion.py": "tp num_microbatches sequence_parallel optimizer_states",
     "solver/cpsat.py": "recompute",
@@ -116,6 +116,10 @@ READERS: dict[str, str] = {
     "solver/space_options.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp recompute sequence_parallel zero_replicas "
         "optimizer_states moe_fp8_dispatch moe_a2a_overlap activation_offload_layers"),
+    "solver/space_patterns.py": (
+        "micro_batch_size num_microbatches vpp recompute zero_stage sequence_parallel first_chunk_trim "
+        "last_chunk_trim zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
+        "activation_offload_layers"),
     "solver/table_builder.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
     "solver/tables.py": "pp num_microbatches vpp schedule recompute moe_a2a_overlap",
     "solver/tie_break.py": "schedule stage_layers recompute_layers pipeline_layout",
