@@ -139,7 +139,7 @@ def check_torchtitan(spec, plan) -> list[str]:
     ZeRO-2/3 without it, assumptions.zero_unsharded_across_microbatches_with_pp)."""
     from benchmarks.framework_derived import Rejected, differences, planned_torchtitan, torchtitan_derived
 
-    from parplan.frameworks.export_common import model_chunk_layers
+    from parplan.costmodel.spec.layout import model_chunk_layers
 
     try:
         got = torchtitan_derived(spec, plan)
@@ -236,7 +236,7 @@ def check_megatron_bridge(spec, plan) -> list[str]:
     """Megatron-Bridge's perf-script path on the export (benchmarks/bridge_perf.py), on the model's perf recipe or a
     stand-in given the model's shape."""
     from parplan.frameworks.export import export_plan
-    from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
+    from parplan.frameworks.export_common import global_batch_size
     from parplan.frameworks.export_megatron import megatron_settings
 
     recipe, why = bridge_recipe(spec)

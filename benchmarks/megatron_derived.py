@@ -112,7 +112,7 @@ def recomputed_per_stage(pp: int, chunk_layers: list[int], granularity, method, 
 def config_differences(config, spec, plan) -> list[str]:
     """Every value of the module docstring that ``config`` (a megatron-core TransformerConfig) derives differently
     from the plan."""
-    from parplan.frameworks.export_common import model_chunk_layers
+    from parplan.costmodel.spec.layout import model_chunk_layers
 
     m = spec.model
     chunks = model_chunk_layers(plan)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from parplan.costmodel.evaluation.evaluate import PlanError, plan_choice
 from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.costmodel.evaluation.pools import capacity_violations, check_stage_pools
-from parplan.costmodel.spec.layout import model_chunk_layers  # noqa: F401  (re-exported for the exports)
 from parplan.costmodel.spec.spec import Plan, Spec
 
 

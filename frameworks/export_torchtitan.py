@@ -35,8 +35,9 @@ from parplan.costmodel.schedules import dualpipev
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
 from parplan.costmodel.spec.framework_rules import sequence_parallel_required
+from parplan.costmodel.spec.layout import model_chunk_layers
 from parplan.costmodel.spec.spec import Plan, Spec
-from parplan.frameworks.export_common import (Export, comment_block, header_lines, model_chunk_layers,
+from parplan.frameworks.export_common import (Export, comment_block, header_lines,
                                               model_family_words, model_feature_warnings)
 from parplan.frameworks.profile_data import EXPORT_VERSIONS
 from parplan.frameworks.profiles import export_profile

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from tests.conftest import sized, small_specs
 from tests.export_cases import CASE_NAMES, load_case
 from tests.runs_on_cases import listed_plan
+from parplan.costmodel.spec.layout import model_chunk_layers
 from parplan.frameworks.export import export_plan
-from parplan.frameworks.export_common import global_batch_size, model_chunk_layers
+from parplan.frameworks.export_common import global_batch_size
 
 
 def _need(module: str):
