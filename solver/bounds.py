@@ -28,7 +28,7 @@ import numpy as np
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions
 from parplan.costmodel.moe import moe_comm
-from parplan.costmodel.evaluation.choice import Choice, bubble_factor, pipeline_buffer_counts
+from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective_zero_stage, pipeline_buffer_counts
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
@@ -303,13 +303,15 @@ _OPTIMIZER = operator.attrgetter("optimizer_states", "optimizer_offload_fraction
 
 def _shard_columns(choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, ...]:
     """(tp, cp, pp, ep, etp, micro-batch size, ZeRO stage paid, dense shard, expert shard) per choice, int64 arrays:
-    effective_zero_stage, Choice.dense_shard / expert_shard on arrays (the same integers: tests/solver/test_bounds.py)."""
-    tp, cp, pp, dp, ep, etp, mbs, zero, replicas = np.array(list(map(_DEGREES, choices)), dtype=np.int64).T
-    if a.zero_unsharded_across_microbatches_with_pp:  # effective_zero_stage: ZeRO-2/3 under PP pay ZeRO-1
-        zero = np.where((zero >= 2) & (pp > 1), 1, zero)
-    dense = np.maximum(1, (dp * cp) // replicas)  # dense_dp // zero_replicas
-    expert = np.maximum(1, ((tp * cp * dp) // (ep * etp)) // replicas)  # expert_dp (stage_ranks // (ep·etp)) // ...
-    return tp, cp, pp, ep, etp, mbs, zero, dense, expert
+    effective_zero_stage and Choice.dense_shard / expert_shard themselves, asked once per distinct tuple of the
+    degrees they read (a few hundred among DeepSeek-V3's 116k choices)."""
+    rows: dict[tuple, tuple] = {}
+    keys = list(map(_DEGREES, choices))
+    for key, c in zip(keys, choices):
+        if key not in rows:
+            rows[key] = (c.tp, c.cp, c.pp, c.ep, c.etp, c.micro_batch_size,
+                         effective_zero_stage(c.zero_stage, c.pp, a), c.dense_shard, c.expert_shard)
+    return tuple(np.array([rows[k] for k in keys], dtype=np.int64).reshape(-1, 9).T)
 
 
 def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
