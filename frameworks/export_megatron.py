@@ -43,8 +43,7 @@ from parplan.costmodel.spec.layout import model_chunk_layers
 from parplan.costmodel.spec.optimizer_states import split_states
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.frameworks.export_common import Export, comment_block, global_batch_size, header_lines
-from parplan.frameworks.megatron_model_args import (MEGATRON_VERSION, append_flag, model_arg_warnings,
-                                                     model_args)
+from parplan.frameworks.megatron_model_args import MEGATRON_VERSION, append_flag, model_arg_warnings, model_args
 from parplan.frameworks.pool_placement import host_order_array, host_order_lines, rank_blocks
 from parplan.frameworks.profiles import export_profile
 
