@@ -227,3 +227,18 @@ def test_calibrate_synthetic_recovers_the_held_out_run(capsys, tmp_path):
     assert _load("calibrate_synthetic").main(["--out", str(out_file)]) == 0
     held = next(line for line in out_file.read_text().splitlines() if line.startswith("run3 (held out)"))
     assert "with the profile" in held and "move kept: 1 " in out_file.read_text()
+
+
+def test_plausibility_report_flags_a_case_over_its_ceiling():
+    """benchmarks/plausibility.py: one real case (its optimum's MFU and plan) and the report's flags on rows put at
+    the ceiling + 5 points +/- 0.5 (issue 38 item 1's rule) and on a case where nothing fits."""
+    mod = _load("plausibility")
+    ceiling, _ = mod.ceilings()[("H100-SXM-80GB", "bf16")]
+    real = mod.case("llama3-8b", "H100-SXM-80GB", "bf16", 8192, 64)
+    assert real["status"] == "OPTIMAL" and 20.0 < real["mfu"] < 80.0 and real["plan"].startswith("tp")
+    rows = [dict(real, mfu=ceiling + mod.MARGIN_POINTS + 0.5), dict(real, gpu="A100-SXM-80GB", mfu=None, status="INFEASIBLE"),
+            dict(real, gpu="H800", mfu=ceiling + mod.MARGIN_POINTS - 0.5)]
+    lines = mod.report(rows)
+    assert "+0.5" in lines[1] and "nothing fits (INFEASIBLE)" in lines[2] and "+" not in lines[3].split()[5]
+    assert "3 cases, 2 with a plan that fits; over the ceiling + 5 points: 1" in lines[-2]
+    assert lines[-1].split()[:3] == ["H100-SXM-80GB", "bf16", "1"]

@@ -8,15 +8,14 @@ published MFU per (GPU, precision). The plan is the issue's example: Llama-3 8B 
 DP32, micro-batch 2, no recompute, BF16, evaluated under every preset on every catalog GPU with a published row;
 where it does not fit the GPU's memory, with every layer recomputed, the plan that runs there (a prediction of a plan
 that cannot run is none anyone launches: A100-40GB needs 63.3 GiB without recompute; with it 49.0 % MFU under the
-default preset against its own rows' 51.9 %).
+default preset against the Ampere ceiling of 64.2 %).
 
-Only dense rows count (an MoE run's MFU is no ceiling for a dense plan). Every GPU of the catalog is checked in
-every precision it has a peak for: a (GPU, precision) without a dense row of its own takes the best of its
-generation (H800 and H200 BF16 take Hopper's), else the best over every GPU in that precision (MI300X, Blackwell
-BF16): an MFU is a share of the GPU's own peak, and the published ceilings carry over within a generation.
-A100-80GB under the default preset is predicted at 66.7 % (the issue's figure) against llm-foundry's MPT-7B row at
-64.2 % (the issue compared it with 56-60 %): it passes by 2.5 points. Today's violations are strict xfails
-(KNOWN_OVER), each with its reason.
+The ceilings are benchmarks/mfu_ceilings.py's: dense rows only, a (GPU, precision) taking the best row of its
+generation in that precision, its own included (an MFU is a share of the die's own peak), else the best over every GPU
+in that precision (MI300X, Blackwell BF16). A100-80GB under the default preset is predicted at 66.7 % (the issue's
+figure) against llm-foundry's MPT-7B row at 64.2 % (the issue compared it with 56-60 %): it passes by 2.5 points.
+Today's violations are strict xfails (KNOWN_OVER), each with its reason. Every model preset's optimum on every catalog
+GPU is benchmarks/plausibility.py's (a report: a solve per preset, GPU and precision).
 """
 
 from __future__ import annotations
@@ -30,54 +29,20 @@ ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks import fit  # noqa: E402
+from benchmarks.mfu_ceilings import MARGIN_POINTS, ceilings  # noqa: E402
 from parplan import evaluate  # noqa: E402
 from parplan.costmodel.spec.assumptions import PRESETS  # noqa: E402
-from parplan.costmodel.spec.hardware import CATALOG  # noqa: E402
 
-MARGIN_POINTS = 5.0
 PLAN = {"tp": 2, "pp": 1, "micro_batch_size": 2, "recompute": "none", "zero_stage": 1, "sequence_parallel": True}
 MODEL = {"name": "llama3-8b", "num_layers": 32, "hidden_size": 4096, "ffn_hidden_size": 14336,
          "num_attention_heads": 32, "num_kv_heads": 8, "vocab_size": 128256, "gated_mlp": True, "tie_embeddings": False}
-
-
-def _best_published() -> dict[tuple[str, str], float]:
-    cases, _ = fit.prepare_cases(fit.fit_rows())
-    best: dict[tuple[str, str], float] = {}
-    for c in cases:
-        if c.spec.model.moe is not None:  # MoE rows' MFU is no ceiling for a dense plan
-            continue
-        key = (c.gpu.name, c.precision)
-        best[key] = max(best.get(key, 0.0), c.published_mfu)  # in percent
-    return best
-
-
-def _ceilings() -> dict[tuple[str, str], tuple[float, str]]:
-    """Every catalog GPU and precision with a peak: (the best published MFU, where it comes from) by the rule of the
-    module docstring."""
-    best = _best_published()
-    out = {}
-    for name, gpu in CATALOG.items():
-        for precision in ("bf16", "fp8") if gpu.peak_fp8_tflops else ("bf16",):
-            same_generation = [v for (g, p), v in best.items() if p == precision and CATALOG[g].generation == gpu.generation]
-            if (name, precision) in best:
-                out[(name, precision)] = (best[(name, precision)], "its own rows")
-            elif same_generation:
-                out[(name, precision)] = (max(same_generation), f"its generation's ({gpu.generation}) rows")
-            else:
-                out[(name, precision)] = (max(v for (g, p), v in best.items() if p == precision), "every GPU's rows")
-    return out
-
-
-BEST = _ceilings()
+BEST = ceilings()
 
 
 # today's violations, each a strict xfail (it fails the day the prediction comes within the margin: drop it then)
 KNOWN_OVER: dict[tuple[str, str, str], str] = {
     ("H100-SXM-80GB", "bf16", "textbook"): "seed 003's flat 60 % GEMM efficiency",
     ("H200-SXM-141GB", "bf16", "textbook"): "seed 003's flat 60 % GEMM efficiency (against Hopper's best BF16 row)",
-    ("H100-SXM-80GB", "fp8", "textbook"): "seed 003's flat 60 % GEMM efficiency",
-    ("GB200-NVL72", "fp8", "textbook"): "seed 003's flat 60 % GEMM efficiency",
 }
 
 
