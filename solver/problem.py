@@ -23,15 +23,15 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
-from parplan.solver.bounds import (layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts,
-                                   quick_bounds, relaxation_parts)
+from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
+from parplan.solver.relaxation_small import relaxation_parts  # bounds.relaxation_parts, small tables in Python
 from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
-from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
-                                          with_exposure)
+from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_parts,
+                                          microbatch_weight, table_floats, with_exposure)
 from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import WARM, SpecPieces, base_choice, base_key
 
@@ -64,6 +64,7 @@ class Problem:
     _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_key (one tuple per choice)
     _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
     _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
+    _table_floats: dict = field(default_factory=dict)  # (table_key, split, every layer) -> table_builder.TableFloats
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -97,7 +98,7 @@ class Problem:
         q_lb = np.floor(step_lb_s * NS / scale.time_unit_ns * scale.weight * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
         shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo, "_mean_parts": pieces.mean_parts,
-                  "_relaxations": pieces.relaxations} if pieces else {}
+                  "_relaxations": pieces.relaxations, "_table_floats": pieces.table_floats} if pieces else {}
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
                        arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, **shared)
 
@@ -138,9 +139,27 @@ class Problem:
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,
                             recompute_all=self.options.recompute_all_layers, exposure=False,
-                            parts=self._mean_bound_parts(i))
+                            parts=self._mean_bound_parts(i), floats=self._floats(i, split))
             self._tables[key] = t
         return t
+
+    def _floats(self, i: int, split: StageSplit) -> TableFloats:
+        """Choice ``i``'s table_builder.TableFloats under ``split``: kept by its table key (what the table reads of the
+        choice but M), the split and the every-layer rule, so a request at another scale converts them alone."""
+        key = (self._table_key(i), split, self.options.recompute_all_layers)
+        f = self._table_floats.get(key)
+        if f is None:
+            moe = self.spec.model.moe
+            f = self._table_floats[key] = table_floats(self.costs(i), self.num_layers, moe.first_dense_layers if moe
+                                                       else 0, moe is not None, split, self.options.recompute_all_layers)
+        return f
+
+    def _table_key(self, i: int) -> tuple:
+        """Choice ``i``'s shared_bounds.table_key, made once."""
+        table = self._table_keys.get(i)
+        if table is None:
+            table = self._table_keys[i] = table_key(self.choices[i], self.spec, self.assumptions, self._base(i))
+        return table
 
     def _rule(self, split: StageSplit | None, uniform: bool | None) -> tuple[StageSplit, bool]:
         """The stage split and recompute rule given, else the problem's."""
@@ -233,10 +252,8 @@ class Problem:
         (shared by the requests of this spec key), weighed by the choice's M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
-        table = self._table_keys.get(i)
-        if table is None:
-            table = self._table_keys[i] = table_key(c, self.spec, self.assumptions, self._base(i))
-        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, table=table)
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure,
+                             table=self._table_key(i))
         if key in self._relaxations:
             parts = self._relaxations[key]
         else:
