@@ -19,7 +19,7 @@ from typing import Optional
 
 from parplan.solver.arguments import check_solver_controls
 from parplan.solver.deadline import MIB, TimeUp, budget, current, over_budget, rss_bytes
-from parplan.solver.ortools_cp import cp_model
+from parplan.solver.ortools_cp import StageModel, cp_model
 from parplan.solver.cpsat_stopper import STOPPER
 from parplan.solver.cpsat_rank_split import paired_split_terms, recomputing_stages
 from parplan.solver.cpsat_vars import StageVars, check_every, stage_vars
@@ -129,7 +129,7 @@ def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
                 lower_bound: Optional[int] = None) -> tuple[cp_model.CpModel, StageVars]:
     """The model of ``t`` under ``cap_kib``: minimise U (≤ ``cutoff`` if given), or, with ``hold_objective``,
     minimise the peak memory (whole MiB) among assignments of U ≤ ``hold_objective``."""
-    model = cp_model.CpModel()
+    model = StageModel()
     v = stage_vars(model, t, cap_kib, cutoff if hold_objective is None else hold_objective)
     _constraints(model, t, v, cap_kib)
     v.objective = scaled_objective(t, v.t_max, v.time_sum, v.dp_max)
