@@ -25,7 +25,7 @@ from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
-from parplan.solver.relaxation_small import relaxation_parts  # bounds.relaxation_parts, small tables in Python
+from parplan.solver.relaxation_small import misfit, relaxation_parts  # (bounds', small tables in Python)
 from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
@@ -144,8 +144,8 @@ class Problem:
         return t
 
     def _floats(self, i: int, split: StageSplit) -> TableFloats:
-        """Choice ``i``'s table_builder.TableFloats under ``split``: kept by its table key (what the table reads of the
-        choice but M), the split and the every-layer rule, so a request at another scale converts them alone."""
+        """Choice ``i``'s table_builder.TableFloats under ``split``, kept by its table key (what the table reads of the
+        choice but M), the split and the every-layer rule: a request at another scale converts them alone."""
         key = (self._table_key(i), split, self.options.recompute_all_layers)
         f = self._table_floats.get(key)
         if f is None:
@@ -157,9 +157,8 @@ class Problem:
     def _table_key(self, i: int) -> tuple:
         """Choice ``i``'s shared_bounds.table_key, made once."""
         table = self._table_keys.get(i)
-        if table is None:
-            table = self._table_keys[i] = table_key(self.choices[i], self.spec, self.assumptions, self._base(i))
-        return table
+        return table if table is not None else self._table_keys.setdefault(
+            i, table_key(self.choices[i], self.spec, self.assumptions, self._base(i)))
 
     def _rule(self, split: StageSplit | None, uniform: bool | None) -> tuple[StageSplit, bool]:
         """The stage split and recompute rule given, else the problem's."""
@@ -247,15 +246,16 @@ class Problem:
         return parts
 
     def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
-        """bounds.relaxed_bound of choice ``i``'s table (:meth:`table`; without ``exposure``,
-        :meth:`table_without_exposure`) under ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key
-        (shared by the requests of this spec key), weighed by the choice's M."""
+        """bounds.relaxed_bound of choice ``i``'s table (without ``exposure``: :meth:`table_without_exposure`) under
+        ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key (shared by the spec key), weighed by M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
         key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure,
                              table=self._table_key(i))
         if key in self._relaxations:
             parts = self._relaxations[key]
+        elif misfit(self._floats(i, self.options.stage_split), c.recompute, cap_kib, self.num_layers):
+            parts = self._relaxations[key] = None  # nothing fits, at any scale: no table built (relaxation_small)
         else:
             t = self.table(i) if exposure else self.table_without_exposure(i)
             parts = self._relaxations[key] = relaxation_parts(t, cap_kib)

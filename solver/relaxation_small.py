@@ -20,6 +20,7 @@ import numpy as np
 
 from parplan.solver import bounds
 from parplan.solver.deadline import check
+from parplan.solver.table_builder import TableFloats
 from parplan.solver.tables import StageTable
 
 SMALL_UNITS = 64  # at most this many units: Python floats (a guess's units × counts list stays small too)
@@ -69,28 +70,60 @@ def _units(t: StageTable, cap_kib: int) -> Optional[list[tuple]]:
     """Per unit (a, d, σ, room, κ, finite κ, l_mem0, most) as bounds.relaxation_parts forms them; None where not even
     the least layers fit, all recomputed."""
     full = t.choice.recompute == "full" and not t.recompute_all
-    dense_rate = t.k_dense and t.m_saved_dense > 0
-    L = t.num_layers
+    dense_saved = float(t.m_saved_dense) if t.k_dense and t.m_saved_dense > 0 else 0.0
+    m_saved = t.m_saved.tolist()
+    rows = _memory_rows(t.m_layer.tolist(), t.m_const.tolist(), m_saved, t.layers_min.tolist(), full, dense_saved,
+                        cap_kib, t.num_layers)
+    if rows is None:
+        return None
     out = []
-    rows = zip(t.t_layer.tolist(), t.t_const.tolist(), t.m_layer.tolist(), t.m_const.tolist(), t.m_saved.tolist(),
-               t.t_recompute.tolist(), t.layers_min.tolist())
-    for u, (t_l, t_c, m_l, m_c, m_s, t_r, lo) in enumerate(rows):
-        a, d, sig, room, s, rho = max(float(t_l), 1e-9), float(t_c), float(m_l), cap_kib - float(m_c), float(m_s), \
-            float(t_r)
-        kappa, s_max = INF, 0.0
+    times = zip(t.t_layer.tolist(), t.t_const.tolist(), t.t_recompute.tolist(), m_saved)
+    for u, ((sig, room, fin, l_mem0, most), (t_l, t_c, t_r, m_s)) in enumerate(zip(rows, times)):
+        kappa = INF
         if full:
-            kappa, s_max = (rho / s if s > 0 else INF), s
-            if u == 0 and dense_rate:
+            kappa = float(t_r) / float(m_s) if m_s > 0 else INF
+            if u == 0 and dense_saved:
                 kappa = min(kappa, t.t_recompute_dense / t.m_saved_dense)
-                s_max = max(s_max, float(t.m_saved_dense))
+        out.append((max(float(t_l), 1e-9), float(t_c), sig, room, kappa if fin else 0.0, fin, l_mem0, most))
+    return out
+
+
+def _memory_rows(m_layer: list, m_const: list, m_saved: list, layers_min: list, full: bool, dense_saved: float,
+                 cap_kib: int, num_layers: int) -> Optional[list[tuple]]:
+    """Per unit (σ, room, finite κ, l_mem0, most): the relaxation's memory terms, which no scale reads (κ is finite
+    exactly where a recomputed layer saves memory: its time over a positive saving, the dense layers' on unit 0);
+    None where not even the least layers fit, all recomputed (bounds.relaxation_parts' first exit)."""
+    rows = []
+    for u, (m_l, m_c, m_s, lo) in enumerate(zip(m_layer, m_const, m_saved, layers_min)):
+        sig, room = float(m_l), cap_kib - float(m_c)
+        s_max = float(m_s) if full else 0.0
+        if full and u == 0 and dense_saved:
+            s_max = max(s_max, dense_saved)
         if (sig - s_max) * lo > room:
             return None
         l_mem0 = room / sig if sig > 0 else INF
         l_full = room / (sig - s_max) if sig > s_max else INF
-        fin = math.isfinite(kappa)
-        most = int(math.floor(min(l_full if fin else min(l_mem0, l_full), L) + 1e-9))
-        out.append((a, d, sig, room, kappa if fin else 0.0, fin, l_mem0, most))
-    return out
+        fin = full and (m_s > 0 or (u == 0 and dense_saved > 0))
+        rows.append((sig, room, fin, l_mem0, int(math.floor(min(l_full if fin else min(l_mem0, l_full), num_layers)
+                                                            + 1e-9))))
+    return rows
+
+
+def misfit(f: TableFloats, recompute: str, cap_kib: int, num_layers: int) -> bool:
+    """Whether the table of float part ``f`` (its choice's ``recompute``) fits no split under ``cap_kib`` by its memory
+    terms alone: a unit cannot hold its least layers all recomputed, or the units' most layers fall short of the
+    model's. Its relaxation (bounds.relaxation_parts, with an exposure table or not, and :func:`relaxation_parts`) is
+    None then, at every scale: it exits before its τ search (each unit's count at τ is at most its most layers, none
+    negative). False where the table recomputes every layer (its memory terms are formed with the integer table)."""
+    if f.all_layers:
+        return False
+    dense_saved = float(f.m_saved_dense) if f.k_dense and f.m_saved_dense > 0 else 0.0
+    rows = _memory_rows(f.m_layer.tolist(), f.m_const.tolist(), f.m_saved.tolist(), f.layers_min.tolist(),
+                        recompute == "full", dense_saved, cap_kib, num_layers)
+    if rows is None:
+        return True
+    most = [r[4] for r in rows]
+    return min(most) >= 0 and sum(most) < num_layers
 
 
 def _time_at(u: tuple, l: float) -> float:

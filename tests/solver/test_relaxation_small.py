@@ -15,7 +15,8 @@ from tests.conftest import sized, small_specs
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import bounds
 from parplan.solver.problem import Problem
-from parplan.solver.relaxation_small import SMALL_UNITS, relaxation_parts
+from parplan.solver.relaxation_small import SMALL_UNITS, misfit, relaxation_parts
+from parplan.solver.table_builder import table_floats
 
 SETTINGS = settings(max_examples=sized(15, 60), deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -28,15 +29,24 @@ def same(x, y) -> bool:
         a == b or (math.isinf(a) and math.isinf(b) and a == b) for a, b in zip(x, y)))
 
 
-def check_tables(p: Problem, every: int = 1) -> int:
-    """Every ``every``-th choice's tables (with and without the exposure) at each cap share: the same parts both ways;
-    the number of small tables checked."""
+def check_tables(p: Problem, every: int = 1, seen: list | None = None) -> int:
+    """Every ``every``-th choice's tables (with and without the exposure) at each cap share: the same parts both ways,
+    and None wherever the float part's memory terms say nothing fits (relaxation_small.misfit, which Problem reads
+    before it builds a table); the number of small tables checked (``seen``: the misfits counted into its first)."""
     checked = 0
+    moe = p.spec.model.moe
     for i in range(0, len(p.choices), every):
+        f = table_floats(p.costs(i), p.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                         p.options.stage_split, p.options.recompute_all_layers)
         for t in {id(t): t for t in (p.table_without_exposure(i), p.table(i))}.values():
             for share in CAP_SHARES:
                 cap = int(p.cap_kib * share)
-                assert same(relaxation_parts(t, cap), bounds.relaxation_parts(t, cap)), (t.choice, cap)
+                numpy_parts = bounds.relaxation_parts(t, cap)
+                assert same(relaxation_parts(t, cap), numpy_parts), (t.choice, cap)
+                if misfit(f, p.choices[i].recompute, cap, p.num_layers):
+                    assert numpy_parts is None, (t.choice, cap)
+                    if seen is not None:
+                        seen[0] += 1
             checked += t.t_pair is None and t.num_units <= SMALL_UNITS
     return checked
 
@@ -55,8 +65,8 @@ def test_the_same_parts_on_deep_pipelines():
                           "training": {"seq_len": 4096, "global_batch_size": 128},
                           "cluster": {"gpu": "H100-SXM-80GB", "num_gpus": 64, "gpus_per_node": 8},
                           "search": {"tp": [4, 8], "micro_batch_size": [1]}})
-    p = Problem.build(spec)
-    assert check_tables(p, max(1, len(p.choices) // 60)) > 50
+    p, seen = Problem.build(spec), [0]
+    assert check_tables(p, max(1, len(p.choices) // 60), seen) > 50 and seen[0] > 50
     assert {t.num_units for t in (p.table(i) for i in range(len(p.choices)))} >= {2, 4, 8, 16}
 
 
