@@ -5,13 +5,15 @@ once its call is cancelled or the process passes the call's memory budget (solve
 solver/cpsat.py started a thread per solve for it; a warm service's request makes several solves, and on a loaded
 machine starting a thread waits for the new thread to be scheduled (``Thread.start`` waits for it to run: ~0.1 ms
 median, 3.6 ms at the 90th percentile measured on this 2-core machine under load 2). So every solve is watched by
-one daemon thread, started on the first solve (again in a forked child, where it does not exist), which looks at the
-solves registered every :data:`POLL_S` as the per-solve thread did and sleeps on a condition while none is.
+one daemon thread, started on the first solve (again in a forked child, where it does not exist, with a fresh lock:
+a fork may copy the lock held), which looks at the solves registered every :data:`POLL_S` as the per-solve thread did
+and sleeps on a condition while none is.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from typing import Any, Optional
 
@@ -28,6 +30,12 @@ class Stopper:
         self._watched: dict[int, tuple[Any, Optional[threading.Event], Optional[CallLimits]]] = {}
         self._tokens = itertools.count()
         self._thread: Optional[threading.Thread] = None
+
+    def after_fork(self) -> None:
+        """In a forked child: no solve of the parent is the child's, its thread is gone and its lock may be held."""
+        self._cond = threading.Condition()
+        self._watched = {}
+        self._thread = None
 
     def watch(self, solver: Any, cancel: Optional[threading.Event], limits: Optional[CallLimits]) -> int:
         """Watch ``solver`` until :meth:`release` of the token returned: stopped once ``cancel`` is set or the process
@@ -58,3 +66,5 @@ class Stopper:
 
 
 STOPPER = Stopper()
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=STOPPER.after_fork)

@@ -64,3 +64,33 @@ def test_a_solve_past_the_memory_budget_is_stopped(rss_at):
         rss_at(300)
         assert wait_for(lambda: solver.stops > 0)
         stopper.release(token)
+
+
+def test_a_child_forked_while_the_lock_is_held_watches_its_own_solves():
+    """A fork copies the stopper's lock as it is: held by the parent's thread mid-pass, it would block the child's
+    first solve for ever; the child starts over (a fresh lock, no watched solve, its own thread)."""
+    import os
+
+    import pytest
+
+    from parplan.solver.cpsat_stopper import STOPPER
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    with STOPPER._cond:  # held, as by the thread mid-pass
+        pid = os.fork()
+        if pid == 0:  # the child: a solve watched and stopped on its cancel, within a second
+            code = 1
+            try:
+                import signal
+
+                signal.alarm(5)  # (blocked on the copied lock: killed, never a hung test)
+                cancel, solver = threading.Event(), FakeSolver()
+                token = STOPPER.watch(solver, cancel, None)
+                cancel.set()
+                code = 0 if wait_for(lambda: solver.stops > 0, 1.0) else 2
+                STOPPER.release(token)
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
