@@ -33,7 +33,7 @@ from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
 from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_parts,
                                           microbatch_weight, table_floats, with_exposure)
 from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
-from parplan.solver.warm_cache import WARM, SpecPieces, base_choice, base_key
+from parplan.solver.warm_cache import FLOATS_KEPT_STAGES, WARM, SpecPieces, base_choice, base_key
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -116,10 +116,8 @@ class Problem:
             self._tables[key] = t
         return t
 
-    def table_without_exposure(self, i: int, split: StageSplit | None = None,
-                               uniform: bool | None = None) -> StageTable:
-        """Choice ``i``'s table less its paired exposure (table_builder.build_table): the search's first relaxation
-        reads it; :meth:`table` adds the exposure to it."""
+    def table_without_exposure(self, i: int, split: StageSplit | None = None, uniform: bool | None = None) -> StageTable:
+        """Choice ``i``'s table less its paired exposure (the search's first relaxation's; :meth:`table` adds it)."""
         split, uniform = self._rule(split, uniform)
         key = (i, split, uniform, False)
         t = self._tables.get(key)
@@ -144,14 +142,15 @@ class Problem:
         return t
 
     def _floats(self, i: int, split: StageSplit) -> TableFloats:
-        """Choice ``i``'s table_builder.TableFloats under ``split``, kept by its table key (what the table reads of the
-        choice but M), the split and the every-layer rule: a request at another scale converts them alone."""
+        """Choice ``i``'s table_builder.TableFloats under ``split``, kept by table key, split and rule (warm_cache)."""
         key = (self._table_key(i), split, self.options.recompute_all_layers)
         f = self._table_floats.get(key)
         if f is None:
             moe = self.spec.model.moe
-            f = self._table_floats[key] = table_floats(self.costs(i), self.num_layers, moe.first_dense_layers if moe
-                                                       else 0, moe is not None, split, self.options.recompute_all_layers)
+            f = table_floats(self.costs(i), self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                             split, self.options.recompute_all_layers)
+            if self.choices[i].pp <= FLOATS_KEPT_STAGES:  # (a deeper pipeline's are formed with its table alone)
+                self._table_floats[key] = f
         return f
 
     def _table_key(self, i: int) -> tuple:
@@ -254,7 +253,8 @@ class Problem:
                              table=self._table_key(i))
         if key in self._relaxations:
             parts = self._relaxations[key]
-        elif misfit(self._floats(i, self.options.stage_split), c.recompute, cap_kib, self.num_layers):
+        elif c.pp <= FLOATS_KEPT_STAGES and misfit(self._floats(i, self.options.stage_split), c.recompute, cap_kib,
+                                                   self.num_layers):
             parts = self._relaxations[key] = None  # nothing fits, at any scale: no table built (relaxation_small)
         else:
             t = self.table(i) if exposure else self.table_without_exposure(i)

@@ -114,8 +114,9 @@ def misfit(f: TableFloats, recompute: str, cap_kib: int, num_layers: int) -> boo
     terms alone: a unit cannot hold its least layers all recomputed, or the units' most layers fall short of the
     model's. Its relaxation (bounds.relaxation_parts, with an exposure table or not, and :func:`relaxation_parts`) is
     None then, at every scale: it exits before its τ search (each unit's count at τ is at most its most layers, none
-    negative). False where the table recomputes every layer (its memory terms are formed with the integer table)."""
-    if f.all_layers:
+    negative). False where the table recomputes every layer (its memory terms are formed with the integer table)
+    or past :data:`SMALL_UNITS` units."""
+    if f.all_layers or len(f.m_layer) > SMALL_UNITS:
         return False
     dense_saved = float(f.m_saved_dense) if f.k_dense and f.m_saved_dense > 0 else 0.0
     rows = _memory_rows(f.m_layer.tolist(), f.m_const.tolist(), f.m_saved.tolist(), f.layers_min.tolist(),

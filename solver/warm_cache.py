@@ -69,10 +69,12 @@ ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architect
 # per mean-bound part, ~520-770 per relaxation's)
 MEAN_PARTS_BYTES = 512
 RELAXATION_BYTES = 1024
-# a table's float part (table_builder.TableFloats, kept by its table key, split and rule: solver/problem.py): ~0.95
-# KB (8B / 8 H100) and ~1.2 KB (70B / 64 H100) per TableFloats by tracemalloc (copies of those kept), rounded up with
-# the key's tuple
-TABLE_FLOATS_BYTES = 2048
+# a table's float part (table_builder.TableFloats, kept by its table key, split and rule: solver/problem.py), kept for
+# pipelines of at most FLOATS_KEPT_STAGES stages (a deeper one's, ~56 bytes a stage, are formed with its table alone):
+# ~0.95 KB (8B / 8 H100) and ~1.2 KB (70B / 64 H100) per TableFloats by tracemalloc (copies of those kept); at 32
+# stages its 7 arrays hold 1.8 KB, their headers ~0.8 KB: TABLE_FLOATS_BYTES bounds it with the key's tuple
+FLOATS_KEPT_STAGES = 32
+TABLE_FLOATS_BYTES = 4096
 # the search spaces an entry keeps (one per framework, GPU count, global batch and space options), each once its
 # request has come twice in a row (SpecPieces.space): a space holds ~1 KiB per choice (space.CHOICE_BYTES; ~1 MiB for
 # Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
