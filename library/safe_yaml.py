@@ -4,6 +4,8 @@ column, and files read only up to a size cap. Specs, sweeps and profiles are all
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import yaml
@@ -76,8 +78,54 @@ def _alias_expansion(root: yaml.Node) -> int:
     return size(root) - len(sizes)
 
 
+class _NotPlainJSON(Exception):
+    """The text is not JSON that YAML reads the same way (:func:`_plain_json`)."""
+
+
+# what PyYAML's YAML 1.1 resolver reads as a float of a JSON number literal (a dot, an exponent only with its sign:
+# "1.5e3" and "1e-05" are strings to it); JSON's other numbers are integers to both
+_YAML_FLOAT = re.compile(r"-?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?")
+# characters YAML's reader and JSON's strings read alike: printable ASCII and line breaks (no tab, no backslash: an
+# escape or a tab between tokens goes through the YAML loader)
+_PLAIN = re.compile(r"[\n\r\x20-\x5b\x5d-\x7e]*")
+
+
+def _float(literal: str) -> float:
+    if not _YAML_FLOAT.fullmatch(literal):
+        raise _NotPlainJSON(literal)
+    return float(literal)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):  # a duplicate key: the YAML loader names it
+        raise _NotPlainJSON("duplicate key")
+    return out
+
+
+def _constant(name: str) -> float:
+    raise _NotPlainJSON(name)  # NaN, Infinity: YAML reads them as strings
+
+
+def _plain_json(text: str) -> Any:
+    """The JSON object ``text`` as the YAML loader reads it, where JSON and YAML 1.1 read it alike (an object of
+    ASCII text without escapes or tabs, unique keys, integers and YAML-shaped floats; a service's request is usually
+    ``json.dumps`` of a spec: 0.7 ms through the YAML loader, 16 us here); raises :class:`_NotPlainJSON` otherwise."""
+    if not text.lstrip().startswith("{") or not _PLAIN.fullmatch(text):
+        raise _NotPlainJSON("not plain")
+    try:
+        return json.loads(text, parse_float=_float, parse_constant=_constant, object_pairs_hook=_unique)
+    except (ValueError, RecursionError) as err:  # (json.JSONDecodeError is a ValueError)
+        raise _NotPlainJSON(str(err)) from None
+
+
 def parse_yaml(text: str, name: str = "spec") -> Any:
-    """Parse YAML text with a safe loader; raise :class:`SpecError` on anything malformed."""
+    """Parse YAML text with a safe loader; raise :class:`SpecError` on anything malformed. JSON that YAML reads alike
+    is read by the JSON parser (:func:`_plain_json`: the same values)."""
+    try:
+        return _plain_json(text)
+    except _NotPlainJSON:
+        pass
     try:
         loader = _StrictSafeLoader(text)
         try:

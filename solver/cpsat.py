@@ -19,7 +19,8 @@ from typing import Optional
 
 from parplan.solver.arguments import check_solver_controls
 from parplan.solver.deadline import MIB, TimeUp, budget, current, over_budget, rss_bytes
-from parplan.solver.ortools_cp import cp_model
+from parplan.solver.ortools_cp import StageModel, cp_model
+from parplan.solver.cpsat_stopper import STOPPER
 from parplan.solver.cpsat_rank_split import paired_split_terms, recomputing_stages
 from parplan.solver.cpsat_vars import StageVars, check_every, stage_vars
 from parplan.solver.tables import HEADROOM, MIB_KIB, Assignment, StageTable, scaled_objective
@@ -128,7 +129,7 @@ def build_model(t: StageTable, cap_kib: int, cutoff: Optional[int] = None,
                 lower_bound: Optional[int] = None) -> tuple[cp_model.CpModel, StageVars]:
     """The model of ``t`` under ``cap_kib``: minimise U (≤ ``cutoff`` if given), or, with ``hold_objective``,
     minimise the peak memory (whole MiB) among assignments of U ≤ ``hold_objective``."""
-    model = cp_model.CpModel()
+    model = StageModel()
     v = stage_vars(model, t, cap_kib, cutoff if hold_objective is None else hold_objective)
     _constraints(model, t, v, cap_kib)
     v.objective = scaled_objective(t, v.t_max, v.time_sum, v.dp_max)
@@ -240,19 +241,16 @@ def solve(t: StageTable, cap_kib: int, controls: SolverControls, time_limit_s: f
     time_limit_s = left
     solver = cp_model.CpSolver()
     _parameters(solver, controls, time_limit_s, t.num_units)
-    stopper = None
-    done = threading.Event()
     cancel = controls.cancel if controls.cancel is not None else (limits.cancel if limits is not None else None)
-    if cancel is not None or limits is not None:
-        def watch():  # stop until the solve ends: a cancel that lands before solve() starts must not be lost, and
-            # a process past its memory budget stops the solve as it stops every other phase (deadline.past)
-            while not done.wait(0.02):
-                if (cancel is not None and cancel.is_set()) or (limits is not None and over_budget(limits)):
-                    solver.stop_search()
-        stopper = threading.Thread(target=watch, daemon=True)
-        stopper.start()
-    status = solver.solve(model)
-    done.set()
+    # stopped until the solve ends (solver/cpsat_stopper.py: one thread for every solve): a cancel that lands before
+    # solve() starts must not be lost, and a process past its memory budget stops the solve as it stops every other
+    # phase (deadline.past)
+    token = STOPPER.watch(solver, cancel, limits) if cancel is not None or limits is not None else None
+    try:
+        status = solver.solve(model)
+    finally:
+        if token is not None:
+            STOPPER.release(token)
     name = STATUS_NAMES.get(status, "UNKNOWN")
     out = CpOutcome(name, wall_time_s=time.perf_counter() - t0, headroom=headroom)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -23,17 +23,17 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
-from parplan.solver.bounds import (layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts,
-                                   quick_bounds, relaxation_parts)
+from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
+from parplan.solver.relaxation_small import misfit, relaxation_parts  # (bounds', small tables in Python)
 from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
-from parplan.solver.table_builder import (MeanParts, build_table, mean_bound_parts, microbatch_weight,
-                                          with_exposure)
+from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_parts,
+                                          microbatch_weight, table_floats, with_exposure)
 from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
-from parplan.solver.warm_cache import WARM, SpecPieces, base_choice, base_key
+from parplan.solver.warm_cache import FLOATS_KEPT_STAGES, WARM, SpecPieces, base_choice, base_key
 
 # a table's int64 arrays per unit (14) and build_table's float temporaries per stage (~20), in bytes, rounded up
 TABLE_BYTES_PER_UNIT = 40 * 8
@@ -64,6 +64,7 @@ class Problem:
     _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_key (one tuple per choice)
     _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
     _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
+    _table_floats: dict = field(default_factory=dict)  # (table_key, split, every layer) -> table_builder.TableFloats
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
     _base_costs: dict = field(default_factory=dict)
@@ -97,7 +98,7 @@ class Problem:
         q_lb = np.floor(step_lb_s * NS / scale.time_unit_ns * scale.weight * (1 - QUICK_MARGIN)) - 1 \
             if len(step_lb_s) else np.zeros(0)
         shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo, "_mean_parts": pieces.mean_parts,
-                  "_relaxations": pieces.relaxations} if pieces else {}
+                  "_relaxations": pieces.relaxations, "_table_floats": pieces.table_floats} if pieces else {}
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
                        arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, **shared)
 
@@ -115,10 +116,8 @@ class Problem:
             self._tables[key] = t
         return t
 
-    def table_without_exposure(self, i: int, split: StageSplit | None = None,
-                               uniform: bool | None = None) -> StageTable:
-        """Choice ``i``'s table less its paired exposure (table_builder.build_table): the search's first relaxation
-        reads it; :meth:`table` adds the exposure to it."""
+    def table_without_exposure(self, i: int, split: StageSplit | None = None, uniform: bool | None = None) -> StageTable:
+        """Choice ``i``'s table less its paired exposure (the search's first relaxation's; :meth:`table` adds it)."""
         split, uniform = self._rule(split, uniform)
         key = (i, split, uniform, False)
         t = self._tables.get(key)
@@ -138,9 +137,27 @@ class Problem:
             t = build_table(self.costs(i), self.assumptions, self.num_layers, moe.first_dense_layers if moe else 0,
                             moe is not None, split, uniform, self.scale,
                             recompute_all=self.options.recompute_all_layers, exposure=False,
-                            parts=self._mean_bound_parts(i))
+                            parts=self._mean_bound_parts(i), floats=self._floats(i, split))
             self._tables[key] = t
         return t
+
+    def _floats(self, i: int, split: StageSplit) -> TableFloats:
+        """Choice ``i``'s table_builder.TableFloats under ``split``, kept by table key, split and rule (warm_cache)."""
+        key = (self._table_key(i), split, self.options.recompute_all_layers)
+        f = self._table_floats.get(key)
+        if f is None:
+            moe = self.spec.model.moe
+            f = table_floats(self.costs(i), self.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                             split, self.options.recompute_all_layers)
+            if self.choices[i].pp <= FLOATS_KEPT_STAGES:  # (a deeper pipeline's are formed with its table alone)
+                self._table_floats[key] = f
+        return f
+
+    def _table_key(self, i: int) -> tuple:
+        """Choice ``i``'s shared_bounds.table_key, made once."""
+        table = self._table_keys.get(i)
+        return table if table is not None else self._table_keys.setdefault(
+            i, table_key(self.choices[i], self.spec, self.assumptions, self._base(i)))
 
     def _rule(self, split: StageSplit | None, uniform: bool | None) -> tuple[StageSplit, bool]:
         """The stage split and recompute rule given, else the problem's."""
@@ -228,17 +245,17 @@ class Problem:
         return parts
 
     def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
-        """bounds.relaxed_bound of choice ``i``'s table (:meth:`table`; without ``exposure``,
-        :meth:`table_without_exposure`) under ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key
-        (shared by the requests of this spec key), weighed by the choice's M."""
+        """bounds.relaxed_bound of choice ``i``'s table (without ``exposure``: :meth:`table_without_exposure`) under
+        ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key (shared by the spec key), weighed by M."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
-        table = self._table_keys.get(i)
-        if table is None:
-            table = self._table_keys[i] = table_key(c, self.spec, self.assumptions, self._base(i))
-        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure, table=table)
+        key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure,
+                             table=self._table_key(i))
         if key in self._relaxations:
             parts = self._relaxations[key]
+        elif c.pp <= FLOATS_KEPT_STAGES and misfit(self._floats(i, self.options.stage_split), c.recompute, cap_kib,
+                                                   self.num_layers):
+            parts = self._relaxations[key] = None  # nothing fits, at any scale: no table built (relaxation_small)
         else:
             t = self.table(i) if exposure else self.table_without_exposure(i)
             parts = self._relaxations[key] = relaxation_parts(t, cap_kib)

@@ -160,20 +160,35 @@ def _layers_min(c, pipe: PipelineUnits, n: int, k: int, g: int) -> np.ndarray:
     return lo
 
 
-def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
-                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False,
-                exposure: bool = True, parts: MeanParts | None = None) -> StageTable:
-    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE); without
-    ``exposure``, the table less its paired exposure (:func:`with_exposure` adds it): what the search's first
-    relaxation reads, the exposure costing most of a DualPipe table's time. ``parts``: the costs'
-    :func:`mean_bound_parts` where the caller holds them (solver/problem.py keeps them per choice), else computed:
-    the table's lb_time, M and S are read off them (the same arithmetic as :func:`mean_unit_bound` and
-    :func:`objective_weights`).
+class TableFloats(NamedTuple):
+    """What :func:`build_table` reads of a choice's costs before the problem's scale and the weight M: the stage
+    constants paired into units (floats; memory already in KiB, which no scale reads), the per-layer memory terms and
+    the unit structure. Kept by solver/problem.py under the table's shared_bounds.table_key and rule, so a request at
+    another scale (or micro-batch count) converts them alone (:func:`table_in_units`)."""
 
-    Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
-    + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
-    holds the embedding and the model's leading dense layers (their difference to the main class folded into
-    its constants), the last stage the head and logits. Then stages are paired into DualPipe ranks."""
+    split: StageSplit
+    dualpipe: bool
+    fixed: np.ndarray | None
+    w: float
+    t_0: np.ndarray  # per unit, seconds
+    dp_0: np.ndarray  # per unit, seconds
+    m_const: np.ndarray  # per unit, KiB (rounded up)
+    m_layer: np.ndarray  # KiB up
+    m_saved: np.ndarray  # KiB down
+    m_saved_dense: int  # KiB down
+    m_workspace: int  # KiB up
+    layers_min: np.ndarray
+    grid: int
+    k_dense: int
+    free: int
+    all_layers: bool
+    stages_per_unit: int
+    times_s: tuple[float, float, float, float]  # the main layer's time, recompute and DP time; a dense recompute
+
+
+def table_floats(costs: ChoiceCosts, num_layers: int, k_dense_model: int, is_moe: bool, split: StageSplit,
+                 recompute_all: bool = False) -> TableFloats:
+    """The :class:`TableFloats` of one choice's costs (:func:`build_table`'s first half)."""
     c = costs.choice
     p = c.pp
     main: LayerCost = costs.moe if is_moe else costs.dense
@@ -192,30 +207,63 @@ def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_mod
     w, ranks_t0, ranks_m0, ranks_dp0, inflight_u = _stages_into_units(
         *_stage_constants(costs, main, k, inflight, pipe, all_layers, 0 if fixed is None else int(fixed[0])),
         inflight, dualpipe)
-    n = len(inflight_u)
-    t_layer, t_rc, m_layer, m_saved, dp_layer = _per_layer_coefficients(main, w, inflight_u, scale)
     g = max(1, c.vpp)
     free = UNLIMITED
     if dualpipe and k and split == "even":
         free = num_layers // p  # stage p-1's layers: beyond them MoE recompute falls on stage 0, dense first
+    m_layer = kib_up(main.states_bytes + w * inflight_u * main.act_bytes)
+    m_saved = kib_down(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
+    dense = costs.dense
+    s_d_u = kib_down(w * (inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes))) if k else 0
+    return TableFloats(split, dualpipe, fixed, w, ranks_t0, ranks_dp0, kib_up(ranks_m0), m_layer, m_saved, s_d_u,
+                       kib_up(w * costs.recompute_workspace_bytes), _layers_min(c, pipe, len(inflight_u), k, g), g, k,
+                       free, all_layers, pipe.stages_per_unit,
+                       (main.time_s, main.recompute_s, main.dp_s, dense.recompute_s))
+
+
+def build_table(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int, is_moe: bool,
+                split: StageSplit, uniform_recompute: bool, scale: Scale, recompute_all: bool = False,
+                exposure: bool = True, parts: MeanParts | None = None, floats: TableFloats | None = None) -> StageTable:
+    """The integer table of one choice (``k_dense_model``: the model's leading dense layers if MoE); without
+    ``exposure``, the table less its paired exposure (:func:`with_exposure` adds it): what the search's first
+    relaxation reads, the exposure costing most of a DualPipe table's time. ``parts``: the costs'
+    :func:`mean_bound_parts` where the caller holds them (solver/problem.py keeps them per choice), else computed:
+    the table's lb_time, M and S are read off them (the same arithmetic as :func:`mean_unit_bound` and
+    :func:`objective_weights`); ``floats``: the costs' :func:`table_floats` under this split and rule where the caller
+    holds them, else computed.
+
+    Per stage s (floats first): time ``t_l·l + t_0[s]``, memory ``(states_l + inflight[s]·act_l)·l + states_0[s]
+    + inflight[s]·act_0[s]``, saving ``inflight[s]·(act_l - act_recomputed_l)`` per recomputed layer; stage 0
+    holds the embedding and the model's leading dense layers (their difference to the main class folded into
+    its constants), the last stage the head and logits. Then stages are paired into DualPipe ranks."""
+    if floats is None:
+        floats = table_floats(costs, num_layers, k_dense_model, is_moe, split, recompute_all)
     if parts is None:
         parts = mean_bound_parts(costs, a, num_layers, k_dense_model, is_moe)
-    _, lb_time = parts.at(c.num_microbatches, scale, num_layers)
-    M = microbatch_weight(c.num_microbatches, parts.w_max, scale)
-    S = sum_weight(parts.w_sum, parts.stages_per_unit, scale)
-    t_rd_u, s_d_u = _dense_recompute_coefficients(costs.dense, k, w, inflight, scale)
-    table = StageTable(
-        choice=c, num_layers=num_layers, split=split, uniform_recompute=uniform_recompute,
-        dualpipe=dualpipe,
-        grid=1 if dualpipe else g, k_dense=k, layers_min=_layers_min(c, pipe, n, k, g), layers_fixed=fixed,
-        t_layer=t_layer, t_recompute=t_rc, t_const=_time_units(ranks_t0, scale), m_layer=m_layer, m_saved=m_saved,
-        m_const=kib_up(ranks_m0), dp_layer=dp_layer, dp_const=_time_units(ranks_dp0, scale),
-        t_recompute_dense=t_rd_u, m_saved_dense=s_d_u,
-        dense_first=not dualpipe, free_moe_recompute=free, recompute_all=False,
-        m_workspace=kib_up(w * costs.recompute_workspace_bytes), M=M, scale=scale, lb_time=lb_time, S=S)
-    if all_layers:
-        table = _every_layer_recomputed(table, pipe.stages_per_unit)
+    table = table_in_units(floats, costs.choice, num_layers, uniform_recompute, scale, parts)
     return with_exposure(table, costs) if exposure else table
+
+
+def table_in_units(f: TableFloats, c, num_layers: int, uniform_recompute: bool, scale: Scale,
+                   parts: MeanParts) -> StageTable:
+    """The integer table of choice ``c`` from its :class:`TableFloats` and :class:`MeanParts` in ``scale``'s units
+    (:func:`build_table`'s second half, without the paired exposure)."""
+    time_s, recompute_s, dp_s, dense_recompute_s = f.times_s
+    n = len(f.t_0)
+    t_layer = np.full(n, int(round(f.w * time_s * NS / scale.time_unit_ns)), np.int64)
+    t_rc = np.full(n, int(round(f.w * recompute_s * NS / scale.time_unit_ns)), np.int64)
+    dp_layer = np.full(n, int(round(dp_s * NS / scale.time_unit_ns)), np.int64)
+    _, lb_time = parts.at(c.num_microbatches, scale, num_layers)
+    table = StageTable(
+        choice=c, num_layers=num_layers, split=f.split, uniform_recompute=uniform_recompute,
+        dualpipe=f.dualpipe, grid=1 if f.dualpipe else f.grid, k_dense=f.k_dense, layers_min=f.layers_min.copy(),
+        layers_fixed=f.fixed, t_layer=t_layer, t_recompute=t_rc, t_const=_time_units(f.t_0, scale),
+        m_layer=f.m_layer, m_saved=f.m_saved, m_const=f.m_const, dp_layer=dp_layer,
+        dp_const=_time_units(f.dp_0, scale), t_recompute_dense=scale.time(f.w * dense_recompute_s) if f.k_dense else 0,
+        m_saved_dense=f.m_saved_dense, dense_first=not f.dualpipe, free_moe_recompute=f.free, recompute_all=False,
+        m_workspace=f.m_workspace, M=microbatch_weight(c.num_microbatches, parts.w_max, scale), scale=scale,
+        lb_time=lb_time, S=sum_weight(parts.w_sum, parts.stages_per_unit, scale))
+    return _every_layer_recomputed(table, f.stages_per_unit) if f.all_layers else table
 
 
 def _stages_into_units(t_0: np.ndarray, states_0: np.ndarray, act_0: np.ndarray, dp_0: np.ndarray,
@@ -231,28 +279,6 @@ def _stages_into_units(t_0: np.ndarray, states_0: np.ndarray, act_0: np.ndarray,
     w = 0.5
     return (w, w * (t_0[first] + t_0[second]), states_0[first] + states_0[second] + w * (act_0[first] + act_0[second]),
             dp_0[first] + dp_0[second], inflight[first])
-
-
-def _per_layer_coefficients(main: LayerCost, w: float, inflight_u: np.ndarray, scale: Scale):
-    """(t_layer, t_recompute, m_layer, m_saved, dp_layer) per unit, in the problem's units: the main class's layer
-    time and recompute time (weighted ``w``), its states and in-flight activations (KiB up), the activations a
-    recomputed layer saves (KiB down) and its exposed DP time."""
-    n = len(inflight_u)
-    t_layer = np.full(n, int(round(w * main.time_s * NS / scale.time_unit_ns)), np.int64)
-    t_rc = np.full(n, int(round(w * main.recompute_s * NS / scale.time_unit_ns)), np.int64)
-    m_layer = kib_up(main.states_bytes + w * inflight_u * main.act_bytes)
-    m_saved = kib_down(w * inflight_u * (main.act_bytes - main.act_recomputed_bytes))
-    dp_layer = np.full(n, int(round(main.dp_s * NS / scale.time_unit_ns)), np.int64)
-    return t_layer, t_rc, m_layer, m_saved, dp_layer
-
-
-def _dense_recompute_coefficients(dense: LayerCost, k: int, w: float, inflight: np.ndarray,
-                                  scale: Scale) -> tuple[int, int]:
-    """(time, KiB saved) of each of unit 0's ``k`` leading dense layers it recomputes (0, 0 without them)."""
-    if not k:
-        return 0, 0
-    save_rd = inflight[0] * (dense.act_bytes - dense.act_recomputed_bytes)
-    return scale.time(w * dense.recompute_s), kib_down(w * save_rd)
 
 
 def _every_layer_recomputed(t: StageTable, stages_per_unit: int) -> StageTable:

@@ -69,6 +69,12 @@ ENTRY_BYTES = 64 * 1024  # a SpecPieces' fixed part: assumptions, GPU, architect
 # per mean-bound part, ~520-770 per relaxation's)
 MEAN_PARTS_BYTES = 512
 RELAXATION_BYTES = 1024
+# a table's float part (table_builder.TableFloats, kept by its table key, split and rule: solver/problem.py), kept for
+# pipelines of at most FLOATS_KEPT_STAGES stages (a deeper one's, ~56 bytes a stage, are formed with its table alone):
+# ~0.95 KB (8B / 8 H100) and ~1.2 KB (70B / 64 H100) per TableFloats by tracemalloc (copies of those kept); at 32
+# stages its 7 arrays hold 1.8 KB, their headers ~0.8 KB: TABLE_FLOATS_BYTES bounds it with the key's tuple
+FLOATS_KEPT_STAGES = 32
+TABLE_FLOATS_BYTES = 4096
 # the search spaces an entry keeps (one per framework, GPU count, global batch and space options), each once its
 # request has come twice in a row (SpecPieces.space): a space holds ~1 KiB per choice (space.CHOICE_BYTES; ~1 MiB for
 # Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
@@ -156,6 +162,7 @@ class SpecPieces:
     # the bounds' parts but their weight M (solver/shared_bounds.py): by shared_bounds.mean_key, relaxation_key
     mean_parts: dict = field(default_factory=dict)
     relaxations: dict = field(default_factory=dict)
+    table_floats: dict = field(default_factory=dict)  # (table_key, split, rule) -> table_builder.TableFloats
     spaces: dict = field(default_factory=dict)  # space_key -> the enumerated Space (at most SPACES_KEPT)
     space_choices: int = 0  # the choices the spaces hold
     last_space_key: Optional[tuple] = None  # the space_key of the last space enumerated
@@ -164,7 +171,8 @@ class SpecPieces:
     def nbytes(self) -> int:
         """The estimated resident bytes of the pieces held."""
         costs = len(self.base_costs) + len(self.costs) + len(self.evaluated)
-        parts = MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
+        parts = (MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
+                 + TABLE_FLOATS_BYTES * len(self.table_floats))
         return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + parts
                 + CHOICE_BYTES * self.space_choices)
 
@@ -197,7 +205,7 @@ class SpecPieces:
 
     def clear(self) -> None:
         for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
-                       self.relaxations, self.spaces):
+                       self.relaxations, self.table_floats, self.spaces):
             pieces.clear()
         self.space_choices = 0
 

@@ -20,3 +20,16 @@ def test_the_pandas_helpers_still_work():
     xs = model.new_int_var_series("x", pd.Index([1, 2, 3]), 0, 4)
     assert isinstance(xs, pd.Series) and len(xs) == 3
 
+
+
+def test_the_stage_model_solves_without_the_camel_case_aliases():
+    """solver/cpsat.py's StageModel: the snake-case API as CpModel's, without the per-instance pre-PEP 8 aliases."""
+    from parplan.solver.ortools_cp import StageModel, cp_model
+
+    model = StageModel()
+    assert hasattr(cp_model.CpModel(), "NewIntVar") and not hasattr(model, "NewIntVar")
+    x = model.new_int_var(0, 10, "x")
+    model.add(x >= 3)
+    model.minimize(x)
+    solver = cp_model.CpSolver()
+    assert solver.solve(model) == cp_model.OPTIMAL and solver.value(x) == 3

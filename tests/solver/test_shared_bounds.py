@@ -21,7 +21,7 @@ from parplan.frameworks.loader import validate_spec
 from parplan.solver.bounds import relaxed_bound
 from parplan.solver.problem import Problem
 from parplan.solver.shared_bounds import mean_key, table_key
-from parplan.solver.table_builder import build_table, mean_bound_parts, mean_unit_bound
+from parplan.solver.table_builder import build_table, mean_bound_parts, mean_unit_bound, table_floats
 from parplan.solver.warm_cache import WARM
 
 SETTINGS = settings(max_examples=sized(8, 25), deadline=None, derandomize=True, database=None,
@@ -53,15 +53,25 @@ def table_at(p: Problem, i: int, scale, exposure: bool = True):
                        recompute_all=p.options.recompute_all_layers, exposure=exposure)
 
 
-def assert_equal_but_m(a, b) -> None:
-    for f in dataclasses.fields(a):
-        if f.name in ("M", "choice"):
+def floats_at(p: Problem, i: int):
+    """Choice ``i``'s table_builder.TableFloats as ``p`` builds them alone."""
+    moe = p.spec.model.moe
+    return table_floats(p.costs(i), p.num_layers, moe.first_dense_layers if moe else 0, moe is not None,
+                        p.options.stage_split, p.options.recompute_all_layers)
+
+
+def assert_equal_but_m(a, b, but=("M", "choice")) -> None:
+    """Tables (or TableFloats) ``a`` and ``b`` equal field by field, the fields ``but`` aside."""
+    names = a._fields if isinstance(a, tuple) else [f.name for f in dataclasses.fields(a)]
+    for name in names:
+        if name in but:
             continue
-        x, y = getattr(a, f.name), getattr(b, f.name)
+        x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-            assert x is not None and y is not None and np.array_equal(x, y), f.name
+            assert x is not None and y is not None and np.array_equal(x, y), name
+            assert x.dtype == y.dtype, name
         else:
-            assert x == y, f.name
+            assert x == y, name
 
 
 def shared_key_pairs(p1: Problem, p2: Problem, key):
@@ -74,7 +84,8 @@ def shared_key_pairs(p1: Problem, p2: Problem, key):
 
 def check_one_key(spec, other) -> int:
     """The tables of the choices of ``spec`` and ``other`` that share a table_key, at the first's scale, are equal
-    but for M, and the MeanParts of those that share a mean_key equal; the number of table pairs checked."""
+    but for M, and so are their TableFloats (the tables' float part, kept by the table_key: solver/problem.py); the
+    MeanParts of those that share a mean_key equal; the number of table pairs checked."""
     WARM.disable()
     try:
         p1, p2 = Problem.build(spec), Problem.build(other)
@@ -84,6 +95,7 @@ def check_one_key(spec, other) -> int:
     pairs = shared_key_pairs(p1, p2, lambda c: table_key(c, p1.spec, a))
     for i, j in pairs[:: max(1, len(pairs) // 15)]:
         assert_equal_but_m(table_at(p1, i, p1.scale), table_at(p2, j, p1.scale))
+        assert_equal_but_m(floats_at(p1, i), floats_at(p2, j), but=())
     moe = p1.spec.model.moe
     k, is_moe = (moe.first_dense_layers if moe else 0), moe is not None
     for i, j in shared_key_pairs(p1, p2, lambda c: mean_key(c, p1.spec))[::7]:
@@ -118,7 +130,8 @@ def test_in_flight_counts_below_their_cap_are_in_the_key():
 @given(spec=small_specs(), data=st.data())
 def test_shared_bounds_equal_each_problems_own(spec, data):
     """Requests of one spec key in a row (batches, a GPU count), each reading the parts the ones before left: every
-    mean and relaxation bound equals the one of its own costs and tables."""
+    mean and relaxation bound equals the one of its own costs and tables, and every table built from the float parts
+    the ones before left (at another scale or micro-batch count) equals the table built alone."""
     batches = data.draw(st.lists(st.sampled_from([4, 8, 12, 16, 24, 32, 64]), min_size=2, max_size=3))
     requests = [at(spec, gbs=g) for g in batches] + [at(spec, gpus=data.draw(st.sampled_from([2, 4, 8, 16])))]
     requests = [s for s in requests if s is not None]
@@ -135,6 +148,7 @@ def test_shared_bounds_equal_each_problems_own(spec, data):
             for cap in (p.cap_kib, p.cap_kib // 2):
                 assert p.relaxed_bound(i, cap) == relaxed_bound(table_at(p, i, p.scale), cap)
                 assert p.relaxed_bound(i, cap, exposure=False) == relaxed_bound(table_at(p, i, p.scale, False), cap)
+            assert_equal_but_m(p.table_without_exposure(i), table_at(p, i, p.scale, False), but=())
             checked += 1
     assume(checked)  # (a space with no choice checks nothing)
 
@@ -179,6 +193,7 @@ def test_trimmed_chunks_share_their_tables_past_their_in_flight_cap():
     for i, j in pairs:
         assert p1.choices[i].num_microbatches != p2.choices[j].num_microbatches
         assert_equal_but_m(table_at(p1, i, p1.scale), table_at(p2, j, p1.scale))
+        assert_equal_but_m(floats_at(p1, i), floats_at(p2, j), but=())
     assert not [i for i, _ in shared_key_pairs(p1, p0, key) if trimmed(p1.choices[i])]
 
 
