@@ -299,6 +299,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
 _DEGREES = operator.attrgetter("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "zero_stage", "zero_replicas")
 _SCHEDULE_PP = operator.attrgetter("schedule", "pp")
 _OPTIMIZER = operator.attrgetter("optimizer_states", "optimizer_offload_fraction")
+_LAYER_FIELDS = operator.itemgetter(*"tp cp micro_batch_size sequence_parallel ep etp cp_comm_type recompute".split())
 
 
 def _shard_columns(choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, ...]:
@@ -359,9 +360,8 @@ def layer_key(c: Choice) -> tuple | None:
     times equal across choices of one key."""
     if c.activation_offload_layers:
         return None
-    return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
-            *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
-            lone_share_key(combined_1f1b_key(c)))
+    return (*_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap,
+            c.moe_fp8_dispatch, c.num_gpus, lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)

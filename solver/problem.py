@@ -269,10 +269,10 @@ class Problem:
         n = len(idx)
         if self.quick_factor is None or not n:
             return np.zeros(n)
-        sums, pp, units = np.zeros(n), np.ones(n), np.zeros(n)
-        known = self._layer_sums
+        sums, pp, units = [0.0] * n, [1] * n, [0] * n  # (lists: one array each at the end, not a store per item)
+        known, choices = self._layer_sums, self.choices
         for j, i in enumerate(idx):
-            c = self.choices[i]
+            c = choices[i]
             key = layer_key(c)
             if key is None:  # no layer bound: 0, as layer_bound says
                 continue
@@ -282,7 +282,8 @@ class Problem:
                                                                     self.arch, self._memo))
             sums[j], pp[j], units[j] = layer_s, c.pp, unit_count(c.schedule, c.pp)
         # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
-        return layer_bounds(sums, pp, self.quick_factor[idx], units, self.num_layers, self.scale)
+        return layer_bounds(np.array(sums, dtype=float), np.array(pp, dtype=float), self.quick_factor[idx],
+                            np.array(units, dtype=float), self.num_layers, self.scale)
 
     def index_of(self, plan: Plan) -> int | None:
         """The index of ``plan``'s choice (Plan.to_choice) in this problem's space, or None where it has none; a plan

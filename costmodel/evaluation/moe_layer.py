@@ -9,7 +9,6 @@ moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from parplan.costmodel.moe import moe_comm, moe_dispatch
 from parplan.costmodel.communication import shared_links
@@ -59,8 +58,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     else:
         lone = combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches)
     hidden_alone = 0.0 if overlapped else 2 * a2a - ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-    busy = ctx.comm.all_to_all_busy(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else (0.0, 0.0)  # (NVLink, network)
-    dispatch = ctx.comm.dispatch_share(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else 0.5
+    # ((NVLink, network) busy shares, the dispatch's share) of the all-to-all
+    busy, dispatch = ctx.comm.all_to_all_shares(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else ((0.0, 0.0), 0.5)
     lc, etp_one, a2a = _shared_links(ctx, lc, etp_one, a2a, tp_blocks, moe_compute,
                                      2 * a2a * (1.0 - lone) + hidden_alone, busy)
     held = moe_comm.sm_fraction(a, ctx.gpu, moe) if c.ep > 1 else 0.0
@@ -119,13 +118,16 @@ def _shared_links(ctx: ChoiceContext, lc: LayerComm, etp_one: float, a2a: float,
     c, comm = ctx.c, ctx.comm
     if beside_s <= 0 or c.ep <= 1:
         return lc, etp_one, a2a
-    busy = dict(zip((True, False), busy))
+    busy = {True: busy[0], False: busy[1]}
     tp_raw = lc.tp_block_collectives * lc.tp_one_s * len(tp_blocks) if c.tp > 1 else 0.0
     etp_raw = 4 * etp_one if c.etp > 1 else 0.0
     share = min(1.0, beside_s / (compute_s + tp_raw + etp_raw))
     u_tp, u_etp = busy[comm.links["tp"].nvlink], busy[comm.links["etp"].nvlink]
     lost = shared_links.displaced_s(tp_raw, share, u_tp) + shared_links.displaced_s(etp_raw, share, u_etp)
-    return (replace(lc, tp_one_s=shared_links.stretched_s(lc.tp_one_s, share, u_tp)),
+    shared = object.__new__(LayerComm)  # dataclasses.replace without re-running the frozen __init__
+    shared.__dict__.update(lc.__dict__)
+    shared.__dict__["tp_one_s"] = shared_links.stretched_s(lc.tp_one_s, share, u_tp)
+    return (shared,
             shared_links.stretched_s(etp_one, share, u_etp) if c.etp > 1 else etp_one, a2a + lost / 2)
 
 
