@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -84,8 +85,7 @@ class Problem:
         usable = usable_memory_bytes(spec, gpu, a)
         with gc_paused():  # a choice per candidate (solver/gc_pause.py; also for callers outside the planner)
             space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
-            factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
-                if space.choices else np.ones(1)
+            factors = microbatch_factors(space.choices, a) if space.choices else np.ones(1)
             step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
         if len(step_lb_s):
             best = int(np.argmin(step_lb_s))
@@ -316,6 +316,22 @@ class Problem:
     def evaluation(self, i: int, x: Assignment) -> Evaluation:
         """The float evaluator's verdict on choice ``i`` with assignment ``x`` (every answer is re-evaluated)."""
         return self.evaluate(self.plan(i, x))
+
+
+_BUBBLE_READS = operator.attrgetter("schedule", "pp", "vpp")  # all bubble_factor reads of a choice
+
+
+def microbatch_factors(choices: list[Choice], a: Assumptions) -> np.ndarray:
+    """m + bubble_factor of each choice (the quick bound's factor, Problem.quick_factor), bubble_factor asked once per
+    (schedule, pp, vpp): the same floats."""
+    betas: dict[tuple, float] = {}
+    out = []
+    for key, c in zip(map(_BUBBLE_READS, choices), choices):
+        beta = betas.get(key)
+        if beta is None:
+            beta = betas[key] = bubble_factor(c, a)
+        out.append(c.num_microbatches + beta)
+    return np.array(out)
 
 
 @functools.lru_cache(maxsize=None)
