@@ -298,7 +298,8 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
 _DEGREES = operator.attrgetter("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "zero_stage", "zero_replicas")
 _SCHEDULE_PP = operator.attrgetter("schedule", "pp")
 _OPTIMIZER = operator.attrgetter("optimizer_states", "optimizer_offload_fraction")
-_LAYER_FIELDS = operator.itemgetter(*"tp cp micro_batch_size sequence_parallel ep etp cp_comm_type recompute".split())
+_LAYER_FIELDS = operator.itemgetter("tp", "cp", "micro_batch_size", "sequence_parallel", "ep", "etp", "cp_comm_type",
+                                    "recompute")  # layer_key's plain fields, one C call
 
 
 def _shard_columns(choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, ...]:
@@ -358,10 +359,9 @@ def layer_key(c: Choice) -> tuple | None:
     ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation
     offload, whose post-pass changes the compute time by the stage (costmodel/evaluation/activation_offload.py).
     tests/solver/test_layer_bound.py checks the times equal across choices of one key."""
-    if c.activation_offload_layers:
-        return None
-    return (*_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap,
-            c.moe_fp8_dispatch, c.num_gpus, lone_share_key(combined_1f1b_key(c)))
+    return None if c.activation_offload_layers else (
+        *_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap,
+        c.moe_fp8_dispatch, c.num_gpus, lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)
