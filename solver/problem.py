@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_times,
+from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, choice_costs, layer_times,
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.evaluation.ledger import Evaluation
@@ -85,7 +84,7 @@ class Problem:
         usable = usable_memory_bytes(spec, gpu, a)
         with gc_paused():  # a choice per candidate (solver/gc_pause.py; also for callers outside the planner)
             space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
-            factors = microbatch_factors(space.choices, a) if space.choices else np.ones(1)
+            factors = Scale.microbatch_factors(space.choices, a) if space.choices else np.ones(1)
             step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
         if len(step_lb_s):
             best = int(np.argmin(step_lb_s))
@@ -269,10 +268,10 @@ class Problem:
         n = len(idx)
         if self.quick_factor is None or not n:
             return np.zeros(n)
-        sums, pp, units = [0.0] * n, [1] * n, [0] * n  # (lists: one array each at the end, not a store per item)
-        known, choices = self._layer_sums, self.choices
+        sums, pp, units = np.zeros(n), np.ones(n), np.zeros(n)
+        known = self._layer_sums
         for j, i in enumerate(idx):
-            c = choices[i]
+            c = self.choices[i]
             key = layer_key(c)
             if key is None:  # no layer bound: 0, as layer_bound says
                 continue
@@ -282,8 +281,7 @@ class Problem:
                                                                     self.arch, self._memo))
             sums[j], pp[j], units[j] = layer_s, c.pp, unit_count(c.schedule, c.pp)
         # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
-        return layer_bounds(np.array(sums, dtype=float), np.array(pp, dtype=float), self.quick_factor[idx],
-                            np.array(units, dtype=float), self.num_layers, self.scale)
+        return layer_bounds(sums, pp, self.quick_factor[idx], units, self.num_layers, self.scale)
 
     def index_of(self, plan: Plan) -> int | None:
         """The index of ``plan``'s choice (Plan.to_choice) in this problem's space, or None where it has none; a plan
@@ -316,22 +314,6 @@ class Problem:
     def evaluation(self, i: int, x: Assignment) -> Evaluation:
         """The float evaluator's verdict on choice ``i`` with assignment ``x`` (every answer is re-evaluated)."""
         return self.evaluate(self.plan(i, x))
-
-
-_BUBBLE_READS = operator.attrgetter("schedule", "pp", "vpp")  # all bubble_factor reads of a choice
-
-
-def microbatch_factors(choices: list[Choice], a: Assumptions) -> np.ndarray:
-    """m + bubble_factor of each choice (the quick bound's factor, Problem.quick_factor), bubble_factor asked once per
-    (schedule, pp, vpp): the same floats."""
-    betas: dict[tuple, float] = {}
-    out = []
-    for key, c in zip(map(_BUBBLE_READS, choices), choices):
-        beta = betas.get(key)
-        if beta is None:
-            beta = betas[key] = bubble_factor(c, a)
-        out.append(c.num_microbatches + beta)
-    return np.array(out)
 
 
 @functools.lru_cache(maxsize=None)
