@@ -2,7 +2,8 @@
 
 The solver's Problem holds one dict per spec, GPU, assumptions and architecture and passes it to the pieces many
 choices share (``comm.Comm.of``, ``gemm_rates.GemmRates.of`` / ``activations.Activations.of`` / ``layer_comm.LayerComm.of``,
-``moe_layer.moe_layer_times``). Each piece's key names every field of the choice it reads, so a hit is exactly
+``moe_layer.moe_layer_times``; ``choice_context.ChoiceContext.of`` keeps the rates of the GPU and assumptions under one
+key). Each piece's key names every field of the choice it reads, so a hit is exactly
 the piece that choice would build (``tests/solver/test_layer_bound.py::test_the_shared_pieces_change_no_cost``)."""
 
 from __future__ import annotations

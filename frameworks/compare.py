@@ -163,7 +163,13 @@ class FrameworkSolves:
         controls = optimize_args.get("controls")
         workers = worker_count(len(self.names), controls.memory_budget_mib if controls is not None else None) \
             if concurrent else 0
-        self.workers = Workers(len(self.names), self._solve, workers) if workers else None
+        # the solves in the workers' order (positions into names: compare_workers.Workers hands out positions)
+        self.order = solve_order(spec, self.names) if workers else list(range(len(self.names)))
+        self.workers = Workers(len(self.names), self._solve_at, workers) if workers else None
+
+    def _solve_at(self, position: int, solves: int) -> tuple[FrameworkBest, Any]:
+        """:meth:`_solve` of the framework at ``position`` of :func:`solve_order`."""
+        return self._solve(self.order[position], solves)
 
     def _solve(self, i: int, solves: int) -> tuple[FrameworkBest, Any]:
         """(framework ``i``'s best, not yet compared; its spec) within its share of the time left: an equal share
@@ -180,7 +186,9 @@ class FrameworkSolves:
         """Every framework's best (solved here where no worker has it), compared with ``result.plans[0]``."""
         self.seeds[:0] = [p.plan for p in result.plans]
         if self.workers is not None:
-            answers = self.workers.finish(self._solve, self.deadline)
+            answers = [None] * len(self.names)
+            for position, answer in enumerate(self.workers.finish(self._solve_at, self.deadline)):
+                answers[self.order[position]] = answer
         else:
             answers = [self._solve(i, len(self.names) - i) for i in range(len(self.names))]
         ref = result.plans[0] if result.plans else None
@@ -190,6 +198,27 @@ class FrameworkSolves:
         """End the workers without their answers (the result has no plan to compare with, or the call failed)."""
         if self.workers is not None:
             self.workers.close()
+
+
+def solve_order(spec, names: list[str]) -> list[int]:
+    """The order the concurrent solves take the frameworks ``names`` in (indices into it): those whose cost pieces are
+    the spec's own (solver/warm_cache.py ``spec_key``: the same conventions, e.g. ``any`` and Megatron-Core) last,
+    where this process takes them once its own solve is done (compare_workers.Workers.finish takes from the end) and
+    finds the pieces warm; the others first, for the workers; each group in ``names``' order. Only who solves what and
+    when moves: each answer is the same wherever it is solved (compare_workers' docstring), and is reported in
+    ``names``' order."""
+    from parplan.solver.warm_cache import spec_key
+
+    mine = spec_key(spec)
+
+    def shares(name: str) -> bool:
+        try:
+            return spec_key(spec_for_framework(spec, name)) == mine
+        except Exception:  # noqa: BLE001  (the order is a matter of speed: the solve itself reports what failed)
+            return False
+
+    sharing = [shares(name) for name in names]
+    return [i for i, s in enumerate(sharing) if not s] + [i for i, s in enumerate(sharing) if s]
 
 
 def _framework_best(spec, name: str, seeds: list, args: dict) -> tuple[FrameworkBest, Any]:

@@ -69,8 +69,9 @@ def solves_left(waiting: int, processes: int) -> int:
 class Workers:
     """``workers`` processes forked now, each solving the first of ``count`` frameworks not yet taken by any process
     (``solve(j, solves)``, ``solves``: :func:`solves_left`), until :meth:`finish` has this process join in, from
-    the last framework not taken backwards (``any``, last, shares its cost pieces with the spec's own framework
-    where their conventions are equal: solver/warm_cache.py, which this process holds), and collects their answers."""
+    the last framework not taken backwards (frameworks/compare.py ``solve_order`` puts last those whose cost pieces
+    are the spec's own, the same conventions: solver/warm_cache.py, which this process holds), and collects their
+    answers."""
 
     def __init__(self, count: int, solve: Callable[[int, int], object], workers: int):
         ctx = multiprocessing.get_context("fork")

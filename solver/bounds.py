@@ -258,8 +258,7 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
     ``factors``: each choice's m + bubble_factor (Problem.build's ``quick_factor``), computed here if not given.
     Array arithmetic over every choice in the order the scalar formulas apply it (the same floats: IEEE operations
     are element-wise), the model states by ``memory.model_state_bytes`` over the choices of one ZeRO stage, optimizer
-    state dtype and offload share.
-    """
+    state dtype and offload share."""
     if not choices:
         return np.zeros(0), np.zeros(0)
     check()
@@ -299,19 +298,22 @@ def quick_bounds(spec: Spec, choices: list[Choice], gpu: GPU, a: Assumptions, ar
 _DEGREES = operator.attrgetter("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch_size", "zero_stage", "zero_replicas")
 _SCHEDULE_PP = operator.attrgetter("schedule", "pp")
 _OPTIMIZER = operator.attrgetter("optimizer_states", "optimizer_offload_fraction")
+_LAYER_FIELDS = operator.itemgetter("tp", "cp", "micro_batch_size", "sequence_parallel", "ep", "etp", "cp_comm_type",
+                                    "recompute")  # layer_key's plain fields, one C call
 
 
 def _shard_columns(choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, ...]:
     """(tp, cp, pp, ep, etp, micro-batch size, ZeRO stage paid, dense shard, expert shard) per choice, int64 arrays:
     effective_zero_stage and Choice.dense_shard / expert_shard themselves, asked once per distinct tuple of the
-    degrees they read (a few hundred among DeepSeek-V3's 116k choices)."""
-    rows: dict[tuple, tuple] = {}
-    keys = list(map(_DEGREES, choices))
-    for key, c in zip(keys, choices):
-        if key not in rows:
-            rows[key] = (c.tp, c.cp, c.pp, c.ep, c.etp, c.micro_batch_size,
-                         effective_zero_stage(c.zero_stage, c.pp, a), c.dense_shard, c.expert_shard)
-    return tuple(np.array([rows[k] for k in keys], dtype=np.int64).reshape(-1, 9).T)
+    degrees they read (a few hundred among DeepSeek-V3's 116k choices), each choice's row taken by its tuple's index."""
+    rows, table, ids = {}, [], []  # rows: each tuple's row of table, in the order first seen; ids: each choice's
+    for key, c in zip(map(_DEGREES, choices), choices):
+        if (j := rows.get(key)) is None:
+            j = rows[key] = len(table)
+            table.append((c.tp, c.cp, c.pp, c.ep, c.etp, c.micro_batch_size,
+                          effective_zero_stage(c.zero_stage, c.pp, a), c.dense_shard, c.expert_shard))
+        ids.append(j)
+    return tuple(np.array(table, dtype=np.int64).reshape(-1, 9)[np.array(ids, dtype=np.intp)].T)
 
 
 def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) -> tuple[np.ndarray, np.ndarray]:
@@ -346,22 +348,20 @@ def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) ->
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
 def layer_key(c: Choice) -> tuple | None:
     """The Choice fields that fix a layer's compute, TP and EP times (``LayerCost.compute_s``, ``tp_s``, ``ep_s`` of
-    the dense and the MoE layer; costmodel/evaluation/layer_costs.py, costmodel/evaluation/moe_layer.py): the token counts (tp, cp, micro-batch size), SP, the
-    GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention kernel's sequence), the recompute
-    granularity (selective recompute's extra time), the schedule as moe_layer_cost reads it (paired; hiding the
-    all-to-all), the FP8 dispatch, and the links' tiers (the world size); under combined 1F1B (moe_a2a_overlap)
-    also the share of lone passes that the PP degree, virtual stages and micro-batch count set
-    (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share: moe_layer.py reads those three only through it,
-    so the choices of one share have one layer time whatever the three: moe_layer.lone_share_key; of Mixtral 8x7B /
-    64 H100's 8,764 overlapped keys by the three, 942 remain by the share). Otherwise not the DP,
-    ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation offload, whose post-pass
-    changes the compute time by the stage (costmodel/evaluation/activation_offload.py). tests/solver/test_layer_bound.py checks the
-    times equal across choices of one key."""
-    if c.activation_offload_layers:
-        return None
-    return (c.tp, c.cp, c.micro_batch_size, c.sequence_parallel, c.ep, c.etp, c.cp_comm_type, c.recompute,
-            *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus,
-            lone_share_key(combined_1f1b_key(c)))
+    the dense and the MoE layer; costmodel/evaluation/layer_costs.py, costmodel/evaluation/moe_layer.py): the token
+    counts (tp, cp, micro-batch size), SP, the GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention
+    kernel's sequence), the recompute granularity (selective recompute's extra time), the schedule as moe_layer_cost
+    reads it (paired; hiding the all-to-all), the FP8 dispatch, and the links' tiers (the world size); under
+    combined 1F1B (moe_a2a_overlap) also the share of lone passes that the PP degree, virtual stages and micro-batch
+    count set (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share: moe_layer.py reads those three only
+    through it, so the choices of one share have one layer time whatever the three: moe_layer.lone_share_key; of
+    Mixtral 8x7B / 64 H100's 8,764 overlapped keys by the three, 942 remain by the share). Otherwise not the DP,
+    ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation
+    offload, whose post-pass changes the compute time by the stage (costmodel/evaluation/activation_offload.py).
+    tests/solver/test_layer_bound.py checks the times equal across choices of one key."""
+    return None if c.activation_offload_layers else (
+        *_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap,
+        c.moe_fp8_dispatch, c.num_gpus, lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ import numpy as np
 
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, bubble_factor, choice_costs, layer_times,
+from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, choice_costs, layer_times,
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.evaluation.ledger import Evaluation
@@ -85,8 +85,7 @@ class Problem:
         usable = usable_memory_bytes(spec, gpu, a)
         with gc_paused():  # a choice per candidate (solver/gc_pause.py; also for callers outside the planner)
             space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
-            factors = np.array([c.num_microbatches + bubble_factor(c, a) for c in space.choices]) \
-                if space.choices else np.ones(1)
+            factors = Scale.microbatch_factors(space.choices, a) if space.choices else np.ones(1)
             step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
         if len(step_lb_s):
             best = int(np.argmin(step_lb_s))

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from parplan.costmodel.evaluation.choice import inflight_microbatches
+from parplan.costmodel.evaluation.choice import bubble_factor, inflight_microbatches
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 
 KIB = 1024.0
@@ -72,6 +73,19 @@ class Scale:
         j = max(0, int(math.floor(math.log2(max(stage_time_ns, 1.0)))) - TIME_BITS)
         w = max(0, WEIGHT_BITS - int(math.ceil(math.log2(max(max_factor, 1.0)))))
         return Scale(time_unit_ns=1 << j, weight=1 << w)
+
+    @staticmethod
+    def microbatch_factors(choices: list, a) -> np.ndarray:
+        """m + bubble_factor of each choice (the largest is :meth:`for_problem`'s ``max_factor``; the quick bound's
+        factor, Problem.quick_factor); bubble_factor asked once per (schedule, pp, vpp), all it reads."""
+        betas: dict[tuple, float] = {}
+        out = []
+        for key, c in zip(map(operator.attrgetter("schedule", "pp", "vpp"), choices), choices):
+            beta = betas.get(key)
+            if beta is None:
+                beta = betas[key] = bubble_factor(c, a)
+            out.append(c.num_microbatches + beta)
+        return np.array(out)
 
     def time(self, seconds: float) -> int:
         return int(round(seconds * NS / self.time_unit_ns))

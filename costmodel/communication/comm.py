@@ -177,6 +177,14 @@ class Comm:
         times = [max(t) for t in self.all_to_all_tiers_s(token_bytes, moe)]
         return times[0] / sum(times) if len(times) == 2 and sum(times) > 0 else 0.5
 
+    def all_to_all_shares(self, token_bytes: float, moe: MoESpec) -> tuple[tuple[float, float], float]:
+        """(:meth:`all_to_all_busy`, :meth:`dispatch_share`) from one read of the tiers, the same floats."""
+        tiers = self.all_to_all_tiers_s(token_bytes, moe)
+        times = [max(t) for t in tiers]
+        total = sum(times)
+        busy = (0.0, 0.0) if total <= 0 else (sum(nv for nv, _ in tiers) / total, sum(net for _, net in tiers) / total)
+        return busy, (times[0] / total if len(times) == 2 and total > 0 else 0.5)
+
     def all_to_all_tiers_s(self, token_bytes: float, moe: MoESpec) -> list[tuple[float, float]]:
         """(NVLink, network) time of the dispatch and of the combine of :meth:`all_to_all_s` (each takes the larger).
         Kept by (token bytes, the MoE section) for the copies of one :meth:`of` (they read no field of the choice

@@ -108,9 +108,9 @@ class DataParallel:
         if n <= 1 and grp.replicas <= 1:
             return mirror_s, 0.0
         f = (n - 1) / n / link_.bandwidth_Bps if n > 1 else 0.0
-        grad = {0: 2 * a.grad_reduce_bytes, 1: a.grad_reduce_bytes, 2: 0.0, 3: 0.0}[zero]
+        grad = (2 * a.grad_reduce_bytes, a.grad_reduce_bytes, 0.0, 0.0)[zero]  # by ZeRO stage
         gathered = a.param_gather_bytes if a.param_gather_bytes is not None else a.weight_bytes
-        weight = {0: 0.0, 1: gathered, 2: gathered, 3: 0.0}[zero]
+        weight = (0.0, gathered, gathered, 0.0)[zero]
         grad_s = grad * f
         if zero <= 1:
             grad_s += self.replica_reduce_per_param(grp)

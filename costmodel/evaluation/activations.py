@@ -45,44 +45,59 @@ class Activations:
         c = ctx.c
         key = ("Activations", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
                c.ep, c.etp)
-        return memoized(memo, key, lambda: Activations._of(ctx, rates))
+        return memoized(memo, key, lambda: Activations._of(ctx, rates, memo))
 
     @staticmethod
-    def _of(ctx: ChoiceContext, rates: GemmRates) -> "Activations":
-        a, c, m, arch = ctx.a, ctx.c, ctx.m, ctx.arch
-        policy = selective_policy(a, m.mla is not None)
-        per_op_sac = (c.recompute == "selective" and policy == "alternate_matmuls"
-                      and a.activation_sbh_coefficient is None)
-        # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
-        # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
-        # mla_up_proj moe_act)
-        ds_selective = (c.recompute == "selective" and policy == "deepseek_v3"
-                        and a.activation_sbh_coefficient is None)
-        fp8 = ctx.precision == "fp8"
-        lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
-        mla = m.mla
-        shape_kw = dict(v_dim=arch.v_dim, o_dim=arch.o_dim,
-                        mla_latents=None if mla is None else (mla.q_lora_rank, mla.kv_lora_rank + mla.qk_rope_head_dim))
-        dense_act_per_token, attn_act_per_token, sac_recompute_share = _stored_dense_per_token(
-            ctx, per_op_sac, ds_selective, lb, shape_kw)
-        rc_act_per_token = a.recomputed_layer_sbh_coefficient * ctx.h / (c.tp if (ctx.sp or a.activation_sbh_coefficient is not None) else 1)
-        traffic_per_token, attn_traffic_per_token = _dense_traffic_per_token(ctx, shape_kw, dense_act_per_token,
-                                                                             attn_act_per_token)
-        gathered_per_token = _gathered_inputs_per_token(ctx)
-        stored_gathered = 0.0 if per_op_sac else gathered_per_token  # per-op SAC recomputes the all-gathers
-
+    def _of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "Activations":
+        """The MoE layer's terms over the dense layer's (:func:`_dense_terms`: with ``memo``, shared by the choices of
+        equal GemmRates key, SP and recompute granularity, all of the choice they read)."""
+        c = ctx.c
+        key = ("DenseActivations", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute)
+        (per_op_sac, ds_selective, lb, dense_act_per_token, attn_act_per_token, rc_act_per_token, traffic_per_token,
+         attn_traffic_per_token, gathered_per_token, stored_gathered, selective_dense) = memoized(
+            memo, key, lambda: _dense_terms(ctx, rates))
         # a layer's activations, all of them (with DTensor SP, its gathered inputs too)
         tokens_tp_group = ctx.tokens_tp_group
         full_layer_bytes = [tokens_tp_group * (traffic_per_token + 2 * gathered_per_token)]
         moe_act_per_token = moe_traffic_per_token = 0.0
-        if m.moe is not None:
+        if ctx.m.moe is not None:
             moe_act_per_token, moe_traffic_per_token = _moe_layer_per_token(ctx, lb, ds_selective, attn_act_per_token,
                                                                             attn_traffic_per_token)
             full_layer_bytes.append(tokens_tp_group * (moe_traffic_per_token + gathered_per_token))
-        selective_dense = _selective_recompute_s(ctx, rates, per_op_sac, ds_selective, sac_recompute_share,
-                                                 traffic_per_token)
         return Activations(per_op_sac, dense_act_per_token, traffic_per_token, moe_act_per_token, moe_traffic_per_token,
                            rc_act_per_token, stored_gathered, max(full_layer_bytes), selective_dense, ds_selective)
+
+
+def _dense_terms(ctx: ChoiceContext, rates: GemmRates) -> tuple:
+    """(per-op SAC, DeepSeek-V3's selective recompute, bytes per saved linear input, a dense layer's stored, its
+    attention block's stored, a recomputed layer's stored, the dense layer's and its attention block's traffic, the
+    gathered inputs', the stored gathered inputs' bytes per token, selective recompute's extra seconds): what
+    :class:`Activations` reads of the choice but its EP and ETP."""
+    a, c, m, arch = ctx.a, ctx.c, ctx.m, ctx.arch
+    policy = selective_policy(a, m.mla is not None)
+    per_op_sac = (c.recompute == "selective" and policy == "alternate_matmuls"
+                  and a.activation_sbh_coefficient is None)
+    # DeepSeek-V3 §3.2.3 / §3.3.2: RMSNorm outputs and the MLA up-projections recomputed, the experts'
+    # SwiGLU inputs cached in FP8 and its output recomputed (Megatron-Core --recompute-modules layernorm
+    # mla_up_proj moe_act)
+    ds_selective = (c.recompute == "selective" and policy == "deepseek_v3"
+                    and a.activation_sbh_coefficient is None)
+    fp8 = ctx.precision == "fp8"
+    lb = a.fp8_activation_bytes if fp8 else 2.0  # saved linear-layer inputs (TE keeps the FP8-cast input)
+    mla = m.mla
+    shape_kw = dict(v_dim=arch.v_dim, o_dim=arch.o_dim,
+                    mla_latents=None if mla is None else (mla.q_lora_rank, mla.kv_lora_rank + mla.qk_rope_head_dim))
+    dense_act_per_token, attn_act_per_token, sac_recompute_share = _stored_dense_per_token(
+        ctx, per_op_sac, ds_selective, lb, shape_kw)
+    rc_act_per_token = a.recomputed_layer_sbh_coefficient * ctx.h / (c.tp if (ctx.sp or a.activation_sbh_coefficient is not None) else 1)
+    traffic_per_token, attn_traffic_per_token = _dense_traffic_per_token(ctx, shape_kw, dense_act_per_token,
+                                                                         attn_act_per_token)
+    gathered_per_token = _gathered_inputs_per_token(ctx)
+    stored_gathered = 0.0 if per_op_sac else gathered_per_token  # per-op SAC recomputes the all-gathers
+    selective_dense = _selective_recompute_s(ctx, rates, per_op_sac, ds_selective, sac_recompute_share,
+                                             traffic_per_token)
+    return (per_op_sac, ds_selective, lb, dense_act_per_token, attn_act_per_token, rc_act_per_token, traffic_per_token,
+            attn_traffic_per_token, gathered_per_token, stored_gathered, selective_dense)
 
 
 def _stored_dense_per_token(ctx: ChoiceContext, per_op_sac: bool, ds_selective: bool, lb: float,

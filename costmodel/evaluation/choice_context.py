@@ -53,21 +53,26 @@ class ChoiceContext:
     @staticmethod
     def of(spec: Spec, c: Choice, gpu: GPU, a: Assumptions, arch: Architecture, domain: int,
            zero: int, memo: dict | None = None) -> "ChoiceContext":
-        """``memo``: as :meth:`GemmRates.of`'s, shared with :meth:`Comm.of` (the links of equal degrees)."""
-        precision = spec.training.precision
-        peak = gpu.peak_tflops(precision) * 1e12
-        rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
+        """``memo``: as :meth:`GemmRates.of`'s, shared with :meth:`Comm.of` (the links of equal degrees); it also keeps
+        the rates no choice moves (:func:`_rates`: the memo is one spec's, GPU's and assumptions')."""
+        rates = memo.get(_RATES) if memo is not None else None
+        if rates is None:
+            rates = _rates(spec.training.precision, gpu, a)
+            if memo is not None:
+                memo[_RATES] = rates
+        peak, rate, fwd_share, hbm_Bps = rates
         seq = spec.training.seq_len
         s_rank = seq // c.cp
         tokens_tp_group = c.micro_batch_size * s_rank
-        fwd_share = 1.0 / (1.0 + a.backward_to_forward_ratio)
         comm = Comm.of(c, gpu, a, domain, memo)
-        return ChoiceContext(
+        out = object.__new__(ChoiceContext)  # its fields set at once (the frozen dataclass's __init__ sets one by one)
+        out.__dict__.update(
             spec=spec, c=c, gpu=gpu, a=a, arch=arch, m=spec.model, h=spec.model.hidden_size, seq=seq, domain=domain,
-            precision=precision, peak=peak, rate=rate, zero=zero, s_rank=s_rank, tokens_tp_group=tokens_tp_group,
-            tokens_gpu=tokens_tp_group / c.tp, M=float(tokens_tp_group), sp=c.sequence_parallel_on,
-            fwd_share=fwd_share, hbm_Bps=hbm_bandwidth_gbps(gpu, a) * 1e9, comm=comm,
+            precision=spec.training.precision, peak=peak, rate=rate, zero=zero, s_rank=s_rank,
+            tokens_tp_group=tokens_tp_group, tokens_gpu=tokens_tp_group / c.tp, M=float(tokens_tp_group),
+            sp=c.sequence_parallel_on, fwd_share=fwd_share, hbm_Bps=hbm_Bps, comm=comm,
             dp=DataParallel.of(spec, gpu, a, comm, zero, fwd_share))
+        return out
 
     def recompute_comm(self, tp_fwd_s: float, cp_fwd_s: float, ep_s: float) -> tuple[float, float, float]:
         """The forward communication a fully recomputed layer repeats: its forward TP collectives, the CP
@@ -75,6 +80,17 @@ class ChoiceContext:
         if not self.a.recompute_repeats_comm:
             return (0.0, 0.0, 0.0)
         return (tp_fwd_s, cp_fwd_s, ep_s / 2)
+
+
+_RATES = ("ChoiceContext", "rates")  # ChoiceContext.of's memo key of :func:`_rates`
+
+
+def _rates(precision: str, gpu: GPU, a: Assumptions) -> tuple[float, float, float, float]:
+    """(the precision's peak FLOP/s, its large GEMMs' rate, F / (F + B), the HBM bandwidth in B/s): the fields of a
+    :class:`ChoiceContext` that read the GPU and the assumptions alone."""
+    peak = gpu.peak_tflops(precision) * 1e12
+    rate = peak * max_linear_efficiency(a, gpu, precision)  # large GEMMs, at the training precision's peak
+    return peak, rate, 1.0 / (1.0 + a.backward_to_forward_ratio), hbm_bandwidth_gbps(gpu, a) * 1e9
 
 
 def moe_busiest_load(ctx: ChoiceContext) -> float:

@@ -9,7 +9,6 @@ moe/token_dispatcher.py (the expert-TP collectives), :mod:`moe_comm`, :mod:`moe_
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from parplan.costmodel.moe import moe_comm, moe_dispatch
 from parplan.costmodel.communication import shared_links
@@ -59,8 +58,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     else:
         lone = combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches)
     hidden_alone = 0.0 if overlapped else 2 * a2a - ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-    busy = ctx.comm.all_to_all_busy(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else (0.0, 0.0)  # (NVLink, network)
-    dispatch = ctx.comm.dispatch_share(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else 0.5
+    # ((NVLink, network) busy shares, the dispatch's share) of the all-to-all
+    busy, dispatch = ctx.comm.all_to_all_shares(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else ((0.0, 0.0), 0.5)
     lc, etp_one, a2a = _shared_links(ctx, lc, etp_one, a2a, tp_blocks, moe_compute,
                                      2 * a2a * (1.0 - lone) + hidden_alone, busy)
     held = moe_comm.sm_fraction(a, ctx.gpu, moe) if c.ep > 1 else 0.0
@@ -119,13 +118,16 @@ def _shared_links(ctx: ChoiceContext, lc: LayerComm, etp_one: float, a2a: float,
     c, comm = ctx.c, ctx.comm
     if beside_s <= 0 or c.ep <= 1:
         return lc, etp_one, a2a
-    busy = dict(zip((True, False), busy))
+    busy = {True: busy[0], False: busy[1]}
     tp_raw = lc.tp_block_collectives * lc.tp_one_s * len(tp_blocks) if c.tp > 1 else 0.0
     etp_raw = 4 * etp_one if c.etp > 1 else 0.0
     share = min(1.0, beside_s / (compute_s + tp_raw + etp_raw))
     u_tp, u_etp = busy[comm.links["tp"].nvlink], busy[comm.links["etp"].nvlink]
     lost = shared_links.displaced_s(tp_raw, share, u_tp) + shared_links.displaced_s(etp_raw, share, u_etp)
-    return (replace(lc, tp_one_s=shared_links.stretched_s(lc.tp_one_s, share, u_tp)),
+    shared = object.__new__(LayerComm)  # dataclasses.replace without re-running the frozen __init__
+    shared.__dict__.update(lc.__dict__)
+    shared.__dict__["tp_one_s"] = shared_links.stretched_s(lc.tp_one_s, share, u_tp)
+    return (shared,
             shared_links.stretched_s(etp_one, share, u_etp) if c.etp > 1 else etp_one, a2a + lost / 2)
 
 
@@ -139,15 +141,29 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     c = ctx.c
     key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            c.ep, c.etp, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
-    return memoized(memo, key, lambda: _moe_shape_terms_of(ctx, rates, acts))
+    return memoized(memo, key, lambda: _moe_shape_terms_of(ctx, rates, acts, memo))
 
 
-def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
-                        acts: Activations) -> tuple[float, float, float, float, float, tuple[float, ...]]:
+def _nonexpert_gemms(ctx: ChoiceContext, rates: GemmRates) -> tuple[list, float, float]:
+    """(the non-expert GEMMs: attention and shared experts, their seconds per FLOP, the router's): what an MoE
+    layer's GEMM terms read of the choice but its EP and ETP (the GemmRates key)."""
+    moe, h, M, up, c = ctx.m.moe, ctx.h, ctx.M, rates.up, ctx.c
+    f_s = ctx.arch.shared_expert_ffn
+    shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
+                    (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
+    nonexpert = rates.attn_gemms + shared_gemms
+    return nonexpert, rates.spf(nonexpert), rates.spf_bf16([(1.0, M, h, moe.num_experts)])
+
+
+def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
+                        memo: dict | None = None) -> tuple[float, float, float, float, float, tuple[float, ...]]:
     c = ctx.c
     moe = ctx.m.moe
     a, arch, comm, h, M = ctx.a, ctx.arch, ctx.comm, ctx.h, ctx.M
     tokens_gpu, up, spf = ctx.tokens_gpu, rates.up, rates.spf
+    nonexpert, spf_nonexpert, spf_router = memoized(
+        memo, ("MoeNonexpertGemms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a),
+        lambda: _nonexpert_gemms(ctx, rates))
     # the routed experts' model FLOPs count the copies a capacity factor keeps (moe_dispatch.kept_share)
     moe_model_flops = tokens_gpu * (arch.moe_layer_dense_linear_flops
                                     + arch.moe_layer_expert_flops * moe_dispatch.kept_share(a, moe)
@@ -155,14 +171,11 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     f_e, f_s = moe.expert_ffn_hidden_size, arch.shared_expert_ffn
     # routed experts: each expert of an EP rank sees top_k/num_experts of the EP group's tokens
     M_e = max(1.0, M * c.ep * c.etp / c.tp * moe.top_k / moe.num_experts)
-    shared_gemms = [(up * h * f_s * moe.num_shared_experts, M, h, up * f_s / c.tp),
-                    (h * f_s * moe.num_shared_experts, M, f_s / c.tp, h)] if moe.num_shared_experts else []
-    nonexpert = rates.attn_gemms + shared_gemms
     router_flops = 6.0 * h * moe.num_experts  # the gating GEMM, BF16 under FP8 (GemmRates.spf_bf16)
     expert_gemms = [(up * h * f_e, M_e, h, up * f_e / c.etp), (h * f_e, M_e, f_e / c.etp, h)]
     busiest = moe_busiest_load(ctx)
-    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf(nonexpert)
-                               + router_flops * rates.spf_bf16([(1.0, M, h, moe.num_experts)])
+    moe_linear = tokens_gpu * ((arch.moe_layer_dense_linear_flops - router_flops) * spf_nonexpert
+                               + router_flops * spf_router
                                + arch.moe_layer_expert_flops * busiest * spf(expert_gemms))
     # the transposed FP8 copies (fp8_transpose.py): the non-expert GEMMs' rows, and the routed experts' on this
     # GPU (experts/ep experts of M_e rows each, the busiest rank's load)
@@ -183,7 +196,6 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates,
     # top_k x the tokens; ETP = 1 has no TP collective in the expert MLP (Megatron-Core
     # moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher: gather/reduce-scatter over the expert-TP group)
     etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
-    spf_nonexpert = spf(nonexpert)
     tp_blocks = (tokens_gpu * arch.attention_linear_flops * spf_nonexpert,) + (
         (tokens_gpu * arch.shared_expert_linear_flops * spf_nonexpert,) if moe.num_shared_experts else ())
     return moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks

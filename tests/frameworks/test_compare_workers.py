@@ -107,9 +107,12 @@ def test_a_worker_past_the_deadline_is_killed_and_its_framework_answered_here():
 
 
 @needs_fork
-def test_concurrent_per_framework_answers_are_the_one_process_answers(monkeypatch):
+@pytest.mark.parametrize("framework", ["", "framework: any\n"])
+def test_concurrent_per_framework_answers_are_the_one_process_answers(monkeypatch, framework):
     """The per-framework lines with a worker forked before the spec's own solve are byte-identical to the one-process
-    lines (each solve is exact), and each framework's time limit is still its share of the time left."""
+    lines (each solve is exact), in the same order, and each framework's time limit is still its share of the time
+    left; under ``any`` the workers take the frameworks in compare.solve_order's order (Megatron-Core, whose pieces
+    are the spec's own, last: this process's)."""
     import yaml
 
     from parplan.frameworks.compare import FrameworkSolves, best_per_framework
@@ -122,18 +125,20 @@ def test_concurrent_per_framework_answers_are_the_one_process_answers(monkeypatc
         "model: {name: llama3-8b, num_layers: 32, hidden_size: 4096, ffn_hidden_size: 14336, num_attention_heads: 32,"
         " num_kv_heads: 8, vocab_size: 128256}\n"
         "training: {seq_len: 8192, global_batch_size: 64, precision: bf16}\n"
-        "cluster: {gpu: H100-SXM-80GB, num_gpus: 8, gpus_per_node: 8}\n")
+        "cluster: {gpu: H100-SXM-80GB, num_gpus: 8, gpus_per_node: 8}\n" + framework)
     spec = validate_spec(data)
     controls = SolverControls(workers=1, deterministic=True)
     monkeypatch.setattr(compare_workers, "worker_count", lambda frameworks, budget_mib: 1)
     solves = FrameworkSolves(spec, deadline=time.monotonic() + 120, concurrent=True, method="cpsat",
                              controls=controls)
     assert solves.workers is not None and len(solves.workers.started) == 1
+    assert solves.order == ([1, 2, 3, 0] if framework else [0, 1, 2, 3])
     result = optimize(spec, controls=controls)
     forked = solves.compared(result)
     alone = best_per_framework(spec, result, deadline=time.monotonic() + 120, method="cpsat", controls=controls)
     dump = lambda lines: json.dumps([framework_best_to_dict(e) for e in lines], sort_keys=True)  # noqa: E731
     assert [e.status for e in forked] == [e.status for e in alone] and dump(forked) == dump(alone)
+    assert [e.framework for e in forked] == solves.names
     assert any(e.best is not None for e in forked)
 
 

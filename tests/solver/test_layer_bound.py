@@ -110,8 +110,8 @@ def test_the_shared_pieces_change_no_cost(name):
                 if layer is not None:
                     assert (times.compute_s, times.tp_s, times.ep_s) == (layer.compute_s, layer.tp_s, layer.ep_s), c
     kinds = Counter(key[0] for key in memo)  # shared: each piece has fewer entries than choices
-    expected = {"GemmRates", "Activations", "Comm", "LayerComm", "DenseLayerTimes"} | (
-        {"MoeLayerTimes", "MoeShapeTerms"} if p.spec.model.moe else set())
+    expected = {"GemmRates", "Activations", "Comm", "LayerComm", "DenseLayerTimes", "ChoiceContext", "DenseActivations"} | (
+        {"MoeLayerTimes", "MoeShapeTerms", "MoeNonexpertGemms"} if p.spec.model.moe else set())
     assert set(kinds) == expected and max(kinds.values()) < len(sample), kinds
 
 
