@@ -23,6 +23,7 @@ bound left unsolved, as the closed-form search reports.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -36,6 +37,9 @@ from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
 from parplan.solver.problem import Problem, trimmed_layout
 from parplan.solver.search import Searcher
+from parplan.solver.step_order_cuts import solve_paired_choice
+
+ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
 
 
 @dataclass
@@ -120,6 +124,19 @@ def paired_choice_best(problem: Problem, i: int, below: float, deadline: Optiona
     return best
 
 
+def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float]):
+    """(best plan below ``below`` or None, exact, a lower bound of the choice): by CP-SAT with path cuts
+    (solver/step_order_cuts.py); where that leaves the choice open (whole-layer recompute needed to fit), by
+    enumeration if the choice has at most ENUMERATE_SPLITS stage splits, else open with the cuts' bound."""
+    out = solve_paired_choice(P, i, cap, below, deadline)
+    if out.exact:
+        return out.best, True, out.bound_s
+    if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
+        e = paired_choice_best(P, i, below, deadline)
+        return e, True, objective_s(e) if e is not None else below
+    return out.best, False, out.bound_s
+
+
 def paired_bound_s(searcher: Searcher, i: int, cap: int) -> float:
     """A lower bound of paired choice ``i``'s step order: its closed-form bound over ``floor_divisor``."""
     from parplan.solver.step_order_floor import floor_divisor
@@ -158,13 +175,15 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
         if lb >= kth:
             break
         try:
-            e = paired_choice_best(P, i, kth, searcher.deadline)
+            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline)
         except TimeUp:
             complete, unresolved = False, min(unresolved, lb)
             break
         solved += 1
         if e is not None:
             by_choice[i] = e
+        if not exact:
+            complete, unresolved = False, min(unresolved, lb_i)
     ranked = sorted(by_choice.items(), key=lambda ie: (objective_s(ie[1]), ie[0]))[:k]
     plans = [e for _, e in ranked]
     if complete:

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The search under the step order (solver/step_order_search.py) on benchmarks/solver_speed.py's scenarios, beside
+today's closed-form search of the same problem (issue 39 item 1: its cost and its answers).
+
+    python benchmarks/step_order_search.py [--only TEXT] [--top K] [--limit S]
+
+Per scenario: the closed-form search's status, objective and CPU seconds (Searcher.best, deterministic CP-SAT), then
+the step-order search's status, objective (the best plan's step order, or closed form where not paired), bound,
+paired choices solved and CPU seconds (both on a fresh Problem, each call from the spec)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def run(name: str, raw: dict, k: int, limit: float) -> None:
+    from parplan.costmodel.evaluation.prediction_band import with_memory_band
+    from parplan.frameworks.loader import validate_spec
+    from parplan.solver.completion import pinned_spec
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.deadline import call_limits
+    from parplan.solver.problem import Problem
+    from parplan.solver.search import Searcher
+    from parplan.solver.step_order_search import best_by_step_order, objective_s
+
+    spec = pinned_spec(with_memory_band(validate_spec(raw)))
+    controls = SolverControls(time_limit_s=limit, deterministic=True)
+    for form in ("closed form", "step order"):
+        c0, w0 = time.process_time(), time.perf_counter()
+        deadline = w0 + limit
+        with call_limits(deadline):
+            problem = Problem.build(spec, deadline=deadline)
+            s = Searcher(problem, "cpsat", controls, deadline)
+            if form == "closed form":
+                out = s.best(problem.cap_kib, k)
+                value = problem.scale.seconds(out.found[0].U) if out.found else None
+                e = problem.evaluation(out.found[0].row_index, out.found[0].x) if out.found else None
+                extra = f"its step order {objective_s(e):.4f} s" if e is not None else ""
+            else:
+                out = best_by_step_order(s, problem.cap_kib, k)
+                e = out.plans[0] if out.plans else None
+                value = objective_s(e) if e is not None else None
+                extra = f"bound {out.bound_s:.4f} s, {out.paired_solved} paired choices solved" \
+                    if out.bound_s is not None else ""
+        plan = "" if e is None else f"{e.plan.schedule.value} TP{e.plan.tp} PP{e.plan.pp} EP{e.plan.ep} " \
+                                    f"m={e.plan.num_microbatches} {e.plan.stage_layers}"
+        print(f"{name} top {k}, {form}: {out.status} {value if value is None else round(value, 4)} s {extra}; "
+              f"{plan}; CPU {time.process_time() - c0:.2f} s, wall {time.perf_counter() - w0:.2f} s", flush=True)
+
+
+def main() -> None:
+    import solver_speed as ss
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--top", type=int, default=1)
+    ap.add_argument("--limit", type=float, default=120.0)
+    args = ap.parse_args()
+    for name, raw in ss.SCENARIOS:
+        if args.only in name:
+            run(name, raw, args.top, args.limit)
+
+
+if __name__ == "__main__":
+    main()
