@@ -10,8 +10,10 @@ order), its critical path added as a cut, until the answer's step order is withi
 no split of the choice is shorter (every split's step order is at least the model's least value). Time units are the
 problem's; each cut's coefficients are rounded down to 1/``D`` (a lower bound still).
 
-Choices with whole-layer recompute are solved without it and without the memory cap: a lower bound of every plan of
-the choice (recomputing only lengthens operations), exact where its answer fits without recomputing.
+DualPipe with whole-layer recompute: each stage's recomputed count a variable too (its time affine in it, each
+unit's memory the table's: m_saved per layer, the working set per recomputing stage). DualPipeV with it: solved
+without recompute and without the memory cap, a lower bound of every plan of the choice (recomputing only lengthens
+operations), exact where its answer fits without recomputing.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def busy_forms(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
 class CutModel:
     """The CP-SAT model of one paired choice (module docstring)."""
 
-    def __init__(self, problem: Problem, i: int, cap_kib: int, lk: StepOrderLookups, memory: bool):
+    def __init__(self, problem: Problem, i: int, cap_kib: int, lk: StepOrderLookups, memory: bool,
+                 recompute: bool = False):
         self.p, self.i, self.lk = problem, i, lk
         t = problem.table(i)
         self.unit = problem.scale.time_unit_ns / 1e9 * COARSE
@@ -77,15 +80,20 @@ class CutModel:
         self._split_rules(problem.options.stage_split)
         dual = lk.schedule is Schedule.DUALPIPE
         totals = [self.l[u] + self.l[n - 1 - u] for u in range(n // 2)] if dual else list(self.l)
+        self.r = self._recompute_vars(problem, t, recompute)
         dp_hi = int(max(int(t.dp_layer[u]) * L + int(t.dp_const[u]) for u in range(len(totals)))) // COARSE + 1
         self.dp = m.new_int_var(0, max(1, dp_hi), "dp_max")  # in the model's units, rounded down
         for u, tot in enumerate(totals):
             m.add(int(t.dp_layer[u]) * tot + int(t.dp_const[u]) <= COARSE * self.dp + COARSE - 1)
             if memory:
-                m.add(int(t.m_layer[u]) * tot + int(t.m_const[u]) <= cap_kib)
+                m.add(int(t.m_layer[u]) * tot + int(t.m_const[u]) + self._memory_saved(t, u) <= cap_kib)
         self.lo, self.hi = lo, hi
         self.T = [self._lookup(lk.T[s], lk.key[s], f"T{s}") for s in range(len(lk.key))]
         self.X = [self._lookup(lk.X[s], lk.key[s], f"X{s}") for s in range(len(lk.key))]
+        if self.r:  # a recomputed layer's time, its coefficient rounded down (stage 0's dense layers first)
+            rd, rm = (math.floor(x / self.unit) for x in lk.rho)
+            self.T = [T + rm * (r - (self.d0 if s == 0 else 0)) + (rd * self.d0 if s == 0 else 0)
+                      for s, (T, r) in enumerate(zip(self.T, self.r))]
         self.pe = {ab: self._pair(ab, table) for ab, table in lk.pair.items()}
         raw = int(sum(lk.m * 4 * (int(max(self._units(lk.T[s]))) + int(max(self._units(lk.X[s])))
                                    + max((int(self._units(p).max()) for p in lk.pair.values()), default=0))
@@ -94,6 +102,39 @@ class CutModel:
         self.z = m.new_int_var(0, raw * self.D, "z")
         m.minimize(self.z + self.D * self.dp)
         self.cuts = 0
+
+    def _recompute_vars(self, problem: Problem, t, on: bool) -> list:
+        """DualPipe with whole-layer recompute: each stage's recomputed layers (≤ its layers; ``uniform_recompute``:
+        one count; every layer under ``recompute_all_layers``), whether it recomputes any (its working set) and
+        stage 0's recomputed dense layers, ``d0 = min(r_0, k)``; none otherwise."""
+        if not on:
+            return []
+        m, L = self.model, problem.num_layers
+        r = [m.new_int_var(0, L, f"r{s}") for s in range(len(self.l))]
+        self.b = [m.new_bool_var(f"b{s}") for s in range(len(self.l))]
+        for rs, ls, bs in zip(r, self.l, self.b):
+            m.add(rs <= ls)
+            m.add(rs <= L * bs)
+            if problem.options.recompute_all_layers:
+                m.add(rs == ls)
+        if problem.options.uniform_recompute:
+            for rs in r[1:]:
+                m.add(rs == r[0])
+        self.d0 = m.new_int_var(0, self.lk.k_dense, "d0")
+        m.add_min_equality(self.d0, [r[0], self.lk.k_dense])
+        return r
+
+    def _memory_saved(self, t, u: int):
+        """What unit ``u``'s recomputation changes of its memory (solver/tables.py: m_saved per MoE layer, unit 0's
+        dense ones m_saved_dense, the working set per recomputing stage); 0 without recompute or with
+        ``recompute_all_layers`` (folded into the table's per-layer terms)."""
+        if not self.r or self.p.options.recompute_all_layers:
+            return 0
+        n = len(self.l)
+        pair = (u, n - 1 - u)
+        d = self.d0 if u == 0 else 0
+        return (-int(t.m_saved[u]) * (sum(self.r[s] for s in pair) - d) - int(t.m_saved_dense) * d
+                + int(t.m_workspace) * sum(self.b[s] for s in pair))
 
     def _split_rules(self, split: str) -> None:
         """``even``: every variable alike; ``first_last``: the middle ones alike (DualPipeV: every rank past 0)."""
@@ -188,8 +229,9 @@ class CutModel:
         self.model.add(self.z >= expr)
         self.cuts += 1
 
-    def layers(self, solver: cp_model.CpSolver) -> list[int]:
-        return [solver.value(v) for v in self.l]
+    def layers(self, solver: cp_model.CpSolver) -> tuple[list[int], list[int]]:
+        """(layers, recompute) per variable of the answer (recompute zeros where not modelled)."""
+        return [solver.value(v) for v in self.l], [solver.value(v) for v in self.r] or [0] * len(self.l)
 
     def value_s(self, solver: cp_model.CpSolver) -> float:
         """The model's least value found, in seconds (objective over D, in time units)."""
@@ -199,19 +241,24 @@ class CutModel:
         """Only values below ``seconds`` (the best plan known) from now on."""
         self.model.add(self.z + self.D * self.dp < math.ceil(seconds / self.unit * self.D))
 
-    def forbid(self, layers: list[int]) -> None:
-        """Not this split again (the evaluator found it illegal or not fitting)."""
-        self.model.add_forbidden_assignments(self.l, [tuple(layers)])
+    def forbid(self, x: tuple[list[int], list[int]]) -> None:
+        """Not this answer again (the evaluator found it illegal or not fitting)."""
+        layers, recompute = x
+        if self.r:
+            self.model.add_forbidden_assignments(self.l + self.r, [tuple(layers) + tuple(recompute)])
+        else:
+            self.model.add_forbidden_assignments(self.l, [tuple(layers)])
 
 
-def _plan(problem: Problem, i: int, layers: list[int]) -> Plan:
-    """The plan of choice ``i`` at these stage (DualPipeV: rank) layers, nothing recomputed (Problem.plan's canonical
-    recompute; with ``recompute_all_layers`` every layer)."""
+def _plan(problem: Problem, i: int, x: tuple[list[int], list[int]]) -> Plan:
+    """The plan of choice ``i`` at these stage (DualPipeV: rank) layers and recomputed layers (Problem.plan's
+    canonical recompute; with ``recompute_all_layers`` every layer)."""
     c = problem.choices[i]
-    rc, recompute = c.recompute, [0] * len(layers)
+    layers, recompute = x
+    rc = c.recompute
     if rc == "full" and problem.options.recompute_all_layers:
         recompute = list(layers)
-    elif rc == "full" and "none" in problem.options.recompute:
+    elif rc == "full" and not any(recompute) and "none" in problem.options.recompute:
         rc = "none"
     return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
 
@@ -232,7 +279,7 @@ def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
         solver.parameters.max_time_in_seconds = left
     if hint is not None:
         cm.model.clear_hints()
-        for v, x in zip(cm.l, hint):
+        for v, x in zip(cm.l + cm.r, hint[0] + (hint[1] if cm.r else [])):
             cm.model.add_hint(v, x)
     status = solver.solve(cm.model)
     if status == cp_model.MODEL_INVALID:
@@ -248,8 +295,9 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
     ``deadline``."""
     c = problem.choices[i]
     lk = build_lookups(problem, i)
-    relaxed = c.recompute == "full"  # solved without recompute and the memory cap: a bound (module docstring)
-    cm = CutModel(problem, i, cap_kib, lk, memory=not relaxed)
+    modelled = c.recompute == "full" and c.schedule is Schedule.DUALPIPE
+    relaxed = c.recompute == "full" and not modelled  # without recompute and the memory cap: a bound
+    cm = CutModel(problem, i, cap_kib, lk, memory=not relaxed, recompute=modelled)
     for form in busy_forms(c.schedule, c.pp, c.num_microbatches):
         cm.add_cut(form)
     best, best_v, hint = None, below, None
@@ -259,9 +307,9 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
         solver, status = _solve(cm, deadline, hint)
         if status == cp_model.INFEASIBLE:  # nothing of the choice below the best known (the relaxation's neither)
             return CutOutcome(best, best_v, True, cm.cuts)
-        lb, layers = cm.value_s(solver), cm.layers(solver)
+        lb, x = cm.value_s(solver), cm.layers(solver)
         try:
-            e = problem.evaluate(_plan(problem, i, layers))
+            e = problem.evaluate(_plan(problem, i, x))
         except PlanError:
             e = None
         v = _objective_s(e) if e is not None else float("inf")
@@ -276,9 +324,9 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
         if e is not None and not e.feasible and relaxed:  # may fit with recomputation: the choice keeps its bound
             return CutOutcome(best, lb, False, cm.cuts)
         if e is None or not e.feasible:  # breaks a rule of the evaluator's (or its memory) the model does not hold
-            cm.forbid(layers)
+            cm.forbid(x)
         elif v > lb * (1 + TOL):
             if cm.cuts >= MAX_CUTS:
                 return CutOutcome(best, lb, False, cm.cuts)
-            cm.add_cut(critical_path_form(c.schedule, lk.work(layers), c.num_microbatches))
-        hint = layers
+            cm.add_cut(critical_path_form(c.schedule, lk.work(*x) if modelled else lk.work(x[0]), c.num_microbatches))
+        hint = x

@@ -46,17 +46,27 @@ class StepOrderLookups:
     share: float
     pair: dict
     phases: dict
+    rho: tuple[float, float] = (0.0, 0.0)  # a recomputed (dense, MoE) layer's time: stage time is affine in it
+    k_dense: int = 0  # DualPipe stage 0's dense layers (recomputed first, ledger.stage_totals)
 
     @property
     def num_vars(self) -> int:
         return len(self.lo)
 
-    def work(self, layers) -> StageWork:
-        """The StageWork at one value of the variables (each stage's entries at its variable's count)."""
+    def recompute_s(self, s: int, r: int) -> float:
+        """What recomputing ``r`` layers adds to DualPipe stage ``s``'s time (its dense layers first)."""
+        d = min(r, self.k_dense) if s == 0 else 0
+        return self.rho[0] * d + self.rho[1] * (r - d)
+
+    def work(self, layers, recompute=None) -> StageWork:
+        """The StageWork at one value of the variables (each stage's entries at its variable's count; DualPipe
+        stages recomputing ``recompute[s]`` layers)."""
         idx = [int(layers[k]) for k in self.key]
         s = range(len(self.key))
         pick = lambda a: [float(a[j, l]) for j, l in zip(s, idx)]  # noqa: E731
         T, C = pick(self.T), pick(self.C)
+        if recompute is not None:
+            T = [t + self.recompute_s(j, int(r)) for j, (t, r) in enumerate(zip(T, recompute))]
         return StageWork(C, pick(self.X), self.f, self.w, [t - c for t, c in zip(T, C)],
                          None if self.A is None else pick(self.A), self.share)
 
@@ -90,10 +100,19 @@ def build_lookups(problem, i: int) -> StepOrderLookups:
             A[:, l] = work.A
     lo = tuple(max(1, k if v == 0 and moe is not None else 1) for v in range(n_vars))
     lk = StepOrderLookups(c.schedule, c.pp, c.num_microbatches, f, w, key, lo, T, X, C, A if has_attn else None,
-                          share, {}, {})
+                          share, {}, {}, _rho(costs, k, moe is not None, n_vars), k if moe is not None else 0)
     for ab, (table, phases) in _pairs(lk, L).items():
         lk.pair[ab], lk.phases[ab] = table, phases
     return lk
+
+
+def _rho(costs, k: int, moe: bool, n_vars: int) -> tuple[float, float]:
+    """(dense, MoE) time of one recomputed layer (ledger.layer_totals: affine in the recomputed count), read off
+    ``stage_totals`` at a stage past the first (stage 0 for a dense one where the model's dense layers are there)."""
+    j = 1 if n_vars > 1 else 0
+    moe_s = (stage_totals(costs, j, 0, 2, 1).time_s - stage_totals(costs, j, 0, 2, 0).time_s) if moe else 0.0
+    dense_s = stage_totals(costs, j, 2, 0, 1).time_s - stage_totals(costs, j, 2, 0, 0).time_s if (k or not moe) else 0.0
+    return dense_s, moe_s
 
 
 def _chunk(lk: StepOrderLookups, s: int, cols) -> ChunkWork:

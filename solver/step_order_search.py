@@ -8,9 +8,10 @@ plan's closed form (the search's U). Search, in three parts:
 1. today's search (solver/search.py, CP-SAT or the oracle) under the closed form: exact for every non-paired choice,
    and a first incumbent (each found plan re-read by its objective);
 2. every paired choice whose lower bound of the step order is below the K-th best objective known, least bound
-   first: the closed form's bound over ``1 + β_max/m`` (solver/step_order_floor.py ``floor_divisor``), solved exactly
-   by :func:`paired_choice_best` (every stage split and recompute vector, each plan under the busy floor skipped:
-   the floor is at most its step order);
+   first, each bound tightened before the choice is solved (the closed form's quick and mean-unit bounds over
+   ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its busy floor): by CP-SAT
+   with path cuts (solver/step_order_cuts.py), or where that leaves it open (a fit that needs whole-layer
+   recomputation) and it is small, by :func:`paired_choice_best` (every stage split and recompute vector);
 3. the K best by objective (ties: the choice's index).
 
 A non-paired choice the first part pruned has a closed-form bound above its K-th best closed form; where re-reading
@@ -22,6 +23,7 @@ bound left unsolved, as the closed-form search reports.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -38,6 +40,7 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.problem import Problem, trimmed_layout
 from parplan.solver.search import Searcher
 from parplan.solver.step_order_cuts import solve_paired_choice
+from parplan.solver.step_order_floor import floor_divisor
 
 ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
 
@@ -137,13 +140,17 @@ def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional
     return out.best, False, out.bound_s
 
 
-def paired_bound_s(searcher: Searcher, i: int, cap: int) -> float:
-    """A lower bound of paired choice ``i``'s step order: its closed-form bound over ``floor_divisor``."""
-    from parplan.solver.step_order_floor import floor_divisor
+def _next_bound_s(searcher: Searcher, i: int, cap: int, level: int) -> float:
+    """Paired choice ``i``'s next lower bound of its step order, in seconds: level 0, its closed-form mean-unit
+    bound over ``floor_divisor``; level 1, the continuous relaxation of its busy floor (Problem.relaxed_bound with
+    ``floor``: memory and recomputation included). Infinite where nothing fits."""
     P = searcher.p
-    lb = searcher.bound(i, cap)
-    return float("inf") if not np.isfinite(lb) else P.scale.seconds(int(lb)) / floor_divisor(P.choices[i],
-                                                                                            P.assumptions)
+    if searcher._stop():
+        raise TimeUp()
+    if level == 0:
+        return P.scale.seconds(max(float(P.quick_lb[i]), P.mean_bound(i))) / floor_divisor(P.choices[i], P.assumptions)
+    lb = P.relaxed_bound(i, cap, floor=True)
+    return P.scale.seconds(lb) if np.isfinite(lb) else float("inf")
 
 
 def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOutcome:
@@ -165,16 +172,22 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     if not complete and first.bound is not None:
         unresolved = P.scale.seconds(int(first.bound))
     paired = [i for i, c in enumerate(P.choices) if c.schedule.paired and P.quick_mem_kib[i] <= cap]
+    queue = [(P.scale.seconds(float(P.quick_lb[i])) / floor_divisor(P.choices[i], P.assumptions), 0, i)
+             for i in paired]
+    heapq.heapify(queue)
     solved = 0
-    try:
-        bounds = sorted((paired_bound_s(searcher, i, cap), i) for i in paired)
-    except TimeUp:
-        bounds, complete = [], False
-    for lb, i in bounds:
+    while queue:
+        lb, level, i = queue[0]
         kth = _kth(by_choice, k)
         if lb >= kth:
             break
+        heapq.heappop(queue)
         try:
+            if level < 2:  # the next bound (module docstring), the choice queued again
+                nxt = _next_bound_s(searcher, i, cap, level)
+                if np.isfinite(nxt):
+                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
+                continue
             e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline)
         except TimeUp:
             complete, unresolved = False, min(unresolved, lb)

@@ -54,8 +54,8 @@ class FloorTally:
 @given(spec=dualpipe_specs())
 def test_busy_floor_is_below_the_step_order_of_every_plan(spec):
     """At every plan of a paired choice the floor table's U (m·t_max + dp) is at most its step order, equal where
-    no rank has a fill (DualPipe on 2 ranks); the choice's closed-form bound divided by ``floor_divisor`` is below
-    the step order of each of its plans. Also counts where the closed-form bound alone is above a plan's step
+    no rank has a fill (DualPipe on 2 ranks); the choice's closed-form bounds divided by ``floor_divisor`` and the
+    relaxation of its busy floor (Problem.relaxed_bound with ``floor``) are below the step order of each of its plans. Also counts where the closed-form bound alone is above a plan's step
     order (:func:`test_floor_examples_were_exercised`)."""
     for problem, i, x, e in _paired_plans(spec):
         t = problem.table(i)
@@ -65,8 +65,11 @@ def test_busy_floor_is_below_the_step_order_of_every_plan(spec):
         if t.choice.schedule.value == "dualpipe" and t.choice.pp == 2:
             assert floor_s == pytest.approx(by_order, rel=FLOOR_TOL)
             FloorTally.exact += 1
-        bound_s = problem.scale.seconds(max(float(problem.quick_lb[i]), problem.relaxed_bound(i, HUGE_CAP)))
+        bound_s = problem.scale.seconds(max(float(problem.quick_lb[i]), problem.relaxed_bound(i, HUGE_CAP),
+                                            problem.mean_bound(i)))
         assert bound_s / floor_divisor(t.choice, problem.assumptions) <= by_order * (1 + FLOOR_TOL)
+        floor_relaxed = problem.scale.seconds(problem.relaxed_bound(i, HUGE_CAP, floor=True))
+        assert floor_relaxed <= floor_s * (1 + FLOOR_TOL)
         FloorTally.plans += 1
         FloorTally.above += bound_s > by_order * (1 + FLOOR_TOL)
 
