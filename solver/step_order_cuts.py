@@ -29,7 +29,7 @@ from parplan.costmodel.evaluation.evaluate import PlanError
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.dualpipe_steps import step_orders, step_structure
 from parplan.costmodel.schedules.schedule import Schedule
-from parplan.costmodel.schedules.step_order_bound import PathForm, critical_path_form
+from parplan.costmodel.schedules.step_order_bound import PathForm, rank_path_forms
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
 from parplan.solver.ortools_cp import cp_model
@@ -40,7 +40,7 @@ D_BITS = 20  # cut coefficients in 1/D, D = 2^20 where the model's range allows 
 COARSE = 1  # the model's time unit in the problem's (2^12 made no CP-SAT solve reliably faster: 2-15 s either way)
 TOL = 1e-5  # an answer within this of the model's value is optimal (the rounding of the cuts' coefficients)
 RANGE_BITS = 60  # every linear expression of the model stays below 2^RANGE_BITS (CP-SAT's limit is 2^62)
-MAX_CUTS = 60  # past this many cuts the choice is left with its bound
+MAX_CUTS = 600  # past this many cuts of its own the choice is left with its bound
 
 
 @dataclass
@@ -48,7 +48,7 @@ class CutOutcome:
     best: Optional[Evaluation]  # the choice's best plan found below the threshold
     bound_s: float  # a lower bound of every plan of the choice (seconds)
     exact: bool  # True: ``best`` is the choice's optimum (or none is below the threshold)
-    cuts: int
+    cuts: int  # the cuts the loop added (beyond every rank's chain and the shared ones)
 
 
 def busy_forms(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
@@ -290,23 +290,25 @@ def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
 
 
 def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = float("inf"),
-                        deadline: Optional[float] = None) -> CutOutcome:
+                        deadline: Optional[float] = None, forms: Optional[list] = None) -> CutOutcome:
     """Paired choice ``i``'s plan of least step order below ``below`` (module docstring); raises TimeUp past
-    ``deadline``."""
+    ``deadline``. ``forms``: paths found for other choices of the same schedule, pipeline depth and micro-batch
+    count (a path of one's graph is a path of the other's: valid cuts from the start), the new ones appended."""
     c = problem.choices[i]
     lk = build_lookups(problem, i)
     modelled = c.recompute == "full" and c.schedule is Schedule.DUALPIPE
     relaxed = c.recompute == "full" and not modelled  # without recompute and the memory cap: a bound
     cm = CutModel(problem, i, cap_kib, lk, memory=not relaxed, recompute=modelled)
-    for form in busy_forms(c.schedule, c.pp, c.num_microbatches):
+    for form in busy_forms(c.schedule, c.pp, c.num_microbatches) + list(forms or ()):
         cm.add_cut(form)
+    shared = cm.cuts
     best, best_v, hint = None, below, None
     if np.isfinite(below):
         cm.cutoff(below)
     while True:
         solver, status = _solve(cm, deadline, hint)
         if status == cp_model.INFEASIBLE:  # nothing of the choice below the best known (the relaxation's neither)
-            return CutOutcome(best, best_v, True, cm.cuts)
+            return CutOutcome(best, best_v, True, cm.cuts - shared)
         lb, x = cm.value_s(solver), cm.layers(solver)
         try:
             e = problem.evaluate(_plan(problem, i, x))
@@ -318,15 +320,18 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
             cm.cutoff(v)
         if v <= lb * (1 + TOL):
             if e is not None and e.feasible:  # the model's least value is reached: nothing of the choice is shorter
-                return CutOutcome(best, lb, True, cm.cuts)
+                return CutOutcome(best, lb, True, cm.cuts - shared)
             if relaxed:  # the relaxation's optimum needs recomputation (or breaks a rule): a bound only
-                return CutOutcome(best, lb, False, cm.cuts)
+                return CutOutcome(best, lb, False, cm.cuts - shared)
         if e is not None and not e.feasible and relaxed:  # may fit with recomputation: the choice keeps its bound
-            return CutOutcome(best, lb, False, cm.cuts)
+            return CutOutcome(best, lb, False, cm.cuts - shared)
         if e is None or not e.feasible:  # breaks a rule of the evaluator's (or its memory) the model does not hold
             cm.forbid(x)
         elif v > lb * (1 + TOL):
-            if cm.cuts >= MAX_CUTS:
-                return CutOutcome(best, lb, False, cm.cuts)
-            cm.add_cut(critical_path_form(c.schedule, lk.work(*x) if modelled else lk.work(x[0]), c.num_microbatches))
+            if cm.cuts - shared >= MAX_CUTS:
+                return CutOutcome(best, lb, False, cm.cuts - shared)
+            for form in rank_path_forms(c.schedule, lk.work(*x) if modelled else lk.work(x[0]), c.num_microbatches):
+                cm.add_cut(form)  # the longest path through each rank (the critical path among them)
+                if forms is not None:
+                    forms.append(form)
         hint = x

@@ -127,11 +127,14 @@ def paired_choice_best(problem: Problem, i: int, below: float, deadline: Optiona
     return best
 
 
-def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float]):
+def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float], forms: dict):
     """(best plan below ``below`` or None, exact, a lower bound of the choice): by CP-SAT with path cuts
-    (solver/step_order_cuts.py); where that leaves the choice open (whole-layer recompute needed to fit), by
+    (solver/step_order_cuts.py, starting from the cuts found for choices of the same schedule, depth and micro-batch
+    count); where that leaves the choice open (whole-layer recompute needed to fit), by
     enumeration if the choice has at most ENUMERATE_SPLITS stage splits, else open with the cuts' bound."""
-    out = solve_paired_choice(P, i, cap, below, deadline)
+    c = P.choices[i]
+    key = (c.schedule, c.pp, c.num_microbatches)
+    out = solve_paired_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
     if out.exact:
         return out.best, True, out.bound_s
     if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
@@ -175,7 +178,7 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     queue = [(P.scale.seconds(float(P.quick_lb[i])) / floor_divisor(P.choices[i], P.assumptions), 0, i)
              for i in paired]
     heapq.heapify(queue)
-    solved = 0
+    solved, forms = 0, {}  # the cuts found so far, by (schedule, pp, m): shared by the choices that read them
     while queue:
         lb, level, i = queue[0]
         kth = _kth(by_choice, k)
@@ -188,7 +191,7 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
                 if np.isfinite(nxt):
                     heapq.heappush(queue, (max(lb, nxt), level + 1, i))
                 continue
-            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline)
+            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
         except TimeUp:
             complete, unresolved = False, min(unresolved, lb)
             break

