@@ -41,6 +41,7 @@ COARSE = 1  # the model's time unit in the problem's (2^12 made no CP-SAT solve 
 TOL = 1e-5  # an answer within this of the model's value is optimal (the rounding of the cuts' coefficients)
 RANGE_BITS = 60  # every linear expression of the model stays below 2^RANGE_BITS (CP-SAT's limit is 2^62)
 MAX_CUTS = 600  # past this many cuts of its own the choice is left with its bound
+SOLVE_DET = 5.0  # CP-SAT's deterministic seconds per solve of the loop (one 32-stage DeepSeek-V3 solve ran 287 s)
 
 
 @dataclass
@@ -268,7 +269,11 @@ def _objective_s(e: Evaluation) -> float:
 
 
 def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
+    """One CP-SAT solve of the model within SOLVE_DET deterministic seconds (the same answer run to run) and the
+    call's deadline (TimeUp past it): OPTIMAL (within the gap limit), INFEASIBLE, or FEASIBLE / UNKNOWN where the
+    cap cut it short (its bound still a lower bound of the model)."""
     solver = cp_model.CpSolver()
+    solver.parameters.max_deterministic_time = SOLVE_DET
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 1
     solver.parameters.relative_gap_limit = TOL / 4  # the bound it proves is what the loop reads (CutModel.value_s)
@@ -284,7 +289,8 @@ def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
     status = solver.solve(cm.model)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"the step-order cut model is invalid: {cm.model.validate()}")
-    if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE):  # (OPTIMAL within the gap limit)
+    if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and deadline is not None and \
+            time.perf_counter() >= deadline:
         raise TimeUp()
     return solver, status
 
@@ -302,14 +308,17 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
     for form in busy_forms(c.schedule, c.pp, c.num_microbatches) + list(forms or ()):
         cm.add_cut(form)
     shared = cm.cuts
-    best, best_v, hint = None, below, None
+    best, best_v, hint, last_lb = None, below, None, 0.0
     if np.isfinite(below):
         cm.cutoff(below)
     while True:
         solver, status = _solve(cm, deadline, hint)
         if status == cp_model.INFEASIBLE:  # nothing of the choice below the best known (the relaxation's neither)
             return CutOutcome(best, best_v, True, cm.cuts - shared)
-        lb, x = cm.value_s(solver), cm.layers(solver)
+        if status == cp_model.UNKNOWN:  # the solve's cap, no answer: the choice open, at the last bound
+            return CutOutcome(best, min(last_lb, best_v), False, cm.cuts - shared)
+        lb, x = cm.value_s(solver), cm.layers(solver)  # (FEASIBLE: the capped solve's bound and answer)
+        lb = last_lb = max(last_lb, lb)  # (an earlier bound holds still: the model only gained constraints)
         try:
             e = problem.evaluate(_plan(problem, i, x))
         except PlanError:
