@@ -1,6 +1,7 @@
-"""The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1), where each
-paired choice is small enough to solve by enumeration: the reference the searched form (path cuts over the step
-order's graph, costmodel/schedules/step_order_bound.py) is to be checked against.
+"""The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1). Not yet the
+planner's: exact and fast on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute
+force under it; Mixtral 8x7B's scenarios), far too slow on DeepSeek-V3's 32-stage DualPipe choices
+(benchmarks/step_order_search.py; docs/solver.md).
 
 Objective: a paired plan's step by its step order (``metrics.step_order_step_s``, DP term included), any other
 plan's closed form (the search's U). Search, in three parts:
@@ -17,8 +18,8 @@ plan's closed form (the search's U). Search, in three parts:
 A non-paired choice the first part pruned has a closed-form bound above its K-th best closed form; where re-reading
 raised the K-th best above that (a paired plan whose step order is above its closed form), the first part is
 repeated for every choice whose closed form may be below the new K-th best, so nothing is lost; a paired choice left
-out of part 2 has a step order above the K-th best. So a run to the end is OPTIMAL under the objective; past the deadline FEASIBLE (or UNKNOWN) with the least
-bound left unsolved, as the closed-form search reports.
+out of part 2 has a step order above the K-th best. So a run to the end is OPTIMAL under the objective; past the
+deadline, or with a paired choice left open, FEASIBLE (or UNKNOWN) with the least bound left unsolved.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class StepOrderOutcome:
     status: str  # OPTIMAL | INFEASIBLE | FEASIBLE | UNKNOWN, under the objective (module docstring)
     plans: list[Evaluation]  # the K best, each its choice's best
     bound_s: Optional[float]  # a lower bound of the best objective over the whole space
-    paired_solved: int  # paired choices solved by enumeration
+    paired_solved: int  # paired choices solved (by path cuts, or by enumeration)
 
 
 def objective_s(e: Evaluation) -> float:
