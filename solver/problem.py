@@ -243,9 +243,10 @@ class Problem:
         self._parts_of[i] = parts
         return parts
 
-    def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True) -> float:
+    def relaxed_bound(self, i: int, cap_kib: int, exposure: bool = True, floor: bool = False) -> float:
         """bounds.relaxed_bound of choice ``i``'s table (without ``exposure``: :meth:`table_without_exposure`) under
-        ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key (shared by the spec key), weighed by M."""
+        ``cap_kib``: its parts but M kept under shared_bounds.relaxation_key (shared by the spec key), weighed by M;
+        ``floor``: of its busy floor (solver/step_order_floor.py), a lower bound of a paired choice's step order."""
         c = self.choices[i]
         rule = (*self._rule(None, None), self.options.recompute_all_layers)
         key = relaxation_key(c, self.spec, self.assumptions, self.scale, rule, cap_kib, exposure,
@@ -260,6 +261,8 @@ class Problem:
             parts = self._relaxations[key] = relaxation_parts(t, cap_kib)
         if parts is None:
             return float("inf")
+        if floor:
+            return float(self.scale.weight * c.num_microbatches) * parts[0] + parts[2] - 1.0
         return objective_of_parts(microbatch_weight(c.num_microbatches, self._mean_bound_parts(i).w_max, self.scale),
                                   parts)
 

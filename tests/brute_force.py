@@ -36,7 +36,19 @@ def _allowed(values, pins):
     return [v for v in values if pins is None or v in pins]
 
 
-def brute_force(spec: Spec, below, equal_middles: bool = False):
+def closed_form_s(e) -> float:
+    """The evaluator's step (its closed form): what the planner's search optimizes today."""
+    return e.metrics.step_time_s
+
+
+def step_order_or_closed_s(e) -> float:
+    """A DualPipe / DualPipeV plan's step by its step order (``metrics.step_order_step_s``, DP term included),
+    any other plan's step: the objective issue 39 item 1 makes the search's. Monotone in every operation's
+    duration (a longest path), so the brute force's recompute pruning holds for it."""
+    return e.metrics.step_order_step_s if e.metrics.step_order_step_s is not None else e.metrics.step_time_s
+
+
+def brute_force(spec: Spec, below, equal_middles: bool = False, objective=closed_form_s):
     """Every plan the spec's search allows, by the float evaluator: returns a plan that fits with a step time
     below ``below`` (None: any plan that fits; a function of the Choice: a threshold per choice, as the replan
     objective's tests/solver/test_replan.py), or None when there is none.
@@ -45,7 +57,8 @@ def brute_force(spec: Spec, below, equal_middles: bool = False):
     faster, and never makes it need more memory. So for one (choice, stage split): the split without
     recomputation bounds the step time from below (skip if it is not below ``below``), and if it fits it is the
     split's best; if recomputing every layer does not fit, nothing does; otherwise every recompute vector is
-    evaluated. Choices are every legal combination of degrees, batch split, schedule, vpp, ZeRO stage,
+    evaluated (``objective``: the step of an evaluation, :func:`closed_form_s` or :func:`step_order_or_closed_s`,
+    both monotone in the recompute). Choices are every legal combination of degrees, batch split, schedule, vpp, ZeRO stage,
     recompute granularity and sequence parallelism (no dominance pruning); splits are every composition of
     the layers into pp stages (unequal middle stages included unless ``equal_middles``: then only splits
     whose middle stages hold equal layer counts, the solver's first/middle/last form; recompute vectors are
@@ -94,13 +107,14 @@ def brute_force(spec: Spec, below, equal_middles: bool = False):
                         if choice_violations(spec, c, a, domain):
                             continue
                         costs = choice_costs(spec, c, gpu, a)
-                        found = _best_split(spec, c, costs, a, below(c) if callable(below) else below, equal_middles)
+                        found = _best_split(spec, c, costs, a, below(c) if callable(below) else below, equal_middles,
+                                            objective)
                         if found is not None:
                             return found
     return None
 
 
-def _best_split(spec, c: Choice, costs, a, below, equal_middles):
+def _best_split(spec, c: Choice, costs, a, below, equal_middles, objective=closed_form_s):
     s = spec.search
     L = spec.model.num_layers
 
@@ -116,7 +130,7 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
         return evaluate_costs(spec, plan, costs, a, [])
 
     def good(e):
-        return e.metrics.fits and (below is None or e.metrics.step_time_s < below)
+        return e.metrics.fits and (below is None or objective(e) < below)
 
     split = s.resolved_stage_split
     # DualPipeV: rank 0 holds the first and the last stage, so every other rank is a middle one
@@ -129,7 +143,7 @@ def _best_split(spec, c: Choice, costs, a, below, equal_middles):
         if stage_violations(spec, c, layers, [0] * c.pp):  # DualPipeV: two stages of ≥ 1 layer per rank
             continue
         e0 = ev(layers, [0] * c.pp)
-        if below is not None and e0.metrics.step_time_s >= below:
+        if below is not None and objective(e0) >= below:
             continue
         if e0.metrics.fits:
             return e0

@@ -93,3 +93,45 @@ def path_form_s(form: PathForm, work: StageWork) -> float:
     """``form``'s path priced over ``work``: each operation type's duration (dualpipe_steps' durations) times its
     count."""
     return float(np.dot(form.count, op_durations_s(form, work)))
+
+
+def rank_path_forms(schedule: Schedule, work: StageWork, m: int) -> list[PathForm]:
+    """For each rank, the longest path of ``work``'s step order through one of its operations, compressed (the
+    first of them the critical path's length; each a path of any work's graph of the same (schedule, ranks, m), so a
+    cut): what a search adds per answer to bound every rank's fill, busy time and drain at once."""
+    ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
+    st = step_structure(schedule, ranks, m)
+    d = op_durations_s(st, work)
+    n = len(d)
+    end, came, succ = [0.0] * n, [-1] * n, [[] for _ in range(n)]
+    for i, (ins, prev) in enumerate(zip(st.inputs, st.prev)):
+        preds = list(ins) + ([prev] if prev >= 0 else [])
+        came[i] = max(preds, key=lambda x: end[x], default=-1)
+        end[i] = d[i] + (end[came[i]] if came[i] >= 0 else 0.0)
+        for x in preds:
+            succ[x].append(i)
+    rest, nxt = [0.0] * n, [-1] * n
+    for i in reversed(range(n)):
+        nxt[i] = max(succ[i], key=lambda x: rest[x], default=-1)
+        rest[i] = d[i] + (rest[nxt[i]] if nxt[i] >= 0 else 0.0)
+    best: dict[int, int] = {}
+    for i, (r, _) in enumerate(st.node):
+        if r not in best or end[i] + rest[i] - d[i] > end[best[r]] + rest[best[r]] - d[best[r]]:
+            best[r] = i
+    forms, seen = [], set()
+    for r in sorted(best):
+        path, x = [], best[r]
+        while x >= 0:
+            path.append(x)
+            x = came[x]
+        x = nxt[best[r]]
+        while x >= 0:
+            path.append(x)
+            x = nxt[x]
+        keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
+                                axis=1, return_counts=True)
+        key = (keys.tobytes(), count.tobytes())
+        if key not in seen:
+            seen.add(key)
+            forms.append(PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count))
+    return forms

@@ -79,3 +79,21 @@ def test_critical_path_form_is_compressed():
     form = critical_path_form(Schedule.DUALPIPE, work, 480)
     assert int(form.count.sum()) > 400
     assert len(form.count) <= 4 * 32
+
+
+@settings(max_examples=80, deadline=None)
+@given(stage_works(), st.data())
+def test_rank_path_forms_are_cuts_the_longest_the_step_order(case, data):
+    """The longest path through each rank: each at most the step order at its own work, the longest of them equal
+    to it, and each a path of another work's graph of the same (schedule, ranks, m), so at most that step order."""
+    from parplan.costmodel.schedules.step_order_bound import rank_path_forms
+    schedule, work, m = case
+    exact = step_order_s(schedule, work, m)
+    forms = rank_path_forms(schedule, work, m)
+    priced = [path_form_s(f, work) for f in forms]
+    assert max(priced) == pytest.approx(exact, rel=1e-12)
+    assert all(p <= exact * (1 + 1e-12) for p in priced)
+    other = StageWork([c * data.draw(st.floats(0.5, 2.0)) for c in work.C], list(work.X), work.f, work.w,
+                      [e * data.draw(st.floats(0.0, 2.0)) for e in work.E])
+    other_exact = step_order_s(schedule, other, m)
+    assert all(path_form_s(f, other) <= other_exact * (1 + 1e-12) for f in forms)

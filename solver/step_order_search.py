@@ -1,0 +1,216 @@
+"""The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1). Not yet the
+planner's: exact and fast on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute
+force under it; Mixtral 8x7B's scenarios), far too slow on DeepSeek-V3's 32-stage DualPipe choices
+(benchmarks/step_order_search.py; docs/solver.md).
+
+Objective: a paired plan's step by its step order (``metrics.step_order_step_s``, DP term included), any other
+plan's closed form (the search's U). Search, in three parts:
+
+1. today's search (solver/search.py, CP-SAT or the oracle) under the closed form: exact for every non-paired choice,
+   and a first incumbent (each found plan re-read by its objective);
+2. every paired choice whose lower bound of the step order is below the K-th best objective known, least bound
+   first, each bound tightened before the choice is solved (the closed form's quick and mean-unit bounds over
+   ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its busy floor): by CP-SAT
+   with path cuts (solver/step_order_cuts.py), or where that leaves it open (a fit that needs whole-layer
+   recomputation) and it is small, by :func:`paired_choice_best` (every stage split and recompute vector);
+3. the K best by objective (ties: the choice's index).
+
+A non-paired choice the first part pruned has a closed-form bound above its K-th best closed form; where re-reading
+raised the K-th best above that (a paired plan whose step order is above its closed form), the first part is
+repeated for every choice whose closed form may be below the new K-th best, so nothing is lost; a paired choice left
+out of part 2 has a step order above the K-th best. So a run to the end is OPTIMAL under the objective; past the
+deadline, or with a paired choice left open, FEASIBLE (or UNKNOWN) with the least bound left unsolved.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+
+from parplan.costmodel.evaluation.evaluate import PlanError
+from parplan.costmodel.evaluation.ledger import Evaluation
+from parplan.costmodel.evaluation.legality import stage_violations
+from parplan.costmodel.spec.spec import Plan
+from parplan.solver.deadline import TimeUp
+from parplan.solver.problem import Problem, trimmed_layout
+from parplan.solver.search import Searcher
+from parplan.solver.step_order_cuts import solve_paired_choice
+from parplan.solver.step_order_floor import floor_divisor
+
+ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
+
+
+@dataclass
+class StepOrderOutcome:
+    status: str  # OPTIMAL | INFEASIBLE | FEASIBLE | UNKNOWN, under the objective (module docstring)
+    plans: list[Evaluation]  # the K best, each its choice's best
+    bound_s: Optional[float]  # a lower bound of the best objective over the whole space
+    paired_solved: int  # paired choices solved (by path cuts, or by enumeration)
+
+
+def objective_s(e: Evaluation) -> float:
+    """The objective of a plan (module docstring)."""
+    return e.metrics.step_order_step_s if e.metrics.step_order_step_s is not None else e.metrics.step_time_s
+
+
+def _compositions(n: int, k: int) -> Iterator[list[int]]:
+    for cuts in itertools.combinations(range(1, n), k - 1):
+        ends = (0,) + cuts + (n,)
+        yield [ends[i + 1] - ends[i] for i in range(k)]
+
+
+def _splits(problem: Problem, i: int) -> Iterator[list[int]]:
+    """Choice ``i``'s stage splits the space allows (``stage_split``: even, equal middle stages, or any; DualPipeV's
+    rank 0 holds the model's first and last stage, so its other ranks are the middle ones)."""
+    c, split = problem.choices[i], problem.options.stage_split
+    mid = slice(1, None) if c.schedule.value == "dualpipev" else slice(1, -1)
+    for layers in _compositions(problem.num_layers, c.pp):
+        if (split == "even" and len(set(layers)) > 1) or (split == "first_last" and len(set(layers[mid])) > 1):
+            continue
+        if not stage_violations(problem.spec, c, layers, [0] * c.pp):
+            yield layers
+
+
+def _recompute_vectors(problem: Problem, i: int, layers: list[int]) -> Iterator[list[int]]:
+    """Every recompute vector of a split past the no-recompute one (uniform or per stage; 'first_last' middles
+    alike), or none where the choice recomputes no whole layers."""
+    c, o = problem.choices[i], problem.options
+    if c.recompute != "full" or o.recompute_all_layers:
+        return iter(())
+    if o.uniform_recompute:
+        return ([r] * c.pp for r in range(1, min(layers) + 1))
+    vectors = itertools.product(*(range(x + 1) for x in layers))
+    mid = slice(1, -1)
+    return (list(v) for v in vectors if any(v) and (o.stage_split != "first_last" or c.schedule.value == "dualpipe"
+                                                    or len(set(v[mid])) <= 1))
+
+
+def _plan(problem: Problem, i: int, layers: list[int], recompute: list[int]) -> Plan:
+    c = problem.choices[i]
+    if c.recompute == "full" and problem.options.recompute_all_layers:
+        recompute = list(layers)
+    rc = c.recompute
+    if rc == "full" and not any(recompute) and "none" in problem.options.recompute:
+        rc = "none"  # Problem.plan's canonical form
+    return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
+
+
+def _evaluate(problem: Problem, plan: Plan) -> Optional[Evaluation]:
+    try:
+        return problem.evaluate(plan)
+    except PlanError:
+        return None
+
+
+def paired_choice_best(problem: Problem, i: int, below: float, deadline: Optional[float]) -> Optional[Evaluation]:
+    """Choice ``i``'s legal, fitting plan of least objective below ``below`` (None: none), by every stage split and
+    recompute vector: a split's no-recompute plan bounds its others from below (recomputing more never shortens an
+    operation, so never the longest path) and is their best where it fits; a split none of whose plans fits (every
+    layer recomputed does not) is skipped. Raises TimeUp past ``deadline``."""
+    best, best_v = None, below
+    for layers in _splits(problem, i):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeUp()
+        e0 = _evaluate(problem, _plan(problem, i, layers, [0] * len(layers)))
+        if e0 is None or objective_s(e0) >= best_v:
+            continue
+        candidates = [e0] if e0.feasible else list(_recompute_vectors(problem, i, layers))
+        for rec in candidates:
+            e = rec if isinstance(rec, Evaluation) else _evaluate(problem, _plan(problem, i, layers, rec))
+            if e is not None and e.feasible and objective_s(e) < best_v:
+                best, best_v = e, objective_s(e)
+    return best
+
+
+def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float], forms: dict):
+    """(best plan below ``below`` or None, exact, a lower bound of the choice): by CP-SAT with path cuts
+    (solver/step_order_cuts.py, starting from the cuts found for choices of the same schedule, depth and micro-batch
+    count); where that leaves the choice open (whole-layer recompute needed to fit), by
+    enumeration if the choice has at most ENUMERATE_SPLITS stage splits, else open with the cuts' bound."""
+    c = P.choices[i]
+    key = (c.schedule, c.pp, c.num_microbatches)
+    out = solve_paired_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
+    if out.exact:
+        return out.best, True, out.bound_s
+    if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
+        e = paired_choice_best(P, i, below, deadline)
+        return e, True, objective_s(e) if e is not None else below
+    return out.best, False, out.bound_s
+
+
+def _next_bound_s(searcher: Searcher, i: int, cap: int, level: int) -> float:
+    """Paired choice ``i``'s next lower bound of its step order, in seconds: level 0, its closed-form mean-unit
+    bound over ``floor_divisor``; level 1, the continuous relaxation of its busy floor (Problem.relaxed_bound with
+    ``floor``: memory and recomputation included). Infinite where nothing fits."""
+    P = searcher.p
+    if searcher._stop():
+        raise TimeUp()
+    if level == 0:
+        return P.scale.seconds(max(float(P.quick_lb[i]), P.mean_bound(i))) / floor_divisor(P.choices[i], P.assumptions)
+    lb = P.relaxed_bound(i, cap, floor=True)
+    return P.scale.seconds(lb) if np.isfinite(lb) else float("inf")
+
+
+def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOutcome:
+    """The ``k`` best distinct choices under the objective (module docstring), each with its best plan."""
+    P = searcher.p
+    first = searcher.best(cap, k)
+    by_choice = {f.row_index: P.evaluation(f.row_index, f.x) for f in first.found}
+    kth_closed = sorted(f.U for f in first.found)[k - 1] if len(first.found) >= k else None
+    if first.status == "OPTIMAL" and kth_closed is not None and \
+            P.scale.objective_of_seconds(_kth(by_choice, k)) > kth_closed:
+        # a re-read plan's step order above its closed form raised the K-th best: every choice whose closed form
+        # may be below it (the closed form is the objective of the non-paired ones)
+        more = searcher.best(cap, len(P.choices), upper_bound=int(np.ceil(P.scale.objective_of_seconds(
+            _kth(by_choice, k)))))
+        for f in more.found:
+            by_choice.setdefault(f.row_index, P.evaluation(f.row_index, f.x))
+        first = more
+    complete, unresolved = first.status in ("OPTIMAL", "INFEASIBLE"), float("inf")
+    if not complete and first.bound is not None:
+        unresolved = P.scale.seconds(int(first.bound))
+    paired = [i for i, c in enumerate(P.choices) if c.schedule.paired and P.quick_mem_kib[i] <= cap]
+    queue = [(P.scale.seconds(float(P.quick_lb[i])) / floor_divisor(P.choices[i], P.assumptions), 0, i)
+             for i in paired]
+    heapq.heapify(queue)
+    solved, forms = 0, {}  # the cuts found so far, by (schedule, pp, m): shared by the choices that read them
+    while queue:
+        lb, level, i = queue[0]
+        kth = _kth(by_choice, k)
+        if lb >= kth:
+            break
+        heapq.heappop(queue)
+        try:
+            if level < 2:  # the next bound (module docstring), the choice queued again
+                nxt = _next_bound_s(searcher, i, cap, level)
+                if np.isfinite(nxt):
+                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
+                continue
+            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
+        except TimeUp:
+            complete, unresolved = False, min(unresolved, lb)
+            break
+        solved += 1
+        if e is not None:
+            by_choice[i] = e
+        if not exact:
+            complete, unresolved = False, min(unresolved, lb_i)
+    ranked = sorted(by_choice.items(), key=lambda ie: (objective_s(ie[1]), ie[0]))[:k]
+    plans = [e for _, e in ranked]
+    if complete:
+        return StepOrderOutcome("OPTIMAL" if plans else "INFEASIBLE", plans,
+                                objective_s(plans[0]) if plans else None, solved)
+    bound = min(unresolved, objective_s(plans[0])) if plans else (unresolved if np.isfinite(unresolved) else None)
+    return StepOrderOutcome("FEASIBLE" if plans else "UNKNOWN", plans, bound, solved)
+
+
+def _kth(by_choice: dict[int, Evaluation], k: int) -> float:
+    """The K-th least objective known (infinite while fewer are known)."""
+    values = sorted(objective_s(e) for e in by_choice.values())
+    return values[k - 1] if len(values) >= k else float("inf")
