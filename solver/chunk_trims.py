@@ -4,6 +4,11 @@ tables bound them: solver/space.py, solver/table_builder.py)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from parplan.costmodel.evaluation.choice import Choice
+
 MAX_CHUNK_TRIM = 1  # layers an interleaved end chunk may lack (the embedding's or the loss's place)
 # layers the last chunk of a uniform layout may lack: none left where MTP and the loss take it (Megatron-Core's
 # DeepSeek-V3 layout "Et|(tt|)*30mL": NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/moe/README.md)
@@ -80,3 +85,18 @@ def interleaved_trims(num_layers: int, pp: int, vpp: int, trims: bool, uniform_d
     model with that many leading dense layers, whose per-stage counts trims may not vary) :func:`uniform_trims`."""
     pairs = chunk_trims(num_layers, pp, vpp, trims)
     return pairs + uniform_trims(num_layers, pp, vpp, uniform_dense) if uniform_dense else pairs
+
+
+def trimmed_layout(c: "Choice", stage_layers: list[int]) -> list[list[int]] | None:
+    """The per-chunk layout of an interleaved choice with trimmed end chunks (None without trims): every stage's
+    chunks hold equal layers but stage 0's first and the last stage's last, which hold the trims fewer."""
+    if not (c.first_chunk_trim or c.last_chunk_trim):
+        return None
+    v = c.vpp
+    trims = [0] * len(stage_layers)
+    trims[0] += c.first_chunk_trim
+    trims[-1] += c.last_chunk_trim
+    layout = [[(n + t) // v] * v for n, t in zip(stage_layers, trims)]
+    layout[0][0] -= c.first_chunk_trim
+    layout[-1][-1] -= c.last_chunk_trim
+    return layout

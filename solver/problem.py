@@ -23,6 +23,7 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
+from parplan.solver.chunk_trims import trimmed_layout
 from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts, quick_bounds
 from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.relaxation_small import misfit, relaxation_parts  # (bounds', small tables in Python)
@@ -340,21 +341,6 @@ class Problem:
 def unit_count(schedule: Schedule, pp: int) -> int:
     """tables.schedule_units(schedule, pp).count (the layer bound asks it for every choice it bounds)."""
     return schedule_units(schedule, pp).count
-
-
-def trimmed_layout(c: Choice, stage_layers: list[int]) -> list[list[int]] | None:
-    """The per-chunk layout of an interleaved choice with trimmed end chunks (None without trims): every stage's
-    chunks hold equal layers but stage 0's first and the last stage's last, which hold the trims fewer."""
-    if not (c.first_chunk_trim or c.last_chunk_trim):
-        return None
-    v = c.vpp
-    trims = [0] * len(stage_layers)
-    trims[0] += c.first_chunk_trim
-    trims[-1] += c.last_chunk_trim
-    layout = [[(n + t) // v] * v for n, t in zip(stage_layers, trims)]
-    layout[0][0] -= c.first_chunk_trim
-    layout[-1][-1] -= c.last_chunk_trim
-    return layout
 
 
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:

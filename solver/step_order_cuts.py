@@ -33,7 +33,8 @@ from parplan.costmodel.schedules.step_order_bound import PathForm, rank_path_for
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
 from parplan.solver.ortools_cp import cp_model
-from parplan.solver.problem import Problem, trimmed_layout
+from parplan.solver.chunk_trims import trimmed_layout
+from parplan.solver.problem import Problem
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 
 D_BITS = 20  # cut coefficients in 1/D, D = 2^20 where the model's range allows (CutModel.D)

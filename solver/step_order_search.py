@@ -38,7 +38,8 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
-from parplan.solver.problem import Problem, trimmed_layout
+from parplan.solver.chunk_trims import trimmed_layout
+from parplan.solver.problem import Problem
 from parplan.solver.search import Searcher
 from parplan.solver.step_order_cuts import solve_paired_choice
 from parplan.solver.step_order_floor import floor_divisor
