@@ -7,8 +7,10 @@
 so its efficiency is ``e_max / ((1 + κ·R·(1/M + 1/K + 1/N))·w)``. P is the dense peak of the precision and
 e_max the share of P that large GEMMs reach on the GPU's generation (knobs ``matmul_efficiency_<gen>``,
 ``fp8_matmul_efficiency_<gen>``); w >= 1 the tile and wave quantisation of its outputs on the GPU's SMs
-(:mod:`gemm_waves`, knob ``gemm_wave_quantization``; textbook 1). The bracket is the additive roofline: a GEMM
-moves at least the
+(:mod:`gemm_waves`, knob ``gemm_wave_quantization``; textbook 1). CDNA3 (MI300X) has no published runs to fit:
+its knobs are measured kernel rates (:mod:`parplan.costmodel.spec.cdna3_rates`: AMD's hipBLASLt Max-Achievable
+FLOPs for the GEMMs, AMD's FlashAttention-2 claim against H100 for the attention core).
+The bracket is the additive roofline: a GEMM moves at least the
 2·(MK + KN + MN) bytes of its operands and result, so at HBM bandwidth W it also costs
 2(MK + KN + MN)/W = 2MKN/P · R·(1/M + 1/K + 1/N) with R = P/W, the roofline ridge point in FLOP per
 byte (A100 153, H100 295, H200 206, B200 281 in BF16). κ (``matmul_shape_penalty``) scales that
@@ -80,7 +82,7 @@ HBM_BANDWIDTH_GBPS: dict[str, float] = {
 }
 _GENERATION_BANDWIDTH = {"ampere": 2039.0, "hopper": 3350.0, "blackwell": 8000.0, "cdna3": 5300.0}
 
-GENERATIONS = ("ampere", "hopper", "blackwell")  # generations with their own fitted knobs
+GENERATIONS = ("ampere", "hopper", "blackwell", "cdna3")  # generations with their own knobs (cdna3: measured, not fitted)
 
 
 def hbm_bandwidth_gbps(gpu: "GPU", a: Optional["Assumptions"] = None) -> float:

@@ -12,11 +12,14 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from parplan.costmodel.spec.calibration import FITTED, FIXED
+from parplan.costmodel.spec.cdna3_rates import CDNA3_KNOBS
 from parplan.costmodel.spec.host_floor import DENSE_LAYER_KERNELS
 
 _CAL: dict[str, float] = {**FIXED, **FITTED}
+_CDNA3 = "measured by others, not fitted: no MI300X rows (costmodel/spec/cdna3_rates.py)"
 _FIT = "fitted by benchmarks/fit.py on published-runs.yaml (costmodel/spec/calibration.py)"
-# ceilings: the largest per-generation value, so that the ceiling knob never binds under the default preset
+# ceilings: the largest per-generation value, so that the ceiling knob never binds under the default preset (the
+# measured CDNA3 knobs are below them: tests/costmodel/test_fidelity.py)
 _CEIL = {
     "matmul": max(v for k, v in _CAL.items() if k.startswith("matmul_efficiency_")),
     "fp8": max(v for k, v in _CAL.items() if k.startswith("fp8_matmul_efficiency_")),
@@ -76,14 +79,17 @@ class Assumptions(BaseModel):
     matmul_efficiency_ampere: Optional[float] = Field(_CAL["matmul_efficiency_ampere"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on A100; {_FIT}; None: matmul_efficiency")
     matmul_efficiency_hopper: Optional[float] = Field(_CAL["matmul_efficiency_hopper"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on H100/H800/H200; {_FIT}; None: matmul_efficiency")
     matmul_efficiency_blackwell: Optional[float] = Field(_CAL["matmul_efficiency_blackwell"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on B200/GB200; {_FIT} as a ratio to the Hopper value with a prior (benchmarks/fit.py RATIOS); None: matmul_efficiency")
+    matmul_efficiency_cdna3: Optional[float] = Field(CDNA3_KNOBS["matmul_efficiency_cdna3"], gt=0, le=1, description=f"share of the BF16 peak that large GEMMs reach on MI300X: AMD's Max-Achievable FLOPs, hipBLASLt-bench 708 of 1307.4 TFLOP/s at M=4096 N=4864 K=32896 (ROCm 6.3.0, hipBLASLt@db8e93b; rocm.blogs.amd.com measuring-max-achievable-flops-part2, Table 1); {_CDNA3}; None: matmul_efficiency")
     matmul_shape_penalty: float = Field(_CAL["matmul_shape_penalty"], ge=0, description=f"kappa: a GEMM of M x K x N takes 1 + kappa*R*(1/M + 1/K + 1/N) times its large-GEMM time, R = BF16 peak / HBM bandwidth (roofline ridge); TP, CP and small micro-batches shrink M, K, N; {_FIT}; textbook 0")
     fp8_matmul_efficiency: Optional[float] = Field(_CEIL["fp8"], gt=0, le=1, description="ceiling on the share of the FP8 peak that linear layers reach under FP8 training (casts and scaling included; the solver's bounds use it); default: the largest fitted per-generation value; None: matmul_efficiency against the FP8 peak (textbook)")
     fp8_matmul_efficiency_hopper: Optional[float] = Field(_CAL["fp8_matmul_efficiency_hopper"], gt=0, le=1, description=f"share of the FP8 peak that large FP8 GEMMs reach on Hopper; {_FIT}; None: fp8_matmul_efficiency")
     fp8_matmul_efficiency_blackwell: Optional[float] = Field(_CAL["fp8_matmul_efficiency_blackwell"], gt=0, le=1, description=f"share of the FP8 peak that large FP8 GEMMs reach on Blackwell; {_FIT} as a ratio to the Hopper value with a prior of 1.10 (Hopper's FP22 tensor-core accumulation makes Transformer Engine run the dgrad/wgrad FP8 GEMMs with split accumulation, 1.1-1.2x slower, pytorch/ao#2377; Blackwell accumulates in FP32; benchmarks/fit.py PRIORS); None: fp8_matmul_efficiency")
+    fp8_matmul_efficiency_cdna3: Optional[float] = Field(CDNA3_KNOBS["fp8_matmul_efficiency_cdna3"], gt=0, le=1, description=f"share of the FP8 peak that large FP8 GEMMs reach on MI300X: AMD's Max-Achievable FLOPs, hipBLASLt-bench 1273 of 2614.9 TFLOP/s at M=4096 N=3648 K=32896 (same source; its footnote says 1223.6); {_CDNA3}; None: fp8_matmul_efficiency")
     attention_efficiency: Optional[float] = Field(_CEIL["attention"], gt=0, le=1, description="ceiling on the share of the BF16 peak reached in the attention core (QK^T, AV), which runs in BF16 even under FP8 training; default: the largest fitted per-generation value; None: the linear layers' rate (textbook)")
     attention_efficiency_ampere: Optional[float] = Field(_CAL["attention_efficiency_ampere"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on A100; {_FIT}; None: attention_efficiency")
     attention_efficiency_hopper: Optional[float] = Field(_CAL["attention_efficiency_hopper"], gt=0, le=1, description=f"long-sequence share of the BF16 peak in the attention core on Hopper (FlashAttention-2/3 reach roughly 35-75 %, Shah et al. 2024 §4); {_FIT}; None: attention_efficiency")
     attention_efficiency_blackwell: Optional[float] = Field(_CAL["attention_efficiency_blackwell"], gt=0, le=1, description=f"long-sequence attention-core share of the BF16 peak on Blackwell; {_FIT} as a ratio to the Hopper value with a prior from cuDNN against cuDNN (B200 cuDNN 9.13 at least 1240 TFLOP/s, 55 % of 2.25 PF, FlashAttention-4 paper arXiv 2603.05451: FA4 1613 TFLOP/s is up to 1.3x cuDNN; H100 cuDNN about 600 TFLOP/s, 61 %, FlashAttention-3 paper Fig. 5: ratio >= 0.91); None: attention_efficiency")
+    attention_efficiency_cdna3: Optional[float] = Field(CDNA3_KNOBS["attention_efficiency_cdna3"], gt=0, le=1, description=f"long-sequence attention-core share of the BF16 peak on MI300X: 1.15x the throughput of an FA2-class kernel on H100 (attention_efficiency_flash2 x 989.4/1307.4), AMD's launch claim of FlashAttention-2 forward at 1.1-1.2x H100 (SemiAnalysis, 'AMD MI300 Performance - Faster Than H100, But How Much?', Dec 2023); a vendor's forward-only figure, no independent forward+backward one found; {_CDNA3}; None: attention_efficiency")
     fp8_attention: bool = Field(False, description="FP8 dot-product attention under FP8 training (Transformer Engine fp8_dpa / NVTE_FP8_DPA, cuDNN FP8 fused attention; the MLPerf Training v5.1 NeMo configs set FP8_DPA=True): the attention core runs fp8_attention_speedup times faster than in BF16; False: BF16 attention (TE's default)")
     fp8_recipe: Literal["tensorwise", "mxfp8"] = Field("tensorwise", description="FP8 scaling recipe of the linear layers under FP8 training: 'tensorwise' (one scale per tensor, delayed or current scaling; the MLPerf v5.1 NeMo configs' FP8_RECIPE=tensorwise); 'mxfp8' (Blackwell's 1x32 block scaling, Transformer Engine MXFP8BlockScaling): the FP8 linear layers take costmodel/compute/efficiency.py MXFP8_LINEAR_TIME_FACTOR (1.11) times as long, from NVIDIA's Megatron-Bridge 25.11 table of one Llama 3 8B plan in both recipes")
     fp8_transpose_copies: bool = Field(True, description="FP8 training on a GPU whose FP8 GEMMs take only the TN layout (Hopper) writes a transposed one-byte copy of every GEMM input and output gradient for the weight-gradient GEMM, M·(K + N) bytes per GEMM at HBM bandwidth; Blackwell's take either layout and Transformer Engine writes none (costmodel/compute/fp8_transpose.py); textbook False")
@@ -179,11 +185,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "matmul_efficiency_ampere": None,
         "matmul_efficiency_hopper": None,
         "matmul_efficiency_blackwell": None,
+        "matmul_efficiency_cdna3": None,
         "matmul_shape_penalty": 0.0,
         "attention_efficiency": None,
         "attention_efficiency_ampere": None,
         "attention_efficiency_hopper": None,
         "attention_efficiency_blackwell": None,
+        "attention_efficiency_cdna3": None,
         "attention_seq_penalty": 0.0,
         "activation_traffic_passes": 0.0,
         "clamped_glu_forward_passes": 0.0,
@@ -192,6 +200,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "fp8_matmul_efficiency": None,
         "fp8_matmul_efficiency_hopper": None,
         "fp8_matmul_efficiency_blackwell": None,
+        "fp8_matmul_efficiency_cdna3": None,
         "overlap_limited_by_compute": False,
         "moe_load_imbalance": 1.0,
         "include_latency": False,

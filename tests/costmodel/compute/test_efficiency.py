@@ -77,3 +77,54 @@ def test_rows_that_train_in_mxfp8_carry_the_recipe():
             assert ex.spec.training.precision == "fp8" and ex.overrides.get("fp8_recipe") == "mxfp8", r["id"]
     plain = next(r for r in rows if (r.get("precision") or "").lower() == "fp8")
     assert "fp8_recipe" not in row_mapping.express(plain).overrides
+
+
+def test_mi300x_gemm_is_priced_at_amds_measured_rate():
+    """Worked by hand (costmodel/spec/cdna3_rates.py): AMD's Max-Achievable FLOPs on MI300X, hipBLASLt-bench, is
+    708 TFLOP/s BF16 at M=4096, N=4864, K=32896 and 1273 TFLOP/s FP8 at M=4096, N=3648, K=32896. With the roofline
+    term off (κ = 0) the model prices those GEMMs at exactly those rates: e_max = 708/1307.4 = 0.5415 and
+    1273/2614.9 = 0.4868 of the datasheet peaks. Under the default κ the same roofline term as on every generation
+    applies: R = 1307.4 TFLOP/s / 5.3 TB/s = 246.68 FLOP/byte, 1/4096 + 1/32896 + 1/4864 = 4.8013e-4, so at
+    κ = 1.2586 the bracket is 1 + 1.2586·246.68·4.8013e-4 = 1.1491 and the GEMM runs at 0.5415·1307.4/1.1491 =
+    616.1 TFLOP/s."""
+    mi300x = lookup_gpu("MI300X")
+    flat = resolve_assumptions({"matmul_shape_penalty": 0.0})
+    bf16 = efficiency.linear_seconds_per_flop(flat, mi300x, "bf16", 1307.4e12, [(1.0, 4096, 32896, 4864)])
+    fp8 = efficiency.linear_seconds_per_flop(flat, mi300x, "fp8", 2614.9e12, [(1.0, 4096, 32896, 3648)])
+    assert 1 / bf16 == pytest.approx(708e12, rel=1e-4)  # e_max rounded to 4 places: 0.5415 x 1307.4 = 707.96
+    assert 1 / fp8 == pytest.approx(1273e12, rel=1e-4)
+    a = resolve_assumptions(None)
+    bracket = 1 + a.matmul_shape_penalty * (1307.4 / 5.3) * (1 / 4096 + 1 / 32896 + 1 / 4864)
+    spf = efficiency.linear_seconds_per_flop(a, mi300x, "bf16", 1307.4e12, [(1.0, 4096, 32896, 4864)])
+    assert 1 / spf == pytest.approx(0.5415 * 1307.4e12 / bracket, rel=1e-9)
+    if a.matmul_shape_penalty == 1.2586:  # the committed calibration: the number worked above
+        assert 1 / spf == pytest.approx(616.1e12, rel=1e-3)
+
+
+def test_mi300x_attention_runs_at_amds_fa2_claim_over_h100_fa2():
+    """AMD's launch claim (SemiAnalysis, Dec 2023): FlashAttention-2 forward on MI300X at 1.1-1.2x H100's FA2.
+    At any sequence length the MI300X attention core's FLOP/s are 1.15x those of an FA2-class kernel on H100
+    (``attention_kernel: flash2``): 0.2152 x 1.15 x 989.4/1307.4 = 0.1873 of MI300X's peak (4 places)."""
+    a = resolve_assumptions(None)
+    h100_fa2 = resolve_assumptions({"attention_kernel": "flash2"})
+    mi300x, h100 = lookup_gpu("MI300X"), lookup_gpu("H100-SXM-80GB")
+    assert a.attention_efficiency_cdna3 == pytest.approx(a.attention_efficiency_flash2 * 1.15 * 989.4 / 1307.4, abs=5e-5)
+    for s in (2048, 8192, 32768):
+        ratio = (mi300x.peak_bf16_tflops * efficiency.attention_efficiency(a, mi300x, s)) / (
+            h100.peak_bf16_tflops * efficiency.attention_efficiency(h100_fa2, h100, s))
+        assert ratio == pytest.approx(1.15, abs=1e-3)
+
+
+def test_no_gpu_runs_faster_than_the_ceilings_the_bounds_use():
+    """solver/bounds.py fastest_flops_per_s prices every FLOP at the ceiling knobs (matmul_efficiency,
+    fp8_matmul_efficiency, attention_efficiency): every catalog GPU's GEMM and attention rates, the measured CDNA3
+    ones included, stay at or under them, at any sequence length and head dimension."""
+    from parplan.costmodel.spec.hardware import CATALOG
+
+    a = resolve_assumptions(None)
+    for gpu in CATALOG.values():
+        assert efficiency.max_linear_efficiency(a, gpu, "bf16") <= a.matmul_efficiency
+        assert efficiency.max_linear_efficiency(a, gpu, "fp8") <= a.fp8_matmul_efficiency
+        for s in (512, 8192, 131072):
+            for d in (64, 128, 160):
+                assert efficiency.attention_efficiency(a, gpu, s, d) <= a.attention_efficiency
