@@ -15,7 +15,8 @@ earlier requests built (one warm-up request, then N requests with another global
 * the integer scale of each request (solver/tables.py ``Scale.for_problem``): the tables and relaxation parts are in
   its units, so a request at another scale rebuilds the relaxations of every choice it bounds;
 * for the new-GPU-count repeat (G, then G'), how many base choices at G' equal one at G but for dp (what a cost
-  split into a dp-free part and a dp part could reuse, links aside) and how many equal one outright.
+  split into a dp-free part and a dp part could reuse, links aside) and how many equal one outright; then the repeat's
+  counted calls, layer sums and memo pieces built and CPU ms beside the request at G' alone (cold).
 """
 
 from __future__ import annotations
@@ -120,6 +121,32 @@ def gpu_count_reach(raw: dict, step: int, new_gpus: int) -> tuple[int, int, int]
     return len(at_g2), len(at_g2 & at_g), sum(no_dp(c) in seen for c in at_g2)
 
 
+def gpu_count_repeat(raw: dict, step: int, new_gpus: int, counts: collections.Counter) -> dict:
+    """The repeat at a new GPU count (the spec at G, then at G', the warm cache cleared first) against the request at G'
+    alone (cold): the counted calls, the layer sums and memo pieces (costmodel/memo.py) each built, and CPU ms."""
+    from parplan.frameworks.loader import validate_spec
+    from parplan.solver.cpsat import SolverControls
+    from parplan.solver.planner import optimize
+    from parplan.solver.warm_cache import WARM
+
+    gbs = raw["training"]["global_batch_size"] + step
+    at_g, at_g2 = validate_spec(with_(raw, gbs)), validate_spec(with_(raw, gbs, new_gpus))
+    out = {}
+    for name, first in (("repeat", at_g), ("cold", None)):
+        WARM.clear()
+        if first is not None:
+            optimize(first, controls=SolverControls(deterministic=True))
+        sizes = [(len(e.layer_sums), len(e.memo)) for e in WARM._entries.values()] or [(0, 0)]
+        counts.clear()
+        t0 = time.process_time()
+        optimize(at_g2, controls=SolverControls(deterministic=True))
+        cpu_ms = 1e3 * (time.process_time() - t0)
+        (entry,) = WARM._entries.values()
+        out[name] = {**{c: counts[c] for c in COUNTED}, "layer_sums": len(entry.layer_sums) - sizes[0][0],
+                     "memo": len(entry.memo) - sizes[0][1], "cpu_ms": cpu_ms}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int, default=6, help="warm requests per scenario after the warm-up")
@@ -143,6 +170,11 @@ def main(argv=None) -> int:
         total, same, but_dp = gpu_count_reach(raw, step, new_gpus)
         print(f"new GPU count {new_gpus}: {total} base choices, {same} equal to one at the first count, "
               f"{but_dp} equal but for dp")
+        with counting(counts):
+            rep = gpu_count_repeat(raw, step, new_gpus, counts)
+        for name, r in rep.items():
+            print(f"  {name + ' at ' + str(new_gpus):>12}: " + ", ".join(f"{c} {r[c]}" for c in COUNTED)
+                  + f", layer sums built {r['layer_sums']}, memo pieces built {r['memo']}, CPU {r['cpu_ms']:.1f} ms")
     return 0
 
 

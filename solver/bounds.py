@@ -32,7 +32,7 @@ from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
-from parplan.costmodel.evaluation.moe_layer import lone_share_key
+from parplan.costmodel.evaluation.moe_layer import layer_world_key, lone_share_key  # (mesh.py's world key)
 from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
@@ -346,22 +346,22 @@ def pipeline_buffer_floors(spec: Spec, choices: list[Choice], a: Assumptions) ->
 
 
 # ---- the layer bound: between the quick bound and the mean-unit bound (Problem.layer_bound)
-def layer_key(c: Choice) -> tuple | None:
+def layer_key(c: Choice, domain: int) -> tuple | None:
     """The Choice fields that fix a layer's compute, TP and EP times (``LayerCost.compute_s``, ``tp_s``, ``ep_s`` of
     the dense and the MoE layer; costmodel/evaluation/layer_costs.py, costmodel/evaluation/moe_layer.py): the token
     counts (tp, cp, micro-batch size), SP, the GEMM and all-to-all shapes (ep, etp), the CP comm type (the attention
     kernel's sequence), the recompute granularity (selective recompute's extra time), the schedule as moe_layer_cost
-    reads it (paired; hiding the all-to-all), the FP8 dispatch, and the links' tiers (the world size); under
+    reads it (paired; hiding the all-to-all), the FP8 dispatch, and the links' tiers (mesh.layer_world_key); under
     combined 1F1B (moe_a2a_overlap) also the share of lone passes that the PP degree, virtual stages and micro-batch
     count set (costmodel/schedules/paired_overlap.py combined_1f1b_lone_share: moe_layer.py reads those three only
     through it, so the choices of one share have one layer time whatever the three: moe_layer.lone_share_key; of
     Mixtral 8x7B / 64 H100's 8,764 overlapped keys by the three, 942 remain by the share). Otherwise not the DP,
     ZeRO, PP or micro-batch count, which the layer's ZeRO/DP, state and stage terms read. None under activation
     offload, whose post-pass changes the compute time by the stage (costmodel/evaluation/activation_offload.py).
-    tests/solver/test_layer_bound.py checks the times equal across choices of one key."""
+    tests/solver/test_layer_bound.py checks the times equal across choices and GPU counts of one key."""
     return None if c.activation_offload_layers else (
-        *_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap,
-        c.moe_fp8_dispatch, c.num_gpus, lone_share_key(combined_1f1b_key(c)))
+        *_LAYER_FIELDS(c.__dict__), *_schedule_terms(c.schedule, c.moe_a2a_overlap), c.moe_a2a_overlap, c.moe_fp8_dispatch,
+        layer_world_key(c.num_gpus, domain, c.tp, c.cp, c.ep, c.etp), lone_share_key(combined_1f1b_key(c)))
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ import numpy as np
 
 from parplan.costmodel.compute.architecture import Architecture
 from parplan.costmodel.spec.assumptions import Assumptions, resolve_assumptions
-from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, choice_costs, layer_times,
+from parplan.costmodel.evaluation.choice import (Choice, ChoiceCosts, choice_costs, layer_times, nvlink_domain_size,
                                      usable_memory_bytes, with_schedule)
 from parplan.costmodel.evaluation.evaluate import evaluate
 from parplan.costmodel.evaluation.ledger import Evaluation
@@ -106,6 +106,11 @@ class Problem:
     def choices(self) -> list[Choice]:
         return self.space.choices
 
+    @functools.cached_property
+    def domain(self) -> int:
+        """The NVLink domain's GPUs (bounds.layer_key reads it)."""
+        return nvlink_domain_size(self.spec, self.gpu)
+
     def table(self, i: int, split: StageSplit | None = None, uniform: bool | None = None) -> StageTable:
         """Choice ``i``'s table under the problem's stage split and recompute rule, or under the ones given."""
         split, uniform = self._rule(split, uniform)
@@ -176,7 +181,7 @@ class Problem:
             c = self.choices[i]
             costs = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
             self._costs[i] = costs
-            key = layer_key(c)  # its layer times are every choice's of its layer key (layer_bound reads them)
+            key = layer_key(c, self.domain)  # its layer times are every choice's of its layer key (layer_bound reads them)
             if key is not None and key not in self._layer_sums:
                 self._layer_sums[key] = self._layer_sum(costs.dense, costs.moe)
         return costs
@@ -273,7 +278,7 @@ class Problem:
         layer times are read off the first choice of the key whose costs are computed (:meth:`costs`), else computed
         (costmodel.evaluation.choice.layer_times, the same values: tests/solver/test_layer_bound.py)."""
         c = self.choices[i]
-        key = layer_key(c)
+        key = layer_key(c, self.domain)
         if key is None or self.quick_factor is None:
             return 0.0
         layer_s = self._layer_sums.get(key)  # set by the first choice of the key whose costs or layers are known
@@ -293,7 +298,7 @@ class Problem:
         known = self._layer_sums
         for j, i in enumerate(idx):
             c = self.choices[i]
-            key = layer_key(c)
+            key = layer_key(c, self.domain)
             if key is None:  # no layer bound: 0, as layer_bound says
                 continue
             layer_s = known.get(key)

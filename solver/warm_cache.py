@@ -23,8 +23,10 @@ identity of an object:
 
 A :class:`SpecPieces` holds the resolved assumptions, GPU and architecture (one object for every call of the spec,
 so the cost model's caches that hold them beside their answers hit across calls too), the choice-cost memo
-(costmodel/memo.py: each piece keyed by the choice fields it reads), the choices' costs and the layer sums of the
-layer bound (solver/bounds.py ``layer_key``, which holds the GPU count) and the parts of the search's bounds that
+(costmodel/memo.py: each piece keyed by the choice fields it reads; the layers' times by the GPU count only as their
+groups read the mesh, costmodel/communication/mesh.py ``layer_world_key``, so a request at another GPU count reads
+them), the choices' costs and the layer sums of the layer bound (solver/bounds.py ``layer_key``, the same world key)
+and the parts of the search's bounds that
 requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
 repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
 bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:

@@ -109,3 +109,34 @@ def group_strides(tp: int, cp: int, dp: int, etp: int = 1) -> dict[str, tuple[in
         "pp": (tp * cp * dp, 0),  # size filled by caller
         "ep": (etp, 0),
     }
+
+
+def world_key(num_gpus: int, domain_size: int, groups) -> int | None:
+    """The world size as :func:`span_within_domain`, :func:`ep_members_per_domain` and :func:`ep_domain_split` read
+    it for the strided ``groups`` ((stride, size) pairs): None where their answers for every group are those of any
+    larger job, else ``num_gpus``. A group of one rank, or whose block stride·size divides the domain, reads no world
+    size; another's answers are the same for every ``num_gpus`` ≥ L = lcm(block, domain) (> the domain): both count
+    over min(num_gpus, L) ranks, ``ep_domain_split`` over num_gpus less its remainder mod the block, ≥ L as L is a
+    multiple of the block. Cost pieces keyed by it in place of the world size (costmodel/evaluation/layer_comm.py,
+    layer_costs.py, moe_layer.py; solver/bounds.py ``layer_key``) are shared by requests at another GPU count
+    (tests/costmodel/communication/test_mesh.py checks it against the answers at every size)."""
+    threshold = 0
+    for stride, size in groups:
+        span = stride * size
+        if size > 1 and not (span <= domain_size and domain_size % span == 0):
+            threshold = max(threshold, math.lcm(span, domain_size))
+    return None if num_gpus >= threshold else num_gpus
+
+
+def layer_groups(tp: int, cp: int, ep: int, etp: int) -> tuple[tuple[int, int], ...]:
+    """The strided groups a layer's times read the mesh for (:func:`world_key`): TP, CP, expert-TP, EP, and the two
+    levels of every split of CP into an all-to-all level of ``a`` ranks (stride tp) and a ring of cp / a (stride
+    tp·a; costmodel/communication/comm.py ``cp_attention_comm``), whichever ``a`` the CP comm type picks."""
+    cp_levels = tuple(g for a in range(1, cp + 1) if cp % a == 0 for g in ((tp, a), (tp * a, cp // a)))
+    return ((1, tp), (tp, cp), (1, etp), (etp, ep)) + cp_levels
+
+
+@functools.lru_cache(maxsize=RANK_PATTERN_CACHE)
+def layer_world_key(num_gpus: int, domain_size: int, tp: int, cp: int, ep: int = 1, etp: int = 1) -> int | None:
+    """:func:`world_key` of :func:`layer_groups` (a dense layer's: ep = etp = 1), memoized (asked once per choice)."""
+    return world_key(num_gpus, domain_size, layer_groups(tp, cp, ep, etp))

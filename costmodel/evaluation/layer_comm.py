@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parplan.costmodel.communication.comm import Comm, cp_attention_comm
+from parplan.costmodel.communication.mesh import layer_world_key
 from parplan.costmodel.communication.context_parallel import CpComm
 from parplan.costmodel.evaluation.choice_context import ChoiceContext
 from parplan.costmodel.evaluation.gemm_rates import GemmRates
@@ -51,8 +52,8 @@ class LayerComm:
         world size and domain, all of the choice it reads (the TP and CP links follow from tp, cp, the world size
         and the domain: comm.Comm.of)."""
         c = ctx.c
-        key = ("LayerComm", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.num_gpus,
-               ctx.domain)
+        key = ("LayerComm", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp,
+               layer_world_key(c.num_gpus, ctx.domain, c.tp, c.cp), ctx.domain)
         return memoized(memo, key, lambda: LayerComm._of(ctx, rates))
 
     @staticmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from parplan.costmodel.communication.mesh import layer_world_key
 from parplan.costmodel.evaluation.activations import Activations
 from parplan.costmodel.evaluation.choice_context import ChoiceContext
 from parplan.costmodel.evaluation.gemm_rates import GemmRates
@@ -121,7 +122,7 @@ def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, l
     terms read no EP degree; the TP link follows from tp, the world size and the domain)."""
     c = ctx.c
     key = ("DenseLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.num_gpus, ctx.domain)
+           layer_world_key(c.num_gpus, ctx.domain, c.tp, c.cp), ctx.domain)
     return memoized(memo, key, lambda: _dense_layer_times(ctx, rates, acts, lc))
 
 

@@ -12,6 +12,7 @@ import functools
 
 from parplan.costmodel.moe import moe_comm, moe_dispatch
 from parplan.costmodel.communication import shared_links
+from parplan.costmodel.communication.mesh import layer_world_key
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
@@ -32,7 +33,8 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
     reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.ep, c.etp, c.schedule.paired, c.moe_a2a_overlap, c.moe_fp8_dispatch, c.num_gpus, ctx.domain,
+           c.ep, c.etp, c.schedule.paired, c.moe_a2a_overlap, c.moe_fp8_dispatch,
+           layer_world_key(c.num_gpus, ctx.domain, c.tp, c.cp, c.ep, c.etp), ctx.domain,
            lone_share_key(combined_1f1b_key(c)))
     return memoized(memo, key, lambda: _moe_layer_times(ctx, rates, acts, lc, memo))
 
@@ -140,7 +142,8 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     schedule terms)."""
     c = ctx.c
     key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
-           c.ep, c.etp, c.moe_fp8_dispatch, c.num_gpus, ctx.domain)
+           c.ep, c.etp, c.moe_fp8_dispatch,
+           layer_world_key(c.num_gpus, ctx.domain, c.tp, c.cp, c.ep, c.etp), ctx.domain)
     return memoized(memo, key, lambda: _moe_shape_terms_of(ctx, rates, acts, memo))
 
 

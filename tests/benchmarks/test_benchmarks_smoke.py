@@ -123,6 +123,10 @@ def test_warm_request_work_quick_counts_a_warm_requests_pieces(capsys):
     row = out.split("S3 8B / 8 H100")[1].strip().splitlines()[1].split()
     assert int(row[0]) == 72 and all(int(v) >= 0 for v in row[1:5]) and float(row[5]) > 0
     assert "median CPU ms:" in out and "new GPU count 16:" in out
+    # the repeat at the new GPU count builds fewer layer sums than the request there alone (layer_world_key)
+    built = {line.split(":")[0].strip(): int(line.split("layer sums built ")[1].split(",")[0])
+             for line in out.splitlines() if "layer sums built" in line}
+    assert built["repeat at 16"] < built["cold at 16"], built
 
 
 def test_speed_benchmark_quick_times_a_whole_process(capsys, tmp_path):

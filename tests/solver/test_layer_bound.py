@@ -55,7 +55,7 @@ def test_choices_of_one_key_have_the_same_layer_times(name):
     for i in _sample(p, 600):
         c = p.choices[i]
         fresh = choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch)
-        groups[layer_key(c)].append(layer_sum_s(fresh.dense, fresh.moe, p.num_layers, moe.first_dense_layers if moe
+        groups[layer_key(c, p.domain)].append(layer_sum_s(fresh.dense, fresh.moe, p.num_layers, moe.first_dense_layers if moe
                                                 else 0))
         for field in ("compute_s", "tp_s", "ep_s"):  # field by field, the dense and the MoE layer
             cached = p.costs(i)
@@ -127,6 +127,21 @@ def test_one_memo_over_a_random_space_changes_no_cost(spec):
     _one_memo_changes_no_cost(p, p.choices[::max(1, len(p.choices) // 150)])
 
 
+@settings(max_examples=sized(20, 60), deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(spec=small_specs(memory_dims=True))
+def test_one_memo_over_two_gpu_counts_of_a_random_spec_changes_no_cost(spec):
+    """The same with one memo over the spec at its GPU count and at twice it (a request repeated at a new GPU count
+    reads the pieces the first built: costmodel/communication/mesh.py layer_world_key in place of the world size)."""
+    problems = [Problem.build(spec), Problem.build(spec.at_gpus(2 * spec.cluster.num_gpus))]
+    assume(all(p.choices for p in problems))
+    memo: dict = {}
+    for p in problems:
+        for c in p.choices[::max(1, len(p.choices) // 80)]:
+            assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == \
+                choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch), c
+
+
 def test_one_memo_over_the_ep_communication_choices_changes_no_cost():
     """The same over every choice of an FP8 MoE spec whose space holds FP8 dispatch and the all-to-all overlap on
     and off at EP 2-8 under 1F1B, interleaved and DualPipe (the random specs rarely draw FP8 dispatch)."""
@@ -169,8 +184,38 @@ def test_overlapped_choices_of_one_lone_share_have_the_same_layer_times():
     for c in p.choices:
         assert c.moe_a2a_overlap
         fresh = choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch)
-        groups[layer_key(c)].add(tuple(getattr(lc, f) for lc in (fresh.dense, fresh.moe)
+        groups[layer_key(c, p.domain)].add(tuple(getattr(lc, f) for lc in (fresh.dense, fresh.moe)
                                        for f in ("compute_s", "tp_s", "ep_s")))
-        combos[layer_key(c)].add((c.pp, c.vpp, c.num_microbatches))
+        combos[layer_key(c, p.domain)].add((c.pp, c.vpp, c.num_microbatches))
     assert any(len(v) > 1 for v in combos.values()), "no key shared by two (pp, vpp, m): the test checks nothing"
     assert all(len(v) == 1 for v in groups.values()), [v for v in groups.values() if len(v) > 1][:2]
+
+
+@pytest.mark.parametrize("domain", [6, 8])
+def test_one_memo_over_several_gpu_counts_changes_no_cost(domain):
+    """The memo's and the layer key's world size (costmodel/communication/mesh.py layer_world_key) hold all that the
+    layer pieces read of the GPU count: one memo over the choices of one spec at 4 to 8 domains of GPUs (domains of 6,
+    which power-of-two groups straddle, and of 8) gives every choice the costs of a fresh choice_costs, every layer
+    key holds one layer time across the GPU counts, and some key is shared by two counts (the reuse a request at a
+    new GPU count gets: solver/warm_cache.py)."""
+    memo: dict = {}
+    times: dict[tuple, set] = defaultdict(set)
+    counts: dict[tuple, set] = defaultdict(set)
+    for gpus in (4, domain, 2 * domain, 4 * domain, 8 * domain):
+        spec = validate_spec(dict(
+            framework="any",
+            model=dict(name="tiny-moe", num_layers=4, hidden_size=512, ffn_hidden_size=1024, num_attention_heads=8,
+                       vocab_size=8000, moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=512)),
+            training=dict(seq_len=2048, global_batch_size=48),
+            cluster=dict(gpu="H100-SXM-80GB", num_gpus=gpus, gpus_per_node=domain, nvlink_domain_size=domain),
+            search=dict(ep=[1, 2, 4, 8], cp=[1, 2, 4], cp_comm_types=["p2p", "a2a+p2p"])))
+        p = Problem.build(spec)
+        assert p.domain == domain
+        for c in p.choices[::max(1, len(p.choices) // 120)]:
+            fresh = choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch)
+            assert choice_costs(p.spec, c, p.gpu, p.assumptions, p.arch, memo) == fresh, c
+            key = layer_key(c, p.domain)
+            times[key].add(tuple(getattr(lc, f) for lc in (fresh.dense, fresh.moe) for f in ("compute_s", "tp_s", "ep_s")))
+            counts[key].add(gpus)
+    assert any(len(v) > 1 for v in counts.values()), "no layer key shared by two GPU counts: the test checks nothing"
+    assert all(len(v) == 1 for v in times.values()), [v for v in times.values() if len(v) > 1][:2]

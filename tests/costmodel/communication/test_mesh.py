@@ -14,7 +14,8 @@ from parplan.costmodel.evaluation.choice import Choice, tier_links
 from parplan.costmodel.communication.comm import with_busbw
 from parplan.costmodel.communication.collectives import all_to_all_time_s
 from parplan.costmodel.spec.hardware import resolve_gpu
-from parplan.costmodel.communication.mesh import ep_domain_split
+from parplan.costmodel.communication.mesh import (ep_domain_split, ep_members_per_domain, layer_groups, layer_world_key,
+                                                span_within_domain, world_key)
 from parplan.frameworks.loader import validate_spec
 
 from tests import moe_schedule_cases as moe_dims
@@ -54,3 +55,32 @@ def test_ep_all_to_all_across_nvl72_domains_pays_the_network():
     ep_s = costs(spec, replace(c, schedule=Schedule.ONE_F_ONE_B)).moe.ep_s
     assert ep_s == pytest.approx(2 * one)
     assert ep_s > 2 * inside
+
+
+def _mesh_answers(stride: int, size: int, domain: int, n: int) -> tuple:
+    return (span_within_domain(stride, size, domain, n), ep_members_per_domain(stride, size, domain, n),
+            ep_domain_split(stride, size, domain, n))
+
+
+@pytest.mark.parametrize("domain", [4, 6, 8, 12, 72])
+def test_the_world_key_holds_every_world_size_the_mesh_reads(domain):
+    """world_key is a key of the mesh's answers: every job size (a multiple of the group's block, or small) whose key is None
+    has the answers of the largest one tried, for each group; a size below the threshold is its own key. Domains that
+    power-of-two blocks do not divide (6, 12, NVL72) make the answers move with the world size."""
+    moved = 0
+    for stride in (1, 2, 3, 4, 8):
+        for size in (1, 2, 3, 4, 6, 8, 16, 64):
+            span = stride * size
+            top = 3 * span * (domain + 2)  # every multiple of the block to past any threshold, every size to 300
+            sizes = sorted(set(range(span, top + 1, span)) | set(range(1, min(top, 300))))
+            ref = _mesh_answers(stride, size, domain, sizes[-1])
+            assert world_key(sizes[-1], domain, [(stride, size)]) is None
+            for n in sizes:
+                key = world_key(n, domain, [(stride, size)])
+                if key is None:
+                    assert _mesh_answers(stride, size, domain, n) == ref, (stride, size, domain, n)
+                else:
+                    assert key == n
+                    moved += _mesh_answers(stride, size, domain, n) != ref
+    assert moved or domain in (4, 8), "no world size moves an answer here: the test would check nothing"
+    assert layer_world_key(96, domain, 4, 2, 8, 1) == world_key(96, domain, layer_groups(4, 2, 8, 1))
