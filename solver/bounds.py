@@ -32,7 +32,8 @@ from parplan.costmodel.evaluation.choice import Choice, bubble_factor, effective
 from parplan.costmodel.spec.hardware import GPU
 from parplan.costmodel.memory.memory import model_state_bytes
 from parplan.costmodel.spec.optimizer_states import optimizer_state_bytes
-from parplan.costmodel.evaluation.moe_layer import layer_world_key, lone_share_key  # (mesh.py's world key)
+from parplan.costmodel.communication.mesh import layer_world_key
+from parplan.costmodel.evaluation.moe_layer import lone_share_key
 from parplan.costmodel.schedules.paired_overlap import combined_1f1b_key
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
@@ -66,8 +67,7 @@ def relaxation_parts(t: StageTable, cap_kib: int) -> Optional[RelaxationParts]:
     e_u(l)`` up to the count that fits all recomputed, ``e_u(l) = min_{l' ≥ l} t_pair[u, l']`` (DualPipe's least
     exposure; 0 elsewhere); the slowest unit takes at least the least τ whose counts ``max{l : T_u(l) ≤ τ}`` sum to
     the layers (bisection over integer τ, O(units) memory without an exposure table, the deadline checked each
-    step). The summed time: every layer without recompute plus each unit's least exposure; DP: the mean unit's.
-    """
+    step). The summed time: every layer without recompute plus each unit's least exposure; DP: the mean unit's."""
     n, L = t.num_units, t.num_layers
     a = np.maximum(t.t_layer.astype(float), 1e-9)
     d = t.t_const.astype(float)

@@ -49,7 +49,7 @@ class LayerComm:
     @staticmethod
     def of(ctx: ChoiceContext, rates: GemmRates, memo: dict | None = None) -> "LayerComm":
         """:meth:`_of`; with ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of equal GemmRates key, SP,
-        world size and domain, all of the choice it reads (the TP and CP links follow from tp, cp, the world size
+        world key and domain, all of the choice it reads (the TP and CP links follow from tp, cp, the world key
         and the domain: comm.Comm.of)."""
         c = ctx.c
         key = ("LayerComm", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp,

@@ -118,8 +118,8 @@ def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, l
                       memo: dict | None = None) -> LayerTimes:
     """A dense layer's :class:`LayerTimes`: attention and MLP GEMMs at their shapes' rates, the attention core, the
     elementwise traffic, its TP collectives. With ``memo`` (:meth:`GemmRates.of`'s) shared by the choices of equal
-    GemmRates key, SP, recompute granularity, world size and domain: all of the choice it reads (Activations' dense
-    terms read no EP degree; the TP link follows from tp, the world size and the domain)."""
+    GemmRates key, SP, recompute granularity, world key and domain: all of the choice it reads (Activations' dense
+    terms read no EP degree; the TP link follows from tp, the world key (mesh.layer_world_key) and domain)."""
     c = ctx.c
     key = ("DenseLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            layer_world_key(c.num_gpus, ctx.domain, c.tp, c.cp), ctx.domain)

@@ -29,8 +29,8 @@ def moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc:
                     memo: dict | None = None) -> LayerTimes:
     """An MoE layer's :class:`~layer_costs.LayerTimes`; with ``memo`` (gemm_rates.GemmRates.of's) shared by the
     choices of equal Activations key, schedule terms (paired, and the all-to-all overlap: together whether it hides
-    the all-to-all, moe_comm.overlaps_all_to_all), FP8 dispatch, world size and NVLink domain: all of the choice it
-    reads (the EP, ETP and TP links follow from the degrees, the world size and the domain: comm.Comm.of)."""
+    the all-to-all, moe_comm.overlaps_all_to_all), FP8 dispatch, world key and domain: all of the choice it
+    reads (the EP, ETP and TP links follow from the degrees, the world key and the domain: comm.Comm.of)."""
     c = ctx.c
     key = ("MoeLayerTimes", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
            c.ep, c.etp, c.schedule.paired, c.moe_a2a_overlap, c.moe_fp8_dispatch,
@@ -138,7 +138,7 @@ def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective, the linear GEMM time of
     each TP block: attention, and the shared experts where the model has them) of an MoE layer before the
     schedule's terms (the SMs an overlapped schedule's all-to-all holds, its exposure): with ``memo``, shared by
-    the choices of equal Activations key, FP8 dispatch, world size and domain (moe_layer_times' key less the
+    the choices of equal Activations key, FP8 dispatch, world key and domain (moe_layer_times' key less the
     schedule terms)."""
     c = ctx.c
     key = ("MoeShapeTerms", c.tp, c.cp, c.micro_batch_size, c.cp_comm_type, ctx.comm.cp_a2a, ctx.sp, c.recompute,
