@@ -84,6 +84,7 @@ READERS: dict[str, str] = {
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp schedule recompute zero_stage sequence_parallel "
         "cp_comm_type zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
         "activation_offload_layers"),
+    "solver/chunk_trims.py": "vpp first_chunk_trim last_chunk_trim",
     "solver/completion.py": "tp num_microbatches sequence_parallel optimizer_states",
     "solver/cpsat.py": "recompute",
     "solver/cpsat_rank_split.py": "recompute",
@@ -104,6 +105,7 @@ READERS: dict[str, str] = {
     "solver/pools/space.py": "pp vpp schedule recompute recompute_layers stage_pools",
     "solver/problem.py": (
         "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim moe_a2a_overlap"),
+    "solver/relaxation_small.py": "recompute",
     "solver/replan.py": (
         "tp cp pp dp ep etp micro_batch_size num_microbatches vpp stage_layers recompute_layers zero_stage "
         "pipeline_layout zero_replicas"),
@@ -120,6 +122,10 @@ READERS: dict[str, str] = {
         "micro_batch_size num_microbatches vpp recompute zero_stage sequence_parallel first_chunk_trim "
         "last_chunk_trim zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
         "activation_offload_layers"),
+    "solver/step_order_cuts.py": "pp dp num_microbatches schedule recompute",
+    "solver/step_order_floor.py": "num_microbatches schedule",
+    "solver/step_order_lookups.py": "pp num_microbatches schedule",
+    "solver/step_order_search.py": "pp num_microbatches schedule recompute",
     "solver/table_builder.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
     "solver/tables.py": "pp num_microbatches vpp schedule recompute moe_a2a_overlap",
     "solver/tie_break.py": "schedule stage_layers recompute_layers pipeline_layout",
