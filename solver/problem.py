@@ -326,12 +326,7 @@ class Problem:
     def plan(self, i: int, x: Assignment) -> Plan:
         """The canonical plan of choice ``i`` with the unit assignment ``x``."""
         t = self.table(i)
-        c = t.choice
-        layers, recompute = stage_counts(t, x)
-        rc = c.recompute
-        if rc == "full" and not any(recompute) and "none" in self.options.recompute:
-            rc = "none"  # canonical: full recompute of zero layers is no recompute (the same costs)
-        return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
+        return canonical_plan(t.choice, *stage_counts(t, x), self.options)
 
     def evaluate(self, plan: Plan) -> Evaluation:
         costs_of = self.pieces.evaluation_costs if self.pieces is not None else None
@@ -346,6 +341,18 @@ class Problem:
 def unit_count(schedule: Schedule, pp: int) -> int:
     """tables.schedule_units(schedule, pp).count (the layer bound asks it for every choice it bounds)."""
     return schedule_units(schedule, pp).count
+
+
+def canonical_plan(c: Choice, layers: list[int], recompute: list[int], options: SpaceOptions) -> Plan:
+    """The plan of choice ``c`` with these per-stage layer and recomputed-layer counts, canonical: where the space
+    recomputes every layer of a full-recompute choice, each stage recomputes all its layers; full recompute of zero
+    layers is no recompute (the same costs) where the space holds no recompute."""
+    if c.recompute == "full" and options.recompute_all_layers:
+        recompute = list(layers)
+    rc = c.recompute
+    if rc == "full" and not any(recompute) and "none" in options.recompute:
+        rc = "none"
+    return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
 
 
 def stage_counts(t: StageTable, x: Assignment) -> tuple[list[int], list[int]]:

@@ -33,8 +33,7 @@ from parplan.costmodel.schedules.step_order_bound import PathForm, rank_path_for
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
 from parplan.solver.ortools_cp import cp_model
-from parplan.solver.chunk_trims import trimmed_layout
-from parplan.solver.problem import Problem
+from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 
 D_BITS = 20  # cut coefficients in 1/D, D = 2^20 where the model's range allows (CutModel.D)
@@ -255,14 +254,7 @@ class CutModel:
 def _plan(problem: Problem, i: int, x: tuple[list[int], list[int]]) -> Plan:
     """The plan of choice ``i`` at these stage (DualPipeV: rank) layers and recomputed layers (Problem.plan's
     canonical recompute; with ``recompute_all_layers`` every layer)."""
-    c = problem.choices[i]
-    layers, recompute = x
-    rc = c.recompute
-    if rc == "full" and problem.options.recompute_all_layers:
-        recompute = list(layers)
-    elif rc == "full" and not any(recompute) and "none" in problem.options.recompute:
-        rc = "none"
-    return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
+    return canonical_plan(problem.choices[i], *x, problem.options)
 
 
 def _objective_s(e: Evaluation) -> float:

@@ -38,8 +38,7 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
-from parplan.solver.chunk_trims import trimmed_layout
-from parplan.solver.problem import Problem
+from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.search import Searcher
 from parplan.solver.step_order_cuts import solve_paired_choice
 from parplan.solver.step_order_floor import floor_divisor
@@ -93,13 +92,7 @@ def _recompute_vectors(problem: Problem, i: int, layers: list[int]) -> Iterator[
 
 
 def _plan(problem: Problem, i: int, layers: list[int], recompute: list[int]) -> Plan:
-    c = problem.choices[i]
-    if c.recompute == "full" and problem.options.recompute_all_layers:
-        recompute = list(layers)
-    rc = c.recompute
-    if rc == "full" and not any(recompute) and "none" in problem.options.recompute:
-        rc = "none"  # Problem.plan's canonical form
-    return Plan.from_choice(c, layers, recompute, trimmed_layout(c, layers), recompute=rc)
+    return canonical_plan(problem.choices[i], layers, recompute, problem.options)
 
 
 def _evaluate(problem: Problem, plan: Plan) -> Optional[Evaluation]:
