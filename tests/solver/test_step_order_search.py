@@ -98,3 +98,19 @@ def test_step_order_search_is_deterministic():
     dumps = [[e.model_dump(mode="json") for e in r.plans] + [r.status, r.bound_s] for r in runs]
     assert dumps[0] == dumps[1]
     assert runs[0].plans, runs[0].status
+
+
+def test_mixtral_research_space_optimum_is_the_step_order_optimum():
+    """Issue 39's Mixtral acceptance: Mixtral 8x7B on 64 H100 in the research space
+    (tests/solver/test_dualpipe_split.py's spec). The planner's optimum, which ranks DualPipe by its closed form,
+    is the step-order search's OPTIMAL answer: the same objective, and no plan's step order is shorter."""
+    from parplan.solver.planner import optimize
+    from tests.solver.test_dualpipe_split import _mixtral_spec
+
+    spec = _mixtral_spec()
+    planned = optimize(spec, controls=CPSAT)
+    by_order = _search(spec, "cpsat")
+    assert planned.status == "OPTIMAL" and by_order.status == "OPTIMAL"
+    best, proven = planned.plans[0], by_order.plans[0]
+    assert objective_s(best) == pytest.approx(objective_s(proven), rel=REL_TOL)
+    assert best.plan == proven.plan, (best.plan, proven.plan)
