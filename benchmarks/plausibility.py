@@ -48,7 +48,7 @@ def case(model: str, gpu: str, precision: str, seq_len: int, gpus: int) -> dict:
     t0 = time.perf_counter()
     r = optimize(spec, time_limit_s=TIME_LIMIT_S)
     best = r.plans[0] if r.plans else None
-    return {"model": model, "gpu": gpu, "precision": precision, "status": str(r.status.value if hasattr(r.status, "value") else r.status),
+    return {"model": model, "gpu": gpu, "precision": precision, "status": r.status,
             "mfu": None if best is None else 100.0 * best.metrics.mfu, "plan": "" if best is None else plan_text(best.plan),
             "seconds": time.perf_counter() - t0}
 

@@ -257,7 +257,9 @@ def _plan(problem: Problem, i: int, x: tuple[list[int], list[int]]) -> Plan:
     return canonical_plan(problem.choices[i], *x, problem.options)
 
 
-def _objective_s(e: Evaluation) -> float:
+def objective_s(e: Evaluation) -> float:
+    """A plan's objective under the step order: a paired plan's step order, any other plan's closed-form step
+    (solver/step_order_search.py's module docstring)."""
     return e.metrics.step_order_step_s if e.metrics.step_order_step_s is not None else e.metrics.step_time_s
 
 
@@ -316,7 +318,7 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
             e = problem.evaluate(_plan(problem, i, x))
         except PlanError:
             e = None
-        v = _objective_s(e) if e is not None else float("inf")
+        v = objective_s(e) if e is not None else float("inf")
         if e is not None and e.feasible and v < best_v:
             best, best_v = e, v
             cm.cutoff(v)

@@ -38,9 +38,10 @@ from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.costmodel.spec.spec import Plan
 from parplan.solver.deadline import TimeUp
+from parplan.solver.pools.space import compositions
 from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.search import Searcher
-from parplan.solver.step_order_cuts import solve_paired_choice
+from parplan.solver.step_order_cuts import objective_s, solve_paired_choice
 from parplan.solver.step_order_floor import floor_divisor
 
 ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
@@ -54,23 +55,12 @@ class StepOrderOutcome:
     paired_solved: int  # paired choices solved (by path cuts, or by enumeration)
 
 
-def objective_s(e: Evaluation) -> float:
-    """The objective of a plan (module docstring)."""
-    return e.metrics.step_order_step_s if e.metrics.step_order_step_s is not None else e.metrics.step_time_s
-
-
-def _compositions(n: int, k: int) -> Iterator[list[int]]:
-    for cuts in itertools.combinations(range(1, n), k - 1):
-        ends = (0,) + cuts + (n,)
-        yield [ends[i + 1] - ends[i] for i in range(k)]
-
-
 def _splits(problem: Problem, i: int) -> Iterator[list[int]]:
     """Choice ``i``'s stage splits the space allows (``stage_split``: even, equal middle stages, or any; DualPipeV's
     rank 0 holds the model's first and last stage, so its other ranks are the middle ones)."""
     c, split = problem.choices[i], problem.options.stage_split
     mid = slice(1, None) if c.schedule.value == "dualpipev" else slice(1, -1)
-    for layers in _compositions(problem.num_layers, c.pp):
+    for layers in map(list, compositions(problem.num_layers, c.pp)):
         if (split == "even" and len(set(layers)) > 1) or (split == "first_last" and len(set(layers[mid])) > 1):
             continue
         if not stage_violations(problem.spec, c, layers, [0] * c.pp):
