@@ -518,6 +518,31 @@ def _techniques(row: dict, fw: str, tp: int, pp: int, zero: int, recompute: str,
     if fw == "torchtitan":
         _torchtitan_techniques(tp, pp, recompute, notes, ex, cp=as_int(row.get("cp")) or 1,
                                compiled=torchtitan_compiled(row))
+    _tp_overlap_kernels(row, fw, tp, notes, ex)
+
+
+# a release before Transformer Engine 2.0 (tagged 2025-02-12): NGC/NeMo 23.xx, 24.xx and 25.01, Megatron-Core r0.8.0
+_TE_BEFORE_2 = re.compile(r"\b(?:2[34]\.\d\d|25\.01)\b|r0\.8\.0|\b202[34]\b")
+
+
+def _tp_overlap_kernels(row: dict, fw: str, tp: int, notes: str, ex: Expression) -> None:
+    """How the row's TP overlap holds SMs (costmodel/evaluation/layer_comm.py LayerComm.tp_block_s).
+
+    * Transformer Engine before 2.0 launched the pipelined and bulk overlaps' GEMMs on every SM (initialize_ub's
+      default ``set_sm_margin`` False, TransformerEngine 933294dc ``pytorch/module/base.py:304``; True since 544dd14b,
+      2025-02-07): their communication kernels hold their SMs only while they run (``tp_overlap_sm_margin`` False).
+    * torchtitan's AsyncTP (torch._symmetric_memory) pipelines the chunks' matmuls beside peer copies on two streams and
+      computes the reduce-scatter's local chunk last (pytorch@0e9ed9cf ``torch/distributed/_symmetric_memory/__init__.py``
+      ``_pipelined_multi_all_gather_and_consume``, ``_pipelined_produce_and_all2all``): no SM held, no chunk left.
+    """
+    if tp <= 1:
+        return
+    if fw != "torchtitan" and _TE_BEFORE_2.search(row.get("framework") or ""):
+        ex.override("tp_overlap_sm_margin", False, "Transformer Engine < 2.0 in the row's release: the TP overlap's "
+                    "communication kernels hold their SMs only while they run (default set_sm_margin False)")
+    if fw == "torchtitan" and "asynctp" in notes:
+        ex.override("tp_overlap_comm_sms", 0, "AsyncTP: peer copies beside the chunks' matmuls, no SM held")
+        ex.override("tp_overlap_rs_splits", 0, "AsyncTP: the reduce-scatter's local chunk computed last")
 
 
 def _deepspeed_zero3_2021(arch: Architecture, ex: Expression) -> None:

@@ -145,7 +145,8 @@ def prune_dominated(opts: SpaceOptions, a: Assumptions, mla: bool = False) -> Pr
     # with the knob's dispatch at least as wide it dominates BF16 wherever it is legal (exact: same memory,
     # never slower)
     fp8_dominates = prune and a.ep_dispatch_bytes >= FP8_DISPATCH_BYTES_PER_ELEMENT and True in opts.moe_fp8_dispatch
-    sp_dominates = prune and not a.tp_sp_weight_grad_regather  # SP's 4 collectives per block, as the all-reduces'
+    sp_dominates = prune and not a.tp_sp_weight_grad_regather and (  # SP's 4 collectives as the all-reduces', unless
+        a.tp_comm_overlap == 0 or not a.tp_overlap_pairs or a.tp_overlap_comm_sms == 0)  # it holds SMs (layer_comm)
     return PrunedValues(zero, recompute, recompute_trimmed, none_pruned, schedules, memory_dims, offload, fp8_dominates,
                         sp_dominates)
 

@@ -235,7 +235,10 @@ def test_row_technique_facts(cases):
     assert "tp_comm_overlap" not in by_id["torchtitan-202412-t4-llama3-70b-256gpu-11"].overrides  # AsyncTP
     assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["tp_comm_overlap"] == 0
     assert by_id["torchtitan-202412-t4-llama3-70b-256gpu-10"].overrides["hbm_bandwidth_gbps"] == 2400
-    assert not by_id["mcore-readme2024-h100-gpt-70b"].overrides
+    # Megatron-Core r0.8.0 ran Transformer Engine < 2.0: the TP overlap's kernels held their SMs only while they ran
+    assert by_id["mcore-readme2024-h100-gpt-70b"].overrides == {"tp_overlap_sm_margin": False}
+    async_tp = by_id["torchtitan-202412-t4-llama3-70b-256gpu-11"].overrides  # AsyncTP: peer copies, no SM held
+    assert async_tp["tp_overlap_comm_sms"] == 0 and async_tp["tp_overlap_rs_splits"] == 0
     zero3 = by_id["narayanan2021-t2-zero3-174.6b-768gpu"].overrides  # DeepSpeed ZeRO-3, early 2021
     assert zero3["zero3_collectives_per_layer"] == 36 and zero3["zero_microbatch_comm_overlap"] == 0
     assert zero3["zero3_unsharded_layers"] == pytest.approx(1e9 / 1.812e9, rel=1e-3)  # 12h² + 13h, h = 12288

@@ -159,6 +159,14 @@ def test_sequence_parallel_searched_both_ways_where_neither_dominates():
     a = resolve_assumptions(textbook.assumptions)
     assert not a.tp_sp_weight_grad_regather
     assert {c.sequence_parallel for c in enumerate_choices(textbook, resolve_gpu(textbook.cluster), a).choices} == {True}
+    # without the re-gather but with the overlap priced pair by pair, holding SMs for the GEMMs beside it, SP on can
+    # cost more than tiny collectives save: both values again; with no SM held, SP on alone
+    for sms, want in ((16, {True, False}), (0, {True})):
+        knobs = spec.assumptions.model_copy(update={"tp_sp_weight_grad_regather": False, "tp_overlap_pairs": True,
+                                                    "tp_overlap_comm_sms": sms})
+        a = resolve_assumptions(knobs)
+        assert {c.sequence_parallel for c in enumerate_choices(spec.model_copy(update={"assumptions": knobs}),
+                                                               resolve_gpu(spec.cluster), a).choices} == want
 
 
 def test_ep_communication_verdicts_kept_by_the_fields_their_rules_read(monkeypatch):

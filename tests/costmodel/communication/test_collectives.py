@@ -135,3 +135,93 @@ def test_moe_tp_blocks_each_beside_their_own_gemms_by_hand():
     assert want == pytest.approx(287.63e-6, rel=1e-4)
     costs = physics.costs(spec, Choice(tp=8, cp=1, pp=1, dp=1, ep=1, etp=1, num_microbatches=16, sequence_parallel=True))
     assert costs.moe.tp_s == pytest.approx(want, rel=1e-6)
+
+
+def test_tp_overlap_pair_by_pair_by_hand():
+    """``tp_overlap_pairs`` (costmodel/evaluation/layer_comm.py LayerComm.paired_s): Llama-3 8B (h 4096, FFN 14336 gated,
+    32 heads, 8 KV heads), TP 8 with SP, one 8192-token micro-batch, H100 (132
+    SMs) at a flat 0.5 of its 989 TFLOP/s BF16 peak (shape penalty 0), NVLink 450 GB/s at efficiency 1, latency off,
+    tp_comm_overlap 1, Transformer Engine's defaults (16 SMs held, 4 reduce-scatter chunks). One collective: 8192 ·
+    4096 · 2 B over an 8-GPU ring, 7/8 of it: x = 130.49 µs. Each collective beside its own GEMM (F = 1/3 of the
+    block's GEMMs, each backward GEMM 1/3):
+    attention, 1024 tokens x 6 x 41,943,040 weights / 494.5 TFLOP/s = 521.13 µs, the output projection 0.4 of it
+    (4096² of 41,943,040): QKV forward / input grad / weight grad 104.23 µs each, the projection's 69.48 µs each.
+    Forward all-gather (ring exchange, 7/8 of QKV): 130.49 - 91.20 = 39.29; forward reduce-scatter (4 chunks, 3/4 of
+    the projection, at least x/4): 130.49 - 52.11 = 78.38; the output gradient's all-gather (7/8 of the projection's
+    input grad): 130.49 - 60.80 = 69.69; the re-gather and the input gradient's reduce-scatter (bulk, beside QKV's
+    input and weight grads, whole): 26.26 each: 239.88 µs; the projection's forward and QKV's two backward GEMMs
+    (277.94 µs) on 116 of 132 SMs: 277.94 · 16/116 = 38.34 µs more; 278.21 µs.
+    MLP, 176,160,768 weights: 2188.74 µs, FC2 a third (gated): FC1 486.39 µs a pass, FC2 243.19: every window covers
+    x but the chunked reduce-scatter's last quarter, 32.62 µs; FC2 forward and FC1's two backward GEMMs (1215.96 µs)
+    held: 167.72 µs; 200.34 µs. Layer 478.55 µs.
+    A recomputed forward repeats the two forward collectives and the projection's held SMs: attention 39.29 + 78.38 +
+    69.48 · 16/116 = 127.26, MLP 32.62 + 243.19 · 16/116 = 66.17: 193.43 µs."""
+    llama8b = dict(name="llama3-8b", num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                   num_kv_heads=8, vocab_size=128256)
+    spec = physics.spec(llama8b, 8, seq=8192, gbs=8, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+                        tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
+                        matmul_shape_penalty=0.0, tp_overlap_pairs=True)
+    x = 0.875 * 8192 * 4096 * 2 / 450e9
+    assert x == pytest.approx(130.49e-6, rel=1e-4)
+    rate, held = 0.5 * 989.0e12, 16 / 116
+    attn, mlp = 1024 * 6 * 41_943_040 / rate, 1024 * 6 * 176_160_768 / rate
+    assert (attn, mlp) == (pytest.approx(521.13e-6, rel=1e-5), pytest.approx(2188.74e-6, rel=1e-5))
+    qkv, proj = attn * 0.6 / 3, attn * 0.4 / 3  # a pass each: forward, input gradient, weight gradient
+    fc1, fc2 = mlp * 2 / 9, mlp / 9
+    attn_exposed = (x - qkv * 7 / 8) + max(x - proj * 3 / 4, x / 4) + (x - proj * 7 / 8) + 2 * (x - qkv)
+    assert attn_exposed == pytest.approx(239.88e-6, rel=1e-4)
+    attn_s = attn_exposed + (proj + 2 * qkv) * held
+    assert attn_s == pytest.approx(278.21e-6, rel=1e-4)
+    assert min(fc1 * 7 / 8, fc2 * 7 / 8, fc1) > x and fc2 * 3 / 4 > x
+    mlp_s = x / 4 + (fc2 + 2 * fc1) * held
+    assert mlp_s == pytest.approx(200.34e-6, rel=1e-4)
+    costs = physics.costs(spec, Choice(tp=8, cp=1, pp=1, dp=1, num_microbatches=8, sequence_parallel=True))
+    assert costs.dense.tp_s == pytest.approx(attn_s + mlp_s, rel=1e-6)
+    assert costs.dense.tp_s == pytest.approx(478.55e-6, rel=1e-4)
+    recompute = (x - qkv * 7 / 8) + (x - proj * 3 / 4) + proj * held + x / 4 + fc2 * held
+    assert recompute == pytest.approx(193.43e-6, rel=1e-4)
+    assert costs.dense.recompute_comm[0] == pytest.approx(recompute, rel=1e-6)
+    # the same blocks beside GEMMs long enough (TP 2: the ring moves half the activation, x2 = 74.57 µs, beside four
+    # times the GEMM per GPU): only the two forward reduce-scatters' last chunks and the held SMs remain
+    tp2 = physics.costs(spec, Choice(tp=2, cp=1, pp=1, dp=4, num_microbatches=2, sequence_parallel=True))
+    x2 = 0.5 * 8192 * 4096 * 2 / 450e9
+    assert tp2.dense.tp_s == pytest.approx(2 * x2 / 4 + 4 * ((proj + 2 * qkv) + (fc2 + 2 * fc1)) * held, rel=1e-6)
+    # no SM held, no chunk left: only what the windows cannot cover (none at TP 2)
+    free = physics.spec(llama8b, 8, seq=8192, gbs=8, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+                        tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
+                        matmul_shape_penalty=0.0, tp_overlap_pairs=True, tp_overlap_comm_sms=0,
+                        tp_overlap_rs_splits=0)
+    assert physics.costs(free, Choice(tp=2, cp=1, pp=1, dp=4, num_microbatches=2, sequence_parallel=True)).dense.tp_s == 0.0
+
+
+def test_moe_tp_blocks_pair_by_pair_by_hand():
+    """``tp_overlap_pairs``: an MoE layer's TP collectives (costmodel/evaluation/moe_layer.py): the attention block's five
+    beside the attention GEMMs, the shared expert's five beside its own, each collective beside its own GEMM as in
+    test_tp_overlap_pair_by_pair_by_hand (TP 8, 16 SMs held, 4 reduce-scatter chunks); the routed
+    experts' GEMMs hide nothing (their tokens come by the dispatcher, ETP 1 has no collective). h 4096, 32 heads, 8 KV
+    heads, one gated shared expert of width 2048, 4096-token micro-batch: 512 tokens per GPU, H100 at a flat 494.5
+    TFLOP/s, NVLink 450 GB/s. One collective x = 7/8 · 4096 · 4096 · 2 B / 450e9 = 65.24 µs. Attention: 512 · 6 ·
+    41,943,040 / 494.5e12 = 260.56 µs, QKV 52.11 µs a pass, the projection 34.74: exposed 19.64 + 39.18 + 34.84 + 2 ·
+    13.13 = 119.94 µs, held (34.74 + 2 · 52.11) · 16/116 = 19.17: 139.11 µs. Shared expert: 512 · 6 · 25,165,824 /
+    494.5e12 = 156.34 µs, FC1 34.74 a pass, FC2 17.37: exposed 34.84 + 52.21 + 50.04 + 2 · 30.50 = 198.11, held
+    (17.37 + 2 · 34.74) · 16/116 = 11.98: 210.09 µs. Together 349.20 µs."""
+    model = dict(name="moe-shared", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                 num_kv_heads=8, vocab_size=32000,
+                 moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, num_shared_experts=1,
+                          shared_expert_ffn_hidden_size=2048))
+    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+                        tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
+                        matmul_shape_penalty=0.0, tp_overlap_pairs=True)
+    x = 0.875 * 4096 * 4096 * 2 / 450e9
+    rate, held = 0.5 * 989.0e12, 16 / 116
+    attn, shared = 512 * 6 * 41_943_040 / rate, 512 * 6 * 25_165_824 / rate
+    assert (attn, shared) == (pytest.approx(260.56e-6, rel=1e-4), pytest.approx(156.34e-6, rel=1e-4))
+
+    def block(col: float, row: float) -> float:  # one pass of the column- and row-parallel GEMMs
+        return ((x - col * 7 / 8) + max(x - row * 3 / 4, x / 4) + (x - row * 7 / 8) + 2 * max(0.0, x - col)
+                + (row + 2 * col) * held)
+    want = block(attn * 0.6 / 3, attn * 0.4 / 3) + block(shared * 2 / 9, shared / 9)
+    assert block(attn * 0.6 / 3, attn * 0.4 / 3) == pytest.approx(139.11e-6, rel=1e-4)
+    assert want == pytest.approx(349.20e-6, rel=1e-4)
+    costs = physics.costs(spec, Choice(tp=8, cp=1, pp=1, dp=1, ep=1, etp=1, num_microbatches=16, sequence_parallel=True))
+    assert costs.moe.tp_s == pytest.approx(want, rel=1e-6)
