@@ -36,8 +36,7 @@ class LayerComm:
         """A block's TP collectives (all, fwd+bwd; ``forward_only``: a recomputed forward's two) left exposed beside its
         linear GEMMs (``gemm_s``, fwd+bwd): with ``pairs`` (knob ``tp_overlap_pairs``) :meth:`paired_s`; else the
         ``tp_overlap`` share, at most what (tp-1)/tp of the block's GEMMs (of the forward's: ``fwd_share``) cover
-        together (``Comm.exposed``), the window pooled over the block's collectives (a lower bound of the paired
-        form, which it equals where every GEMM covers its collective, less its SMs and chunks)."""
+        together (``Comm.exposed``), the window pooled over the block's collectives, no SM held, no chunk exposed."""
         if self.pairs:
             return self.paired_s(comm, gemm_s, fwd_share, row_share, forward_only)
         n, window = (2, gemm_s * fwd_share) if forward_only else (self.tp_block_collectives, gemm_s)
