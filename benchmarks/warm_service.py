@@ -13,6 +13,10 @@ For S3 (Llama-3 8B on 8 H100, 8K, benchmarks/solver_speed.py's first scenario wi
   against a cold request at G' (the ratio of medians; goal ≤ 50 %);
 * answers: the warm response equals the cache-off one, byte for byte (timing and admission fields aside).
 
+Beside each latency, the process's CPU time over the call (``time.process_time``: the server's threads and the
+client's, one process), which another process's load moves far less than the latency: ``warm CPU`` and the new GPU
+count's share by CPU time.
+
 Then RSS under ``--rss-specs`` distinct specs (another sequence length and vocabulary each: another cache key), the
 server's memory budget at 512 MiB (the cache's share a quarter of it): the process's RSS every tenth of the run.
 Goals: warm median ≤ 30 ms (S3), ≤ 100 ms (S1). Timings on a shared machine are noisy: the load average is
@@ -64,18 +68,18 @@ class Client:
         from parplan.v1 import planner_pb2 as pb
         from parplan.v1 import planner_pb2_grpc as pb_grpc
 
-        self.pb = pb
+        self.pb, self.cpu_s = pb, 0.0
         self.running = start(ServeOptions(port=0, max_concurrent=max_concurrent))
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.running.port}")
         self.stub = pb_grpc.PlannerServiceStub(self.channel)
 
     def plan(self, spec: dict) -> tuple[float, dict]:
-        """(seconds, the response as a dict less its volatile fields)."""
+        """(seconds, the response as a dict less its volatile fields); the call's CPU seconds in :attr:`cpu_s`."""
         from google.protobuf.json_format import MessageToDict
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         response = self.stub.Plan(self.pb.PlanRequest(spec_text=json.dumps(spec)), timeout=120)
-        seconds = time.perf_counter() - t0
+        seconds, self.cpu_s = time.perf_counter() - t0, time.process_time() - c0
         data = MessageToDict(response)
         for name in VOLATILE:
             data.pop(name, None)
@@ -94,10 +98,11 @@ def measure(client: Client, name: str, spec: dict, step: int, new_gpus: int, n: 
     batches = [base + step * k for k in range(1, n + 1)]
     WARM.clear()
     client.plan(spec)  # warm-up: the process and the cache
-    warm, same = [], True
+    warm, warm_cpu, same = [], [], True
     for gbs in batches:
         seconds, data = client.plan(with_(spec, gbs))
         warm.append(seconds)
+        warm_cpu.append(client.cpu_s)
         if len(warm) <= 3:  # the answers: byte-identical to the cache off
             WARM.enabled = False
             _, off_data = client.plan(with_(spec, gbs))
@@ -110,17 +115,20 @@ def measure(client: Client, name: str, spec: dict, step: int, new_gpus: int, n: 
         WARM.enabled = False
         off.append(client.plan(with_(spec, gbs))[0])
         WARM.enabled = True
-    repeat, cold_new = [], []
+    repeat, cold_new, repeat_cpu, cold_new_cpu = [], [], [], []
     for gbs in batches:
         WARM.clear()
         client.plan(with_(spec, gbs))  # the request repeated ...
         repeat.append(client.plan(with_(spec, gbs, new_gpus))[0])  # ... with a new GPU count
+        repeat_cpu.append(client.cpu_s)
         WARM.clear()
         cold_new.append(client.plan(with_(spec, gbs, new_gpus))[0])
+        cold_new_cpu.append(client.cpu_s)
     med = statistics.median
     return {"scenario": name, "warm_ms": 1e3 * med(warm), "cold_ms": 1e3 * med(cold), "off_ms": 1e3 * med(off),
             "new_gpus_ms": 1e3 * med(repeat), "cold_new_gpus_ms": 1e3 * med(cold_new),
-            "new_gpus_share": med(repeat) / med(cold_new), "same_answers": same, "n": n, "new_gpus": new_gpus}
+            "new_gpus_share": med(repeat) / med(cold_new), "same_answers": same, "n": n, "new_gpus": new_gpus,
+            "warm_cpu_ms": 1e3 * med(warm_cpu), "new_gpus_cpu_share": med(repeat_cpu) / med(cold_new_cpu)}
 
 
 def rss_mib() -> float:
@@ -164,11 +172,12 @@ def report(rows: list[dict], rss: list[dict], limit_mib: float) -> str:
              "# medians over N distinct Plan requests (another global batch each), client-side, in-process server",
              "",
              f"{'scenario':<20} {'N':>3} {'warm ms':>8} {'cold ms':>8} {'off ms':>8} {'new GPUs ms':>12} "
-             f"{'cold at G2 ms':>14} {'share':>6} {'same answers':>13}"]
+             f"{'cold at G2 ms':>14} {'share':>6} {'same answers':>13} {'warm CPU ms':>12} {'share by CPU':>13}"]
     for r in rows:
         lines.append(f"{r['scenario']:<20} {r['n']:>3} {r['warm_ms']:>8.1f} {r['cold_ms']:>8.1f} {r['off_ms']:>8.1f} "
                      f"{r['new_gpus_ms']:>12.1f} {r['cold_new_gpus_ms']:>14.1f} {r['new_gpus_share']:>6.0%} "
-                     f"{'yes' if r['same_answers'] else 'NO':>13}")
+                     f"{'yes' if r['same_answers'] else 'NO':>13} {r['warm_cpu_ms']:>12.1f} "
+                     f"{r['new_gpus_cpu_share']:>13.0%}")
     goals = {"S3": 30.0, "S1": 100.0}
     lines.append("")
     for r in rows:

@@ -45,6 +45,7 @@ from parplan.costmodel.spec.framework_rules import CHOICE_RULE_FIELDS
 from parplan.solver.chunk_trims import interleaved_trims
 from parplan.solver.deadline import budget, check
 from parplan.solver.space_options import SP_PIN_AT_TP1, SpaceOptions, sequence_parallel_values
+from parplan.solver.space_memo import EnumerationMemo
 from parplan.solver.space_patterns import SharedCompletions
 
 _RULE_KEY = operator.itemgetter(*CHOICE_RULE_FIELDS)  # a choice's fields the profile's rules read, as a key
@@ -244,7 +245,7 @@ class _Expansion:
     """The legality checks between the generators: each rule is checked once at the outermost level whose
     values decide it (degrees, then the schedule, then memory dimensions, then communication and offload)."""
 
-    def __init__(self, spec: Spec, a: Assumptions, opts: SpaceOptions, domain: int, tally: RejectionTally):
+    def __init__(self, spec: Spec, a: Assumptions, opts: SpaceOptions, domain: int, tally: RejectionTally, memo=None):
         self.spec, self.a, self.opts, self.domain, self.tally = spec, a, opts, domain, tally
         self.pruned = prune_dominated(opts, a, spec.model.mla is not None)
         moe = spec.model.moe
@@ -256,9 +257,9 @@ class _Expansion:
         self.profile = spec_profile(spec)  # its rules beyond the intersected options (ETP ∈ {1, TP}); looked up once
         plan = spec.plan  # a partial plan pinning SP on rules out TP 1 (sequence_parallel_values)
         self.sp_pinned_on = plan is not None and "sequence_parallel" in plan.model_fields_set and plan.sequence_parallel
-        self._zero_stages: dict[tuple[int, int, int], list[int]] = {}  # zero_stages_at by (pp, dense, expert group)
-        self._verdicts: dict[tuple, list[str]] = {}  # the profile's rules by the fields they read (_profile_violations)
-        self._comm: dict[tuple, list] = {}  # the EP communication rules' verdicts (_comm_verdicts)
+        # zero_stages_at, _profile_violations, _comm_verdicts, schedule_violations: kept across batches (space_memo.py)
+        memo = memo or EnumerationMemo()
+        self._zero_stages, self._verdicts, self._comm, self._ruled = memo.zero_stages, memo.verdicts, memo.comm, memo.ruled
         # no EP communication or activation offload value listed but the default: comm_choices and offload_choices
         # hand each choice back alone, unchecked (their rules read only those values), so completions skips them
         self.plain = opts.moe_fp8_dispatch == (False,) and opts.moe_a2a_overlap == (False,) and \
@@ -270,7 +271,7 @@ class _Expansion:
         gbs, num_layers = spec.training.global_batch_size, spec.model.num_layers
         layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims,
                                         self.uniform_dense))  # each (ep, etp)'s
-        ruled: dict = {}  # schedule_violations by (mbs, m, schedule, vpp): all it reads but the degrees fixed here
+        ruled = self._ruled  # schedule_violations by (pp, m, schedule, vpp): all it reads here (space_memo.py)
         for (ep, etp), kind in expert_degrees(n, tp, cp, dp, spec.model.moe, opts):
             # rules on the degrees alone: checked once for all batch splits and schedules
             probe = Choice(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp,
@@ -281,12 +282,12 @@ class _Expansion:
                 continue
             for mbs, num_microbatches in batch_splits(gbs, dp, opts, self.tally):
                 for schedule, vpp, first_trim, last_trim in layouts:
-                    why = ruled.get((mbs, num_microbatches, schedule, vpp))
+                    why = ruled.get((pp, num_microbatches, schedule, vpp))
                     if not why:  # the probe's degrees (Choice.but: no __init__ per head)
                         head = probe.but(micro_batch_size=mbs, num_microbatches=num_microbatches, vpp=vpp,
                                          schedule=schedule, first_chunk_trim=first_trim, last_chunk_trim=last_trim)
                         if why is None:
-                            why = ruled[(mbs, num_microbatches, schedule, vpp)] = schedule_violations(spec, head)
+                            why = ruled[(pp, num_microbatches, schedule, vpp)] = schedule_violations(spec, head)
                     if why:
                         self.tally.reject(why)
                         continue
@@ -383,16 +384,16 @@ class _Expansion:
 
 
 def enumerate_choices(spec: Spec, gpu: GPU, a: Assumptions, opts: SpaceOptions | None = None,
-                      deadline: float | None = None, cancel=None) -> Space:
+                      deadline: float | None = None, cancel=None, memo=None) -> Space:
     """Every legal choice (raises deadline.TimeUp past ``deadline`` or once the ``cancel`` event is set): the
     pruning pass (:func:`prune_dominated`), then the per-dimension generators nested in enumeration order
     (degrees, expert degrees and CP comm type, batch split, schedule layout, ZeRO, memory dimensions,
     recompute, SP, EP communication, activation offload; the last six shared by the heads of one signature:
     solver/space_patterns.py), each rule checked where its values are known (Calculon ``llm.py:206-250`` and
-    SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way)."""
+    SimuMax ``tuning/strategy_searcher.py`` walk their spaces the same way); ``memo``: solver/space_memo.py's."""
     opts, n, tally = opts or SpaceOptions.from_spec(spec), spec.cluster.num_gpus, RejectionTally()
-    expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally)
-    complete, out = SharedCompletions(expansion), []  # a head's completions, shared (solver/space_patterns.py)
+    expansion = _Expansion(spec, a, opts, nvlink_domain_size(spec, gpu), tally, memo)
+    complete, out = SharedCompletions(expansion, memo.patterns if memo else None), []  # (solver/space_patterns.py)
     for tp, cp, pp, dp in degree_grid(n, spec.model.num_layers, opts, tally, deadline, cancel):
         budget().require(len(out) * CHOICE_BYTES, "the search space's choices")
         for head in expansion.heads(n, tp, cp, pp, dp):

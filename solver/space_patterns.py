@@ -48,9 +48,10 @@ class _Recorder:
 class SharedCompletions:
     """``expansion.completions`` (space._Expansion) of each head, shared by the heads of one :func:`signature`."""
 
-    def __init__(self, expansion) -> None:
+    def __init__(self, expansion, patterns: dict | None = None) -> None:
+        """``patterns``: kept by the caller across enumerations that share the rules' inputs (solver/space_memo.py)."""
         self.expansion = expansion
-        self._patterns: dict[tuple, tuple[list[dict], list[tuple[list[str], int]]]] = {}
+        self._patterns: dict[tuple, tuple[list[dict], list[tuple[list[str], int]]]] = {} if patterns is None else patterns
 
     def __call__(self, head: Choice) -> Iterable[Choice]:
         key = signature(head)

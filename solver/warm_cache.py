@@ -58,6 +58,7 @@ from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.deadline import MIB, default_memory_budget_mib
 from parplan.solver.space import CHOICE_BYTES, Space, SpaceOptions
+from parplan.solver.space_memo import EnumerationMemo, memo_key
 
 CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory budget
 # resident bytes per cached piece, rounded up from tracemalloc on Llama-3 8B / 8 H100 and 70B / 64 H100 (the bytes
@@ -82,6 +83,9 @@ TABLE_FLOATS_BYTES = 4096
 # Llama-3 8B on 8 GPUs, ~57 MiB for DeepSeek-V3's 57,112 choices), which a run of distinct requests would never read
 # again while the entry's share of the budget paid for it; past this many they start over
 SPACES_KEPT = 1
+# the enumeration memos an entry keeps (solver/space_memo.py: one per framework and space options, each serving every
+# GPU count and global batch); past this many they start over
+ENUMERATION_MEMOS_KEPT = 4
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -168,6 +172,7 @@ class SpecPieces:
     spaces: dict = field(default_factory=dict)  # space_key -> the enumerated Space (at most SPACES_KEPT)
     space_choices: int = 0  # the choices the spaces hold
     last_space_key: Optional[tuple] = None  # the space_key of the last space enumerated
+    enumerations: dict = field(default_factory=dict)  # space_memo.memo_key -> space_memo.EnumerationMemo
 
     @property
     def nbytes(self) -> int:
@@ -176,16 +181,18 @@ class SpecPieces:
         parts = (MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
                  + TABLE_FLOATS_BYTES * len(self.table_floats))
         return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + parts
-                + CHOICE_BYTES * self.space_choices)
+                + CHOICE_BYTES * self.space_choices + sum(e.nbytes for e in self.enumerations.values()))
 
     def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
         """The search space of ``spec`` under ``options``: ``enumerate_space()``'s, kept by :func:`space_key` (what
         solver/space.py's enumeration reads beside this entry's key) once the same key comes twice in a row (a
-        repeating request; :data:`SPACES_KEPT`). A kept space is shared: its callers read it, never change it."""
+        repeating request; :data:`SPACES_KEPT`). A kept space is shared: its callers read it, never change it.
+        ``enumerate_space(memo=...)`` is handed this entry's space_memo.EnumerationMemo of the request (another global
+        batch reads the same verdicts: solver/space_memo.py)."""
         key = space_key(spec, options)
         space = self.spaces.get(key)
         if space is None:
-            space = enumerate_space()  # (a call cut short raises: nothing kept)
+            space = enumerate_space(memo=self.enumeration_memo(spec, options))  # (cut short, it raises: none kept)
             if key == self.last_space_key:
                 if len(self.spaces) >= SPACES_KEPT:
                     self.spaces.clear()
@@ -194,6 +201,16 @@ class SpecPieces:
                 self.space_choices += len(space.choices)
             self.last_space_key = key
         return space
+
+    def enumeration_memo(self, spec: Spec, options: SpaceOptions) -> EnumerationMemo:
+        """The enumeration memo of ``spec`` under ``options`` (space_memo.memo_key), kept (:data:`ENUMERATION_MEMOS_KEPT`)."""
+        key = memo_key(spec, options)
+        memo = self.enumerations.get(key)
+        if memo is None:
+            if len(self.enumerations) >= ENUMERATION_MEMOS_KEPT:
+                self.enumerations.clear()
+            memo = self.enumerations[key] = EnumerationMemo()
+        return memo
 
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
         """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
@@ -207,7 +224,7 @@ class SpecPieces:
 
     def clear(self) -> None:
         for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
-                       self.relaxations, self.table_floats, self.spaces):
+                       self.relaxations, self.table_floats, self.spaces, self.enumerations):
             pieces.clear()
         self.space_choices = 0
 
