@@ -269,8 +269,7 @@ class _Expansion:
         """Choices of these degrees up to their schedule layout, each past the degree and schedule rules."""
         spec, opts = self.spec, self.opts
         gbs, num_layers = spec.training.global_batch_size, spec.model.num_layers
-        layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims,
-                                        self.uniform_dense))  # each (ep, etp)'s
+        layouts = list(schedule_layouts(pp, num_layers, opts, self.pruned, self.trims, self.uniform_dense))  # all EPs'
         ruled = self._ruled  # schedule_violations by (pp, m, schedule, vpp): all it reads here (space_memo.py)
         for (ep, etp), kind in expert_degrees(n, tp, cp, dp, spec.model.moe, opts):
             # rules on the degrees alone: checked once for all batch splits and schedules

@@ -103,8 +103,9 @@ def degree_violations(spec: Spec, c: Choice, a: Assumptions, domain: int) -> lis
 
 def schedule_violations(spec: Spec, c: Choice) -> list[str]:
     """Rules on the batch split and the pipeline schedule. They read dp, pp, micro_batch_size, num_microbatches,
-    schedule and vpp only: solver/space.py caches the verdict by those (a rule on another field goes elsewhere or
-    into that cache's key)."""
+    schedule and vpp only. solver/space.py caches the verdict by (pp, num_microbatches, schedule, vpp): it asks only of
+    splits whose dp·micro_batch_size·num_microbatches is the global batch (solver/space_memo.py); a rule on another
+    field goes elsewhere or into that cache's key."""
     out: list[str] = []
     if c.dp * c.micro_batch_size * c.num_microbatches != spec.training.global_batch_size:
         out.append(f"dp·micro_batch_size·num_microbatches = {c.dp * c.micro_batch_size * c.num_microbatches} "
