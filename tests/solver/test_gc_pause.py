@@ -65,3 +65,40 @@ def test_the_collector_is_on_after_an_optimize_call():
 
     result = optimize(validate_spec(dict(SCENARIOS)["8B / 8 H100, 8K"]))
     assert result.plans and gc.isenabled()
+
+
+def test_what_the_last_pause_leaves_goes_to_the_oldest_generation_unwalked(monkeypatch):
+    """Its survivors are moved, not walked by a young collection (the young count starts over), and the collector is
+    back on."""
+    monkeypatch.setitem(gc_pause._state, "moved", 0)
+    with gc_paused():
+        kept = [[] for _ in range(1000)]  # tracked objects, more than the young generation's threshold
+    assert gc.isenabled()
+    assert gc.get_count()[0] < gc.get_threshold()[0]
+    assert any(o is kept for o in gc.get_objects(generation=2))
+
+
+def test_every_so_many_pauses_end_with_one_full_collection(monkeypatch):
+    collected = []
+    monkeypatch.setattr(gc_pause, "FULL_COLLECTION_EVERY", 3)
+    monkeypatch.setitem(gc_pause._state, "moved", 0)
+    monkeypatch.setattr(gc_pause.gc, "collect", lambda *a: collected.append(a) or 0)
+    for _ in range(5):
+        with gc_paused():
+            with gc_paused():  # a nested pause ends nothing
+                pass
+    assert collected == [()]  # the third pause's end, all generations
+    assert gc.isenabled()
+
+
+def test_objects_frozen_by_someone_else_stay_frozen():
+    marker = [[]]  # a tracked object, frozen with the rest (the frozen count falls as frozen objects are freed)
+    gc.freeze()
+    try:
+        assert gc.get_freeze_count() > 0
+        with gc_paused():
+            pass
+        assert gc.get_freeze_count() > 0 and gc.isenabled()  # (unfrozen, it would be 0: marker in generation 2)
+        assert not any(o is marker for o in gc.get_objects(generation=2))
+    finally:
+        gc.unfreeze()
