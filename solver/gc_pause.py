@@ -17,9 +17,13 @@ DeepSeek-V3's first solve, 397k after its second) would be walked by the younges
 next allocation starts (the count of the objects allocated meanwhile passes its threshold at once), finding nothing
 (0 collected on that scenario's first three calls) for ~0.1-0.2 s of each call's CPU. So it is moved to the oldest
 generation instead (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, which also zero the young count), and
-every :data:`FULL_COLLECTION_EVERY`-th pause ends with one full collection (``gc.collect()``), which reaches them:
-cycles the calls leave wait at most that many calls. Where the process holds objects frozen by someone else
-(``gc.get_freeze_count()``), the pause ends as before (unfreezing would release them).
+a pause ends with one full collection (``gc.collect()``), which reaches them, once the objects moved so since the last
+one (each pause's young count: its tracked allocations less its frees) pass :data:`FULL_COLLECTION_GROWTH` times the
+objects tracked after it (counted at the first pause's end, then after each full collection), as CPython's own rule
+for its oldest generation does with a quarter: what cycles the calls leave stay a bounded share of what is alive,
+and a run of small warm requests, which leave little, is not collected in full every few calls. Where the process
+holds objects frozen by someone else (``gc.get_freeze_count()``), the pause ends as before (unfreezing would release
+them).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ import time
 from typing import Iterator
 
 MAX_PAUSE_S = 10.0  # past this long a pause shared by overlapping calls, the next call to start collects once
-FULL_COLLECTION_EVERY = 16  # pauses whose survivors go to the oldest generation uncollected, then one full collection
+FULL_COLLECTION_GROWTH = 1.0  # a full collection once the objects moved uncollected pass this share of those tracked
 
 _lock = threading.Lock()
-_state = {"depth": 0, "was_enabled": False, "since": 0.0, "moved": 0}
+_state = {"depth": 0, "was_enabled": False, "since": 0.0, "moved": 0, "tracked": None}
 
 
 @contextlib.contextmanager
@@ -63,18 +67,23 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
         if full:
             gc.collect()
+            with _lock:
+                _state["tracked"], _state["moved"] = len(gc.get_objects()), 0
 
 
 def _survivors_to_oldest() -> bool:
     """At the last pause's end (the lock held, the collector still off): what is alive moved to the oldest generation
-    unwalked, or, every :data:`FULL_COLLECTION_EVERY`-th time, True: the caller collects every generation once
-    (module docstring). Nothing moved where objects frozen by someone else are held."""
+    unwalked, or True once the objects moved so pass :data:`FULL_COLLECTION_GROWTH` times those tracked: the caller
+    collects every generation once (module docstring). Nothing moved where objects frozen by someone else are held."""
     if gc.get_freeze_count():
         return False
-    _state["moved"] += 1
-    if _state["moved"] >= FULL_COLLECTION_EVERY:
-        _state["moved"] = 0
+    young = gc.get_count()[0]
+    if _state["tracked"] is None:  # the first pause's end: what it leaves counted among the tracked
+        _state["tracked"] = len(gc.get_objects())
+    elif _state["moved"] + young > FULL_COLLECTION_GROWTH * _state["tracked"]:
         return True
+    else:
+        _state["moved"] += young
     gc.freeze()
     gc.unfreeze()
     return False

@@ -71,6 +71,7 @@ def test_what_the_last_pause_leaves_goes_to_the_oldest_generation_unwalked(monke
     """Its survivors are moved, not walked by a young collection (the young count starts over), and the collector is
     back on."""
     monkeypatch.setitem(gc_pause._state, "moved", 0)
+    monkeypatch.setitem(gc_pause._state, "tracked", 10 ** 9)  # no full collection
     with gc_paused():
         kept = [[] for _ in range(1000)]  # tracked objects, more than the young generation's threshold
     assert gc.isenabled()
@@ -78,16 +79,25 @@ def test_what_the_last_pause_leaves_goes_to_the_oldest_generation_unwalked(monke
     assert any(o is kept for o in gc.get_objects(generation=2))
 
 
-def test_every_so_many_pauses_end_with_one_full_collection(monkeypatch):
-    collected = []
-    monkeypatch.setattr(gc_pause, "FULL_COLLECTION_EVERY", 3)
+def test_a_full_collection_once_the_objects_moved_pass_the_share_of_those_tracked(monkeypatch):
+    """The first pause's end counts the tracked objects (T); later ones move their survivors until those moved since
+    pass FULL_COLLECTION_GROWTH·T, whose pause collects every generation once and counts again."""
+    collected, kept = [], []
+    monkeypatch.setattr(gc_pause, "FULL_COLLECTION_GROWTH", 0.5)
     monkeypatch.setitem(gc_pause._state, "moved", 0)
+    monkeypatch.setitem(gc_pause._state, "tracked", None)
     monkeypatch.setattr(gc_pause.gc, "collect", lambda *a: collected.append(a) or 0)
-    for _ in range(5):
-        with gc_paused():
-            with gc_paused():  # a nested pause ends nothing
-                pass
-    assert collected == [()]  # the third pause's end, all generations
+    with gc_paused():
+        with gc_paused():  # a nested pause ends nothing
+            pass
+    tracked = gc_pause._state["tracked"]
+    assert tracked > 0 and not collected
+    with gc_paused():
+        kept.append([[] for _ in range(tracked // 4)])  # a quarter: moved, not collected
+    assert not collected and gc_pause._state["moved"] > 0  # (the young count: allocations less frees)
+    with gc_paused():
+        kept.append([[] for _ in range(tracked // 2)])  # some three quarters in all: one full collection
+    assert collected == [()] and gc_pause._state["moved"] == 0
     assert gc.isenabled()
 
 
