@@ -294,19 +294,16 @@ class Problem:
         n = len(idx)
         if self.quick_factor is None or not n:
             return np.zeros(n)
-        sums, pp, units = np.zeros(n), np.ones(n), np.zeros(n)
-        known = self._layer_sums
-        for j, i in enumerate(idx):
-            c = self.choices[i]
-            key = layer_key(c, self.domain)
-            if key is None:  # no layer bound: 0, as layer_bound says
-                continue
-            layer_s = known.get(key)
+        choices, domain, known, rows = self.choices, self.domain, self._layer_sums, []  # (sum, pp, units) each
+        for c in map(choices.__getitem__, idx):
+            key = layer_key(c, domain)
+            layer_s = known.get(key) if key is not None else 0.0
             if layer_s is None:
                 layer_s = known[key] = self._layer_sum(*layer_times(self.spec, c, self.gpu, self.assumptions,
                                                                     self.arch, self._memo))
-            sums[j], pp[j], units[j] = layer_s, c.pp, unit_count(c.schedule, c.pp)
-        # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
+            # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
+            rows.append((layer_s, c.pp, unit_count(c.schedule, c.pp)) if key is not None else (0.0, 1, 0))
+        sums, pp, units = np.array(rows, dtype=float).reshape(n, 3).T  # (the rows' floats, the counts exact)
         return layer_bounds(sums, pp, self.quick_factor[idx], units, self.num_layers, self.scale)
 
     def index_of(self, plan: Plan) -> int | None:

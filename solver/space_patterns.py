@@ -65,11 +65,10 @@ class SharedCompletions:
         fields = head.__dict__
         out = []
         new: Callable = object.__new__
+        set_fields = object.__setattr__
         for change in changes:  # Choice.but, without its field check (the fields are the recorded completion's)
             c = new(Choice)
-            d = c.__dict__
-            d.update(fields)
-            d.update(change)
+            set_fields(c, "__dict__", {**fields, **change})  # (one dict built: ~2x faster than two updates)
             out.append(c)
         return out
 

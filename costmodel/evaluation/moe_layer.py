@@ -50,7 +50,8 @@ def lone_share_key(combined: tuple | None) -> float | None:
 def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,
                      memo: dict | None) -> LayerTimes:
     a, c, moe = ctx.a, ctx.c, ctx.m.moe
-    moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks = _moe_shape_terms(ctx, rates, acts, memo)
+    moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks, busy, dispatch, held = _moe_shape_terms(
+        ctx, rates, acts, memo)
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     paired = c.schedule.paired
     # how much of the all-to-all runs beside the compute (and so beside its TP collectives): all of it under the
@@ -60,11 +61,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     else:
         lone = combined_1f1b_lone_share(c.pp, c.vpp, c.num_microbatches)
     hidden_alone = 0.0 if overlapped else 2 * a2a - ctx.comm.exposed(2 * a2a, a.ep_comm_overlap, moe_compute)
-    # ((NVLink, network) busy shares, the dispatch's share) of the all-to-all
-    busy, dispatch = ctx.comm.all_to_all_shares(ctx.tokens_gpu * ctx.h, moe) if c.ep > 1 else ((0.0, 0.0), 0.5)
     lc, etp_one, a2a = _shared_links(ctx, lc, etp_one, a2a, tp_blocks, moe_compute,
                                      2 * a2a * (1.0 - lone) + hidden_alone, busy)
-    held = moe_comm.sm_fraction(a, ctx.gpu, moe) if c.ep > 1 else 0.0
     # the attention block's part of the compute, for the per-component pairs (paired_overlap.component_phases_s)
     attn = tp_blocks[0] + rates.attn_core_s
     if c.ep > 1 and overlapped:  # the dispatch/combine kernels beside the compute hold SMs while they run, and only
@@ -134,10 +132,11 @@ def _shared_links(ctx: ChoiceContext, lc: LayerComm, etp_one: float, a2a: float,
 
 
 def _moe_shape_terms(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
-                     memo: dict | None) -> tuple[float, float, float, float, float, tuple[float, ...]]:
+                     memo: dict | None) -> tuple:
     """(model FLOPs, linear GEMM time, compute time, one all-to-all, one ETP collective, the linear GEMM time of
-    each TP block: attention, and the shared experts where the model has them) of an MoE layer before the
-    schedule's terms (the SMs an overlapped schedule's all-to-all holds, its exposure): with ``memo``, shared by
+    each TP block: attention, and the shared experts where the model has them; the all-to-all's (NVLink, network)
+    busy shares and its dispatch's share, Comm.all_to_all_shares; the SMs an overlapped schedule's all-to-all
+    holds, moe_comm.sm_fraction) of an MoE layer before the schedule's terms (the SMs an overlapped schedule's all-to-all holds, its exposure): with ``memo``, shared by
     the choices of equal Activations key, FP8 dispatch, world key and domain (moe_layer_times' key less the
     schedule terms)."""
     c = ctx.c
@@ -159,7 +158,7 @@ def _nonexpert_gemms(ctx: ChoiceContext, rates: GemmRates) -> tuple[list, float,
 
 
 def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
-                        memo: dict | None = None) -> tuple[float, float, float, float, float, tuple[float, ...]]:
+                        memo: dict | None = None) -> tuple:
     c = ctx.c
     moe = ctx.m.moe
     a, arch, comm, h, M = ctx.a, ctx.arch, ctx.comm, ctx.h, ctx.M
@@ -201,7 +200,10 @@ def _moe_shape_terms_of(ctx: ChoiceContext, rates: GemmRates, acts: Activations,
     etp_one = comm.ring_gather_s("etp", c.etp, tokens_gpu * c.etp * moe.top_k * h * 2)
     tp_blocks = (tokens_gpu * arch.attention_linear_flops * spf_nonexpert,) + (
         (tokens_gpu * arch.shared_expert_linear_flops * spf_nonexpert,) if moe.num_shared_experts else ())
-    return moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks
+    # ((NVLink, network) busy shares, the dispatch's share) of the all-to-all; the SMs its kernels hold
+    busy, dispatch = comm.all_to_all_shares(tokens_gpu * h, moe) if c.ep > 1 else ((0.0, 0.0), 0.5)
+    held = moe_comm.sm_fraction(a, ctx.gpu, moe) if c.ep > 1 else 0.0
+    return moe_model_flops, moe_linear, moe_compute, a2a, etp_one, tp_blocks, busy, dispatch, held
 
 
 def moe_layer_cost(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,

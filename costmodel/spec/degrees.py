@@ -81,9 +81,8 @@ class _ChoiceRecord(ParallelDims):
         """A copy with ``changes``: ``dataclasses.replace`` without re-running ``__init__`` (the space's hot loop
         makes one per candidate; a Choice is a plain record with no validation of its own)."""
         new = object.__new__(Choice)
-        fields = new.__dict__
-        fields.update(self.__dict__)  # every field, as __init__ set them
-        fields.update(changes)
+        fields = {**self.__dict__, **changes}  # every field, as __init__ set them (one dict built: ~2x faster)
+        object.__setattr__(new, "__dict__", fields)
         if len(fields) != len(self.__dict__):  # a name that is no field added a key: refused
             raise TypeError(f"Choice has no field(s) {sorted(changes.keys() - self.__dataclass_fields__.keys())}")
         return new
