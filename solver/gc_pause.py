@@ -12,18 +12,16 @@ when it runs as before. Nested and concurrent calls (the service's threads) shar
 the last one ends, and only if it was on before the first began; while calls keep overlapping, a call that starts
 after :data:`MAX_PAUSE_S` of pause collects once (``gc.collect()``), so what cycles the calls leave never wait longer.
 
-What a call leaves alive is mostly the warm cache's new pieces (solver/warm_cache.py) and a kept search space, which
-live on, hold no cycles (an evicted entry is freed by its reference counts: tests/solver/test_gc_pause.py) and grow
-request by request. Left to the collector they would cost twice: the youngest generation's collection that the next
-allocation starts walks all of them and finds nothing (DeepSeek-V3 on 2,048 H800: 165k tracked objects after its first
-solve, 0 collected, ~0.1-0.2 s of each call's CPU), and each later full collection walks them again (a warm service
-that has kept 41 specs: ~0.3 M tracked objects, ~130 ms a full collection, one every few requests). So when the last
-pause ends with the collector on before it, what is alive is frozen unwalked (``gc.freeze``: out of the later
-collections' sight, freed by their reference counts as before, a list splice that also zeroes the young count);
-every :data:`THAW_S` the frozen objects are handed back (``gc.unfreeze``) and collected in full once, so a cycle a
-call dropped (a solve leaves a few thousand objects in cycles) waits at most that long; at the process's exit they
-are handed back too (``atexit``), so the interpreter's last collection frees them as before (the objects of native
-extensions, e.g. OR-Tools' nanobind models, are then not reported as leaked).
+What a call leaves alive is mostly the warm cache's new pieces (solver/warm_cache.py), which live on, hold no cycles
+(an evicted entry is freed by its reference counts: tests/solver/test_gc_pause.py) and grow request by request, so
+each later full collection would walk them all again (a warm service that has kept 41 specs: ~0.3 M tracked objects,
+~130 ms a full collection, one every few requests). So when the last pause ends with the collector on before it,
+the call's young objects are collected (``gc.collect(1)``: its cycles, what a normal first collection after the pause
+would walk) and the survivors frozen (``gc.freeze``: out of the later collections' sight, freed by their reference
+counts as before); every :data:`THAW_S` the frozen objects are handed back (``gc.unfreeze``) to the next full
+collection, so a cycle that was alive at a freeze and died after waits at most that long; at the process's exit
+they are handed back too (``atexit``), so the interpreter's last collection frees them as before (the objects of
+native extensions, e.g. OR-Tools' nanobind models, are then not reported as leaked).
 """
 
 from __future__ import annotations
@@ -75,11 +73,11 @@ def gc_paused() -> Iterator[None]:
 
 
 def _settle(thaw: bool) -> None:
-    """What is alive frozen unwalked or (``thaw``) every frozen object handed back and collected once (module
-    docstring). The lock is not held: a call that begins meanwhile may have its first objects frozen too, which
-    changes none of them (a frozen object is freed by its reference counts as any other)."""
+    """The call's young objects collected, the survivors frozen, or (``thaw``) every frozen object handed back to
+    the collector (module docstring). The lock is not held: a call that begins meanwhile may have its first objects
+    frozen too, which changes none of them (a frozen object is freed by its reference counts as any other)."""
+    gc.collect(1)
     if thaw:
         gc.unfreeze()
-        gc.collect()
     else:
         gc.freeze()
