@@ -18,6 +18,7 @@ operations), exact where its answer fits without recomputing.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -52,7 +53,18 @@ class CutOutcome:
     cuts: int  # the cuts the loop added (beyond every rank's chain and the shared ones)
 
 
+@functools.lru_cache(maxsize=16)
+def _busy_forms(schedule: Schedule, ranks: int, m: int) -> tuple[PathForm, ...]:
+    return tuple(_rank_chains(schedule, ranks, m))
+
+
 def busy_forms(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
+    """Every rank's chain of operations, compressed (a path of the graph: its busy time); made once per (schedule,
+    ranks, m)."""
+    return list(_busy_forms(schedule, ranks, m))
+
+
+def _rank_chains(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
     """Every rank's chain of operations, compressed (a path of the graph: its busy time)."""
     st = step_structure(schedule, ranks, m)
     out = []

@@ -1,6 +1,6 @@
 """The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1). Not yet the
-planner's: exact and fast on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute
-force under it; Mixtral 8x7B's scenarios), far too slow on DeepSeek-V3's 32-stage DualPipe choices
+planner's: exact on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute force under
+it; Mixtral 8x7B's scenarios); on DeepSeek-V3's research space OPTIMAL in about 3x the closed form's time
 (benchmarks/step_order_search.py; docs/solver.md).
 
 Objective: a paired plan's step by its step order (``metrics.step_order_step_s``, DP term included), any other
@@ -9,10 +9,12 @@ plan's closed form (the search's U). Search, in three parts:
 1. today's search (solver/search.py, CP-SAT or the oracle) under the closed form: exact for every non-paired choice,
    and a first incumbent (each found plan re-read by its objective);
 2. every paired choice whose lower bound of the step order is below the K-th best objective known, least bound
-   first, each bound tightened before the choice is solved (the closed form's quick and mean-unit bounds over
-   ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its busy floor): by CP-SAT
-   with path cuts (solver/step_order_cuts.py), or where that leaves it open (a fit that needs whole-layer
-   recomputation) and it is small, by :func:`paired_choice_best` (every stage split and recompute vector);
+   first, each bound tightened before the choice is solved (the closed form's quick and layer bounds, then its
+   mean-unit bound, over ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its
+   busy floor): a DualPipe choice with per-stage splits and recompute counts by branch and bound over its rank pairs
+   (solver/step_order_branch.py), any other by CP-SAT with path cuts (solver/step_order_cuts.py), or where that leaves
+   it open (a fit that needs whole-layer recomputation) and it is small, by :func:`paired_choice_best` (every stage
+   split and recompute vector);
 3. the K best by objective (ties: the choice's index).
 
 A non-paired choice the first part pruned has a closed-form bound above its K-th best closed form; where re-reading
@@ -41,6 +43,7 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.pools.space import compositions
 from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.search import Searcher
+from parplan.solver.step_order_branch import solve_dualpipe_choice
 from parplan.solver.step_order_cuts import objective_s, solve_paired_choice
 from parplan.solver.step_order_floor import floor_divisor
 
@@ -113,13 +116,16 @@ def paired_choice_best(problem: Problem, i: int, below: float, deadline: Optiona
 
 
 def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float], forms: dict):
-    """(best plan below ``below`` or None, exact, a lower bound of the choice): by CP-SAT with path cuts
-    (solver/step_order_cuts.py, starting from the cuts found for choices of the same schedule, depth and micro-batch
-    count); where that leaves the choice open (whole-layer recompute needed to fit), by
+    """(best plan below ``below`` or None, exact, a lower bound of the choice): by branch and bound over DualPipe's
+    rank pairs (solver/step_order_branch.py) where it takes the choice, else by CP-SAT with path cuts
+    (solver/step_order_cuts.py); each starts from the cuts found for choices of the same schedule, depth and
+    micro-batch count. Where the cut loop leaves the choice open (whole-layer recompute needed to fit), by
     enumeration if the choice has at most ENUMERATE_SPLITS stage splits, else open with the cuts' bound."""
     c = P.choices[i]
     key = (c.schedule, c.pp, c.num_microbatches)
-    out = solve_paired_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
+    out = solve_dualpipe_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
+    if out is None:
+        out = solve_paired_choice(P, i, cap, below, deadline, forms[key])
     if out.exact:
         return out.best, True, out.bound_s
     if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
@@ -160,8 +166,9 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     if not complete and first.bound is not None:
         unresolved = P.scale.seconds(int(first.bound))
     paired = [i for i, c in enumerate(P.choices) if c.schedule.paired and P.quick_mem_kib[i] <= cap]
-    queue = [(P.scale.seconds(float(P.quick_lb[i])) / floor_divisor(P.choices[i], P.assumptions), 0, i)
-             for i in paired]
+    lb0 = np.maximum(P.quick_lb[paired].astype(float), P.layer_bounds(paired)) if paired else []
+    queue = [(P.scale.seconds(float(b)) / floor_divisor(P.choices[i], P.assumptions), 0, i)
+             for i, b in zip(paired, lb0)]
     heapq.heapify(queue)
     solved, forms = 0, {}  # the cuts found so far, by (schedule, pp, m): shared by the choices that read them
     while queue:
