@@ -13,9 +13,9 @@ below a node of the search over the units' options. A depth-first search, least 
 step order by the lookups in one pass over the graph (:func:`critical_path`); where it is above the leaf's bound it
 adds the leaf's critical path as a cut, and where it may be below the best found the evaluator decides (legality,
 memory, the objective). When the search ends no plan of the choice is below the best found (each pruned node's
-bound is at least it, within ``PRUNE_REL``): exact. Per unit, only options that fit the memory cap, and of those with the same
-layers only the recompute counts no other fitting one is below in both stages (recomputing more never shortens an
-operation, so never the longest path).
+bound is at least it, within ``PRUNE_REL``): exact. Per unit, only options that fit the memory cap, and of those
+with the same layers only the recompute counts no other fitting one is below in both stages (recomputing more never
+shortens an operation, so never the longest path).
 
 It takes DualPipe choices with per-stage splits and per-stage recompute counts (``stage_split`` per_stage, no
 ``uniform_recompute``); solver/step_order_search.py hands the others to the CP-SAT cut loop (step_order_cuts.py).
@@ -162,7 +162,8 @@ def unit_coefficients(lk: StepOrderLookups, forms: list[PathForm]) -> np.ndarray
     if not forms:
         return out
     k = np.concatenate([np.full(len(x.count), j) for j, x in enumerate(forms)])
-    kind, s, s2 = (np.concatenate([getattr(x, a) for x in forms]).astype(np.int64) for a in ("kind", "stage", "stage_b"))
+    kind, s, s2 = (np.concatenate([getattr(x, a) for x in forms]).astype(np.int64)
+                   for a in ("kind", "stage", "stage_b"))
     zb = np.concatenate([x.zb for x in forms]).astype(bool)
     n = np.concatenate([x.count for x in forms]).astype(float)
     unit, slot = np.minimum(s, p - 1 - s), (s > p - 1 - s).astype(np.int64)
