@@ -44,6 +44,7 @@ from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 
 UNIT_ORDER = range  # the order the units are branched on (middle units first was slower: 21.7 s against 11.0 s)
 PRUNE_REL = 1e-9  # a node whose bound is within this of the best found is pruned (float rounding of the prices)
+GROUP_COMBOS = 125  # units branched on at once: at most this many combinations of their options
 MAX_LEAVES = 5000  # past this many leaves the choice is left open with its bound
 EVALUATE_REL = 1e-6  # a leaf whose step order by the lookups is below the best found plus this is evaluated
 MAX_OPTIONS = 200_000  # past this many options over the units (no threshold to filter by) the choice is not taken
@@ -178,6 +179,41 @@ def unit_coefficients(lk: StepOrderLookups, forms: list[PathForm]) -> np.ndarray
     np.add.at(out, (k[pair], unit[pair], 4 + slot[pair]), n[pair])
     return out
 
+class _Group:
+    """Consecutive units branched on at once: every combination of their options (``idx``, one column per unit),
+    its layers, its largest DP time and its price under each cut (``G``, rows added as cuts come)."""
+
+    def __init__(self, opts: list[Options], start: int, end: int, L: int):
+        grids = np.meshgrid(*(np.arange(len(o.tot)) for o in opts[start:end]), indexing="ij")
+        idx = np.stack([g.ravel() for g in grids], axis=1) if grids else np.zeros((1, 0), np.int64)
+        tot = sum((o.tot[idx[:, n]] for n, o in enumerate(opts[start:end])), np.zeros(len(idx), np.int64))
+        keep = tot <= L
+        self.start, self.end, self.idx, self.tot = start, end, idx[keep], tot[keep]
+        self.dp = np.max([o.dp_s[self.idx[:, n]] for n, o in enumerate(opts[start:end])], axis=0)
+        self.G = np.zeros((0, len(self.tot)))
+
+    def prices(self, G: list[np.ndarray]) -> np.ndarray:
+        """Every combination's price under every cut (the rows of cuts added since the last call computed)."""
+        k0, k = len(self.G), len(G[self.start])
+        if k0 < k:
+            new = sum(G[u][k0:, self.idx[:, n]] for n, u in enumerate(range(self.start, self.end)))
+            self.G = np.vstack([self.G, new])
+        return self.G
+
+
+def _groups(opts: list[Options], L: int) -> list[_Group]:
+    """The units in consecutive groups of at most GROUP_COMBOS combinations each (one unit at least)."""
+    out, start = [], 0
+    while start < len(opts):
+        end, n = start + 1, len(opts[start].tot)
+        while end < len(opts) and n * len(opts[end].tot) <= GROUP_COMBOS:
+            n *= len(opts[end].tot)
+            end += 1
+        out.append(_Group(opts, start, end, L))
+        start = end
+    return out
+
+
 class PairSearch:
     """The branch and bound of one DualPipe choice (module docstring)."""
 
@@ -190,8 +226,9 @@ class PairSearch:
         self.G = [np.zeros((0, len(o.tot))) for o in self.opts]  # [cuts, options] per unit
         self.S = np.zeros((0, self.n_units + 1, self.L + 1))  # least value of each cut over units u.. at b layers
         self.best, self.best_v, self.leaves, self.version = None, below, 0, 0
-        self._fits: dict = {}  # (unit, layers left): the options that leave a feasible rest
+        self._fits: dict = {}  # (group, layers left): the combinations that leave a feasible rest
         self.new_forms: list[PathForm] = []  # the cuts the leaves added
+        self.groups = _groups(opts, self.L)
         self.add(forms)
 
     def add(self, forms: list[PathForm]) -> None:
@@ -217,19 +254,18 @@ class PairSearch:
     def root_bound_s(self) -> float:
         return float(np.max(self.S[:, 0, self.L])) if len(self.forms) else 0.0
 
-    def _bounds(self, u: int, budget: int, acc: np.ndarray, dp_s: float) -> tuple[np.ndarray, list[float]]:
-        """Unit ``u``'s options that leave the later units a feasible total (their layers: a suffix whose least
-        price is finite), and each one's bound (``acc``: every cut's price over the units fixed)."""
-        key = (u, budget)
-        cached = self._fits.get(key)
+    def _bounds(self, g: int, budget: int, acc: np.ndarray, dp_s: float) -> tuple[np.ndarray, list[float]]:
+        """Group ``g``'s combinations that leave the later units a feasible total (a suffix whose least price is
+        finite), and each one's bound (``acc``: every cut's price over the units fixed)."""
+        grp = self.groups[g]
+        cached = self._fits.get((g, budget))
         if cached is None:
-            o = self.opts[u]
-            idx = np.flatnonzero(o.tot <= budget)
-            idx = idx[np.isfinite(self.S[0, u + 1, budget - o.tot[idx]])]
-            cached = self._fits[key] = (idx, budget - o.tot[idx], o.dp_s[idx])
-        idx, rest, dp = cached
-        bound = (acc[:, None] + self.G[u][:, idx] + self.S[:, u + 1, rest]).max(axis=0) + np.maximum(dp_s, dp)
-        return idx, bound.tolist()
+            sel = np.flatnonzero(grp.tot <= budget)
+            sel = sel[np.isfinite(self.S[0, grp.end, budget - grp.tot[sel]])]
+            cached = self._fits[(g, budget)] = (sel, budget - grp.tot[sel], grp.dp[sel])
+        sel, rest, dp = cached
+        bound = (acc[:, None] + grp.prices(self.G)[:, sel] + self.S[:, grp.end, rest]).max(axis=0)
+        return sel, (bound + np.maximum(dp_s, dp)).tolist()
 
     def run(self, deadline: Optional[float]) -> bool:
         """The search to its end (True) or to MAX_LEAVES (False); raises TimeUp past ``deadline``."""
@@ -239,30 +275,30 @@ class PairSearch:
             return False
         return True
 
-    def _node(self, u: int, budget: int, chosen: list[int], acc: np.ndarray, dp_s: float,
+    def _node(self, g: int, budget: int, chosen: list[int], acc: np.ndarray, dp_s: float,
               deadline: Optional[float]) -> None:
-        """Every option of unit ``u`` whose bound is below the best found, least bound first (bounds again after
-        the leaves below added cuts)."""
+        """Every combination of group ``g``'s options whose bound is below the best found, least bound first
+        (bounds again after the leaves below added cuts)."""
         if deadline is not None and time.perf_counter() > deadline:
             raise TimeUp()
-        if u == self.n_units:
+        if g == len(self.groups):
             self._leaf(chosen, dp_s)
             return
-        idx, bound = self._bounds(u, budget, acc, dp_s)
+        sel, bound = self._bounds(g, budget, acc, dp_s)
         version = sorted_at = self.version
-        o = self.opts[u]
+        grp = self.groups[g]
         for k in sorted(range(len(bound)), key=bound.__getitem__):
             if self.version != version:  # cuts added below: every price again
                 version = self.version
                 acc = sum((self.G[v][:, j] for v, j in enumerate(chosen)), np.zeros(len(self.forms)))
-                _, bound = self._bounds(u, budget, acc, dp_s)
+                _, bound = self._bounds(g, budget, acc, dp_s)
             if bound[k] >= self.best_v * (1 - PRUNE_REL):
                 if version == sorted_at:
                     break  # (in order of bound: every later one too)
                 continue
-            j = int(idx[k])
-            self._node(u + 1, budget - int(o.tot[j]), chosen + [j], acc + self.G[u][:, j],
-                       max(dp_s, float(o.dp_s[j])), deadline)
+            c = int(sel[k])
+            self._node(g + 1, budget - int(grp.tot[c]), chosen + grp.idx[c].tolist(), acc + grp.G[:, c],
+                       max(dp_s, float(grp.dp[c])), deadline)
 
     def _leaf(self, chosen: list[int], dp_s: float) -> None:
         """A plan of the choice: its step order by the lookups (the evaluator's, tests/solver/test_step_order_cuts.py)
@@ -296,45 +332,56 @@ class PairSearch:
         return layers, recompute
 
 
+@dataclass(frozen=True)
+class _Levels:
+    """The step order's graph by levels (a node's level: one past its predecessors' highest): the nodes in level
+    order, where each level starts, each node's predecessors (inputs, then the rank's previous operation; padded with
+    the index past the last node) and each node's level and place in it."""
+    order: np.ndarray
+    bounds: list[int]
+    preds: list[np.ndarray]
+    level: np.ndarray
+    place: np.ndarray
+
+
 @functools.lru_cache(maxsize=8)
-def _levels(schedule: Schedule, ranks: int, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The step order's graph by levels (a node's level: one past its predecessors' highest): per level its nodes
-    and their predecessors (inputs, then the rank's previous operation; padded with the index past the last node)."""
+def _levels(schedule: Schedule, ranks: int, m: int) -> _Levels:
     st = step_structure(schedule, ranks, m)
     n = len(st.prev)
     preds = [tuple(ins) + ((prev,) if prev >= 0 else ()) for ins, prev in zip(st.inputs, st.prev)]
     level = [0] * n
     for i, ps in enumerate(preds):
         level[i] = 1 + max((level[x] for x in ps), default=-1)
-    width = max(1, max(len(ps) for ps in preds))
-    table = np.full((n, width), n, np.int64)
+    table = np.full((n, max(1, max(len(ps) for ps in preds))), n, np.int64)
     for i, ps in enumerate(preds):
         table[i, :len(ps)] = ps
-    order = np.argsort(np.asarray(level), kind="stable")
-    cuts = np.flatnonzero(np.diff(np.asarray(level)[order])) + 1
-    return [(nodes, table[nodes]) for nodes in np.split(order, cuts)]
+    lv = np.asarray(level)
+    order = np.argsort(lv, kind="stable")
+    bounds = [0] + (np.flatnonzero(np.diff(lv[order])) + 1).tolist() + [n]
+    place = np.empty(n, np.int64)
+    place[order] = np.arange(n) - np.asarray(bounds)[lv[order]]
+    return _Levels(order, bounds, [table[order[a:b]] for a, b in zip(bounds, bounds[1:])], lv, place)
 
 
 def critical_path(schedule: Schedule, work: StageWork, m: int) -> tuple[float, PathForm]:
     """(``step_order_s``, ``critical_path_form``) of ``work``, level by level (the same floats and the same path:
     ties to the first predecessor; tests/solver/test_step_order_branch.py)."""
     ranks = len(work.C)
-    st = step_structure(schedule, ranks, m)
+    st, g = step_structure(schedule, ranks, m), _levels(schedule, ranks, m)
     d = np.asarray(op_durations_s(st, work))
     n = len(d)
-    end, came = np.full(n + 1, -np.inf), np.full(n, -1, np.int64)
-    for nodes, preds in _levels(schedule, ranks, m):
+    end = np.full(n + 1, -1.0)  # (ends are never negative: the padding loses every comparison)
+    d_level, picks = d[g.order], []
+    for a, b, preds in zip(g.bounds, g.bounds[1:], g.preds):
         ends = end[preds]
-        at = np.argmax(ends, axis=1)
-        best = ends[np.arange(len(nodes)), at]
-        none = np.isneginf(best)
-        end[nodes] = d[nodes] + np.where(none, 0.0, best)
-        came[nodes] = np.where(none, -1, preds[np.arange(len(nodes)), at])
+        picks.append(ends.argmax(axis=1))
+        end[g.order[a:b]] = d_level[a:b] + np.maximum(ends.max(axis=1), 0.0)
     top = last = int(np.argmax(end[:n]))
     path = []
-    while last >= 0:
+    while last < n:
         path.append(last)
-        last = int(came[last])
+        lv, at = g.level[last], g.place[last]
+        last = int(g.preds[lv][at, picks[lv][at]])
     keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
                             axis=1, return_counts=True)
     return float(end[top]), PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count)
