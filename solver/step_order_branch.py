@@ -26,7 +26,6 @@ the units' own cuts pruned no more nodes, and branching on the middle units firs
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -34,11 +33,11 @@ from typing import Optional
 import numpy as np
 
 from parplan.costmodel.evaluation.evaluate import PlanError
-from parplan.costmodel.schedules.dualpipe_steps import StageWork, op_durations_s, step_structure
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.schedules.step_order_bound import PathForm
 from parplan.solver.deadline import TimeUp
 from parplan.solver.problem import Problem, canonical_plan
+from parplan.solver.step_order_critical import critical_path
 from parplan.solver.step_order_cuts import CutOutcome, busy_forms, objective_s
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 
@@ -330,61 +329,6 @@ class PairSearch:
             layers[u], layers[p - 1 - u] = int(o.la[j]), int(o.lb[j])
             recompute[u], recompute[p - 1 - u] = int(o.ra[j]), int(o.rb[j])
         return layers, recompute
-
-
-@dataclass(frozen=True)
-class _Levels:
-    """The step order's graph by levels (a node's level: one past its predecessors' highest): the nodes in level
-    order, where each level starts, each node's predecessors (inputs, then the rank's previous operation; padded with
-    the index past the last node) and each node's level and place in it."""
-    order: np.ndarray
-    bounds: list[int]
-    preds: list[np.ndarray]
-    level: np.ndarray
-    place: np.ndarray
-
-
-@functools.lru_cache(maxsize=8)
-def _levels(schedule: Schedule, ranks: int, m: int) -> _Levels:
-    st = step_structure(schedule, ranks, m)
-    n = len(st.prev)
-    preds = [tuple(ins) + ((prev,) if prev >= 0 else ()) for ins, prev in zip(st.inputs, st.prev)]
-    level = [0] * n
-    for i, ps in enumerate(preds):
-        level[i] = 1 + max((level[x] for x in ps), default=-1)
-    table = np.full((n, max(1, max(len(ps) for ps in preds))), n, np.int64)
-    for i, ps in enumerate(preds):
-        table[i, :len(ps)] = ps
-    lv = np.asarray(level)
-    order = np.argsort(lv, kind="stable")
-    bounds = [0] + (np.flatnonzero(np.diff(lv[order])) + 1).tolist() + [n]
-    place = np.empty(n, np.int64)
-    place[order] = np.arange(n) - np.asarray(bounds)[lv[order]]
-    return _Levels(order, bounds, [table[order[a:b]] for a, b in zip(bounds, bounds[1:])], lv, place)
-
-
-def critical_path(schedule: Schedule, work: StageWork, m: int) -> tuple[float, PathForm]:
-    """(``step_order_s``, ``critical_path_form``) of ``work``, level by level (the same floats and the same path:
-    ties to the first predecessor; tests/solver/test_step_order_branch.py)."""
-    ranks = len(work.C)
-    st, g = step_structure(schedule, ranks, m), _levels(schedule, ranks, m)
-    d = np.asarray(op_durations_s(st, work))
-    n = len(d)
-    end = np.full(n + 1, -1.0)  # (ends are never negative: the padding loses every comparison)
-    d_level, picks = d[g.order], []
-    for a, b, preds in zip(g.bounds, g.bounds[1:], g.preds):
-        ends = end[preds]
-        picks.append(ends.argmax(axis=1))
-        end[g.order[a:b]] = d_level[a:b] + np.maximum(ends.max(axis=1), 0.0)
-    top = last = int(np.argmax(end[:n]))
-    path = []
-    while last < n:
-        path.append(last)
-        lv, at = g.level[last], g.place[last]
-        last = int(g.preds[lv][at, picks[lv][at]])
-    keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
-                            axis=1, return_counts=True)
-    return float(end[top]), PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count)
 
 
 class _LeafLimit(Exception):

@@ -14,8 +14,8 @@ from parplan.costmodel.schedules.step_order_bound import critical_path_form, pat
 from parplan.costmodel.evaluation.prediction_band import with_memory_band
 from parplan.solver.completion import pinned_spec
 from parplan.solver.problem import Problem
-from parplan.solver.step_order_branch import (_features, critical_path, cut_coefficients, solve_dualpipe_choice,
-                                             takes)
+from parplan.solver.step_order_branch import _features, cut_coefficients, solve_dualpipe_choice, takes
+from parplan.solver.step_order_critical import critical_path
 from parplan.solver.step_order_lookups import build_lookups
 from parplan.solver.step_order_search import objective_s, paired_choice_best
 
