@@ -225,6 +225,7 @@ class PairSearch:
         self.G = [np.zeros((0, len(o.tot))) for o in self.opts]  # [cuts, options] per unit
         self.S = np.zeros((0, self.n_units + 1, self.L + 1))  # least value of each cut over units u.. at b layers
         self.best, self.best_v, self.leaves, self.version = None, below, 0, 0
+        self.max_leaves = MAX_LEAVES
         self._fits: dict = {}  # (group, layers left): the combinations that leave a feasible rest
         self.new_forms: list[PathForm] = []  # the cuts the leaves added
         self.groups = _groups(opts, self.L)
@@ -267,7 +268,7 @@ class PairSearch:
         return sel, (bound + np.maximum(dp_s, dp)).tolist()
 
     def run(self, deadline: Optional[float]) -> bool:
-        """The search to its end (True) or to MAX_LEAVES (False); raises TimeUp past ``deadline``."""
+        """The search to its end (True) or to ``max_leaves`` leaves (False); raises TimeUp past ``deadline``."""
         try:
             self._node(0, self.L, [], np.zeros(len(self.forms)), 0.0, deadline)
         except _LeafLimit:
@@ -302,7 +303,7 @@ class PairSearch:
     def _leaf(self, chosen: list[int], dp_s: float) -> None:
         """A plan of the choice: its step order by the lookups (the evaluator's, tests/solver/test_step_order_cuts.py)
         with its critical path a cut where above the leaf's bound; the evaluator's verdict where it may be the best."""
-        if self.leaves >= MAX_LEAVES:
+        if self.leaves >= self.max_leaves:
             raise _LeafLimit()
         self.leaves += 1
         layers, recompute = self.counts(chosen)
@@ -336,11 +337,12 @@ class _LeafLimit(Exception):
 
 
 def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float = float("inf"),
-                          deadline: Optional[float] = None, forms: Optional[list] = None) -> Optional[CutOutcome]:
+                          deadline: Optional[float] = None, forms: Optional[list] = None,
+                          max_leaves: int = MAX_LEAVES) -> Optional[CutOutcome]:
     """DualPipe choice ``i``'s plan of least step order below ``below`` (module docstring), or None where this search
     does not take it (:func:`takes`; too many options without a threshold); raises TimeUp past ``deadline``.
     ``forms``: paths found for choices of the same schedule, depth and micro-batch count (valid cuts), the new ones
-    appended."""
+    appended. ``max_leaves``: past this many leaves, the best found and the choice open (a dive)."""
     if not takes(problem, i):
         return None
     c, lk = problem.choices[i], build_lookups(problem, i)
@@ -349,6 +351,7 @@ def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float =
     if sum(len(o.tot) for o in opts) > MAX_OPTIONS:
         return None
     s = PairSearch(problem, i, lk, opts, below, busy + list(forms or ()))
+    s.max_leaves = max_leaves
     exact = s.run(deadline)
     if forms is not None:
         forms.extend(s.new_forms)

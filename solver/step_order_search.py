@@ -43,11 +43,12 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.pools.space import compositions
 from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.search import Searcher
-from parplan.solver.step_order_branch import solve_dualpipe_choice
+from parplan.solver.step_order_branch import solve_dualpipe_choice, takes
 from parplan.solver.step_order_cuts import objective_s, solve_paired_choice
-from parplan.solver.step_order_floor import floor_divisor
+from parplan.solver.step_order_floor import busy_mean_bound, floor_divisor
 
 ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
+DIVE_LEAVES = 8  # a DualPipe choice's first search stops past this many leaves (_paired_part)
 
 
 @dataclass
@@ -142,7 +143,8 @@ def _next_bound_s(searcher: Searcher, i: int, cap: int, level: int) -> float:
     if searcher._stop():
         raise TimeUp()
     if level == 0:
-        return P.scale.seconds(max(float(P.quick_lb[i]), P.mean_bound(i))) / floor_divisor(P.choices[i], P.assumptions)
+        closed = max(float(P.quick_lb[i]), P.mean_bound(i)) / floor_divisor(P.choices[i], P.assumptions)
+        return P.scale.seconds(max(closed, busy_mean_bound(P, i)))
     lb = P.relaxed_bound(i, cap, floor=True)
     return P.scale.seconds(lb) if np.isfinite(lb) else float("inf")
 
@@ -170,28 +172,8 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     queue = [(P.scale.seconds(float(b)) / floor_divisor(P.choices[i], P.assumptions), 0, i)
              for i, b in zip(paired, lb0)]
     heapq.heapify(queue)
-    solved, forms = 0, {}  # the cuts found so far, by (schedule, pp, m): shared by the choices that read them
-    while queue:
-        lb, level, i = queue[0]
-        kth = _kth(by_choice, k)
-        if lb >= kth:
-            break
-        heapq.heappop(queue)
-        try:
-            if level < 2:  # the next bound (module docstring), the choice queued again
-                nxt = _next_bound_s(searcher, i, cap, level)
-                if np.isfinite(nxt):
-                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
-                continue
-            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
-        except TimeUp:
-            complete, unresolved = False, min(unresolved, lb)
-            break
-        solved += 1
-        if e is not None:
-            by_choice[i] = e
-        if not exact:
-            complete, unresolved = False, min(unresolved, lb_i)
+    solved, open_s = _paired_part(searcher, cap, k, by_choice, queue)
+    complete, unresolved = complete and not np.isfinite(open_s), min(unresolved, open_s)
     ranked = sorted(by_choice.items(), key=lambda ie: (objective_s(ie[1]), ie[0]))[:k]
     plans = [e for _, e in ranked]
     if complete:
@@ -200,6 +182,46 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     bound = min(unresolved, objective_s(plans[0])) if plans else (unresolved if np.isfinite(unresolved) else None)
     return StepOrderOutcome("FEASIBLE" if plans else "UNKNOWN", plans, bound, solved)
 
+
+def _paired_part(searcher: Searcher, cap: int, k: int, by_choice: dict, queue: list) -> tuple[int, float]:
+    """Part 2 (module docstring) over ``queue`` (lower bound, level, choice): each choice's bounds in turn; at level
+    2 a DualPipe choice the branch and bound takes is dived first (DIVE_LEAVES leaves: a plan early, the K-th best
+    lowered before any choice is proven; closed there if its search ends) and its full solve deferred until no
+    choice left below the K-th best is undived. ``by_choice`` updated; returns (choices solved, the least lower bound
+    left open: infinite where none)."""
+    P, solved, forms, deferred = searcher.p, 0, {}, []  # forms: the cuts by (schedule, pp, m), shared
+    open_s = float("inf")
+    while True:
+        kth = _kth(by_choice, k)
+        dive = bool(queue) and queue[0][0] < kth
+        if not dive and not (deferred and deferred[0][0] < kth):
+            return solved, open_s
+        lb, level, i = heapq.heappop(queue if dive else deferred)
+        try:
+            if level < 2:  # the next bound (module docstring), the choice queued again
+                nxt = _next_bound_s(searcher, i, cap, level)
+                if np.isfinite(nxt):
+                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
+                continue
+            if level == 2 and takes(P, i):
+                c = P.choices[i]
+                out = solve_dualpipe_choice(P, i, cap, kth, searcher.deadline,
+                                            forms.setdefault((c.schedule, c.pp, c.num_microbatches), []), DIVE_LEAVES)
+                if out.best is not None and (i not in by_choice or objective_s(out.best) < objective_s(by_choice[i])):
+                    by_choice[i] = out.best
+                if not out.exact:
+                    heapq.heappush(deferred, (lb, 3, i))
+                    continue
+                e, exact, lb_i = out.best, True, out.bound_s
+            else:
+                e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
+        except TimeUp:
+            return solved, min([open_s, lb] + [d[0] for d in deferred])
+        solved += 1
+        if e is not None:
+            by_choice[i] = e
+        if not exact:
+            open_s = min(open_s, lb_i)
 
 def _kth(by_choice: dict[int, Evaluation], k: int) -> float:
     """The K-th least objective known (infinite while fewer are known)."""
