@@ -134,6 +134,8 @@ def unit_options(problem: Problem, i: int, lk: StepOrderLookups, cap_kib: int, u
         ra, rb = la.copy(), lb.copy()
     elif c.recompute == "full":
         reps = (la + 1) * (lb + 1)
+        if int(reps.sum()) > MAX_OPTIONS * 8:  # (every recompute pair of every split: too many to list)
+            raise TooMany()
         la, lb = np.repeat(la, reps), np.repeat(lb, reps)
         start = np.repeat(np.cumsum(reps) - reps, reps)
         j = np.arange(len(la)) - start
@@ -336,6 +338,10 @@ class _LeafLimit(Exception):
     pass
 
 
+class TooMany(Exception):
+    """A unit's options before the memory filter are more than this search lists (no threshold prunes them)."""
+
+
 def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float = float("inf"),
                           deadline: Optional[float] = None, forms: Optional[list] = None,
                           max_leaves: int = MAX_LEAVES) -> Optional[CutOutcome]:
@@ -347,7 +353,10 @@ def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float =
         return None
     c, lk = problem.choices[i], build_lookups(problem, i)
     busy = busy_forms(c.schedule, c.pp, c.num_microbatches)
-    opts = [unit_options(problem, i, lk, cap_kib, u, busy, below) for u in UNIT_ORDER(c.pp // 2)]
+    try:
+        opts = [unit_options(problem, i, lk, cap_kib, u, busy, below) for u in UNIT_ORDER(c.pp // 2)]
+    except TooMany:
+        return None
     if sum(len(o.tot) for o in opts) > MAX_OPTIONS:
         return None
     s = PairSearch(problem, i, lk, opts, below, busy + list(forms or ()))

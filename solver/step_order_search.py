@@ -207,9 +207,10 @@ def _paired_part(searcher: Searcher, cap: int, k: int, by_choice: dict, queue: l
                 c = P.choices[i]
                 out = solve_dualpipe_choice(P, i, cap, kth, searcher.deadline,
                                             forms.setdefault((c.schedule, c.pp, c.num_microbatches), []), DIVE_LEAVES)
-                if out.best is not None and (i not in by_choice or objective_s(out.best) < objective_s(by_choice[i])):
+                if out is not None and out.best is not None and (
+                        i not in by_choice or objective_s(out.best) < objective_s(by_choice[i])):
                     by_choice[i] = out.best
-                if not out.exact:
+                if out is None or not out.exact:  # (None: too many options, the full solve by the cut loop)
                     heapq.heappush(deferred, (lb, 3, i))
                     continue
                 e, exact, lb_i = out.best, True, out.bound_s
