@@ -40,11 +40,13 @@ from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.step_order_critical import critical_path
 from parplan.solver.step_order_cuts import CutOutcome, busy_forms, objective_s
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
+from parplan.solver.step_order_lp import lp_bound_s
 
 UNIT_ORDER = range  # the order the units are branched on (middle units first was slower: 21.7 s against 11.0 s)
 PRUNE_REL = 1e-9  # a node whose bound is within this of the best found is pruned (float rounding of the prices)
 GROUP_COMBOS = 125  # units branched on at once: at most this many combinations of their options
 MAX_LEAVES = 5000  # past this many leaves the choice is left open with its bound
+MAX_NODES = 200_000  # past this many nodes too (step_order_search.py then runs the CP-SAT cut loop)
 EVALUATE_REL = 1e-6  # a leaf whose step order by the lookups is below the best found plus this is evaluated
 MAX_OPTIONS = 200_000  # past this many options over the units (no threshold to filter by) the choice is not taken
 
@@ -227,7 +229,7 @@ class PairSearch:
         self.G = [np.zeros((0, len(o.tot))) for o in self.opts]  # [cuts, options] per unit
         self.S = np.zeros((0, self.n_units + 1, self.L + 1))  # least value of each cut over units u.. at b layers
         self.best, self.best_v, self.leaves, self.version = None, below, 0, 0
-        self.max_leaves = MAX_LEAVES
+        self.max_leaves, self.nodes = MAX_LEAVES, 0
         self._fits: dict = {}  # (group, layers left): the combinations that leave a feasible rest
         self.new_forms: list[PathForm] = []  # the cuts the leaves added
         self.groups = _groups(opts, self.L)
@@ -270,7 +272,8 @@ class PairSearch:
         return sel, (bound + np.maximum(dp_s, dp)).tolist()
 
     def run(self, deadline: Optional[float]) -> bool:
-        """The search to its end (True) or to ``max_leaves`` leaves (False); raises TimeUp past ``deadline``."""
+        """The search to its end (True) or to ``max_leaves`` leaves or MAX_NODES nodes (False); raises TimeUp past
+        ``deadline``."""
         try:
             self._node(0, self.L, [], np.zeros(len(self.forms)), 0.0, deadline)
         except _LeafLimit:
@@ -283,6 +286,9 @@ class PairSearch:
         (bounds again after the leaves below added cuts)."""
         if deadline is not None and time.perf_counter() > deadline:
             raise TimeUp()
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _LeafLimit()
         if g == len(self.groups):
             self._leaf(chosen, dp_s)
             return
@@ -360,10 +366,13 @@ def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float =
     if sum(len(o.tot) for o in opts) > MAX_OPTIONS:
         return None
     s = PairSearch(problem, i, lk, opts, below, busy + list(forms or ()))
+    lp_s = lp_bound_s([o.tot for o in opts], s.G, [o.dp_s for o in opts], s.L) if np.isfinite(below) else -np.inf
+    if lp_s >= below:  # the relaxation closes the choice: no plan below the threshold
+        return CutOutcome(None, below, True, 0)
     s.max_leaves = max_leaves
     exact = s.run(deadline)
     if forms is not None:
         forms.extend(s.new_forms)
     if exact:
         return CutOutcome(s.best, s.best_v, True, len(s.new_forms))
-    return CutOutcome(s.best, min(s.best_v, s.root_bound_s()), False, len(s.new_forms))
+    return CutOutcome(s.best, min(s.best_v, max(s.root_bound_s(), lp_s)), False, len(s.new_forms))

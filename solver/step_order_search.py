@@ -125,8 +125,11 @@ def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional
     c = P.choices[i]
     key = (c.schedule, c.pp, c.num_microbatches)
     out = solve_dualpipe_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
-    if out is None:
-        out = solve_paired_choice(P, i, cap, below, deadline, forms[key])
+    if out is None or not out.exact:  # (the branch and bound past its limits: the cut loop below its best)
+        first = out.best if out is not None else None
+        out = solve_paired_choice(P, i, cap, below if first is None else objective_s(first), deadline, forms[key])
+        if out.best is None and first is not None:
+            out.best = first
     if out.exact:
         return out.best, True, out.bound_s
     if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
