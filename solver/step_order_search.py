@@ -190,16 +190,19 @@ def _paired_part(searcher: Searcher, cap: int, k: int, by_choice: dict, queue: l
     """Part 2 (module docstring) over ``queue`` (lower bound, level, choice): each choice's bounds in turn; at level
     2 a DualPipe choice the branch and bound takes is dived first (DIVE_LEAVES leaves: a plan early, the K-th best
     lowered before any choice is proven; closed there if its search ends) and its full solve deferred until no
-    choice left below the K-th best is undived. ``by_choice`` updated; returns (choices solved, the least lower bound
+    choice left below the K-th best is undived; the deferred ones solved least plan found first (then least bound),
+    each while its bound is below the K-th best. ``by_choice`` updated; returns (choices solved, the least lower bound
     left open: infinite where none)."""
     P, solved, forms, deferred = searcher.p, 0, {}, []  # forms: the cuts by (schedule, pp, m), shared
     open_s = float("inf")
     while True:
         kth = _kth(by_choice, k)
+        deferred = [d for d in deferred if d[1] < kth]  # (the others: no plan below the K-th best)
+        heapq.heapify(deferred)
         dive = bool(queue) and queue[0][0] < kth
-        if not dive and not (deferred and deferred[0][0] < kth):
+        if not dive and not deferred:
             return solved, open_s
-        lb, level, i = heapq.heappop(queue if dive else deferred)
+        lb, level, i = heapq.heappop(queue) if dive else heapq.heappop(deferred)[1:]
         try:
             if level < 2:  # the next bound (module docstring), the choice queued again
                 nxt = _next_bound_s(searcher, i, cap, level)
@@ -210,22 +213,24 @@ def _paired_part(searcher: Searcher, cap: int, k: int, by_choice: dict, queue: l
                 c = P.choices[i]
                 out = solve_dualpipe_choice(P, i, cap, kth, searcher.deadline,
                                             forms.setdefault((c.schedule, c.pp, c.num_microbatches), []), DIVE_LEAVES)
-                if out is not None and out.best is not None and (
-                        i not in by_choice or objective_s(out.best) < objective_s(by_choice[i])):
-                    by_choice[i] = out.best
+                found = out.best if out is not None else None
+                if found is not None and (i not in by_choice or objective_s(found) < objective_s(by_choice[i])):
+                    by_choice[i] = found
                 if out is None or not out.exact:  # (None: too many options, the full solve by the cut loop)
-                    heapq.heappush(deferred, (lb, 3, i))
+                    first = objective_s(found) if found is not None else float("inf")
+                    deferred.append((first, lb, 3, i))
                     continue
                 e, exact, lb_i = out.best, True, out.bound_s
             else:
                 e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
         except TimeUp:
-            return solved, min([open_s, lb] + [d[0] for d in deferred])
+            return solved, min([open_s, lb] + [d[1] for d in deferred])
         solved += 1
         if e is not None:
             by_choice[i] = e
         if not exact:
             open_s = min(open_s, lb_i)
+
 
 def _kth(by_choice: dict[int, Evaluation], k: int) -> float:
     """The K-th least objective known (infinite while fewer are known)."""
