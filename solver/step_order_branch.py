@@ -230,7 +230,7 @@ class PairSearch:
         self.S = np.zeros((0, self.n_units + 1, self.L + 1))  # least value of each cut over units u.. at b layers
         self.best, self.best_v, self.leaves, self.version = None, below, 0, 0
         self.max_leaves, self.nodes = MAX_LEAVES, 0
-        self._fits: dict = {}  # (group, layers left): the combinations that leave a feasible rest
+        self._fits: dict = {}  # (group, layers left): (version, combinations that leave a feasible rest, ...)
         self.new_forms: list[PathForm] = []  # the cuts the leaves added
         self.groups = _groups(opts, self.L)
         self.add(forms)
@@ -260,16 +260,17 @@ class PairSearch:
 
     def _bounds(self, g: int, budget: int, acc: np.ndarray, dp_s: float) -> tuple[np.ndarray, list[float]]:
         """Group ``g``'s combinations that leave the later units a feasible total (a suffix whose least price is
-        finite), and each one's bound (``acc``: every cut's price over the units fixed)."""
+        finite), and each one's bound (``acc``: every cut's price over the units fixed); the combinations' prices
+        plus the suffix's least ones kept per (group, layers left) until cuts are added."""
         grp = self.groups[g]
         cached = self._fits.get((g, budget))
-        if cached is None:
+        if cached is None or cached[0] != self.version:
             sel = np.flatnonzero(grp.tot <= budget)
             sel = sel[np.isfinite(self.S[0, grp.end, budget - grp.tot[sel]])]
-            cached = self._fits[(g, budget)] = (sel, budget - grp.tot[sel], grp.dp[sel])
-        sel, rest, dp = cached
-        bound = (acc[:, None] + grp.prices(self.G)[:, sel] + self.S[:, grp.end, rest]).max(axis=0)
-        return sel, (bound + np.maximum(dp_s, dp)).tolist()
+            rest = self.S[:, grp.end, budget - grp.tot[sel]] + grp.prices(self.G)[:, sel]
+            cached = self._fits[(g, budget)] = (self.version, sel, rest, grp.dp[sel])
+        _, sel, rest, dp = cached
+        return sel, ((acc[:, None] + rest).max(axis=0) + np.maximum(dp_s, dp)).tolist()
 
     def run(self, deadline: Optional[float]) -> bool:
         """The search to its end (True) or to ``max_leaves`` leaves or MAX_NODES nodes (False); raises TimeUp past
