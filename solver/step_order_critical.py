@@ -1,5 +1,5 @@
 """A DualPipe or DualPipeV plan's step order and its critical path in one pass over the graph, level by level (issue 39
-item 1: what solver/step_order_branch.py prices each leaf by, about 5 ms at 32 ranks and 480 micro-batches, a third of
+item 1: what solver/step_order_branch.py prices each leaf by, about 4 ms at 32 ranks and 480 micro-batches, a fifth of
 ``step_order_s`` and ``critical_path_form`` together).
 
 The graph (costmodel/schedules/dualpipe_steps.py ``step_structure``) is a DAG whose nodes are in a topological order;
@@ -25,13 +25,12 @@ from parplan.costmodel.schedules.step_order_bound import PathForm
 @dataclass(frozen=True)
 class _Levels:
     """The step order's graph by levels (a node's level: one past its predecessors' highest): the nodes in level
-    order, where each level starts, each node's predecessors (inputs, then the rank's previous operation; padded with
-    the index past the last node) and each node's level and place in it."""
+    order, where each level starts, per level its nodes' predecessors (inputs, then the rank's previous operation;
+    padded with the index past the last node), and each node's predecessors."""
     order: np.ndarray
     bounds: list[int]
     preds: list[np.ndarray]
-    level: np.ndarray
-    place: np.ndarray
+    of: list[tuple[int, ...]]
 
 
 @functools.lru_cache(maxsize=8)
@@ -48,30 +47,27 @@ def _levels(schedule: Schedule, ranks: int, m: int) -> _Levels:
     lv = np.asarray(level)
     order = np.argsort(lv, kind="stable")
     bounds = [0] + (np.flatnonzero(np.diff(lv[order])) + 1).tolist() + [n]
-    place = np.empty(n, np.int64)
-    place[order] = np.arange(n) - np.asarray(bounds)[lv[order]]
-    return _Levels(order, bounds, [table[order[a:b]] for a, b in zip(bounds, bounds[1:])], lv, place)
+    return _Levels(order, bounds, [table[order[a:b]] for a, b in zip(bounds, bounds[1:])], preds)
 
 
 def critical_path(schedule: Schedule, work: StageWork, m: int) -> tuple[float, PathForm]:
     """(``step_order_s``, ``critical_path_form``) of ``work``, level by level (the same floats and the same path:
-    ties to the first predecessor; tests/solver/test_step_order_branch.py)."""
+    ties to the first predecessor; tests/solver/test_step_order_branch.py). The padding's end is 0: every end is at
+    least 0 (durations are), so it changes no maximum and gives a node without predecessors its duration."""
     ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
     st, g = step_structure(schedule, ranks, m), _levels(schedule, ranks, m)
     d = np.asarray(op_durations_s(st, work))
     n = len(d)
-    end = np.full(n + 1, -1.0)  # (ends are never negative: the padding loses every comparison)
-    d_level, picks = d[g.order], []
+    end = np.zeros(n + 1)
+    d_level = d[g.order]
     for a, b, preds in zip(g.bounds, g.bounds[1:], g.preds):
-        ends = end[preds]
-        picks.append(ends.argmax(axis=1))
-        end[g.order[a:b]] = d_level[a:b] + np.maximum(ends.max(axis=1), 0.0)
+        end[g.order[a:b]] = d_level[a:b] + end[preds].max(axis=1)
     top = last = int(np.argmax(end[:n]))
     path = []
-    while last < n:
+    while last >= 0:
         path.append(last)
-        lv, at = g.level[last], g.place[last]
-        last = int(g.preds[lv][at, picks[lv][at]])
+        ps = g.of[last]
+        last = max(ps, key=end.__getitem__) if ps else -1  # (the first of the latest)
     keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
                             axis=1, return_counts=True)
     return float(end[top]), PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count)
