@@ -1,6 +1,6 @@
 """A DualPipe or DualPipeV plan's step order and its critical path in one pass over the graph, level by level (issue 39
-item 1: what solver/step_order_branch.py prices each leaf by, about 4 ms at 32 ranks and 480 micro-batches, a fifth of
-``step_order_s`` and ``critical_path_form`` together).
+item 1: what solver/step_order_branch.py prices each leaf by, about 4 ms at 32 ranks and 480 micro-batches, a sixth of
+``step_order_s`` and ``critical_path_form`` together, 8 ms and 16 ms).
 
 The graph (costmodel/schedules/dualpipe_steps.py ``step_structure``) is a DAG whose nodes are in a topological order;
 a node's level is one past its predecessors' highest, so every node of a level reads only ends already computed: one

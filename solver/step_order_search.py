@@ -1,6 +1,6 @@
 """The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1). Not yet the
 planner's: exact on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute force under
-it; Mixtral 8x7B's scenarios); on DeepSeek-V3's research space OPTIMAL in about 3x the closed form's time
+it; Mixtral 8x7B's scenarios); on DeepSeek-V3's research space OPTIMAL in about 2x the closed form's time
 (benchmarks/step_order_search.py; docs/solver.md).
 
 Objective: a paired plan's step by its step order (``metrics.step_order_step_s``, DP term included), any other
