@@ -18,6 +18,7 @@ operations), exact where its answer fits without recomputing.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -52,12 +53,24 @@ class CutOutcome:
     cuts: int  # the cuts the loop added (beyond every rank's chain and the shared ones)
 
 
+@functools.lru_cache(maxsize=16)
+def _busy_forms(schedule: Schedule, ranks: int, m: int) -> tuple[PathForm, ...]:
+    return tuple(_rank_chains(schedule, ranks, m))
+
+
 def busy_forms(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
+    """Every rank's chain of operations, compressed (a path of the graph: its busy time); made once per (schedule,
+    ranks, m)."""
+    return list(_busy_forms(schedule, ranks, m))
+
+
+def _rank_chains(schedule: Schedule, ranks: int, m: int) -> list[PathForm]:
     """Every rank's chain of operations, compressed (a path of the graph: its busy time)."""
     st = step_structure(schedule, ranks, m)
+    rank_of = np.fromiter((rank for rank, _ in st.node), np.int64, len(st.node))
     out = []
     for r in range(len(step_orders(schedule, ranks, m))):
-        idx = [n for n, (rank, _) in enumerate(st.node) if rank == r]
+        idx = np.flatnonzero(rank_of == r)
         keys, count = np.unique(np.stack([st.kind[idx], st.stage[idx], st.stage_b[idx], st.zb[idx].astype(int)]),
                                 axis=1, return_counts=True)
         out.append(PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count))

@@ -43,3 +43,13 @@ def floor_divisor(c: Choice, a) -> float:
     if not c.schedule.paired:
         return 1.0
     return 1.0 + max(0.0, bubble_factor(c, a, 0.0)) / c.num_microbatches
+
+
+def busy_mean_bound(problem, i: int) -> float:
+    """``W·m·lb_time`` of paired choice ``i`` (scaled, as Problem.mean_bound): its mean unit time without recompute
+    (table_builder.MeanParts, never above the slowest unit's) over every micro-batch, at most its busy floor, so a
+    lower bound of its step order without the divisor's ``1 + β_max/m`` (a sixteenth at 32 stages and 480
+    micro-batches). Reads the problem's kept MeanParts (Problem.mean_bound's)."""
+    c = problem.choices[i]
+    _, lb_time = problem._mean_bound_parts(i).at(c.num_microbatches, problem.scale, problem.num_layers)
+    return float(problem.scale.weight * c.num_microbatches) * lb_time

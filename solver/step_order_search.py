@@ -1,6 +1,6 @@
 """The search with DualPipe's and DualPipeV's step order as their objective, proven (issue 39 item 1). Not yet the
-planner's: exact and fast on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute
-force under it; Mixtral 8x7B's scenarios), far too slow on DeepSeek-V3's 32-stage DualPipe choices
+planner's: exact on small pipelines (tests/solver/test_step_order_search.py: CP-SAT = the oracle = brute force under
+it; Mixtral 8x7B's scenarios); on DeepSeek-V3's research space OPTIMAL in about 2x the closed form's time
 (benchmarks/step_order_search.py; docs/solver.md).
 
 Objective: a paired plan's step by its step order (``metrics.step_order_step_s``, DP term included), any other
@@ -9,10 +9,12 @@ plan's closed form (the search's U). Search, in three parts:
 1. today's search (solver/search.py, CP-SAT or the oracle) under the closed form: exact for every non-paired choice,
    and a first incumbent (each found plan re-read by its objective);
 2. every paired choice whose lower bound of the step order is below the K-th best objective known, least bound
-   first, each bound tightened before the choice is solved (the closed form's quick and mean-unit bounds over
-   ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its busy floor): by CP-SAT
-   with path cuts (solver/step_order_cuts.py), or where that leaves it open (a fit that needs whole-layer
-   recomputation) and it is small, by :func:`paired_choice_best` (every stage split and recompute vector);
+   first, each bound tightened before the choice is solved (the closed form's quick and layer bounds, then its
+   mean-unit bound, over ``1 + β_max/m``, solver/step_order_floor.py ``floor_divisor``; then the relaxation of its
+   busy floor): a DualPipe choice with per-stage splits and recompute counts by branch and bound over its rank pairs
+   (solver/step_order_branch.py), any other by CP-SAT with path cuts (solver/step_order_cuts.py), or where that leaves
+   it open (a fit that needs whole-layer recomputation) and it is small, by :func:`paired_choice_best` (every stage
+   split and recompute vector);
 3. the K best by objective (ties: the choice's index).
 
 A non-paired choice the first part pruned has a closed-form bound above its K-th best closed form; where re-reading
@@ -41,10 +43,12 @@ from parplan.solver.deadline import TimeUp
 from parplan.solver.pools.space import compositions
 from parplan.solver.problem import Problem, canonical_plan
 from parplan.solver.search import Searcher
+from parplan.solver.step_order_branch import solve_dualpipe_choice, takes
 from parplan.solver.step_order_cuts import objective_s, solve_paired_choice
-from parplan.solver.step_order_floor import floor_divisor
+from parplan.solver.step_order_floor import busy_mean_bound, floor_divisor
 
 ENUMERATE_SPLITS = 5000  # a choice the cuts leave open is enumerated up to this many stage splits
+DIVE_LEAVES = 8  # a DualPipe choice's first search stops past this many leaves (_paired_part)
 
 
 @dataclass
@@ -113,13 +117,19 @@ def paired_choice_best(problem: Problem, i: int, below: float, deadline: Optiona
 
 
 def _paired_solve(P: Problem, i: int, cap: int, below: float, deadline: Optional[float], forms: dict):
-    """(best plan below ``below`` or None, exact, a lower bound of the choice): by CP-SAT with path cuts
-    (solver/step_order_cuts.py, starting from the cuts found for choices of the same schedule, depth and micro-batch
-    count); where that leaves the choice open (whole-layer recompute needed to fit), by
+    """(best plan below ``below`` or None, exact, a lower bound of the choice): by branch and bound over DualPipe's
+    rank pairs (solver/step_order_branch.py) where it takes the choice, else by CP-SAT with path cuts
+    (solver/step_order_cuts.py); each starts from the cuts found for choices of the same schedule, depth and
+    micro-batch count. Where the cut loop leaves the choice open (whole-layer recompute needed to fit), by
     enumeration if the choice has at most ENUMERATE_SPLITS stage splits, else open with the cuts' bound."""
     c = P.choices[i]
     key = (c.schedule, c.pp, c.num_microbatches)
-    out = solve_paired_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
+    out = solve_dualpipe_choice(P, i, cap, below, deadline, forms.setdefault(key, []))
+    if out is None or not out.exact:  # (the branch and bound past its limits: the cut loop below its best)
+        first = out.best if out is not None else None
+        out = solve_paired_choice(P, i, cap, below if first is None else objective_s(first), deadline, forms[key])
+        if out.best is None and first is not None:
+            out.best = first
     if out.exact:
         return out.best, True, out.bound_s
     if math.comb(P.num_layers - 1, P.choices[i].pp - 1) <= ENUMERATE_SPLITS:
@@ -136,7 +146,8 @@ def _next_bound_s(searcher: Searcher, i: int, cap: int, level: int) -> float:
     if searcher._stop():
         raise TimeUp()
     if level == 0:
-        return P.scale.seconds(max(float(P.quick_lb[i]), P.mean_bound(i))) / floor_divisor(P.choices[i], P.assumptions)
+        closed = max(float(P.quick_lb[i]), P.mean_bound(i)) / floor_divisor(P.choices[i], P.assumptions)
+        return P.scale.seconds(max(closed, busy_mean_bound(P, i)))
     lb = P.relaxed_bound(i, cap, floor=True)
     return P.scale.seconds(lb) if np.isfinite(lb) else float("inf")
 
@@ -160,31 +171,12 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
     if not complete and first.bound is not None:
         unresolved = P.scale.seconds(int(first.bound))
     paired = [i for i, c in enumerate(P.choices) if c.schedule.paired and P.quick_mem_kib[i] <= cap]
-    queue = [(P.scale.seconds(float(P.quick_lb[i])) / floor_divisor(P.choices[i], P.assumptions), 0, i)
-             for i in paired]
+    lb0 = np.maximum(P.quick_lb[paired].astype(float), P.layer_bounds(paired)) if paired else []
+    queue = [(P.scale.seconds(float(b)) / floor_divisor(P.choices[i], P.assumptions), 0, i)
+             for i, b in zip(paired, lb0)]
     heapq.heapify(queue)
-    solved, forms = 0, {}  # the cuts found so far, by (schedule, pp, m): shared by the choices that read them
-    while queue:
-        lb, level, i = queue[0]
-        kth = _kth(by_choice, k)
-        if lb >= kth:
-            break
-        heapq.heappop(queue)
-        try:
-            if level < 2:  # the next bound (module docstring), the choice queued again
-                nxt = _next_bound_s(searcher, i, cap, level)
-                if np.isfinite(nxt):
-                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
-                continue
-            e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
-        except TimeUp:
-            complete, unresolved = False, min(unresolved, lb)
-            break
-        solved += 1
-        if e is not None:
-            by_choice[i] = e
-        if not exact:
-            complete, unresolved = False, min(unresolved, lb_i)
+    solved, open_s = _paired_part(searcher, cap, k, by_choice, queue)
+    complete, unresolved = complete and not np.isfinite(open_s), min(unresolved, open_s)
     ranked = sorted(by_choice.items(), key=lambda ie: (objective_s(ie[1]), ie[0]))[:k]
     plans = [e for _, e in ranked]
     if complete:
@@ -192,6 +184,52 @@ def best_by_step_order(searcher: Searcher, cap: int, k: int = 1) -> StepOrderOut
                                 objective_s(plans[0]) if plans else None, solved)
     bound = min(unresolved, objective_s(plans[0])) if plans else (unresolved if np.isfinite(unresolved) else None)
     return StepOrderOutcome("FEASIBLE" if plans else "UNKNOWN", plans, bound, solved)
+
+
+def _paired_part(searcher: Searcher, cap: int, k: int, by_choice: dict, queue: list) -> tuple[int, float]:
+    """Part 2 (module docstring) over ``queue`` (lower bound, level, choice): each choice's bounds in turn; at level
+    2 a DualPipe choice the branch and bound takes is dived first (DIVE_LEAVES leaves: a plan early, the K-th best
+    lowered before any choice is proven; closed there if its search ends) and its full solve deferred until no
+    choice left below the K-th best is undived; the deferred ones solved least plan found first (then least bound),
+    each while its bound is below the K-th best. ``by_choice`` updated; returns (choices solved, the least lower bound
+    left open: infinite where none)."""
+    P, solved, forms, deferred = searcher.p, 0, {}, []  # forms: the cuts by (schedule, pp, m), shared
+    open_s = float("inf")
+    while True:
+        kth = _kth(by_choice, k)
+        deferred = [d for d in deferred if d[1] < kth]  # (the others: no plan below the K-th best)
+        heapq.heapify(deferred)
+        dive = bool(queue) and queue[0][0] < kth
+        if not dive and not deferred:
+            return solved, open_s
+        lb, level, i = heapq.heappop(queue) if dive else heapq.heappop(deferred)[1:]
+        try:
+            if level < 2:  # the next bound (module docstring), the choice queued again
+                nxt = _next_bound_s(searcher, i, cap, level)
+                if np.isfinite(nxt):
+                    heapq.heappush(queue, (max(lb, nxt), level + 1, i))
+                continue
+            if level == 2 and takes(P, i):
+                c = P.choices[i]
+                out = solve_dualpipe_choice(P, i, cap, kth, searcher.deadline,
+                                            forms.setdefault((c.schedule, c.pp, c.num_microbatches), []), DIVE_LEAVES)
+                found = out.best if out is not None else None
+                if found is not None and (i not in by_choice or objective_s(found) < objective_s(by_choice[i])):
+                    by_choice[i] = found
+                if out is None or not out.exact:  # (None: too many options, the full solve by the cut loop)
+                    first = objective_s(found) if found is not None else float("inf")
+                    deferred.append((first, lb, 3, i))
+                    continue
+                e, exact, lb_i = out.best, True, out.bound_s
+            else:
+                e, exact, lb_i = _paired_solve(P, i, cap, kth, searcher.deadline, forms)
+        except TimeUp:
+            return solved, min([open_s, lb] + [d[1] for d in deferred])
+        solved += 1
+        if e is not None:
+            by_choice[i] = e
+        if not exact:
+            open_s = min(open_s, lb_i)
 
 
 def _kth(by_choice: dict[int, Evaluation], k: int) -> float:

@@ -18,7 +18,7 @@ from parplan.costmodel.evaluation.legality import stage_violations
 from parplan.solver.assignment_check import assignment_violations, evaluate_assignment
 from parplan.solver.planner import optimize
 from parplan.solver.problem import Problem, assignment_of
-from parplan.solver.step_order_floor import floor_divisor, floor_table
+from parplan.solver.step_order_floor import busy_mean_bound, floor_divisor, floor_table
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -55,7 +55,8 @@ class FloorTally:
 def test_busy_floor_is_below_the_step_order_of_every_plan(spec):
     """At every plan of a paired choice the floor table's U (m·t_max + dp) is at most its step order, equal where
     no rank has a fill (DualPipe on 2 ranks); the choice's closed-form bounds divided by ``floor_divisor`` and the
-    relaxation of its busy floor (Problem.relaxed_bound with ``floor``) are below the step order of each of its plans. Also counts where the closed-form bound alone is above a plan's step
+    relaxation of its busy floor (Problem.relaxed_bound with ``floor``) and its mean busy floor (``busy_mean_bound``)
+    are below the step order of each of its plans. Also counts where the closed-form bound alone is above a plan's step
     order (:func:`test_floor_examples_were_exercised`)."""
     for problem, i, x, e in _paired_plans(spec):
         t = problem.table(i)
@@ -70,6 +71,7 @@ def test_busy_floor_is_below_the_step_order_of_every_plan(spec):
         assert bound_s / floor_divisor(t.choice, problem.assumptions) <= by_order * (1 + FLOOR_TOL)
         floor_relaxed = problem.scale.seconds(problem.relaxed_bound(i, HUGE_CAP, floor=True))
         assert floor_relaxed <= floor_s * (1 + FLOOR_TOL)
+        assert problem.scale.seconds(busy_mean_bound(problem, i)) <= floor_s * (1 + FLOOR_TOL)
         FloorTally.plans += 1
         FloorTally.above += bound_s > by_order * (1 + FLOOR_TOL)
 
