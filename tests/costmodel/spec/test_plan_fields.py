@@ -122,6 +122,7 @@ READERS: dict[str, str] = {
         "micro_batch_size num_microbatches vpp recompute zero_stage sequence_parallel first_chunk_trim "
         "last_chunk_trim zero_replicas optimizer_states optimizer_offload_fraction moe_fp8_dispatch moe_a2a_overlap "
         "activation_offload_layers"),
+    "solver/step_order_branch.py": "pp dp num_microbatches schedule recompute",
     "solver/step_order_cuts.py": "pp dp num_microbatches schedule recompute",
     "solver/step_order_floor.py": "num_microbatches schedule",
     "solver/step_order_lookups.py": "pp num_microbatches schedule",
