@@ -240,6 +240,21 @@ def assumption_overrides(draw) -> dict:
     return out
 
 
+def spec_variant(spec: Spec, **changes) -> Spec | None:
+    """``spec`` with dotted-path ``changes`` (``"training.global_batch_size": 64``), validated as a request's would be;
+    None where the result is no spec (the warm cache's and the enumeration memo's property tests draw such variants)."""
+    from parplan.costmodel.errors import ParplanError
+
+    data = spec.model_dump(mode="json", exclude_none=True)
+    for path, value in changes.items():
+        section, name = path.split(".")
+        data.setdefault(section, {})[name] = value
+    try:
+        return validate_spec(data)
+    except (ParplanError, ValueError):  # (pydantic's ValidationError is a ValueError)
+        return None
+
+
 def spec_repr(spec: Spec) -> str:
     return spec.model_dump_json(exclude_defaults=True)
 

@@ -11,10 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.solver_speed import LLAMA8B, SCENARIOS
-from tests.conftest import small_specs, spec_repr
+from tests.conftest import small_specs, spec_repr, spec_variant
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.spec.hardware import resolve_gpu
-from parplan.costmodel.errors import ParplanError
 from parplan.frameworks.loader import validate_spec
 from parplan.solver import space_memo, warm_cache
 from parplan.solver.problem import Problem
@@ -23,18 +22,6 @@ from parplan.solver.space_memo import EnumerationMemo
 from parplan.solver.warm_cache import WARM
 
 pytestmark = pytest.mark.usefixtures("fresh_warm_cache")  # tests/conftest.py
-
-
-def _with(spec, **changes):
-    """``spec`` with dotted-path ``changes``, validated (None where it is no spec)."""
-    data = spec.model_dump(mode="json", exclude_none=True)
-    for path, value in changes.items():
-        section, name = path.split(".")
-        data.setdefault(section, {})[name] = value
-    try:
-        return validate_spec(data)
-    except (ParplanError, ValueError):  # (pydantic's ValidationError is a ValueError)
-        return None
 
 
 def _same(kept, alone, label):
@@ -59,7 +46,7 @@ def test_a_memo_of_other_batches_gives_the_space_alone(spec, batches, gpus):
     enumerated alone."""
     memo, compared = EnumerationMemo(), 0
     for gbs, n in zip(batches, gpus):
-        other = _with(spec, **{"training.global_batch_size": gbs, "cluster.num_gpus": n})
+        other = spec_variant(spec, **{"training.global_batch_size": gbs, "cluster.num_gpus": n})
         if other is not None:  # (a batch or GPU count the spec's rules refuse: the next one)
             _same(_space(other, memo), _space(other), f"{spec_repr(other)} after {batches}")
             compared += bool(_space(other).choices)
@@ -75,7 +62,7 @@ def test_deepseek_v3_across_batches():
     memo = EnumerationMemo()
     base = spec.training.global_batch_size
     for gbs in (base, base + 512, base - 1024):
-        other = _with(spec, **{"training.global_batch_size": gbs})
+        other = spec_variant(spec, **{"training.global_batch_size": gbs})
         _same(_space(other, memo), _space(other), gbs)
     assert memo.patterns and memo.ruled
 
@@ -122,7 +109,7 @@ def test_the_memos_kept_are_bounded():
     spec = validate_spec(LLAMA)
     for gpus in (1, 2, 4, 8, 16, 32):
         for gbs in (32, 48):
-            other = _with(spec, **{"cluster.num_gpus": gpus, "training.global_batch_size": gbs})
+            other = spec_variant(spec, **{"cluster.num_gpus": gpus, "training.global_batch_size": gbs})
             if other is not None:
                 _same(Problem.build(other).space, _space(other), (gpus, gbs))
     (entry,) = WARM._entries.values()

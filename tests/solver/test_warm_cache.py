@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.solver_speed import LLAMA8B
-from tests.conftest import small_specs, sized
+from tests.conftest import sized, small_specs, spec_variant
 from parplan.library.contract import evaluation_to_dict, framework_best_to_dict, plan_result_to_dict
 from parplan.costmodel.spec.assumptions import resolve_assumptions
 from parplan.costmodel.errors import ParplanError
@@ -59,24 +59,12 @@ def answer(spec) -> str:
     return json.dumps(plan_result_to_dict(optimize(spec, controls=SolverControls(deterministic=True))), sort_keys=True)
 
 
-def variant(spec, **changes):
-    """``spec`` with dotted-path ``changes``, validated as a request's would be (None where it is no spec)."""
-    data = spec.model_dump(mode="json", exclude_none=True)
-    for path, value in changes.items():
-        section, name = path.split(".")
-        data.setdefault(section, {})[name] = value
-    try:
-        return validate_spec(data)
-    except ParplanError:
-        return None
-
-
 def test_the_key_leaves_out_only_what_every_choice_fixes():
     spec = validate_spec(LLAMA)
-    same = [variant(spec, **{"cluster.num_gpus": 16}), variant(spec, **{"training.global_batch_size": 128})]
-    other = [variant(spec, **{"training.seq_len": 8192}), variant(spec, **{"assumptions.dp_comm_overlap": 0.25}),
-             variant(spec, **{"assumptions.preset": "textbook"}), variant(spec, **{"cluster.gpu": "H800"}),
-             variant(spec, **{"search.memory_margin_gib": 2.0}), variant(spec, **{"model.vocab_size": 32000})]
+    same = [spec_variant(spec, **{"cluster.num_gpus": 16}), spec_variant(spec, **{"training.global_batch_size": 128})]
+    other = [spec_variant(spec, **{path: value}) for path, value in (
+        ("training.seq_len", 8192), ("assumptions.dp_comm_overlap", 0.25), ("assumptions.preset", "textbook"),
+        ("cluster.gpu", "H800"), ("search.memory_margin_gib", 2.0), ("model.vocab_size", 32000))]
     assert all(s is not None for s in same + other)
     assert {spec_key(s) for s in same} == {spec_key(spec)}
     assert len({spec_key(s) for s in other} | {spec_key(spec)}) == len(other) + 1
@@ -119,7 +107,7 @@ def test_shared_costs_equal_own_costs_choice_by_choice():
     two global batches and two GPU counts sharing one entry."""
     spec = validate_spec({**LLAMA, "framework": "any"})
     for gpus, gbs in ((8, 64), (8, 72), (16, 64)):
-        s = variant(spec, **{"cluster.num_gpus": gpus, "training.global_batch_size": gbs})
+        s = spec_variant(spec, **{"cluster.num_gpus": gpus, "training.global_batch_size": gbs})
         shared = Problem.build(s)
         assert shared.pieces is not None
         with cache_off():
@@ -165,7 +153,7 @@ def test_cached_answers_equal_uncached_on_near_identical_specs(spec, data):
                {"training.seq_len": data.draw(st.sampled_from([512, 1024, 2048]))},
                {"assumptions.dp_comm_overlap": data.draw(st.sampled_from([0.0, 0.5, 1.0]))},
                {"assumptions.matmul_efficiency_hopper": 0.5, "assumptions.matmul_efficiency_ampere": 0.5}]
-    specs = [s for s in (variant(spec, **c) for c in data.draw(st.permutations(changes))) if s is not None]
+    specs = [s for s in (spec_variant(spec, **c) for c in data.draw(st.permutations(changes))) if s is not None]
     assume(len(specs) >= 3)
     WARM.clear()  # (the fixture runs once for all examples)
     warm = [answer(s) for s in specs]
@@ -229,7 +217,7 @@ def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
         monkeypatch.setattr(warm_cache, "code_version", lambda: "another version")
         other = spec
     else:
-        other = variant(spec, **change)
+        other = spec_variant(spec, **change)
         assume(other is not None)
     assume(spec_key(other) not in WARM._entries)
     got = answer(other)
@@ -252,7 +240,7 @@ def test_a_request_repeated_reads_its_space():
     with cache_off():
         alone = Problem.build(spec).space
     assert alone.choices == first.space.choices and alone.rejected == first.space.rejected
-    others = [variant(spec, **{"training.global_batch_size": 128}), variant(spec, **{"cluster.num_gpus": 16}),
+    others = [spec_variant(spec, **{"training.global_batch_size": 128}), spec_variant(spec, **{"cluster.num_gpus": 16}),
               validate_spec({**LLAMA, "framework": "any"})]
     assert spec_key(others[2]) == spec_key(spec)  # one entry, two frameworks' rules
     for other in others:
@@ -267,8 +255,8 @@ def test_a_request_repeated_reads_its_space():
         assert pinned is not first.space and pinned.choices == Problem.build(spec, options=relaxed).choices
     assert len(WARM) == 1 and len(entry.spaces) <= warm_cache.SPACES_KEPT
     for gbs in (16, 24, 32, 40, 48):
-        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
-        Problem.build(variant(spec, **{"training.global_batch_size": gbs}))
+        Problem.build(spec_variant(spec, **{"training.global_batch_size": gbs}))
+        Problem.build(spec_variant(spec, **{"training.global_batch_size": gbs}))
         assert len(entry.spaces) <= warm_cache.SPACES_KEPT and entry.space_choices == sum(
             len(s.choices) for s in entry.spaces.values())
     with cache_off():
