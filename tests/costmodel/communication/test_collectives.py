@@ -112,6 +112,13 @@ def test_tp_overlap_bounded_by_the_blocks_gemms_by_hand():
     assert tp2.dense.tp_s == 0.0
 
 
+# the MoE layer with a shared expert that the two hand-worked MoE TP-block tests price (pooled, then pair by pair)
+MOE_SHARED_MODEL = dict(name="moe-shared", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                        num_kv_heads=8, vocab_size=32000,
+                        moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, num_shared_experts=1,
+                                 shared_expert_ffn_hidden_size=2048))
+
+
 def test_moe_tp_blocks_each_beside_their_own_gemms_by_hand():
     """An MoE layer's TP collectives (costmodel/evaluation/moe_layer.py): the attention block's five beside the attention GEMMs,
     the shared expert's five beside its own, each hidden up to 7/8 of them at TP 8; the routed experts' GEMMs hide
@@ -120,11 +127,7 @@ def test_moe_tp_blocks_each_beside_their_own_gemms_by_hand():
     450 GB/s. One collective 7/8 · 4096 · 4096 · 2 B / 450e9 = 65.24 µs, five 326.21 µs. Attention: 512 · 6 ·
     41,943,040 / 494.5e12 = 260.56 µs, 7/8 of it 227.99 µs: 98.22 µs exposed. Shared expert: 512 · 6 · 25,165,824 /
     494.5e12 = 156.34 µs, 7/8 136.80 µs: 189.41 µs exposed. Together 287.63 µs."""
-    model = dict(name="moe-shared", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
-                 num_kv_heads=8, vocab_size=32000,
-                 moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, num_shared_experts=1,
-                          shared_expert_ffn_hidden_size=2048))
-    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+    spec = physics.spec(MOE_SHARED_MODEL, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
                         tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
                         matmul_shape_penalty=0.0)
     one = 0.875 * 4096 * 4096 * 2 / 450e9
@@ -205,11 +208,7 @@ def test_moe_tp_blocks_pair_by_pair_by_hand():
     13.13 = 119.94 µs, held (34.74 + 2 · 52.11) · 16/116 = 19.17: 139.11 µs. Shared expert: 512 · 6 · 25,165,824 /
     494.5e12 = 156.34 µs, FC1 34.74 a pass, FC2 17.37: exposed 34.84 + 52.21 + 50.04 + 2 · 30.50 = 198.11, held
     (17.37 + 2 · 34.74) · 16/116 = 11.98: 210.09 µs. Together 349.20 µs."""
-    model = dict(name="moe-shared", num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
-                 num_kv_heads=8, vocab_size=32000,
-                 moe=dict(num_experts=8, top_k=2, expert_ffn_hidden_size=14336, num_shared_experts=1,
-                          shared_expert_ffn_hidden_size=2048))
-    spec = physics.spec(model, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
+    spec = physics.spec(MOE_SHARED_MODEL, 8, gbs=16, intra_node_bandwidth_efficiency=1.0, include_latency=False,
                         tp_comm_overlap=1.0, collective_busbw_priors=False, matmul_efficiency_hopper=0.5,
                         matmul_shape_penalty=0.0, tp_overlap_pairs=True)
     x = 0.875 * 4096 * 4096 * 2 / 450e9
