@@ -8,6 +8,7 @@ the piece that choice would build (``tests/solver/test_layer_bound.py::test_the_
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Hashable, Optional, TypeVar
 
 T = TypeVar("T")
@@ -21,3 +22,23 @@ def memoized(memo: Optional[dict], key: Hashable, build: Callable[[], T]) -> T:
     if hit is None:
         hit = memo[key] = build()
     return hit
+
+
+def recent(cache: dict, key: Hashable):
+    """``cache[key]`` moved to the end of the cache's order (the most recently used: :func:`bounded_put` drops from
+    the front), or None on a miss."""
+    hit = cache.pop(key, None)
+    if hit is not None:
+        cache[key] = hit
+    return hit
+
+
+def bounded_put(cache: dict, key: Hashable, value: T, max_entries: int) -> T:
+    """``cache[key] = value`` (returned), the least recently used quarter of the entries dropped first where the cache
+    holds ``max_entries`` (its order: least recently put or :func:`recent`-ly read first): an LRU of at most
+    ``max_entries``, evicting a batch at a time (one scan of the order's front per ``max_entries // 4`` puts)."""
+    if len(cache) >= max_entries:
+        for old in list(itertools.islice(cache, max(1, max_entries // 4))):
+            del cache[old]
+    cache[key] = value
+    return value

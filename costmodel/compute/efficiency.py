@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from parplan.costmodel.compute.gemm_waves import wave_multiplier
+from parplan.costmodel.memo import bounded_put, recent
 
 if TYPE_CHECKING:  # pragma: no cover
     from parplan.costmodel.spec.assumptions import Assumptions
@@ -158,9 +159,13 @@ def shape_factor(a: "Assumptions", gpu: "GPU", m: float, k: float, n: float) -> 
 
 # linear_seconds_per_flop's answers by their arguments (a pure function of them; Assumptions and GPU are frozen,
 # held by identity beside the answer so an id is never reused for another object while its entry lives): the
-# solver asks it for the same GEMM shapes across thousands of choices. Cleared past SPF_CACHE_MAX entries.
+# solver asks it for the same GEMM shapes across thousands of choices (one cold request: Llama-3 8B / 8 H100 50
+# shapes, 70B / 64 H100 62, DeepSeek-V3 / 2,048 H800 412 over 11k reads). Each spec's Assumptions object is another
+# key, so a warm service that plans many specs kept every one's shapes (~47 a spec in benchmarks/warm_service.py's
+# RSS run, up to the old 65,536-entry cap: ~45 MiB): an LRU of SPF_CACHE_MAX entries (costmodel/memo.py
+# bounded_put), ~0.7 KB each (tracemalloc: the bytes freed by dropping those three requests' entries), so ~3 MiB
 _SPF_CACHE: dict = {}
-SPF_CACHE_MAX = 1 << 16
+SPF_CACHE_MAX = 1 << 12
 
 
 def linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_flops: float,
@@ -169,13 +174,11 @@ def linear_seconds_per_flop(a: "Assumptions", gpu: "GPU", precision: str, peak_f
     ``shape_factor / (P·e_max)``. With κ = 0 it is exactly ``1 / (P·e_max)``. Memoized on its arguments
     (:data:`_SPF_CACHE`): the same floats in the same order, so the same answer bit for bit."""
     key = (id(a), id(gpu), precision, peak_flops, tuple(tuple(g) for g in gemms))
-    hit = _SPF_CACHE.get(key)
+    hit = recent(_SPF_CACHE, key)
     if hit is not None and hit[0] is a and hit[1] is gpu:
         return hit[2]
     out = _linear_seconds_per_flop(a, gpu, precision, peak_flops, gemms)
-    if len(_SPF_CACHE) >= SPF_CACHE_MAX:
-        _SPF_CACHE.clear()
-    _SPF_CACHE[key] = (a, gpu, out)
+    bounded_put(_SPF_CACHE, key, (a, gpu, out), SPF_CACHE_MAX)
     return out
 
 

@@ -48,6 +48,7 @@ from parplan.costmodel.evaluation.gemm_rates import GemmRates
 from parplan.costmodel.evaluation.layer_comm import LayerComm
 from parplan.costmodel.evaluation.layer_costs import LayerCost, dense_layer_cost, dense_layer_times
 from parplan.costmodel.evaluation.moe_layer import moe_layer_cost, moe_layer_times
+from parplan.costmodel.memo import bounded_put, recent
 from parplan.costmodel.memory.runtime_memory import device_reserve, runtime_memory
 from parplan.costmodel.schedules.schedule import PipelineUnits, Schedule
 from parplan.costmodel.spec.spec import Spec
@@ -223,10 +224,12 @@ class ChoiceCosts:
         return t_stage_s * bubble_factor(self.choice, a, self.weight_grad_share)
 
 
-# bubble_factor's answers by (schedule, pp, vpp, assumptions, weight_grad_share), all it reads (Assumptions frozen,
-# held by identity beside the answer); cleared past BUBBLE_CACHE_MAX entries
+# bubble_factor's answers by all it reads: schedule, pp, vpp, the assumptions (frozen, held by identity beside the
+# answer) and, where the schedule's bubble reads W (Schedule.reads_weight_grad), the weight-gradient share: each
+# choice's costs hold their own share, so keyed by it 1F1B's entries were one per choice (~480 per Llama-3 8B spec,
+# never read again); an LRU of BUBBLE_CACHE_MAX entries (memo.bounded_put), ~0.35-0.6 KB each: ~2.4 MiB at most
 _BUBBLE_CACHE: dict = {}
-BUBBLE_CACHE_MAX = 1 << 16
+BUBBLE_CACHE_MAX = 1 << 12
 
 
 def bubble_factor(c: Choice, a: Assumptions, weight_grad_share: float = 1.0) -> float:
@@ -234,15 +237,12 @@ def bubble_factor(c: Choice, a: Assumptions, weight_grad_share: float = 1.0) -> 
     (:meth:`~parplan.costmodel.schedules.schedule.PipelineUnits.bubble_beta`, which cites DualPipe's F&B); with the default
     ``weight_grad_share`` 1 the smallest ZB-H1/DualPipe bubble (the solver's lower bounds). Memoized on what it
     reads (the solver asks it for every choice)."""
-    key = (c.schedule, c.pp, c.vpp, id(a), weight_grad_share)
-    hit = _BUBBLE_CACHE.get(key)
+    key = (c.schedule, c.pp, c.vpp, id(a), weight_grad_share if c.schedule.reads_weight_grad else None)
+    hit = recent(_BUBBLE_CACHE, key)
     if hit is not None and hit[0] is a:
         return hit[1]
-    out = PipelineUnits.of(c).bubble_beta(a, weight_grad_share)
-    if len(_BUBBLE_CACHE) >= BUBBLE_CACHE_MAX:
-        _BUBBLE_CACHE.clear()
-    _BUBBLE_CACHE[key] = (a, out)
-    return out
+    return bounded_put(_BUBBLE_CACHE, key, (a, PipelineUnits.of(c).bubble_beta(a, weight_grad_share)),
+                       BUBBLE_CACHE_MAX)[1]
 
 
 def weight_grad_share(arch: Architecture, dense: LayerCost, moe: LayerCost | None) -> float:

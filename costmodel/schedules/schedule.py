@@ -74,6 +74,12 @@ class Schedule(StrEnum):
         return self in _ONE_STAGE
 
     @property
+    def reads_weight_grad(self) -> bool:
+        """ZB-H1, DualPipe and DualPipeV: the bubble (:meth:`bubble_time`) reads the weight-gradient time W; 1F1B's
+        and interleaved's read F and B alone (costmodel/evaluation/choice.py ``bubble_factor`` keys by it)."""
+        return self in _READS_WEIGHT_GRAD
+
+    @property
     def needs_pipeline(self) -> bool:
         """ZB-H1, DualPipe and DualPipeV need pp ≥ 2 (legality.schedule_violations)."""
         return self in _NEEDS_PIPELINE
@@ -99,6 +105,7 @@ class Schedule(StrEnum):
 _PAIRED = frozenset((Schedule.DUALPIPE, Schedule.DUALPIPEV))
 _ONE_STAGE = frozenset((Schedule.ONE_F_ONE_B, Schedule.ZB_H1))
 _NEEDS_PIPELINE = frozenset((Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPEV))
+_READS_WEIGHT_GRAD = frozenset((Schedule.ZB_H1, Schedule.DUALPIPE, Schedule.DUALPIPEV))
 
 # the default search space; 'dualpipev' (costmodel/schedules/dualpipev.py) is searched only when search.schedules names it
 SEARCHED_BY_DEFAULT: tuple[Schedule, ...] = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.ZB_H1,

@@ -250,3 +250,23 @@ if __name__ == "__main__":
     with gzip.GzipFile(DATA, "wb", mtime=0) as f:  # mtime 0: the same cases give the same bytes
         f.write(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
     print(f"{DATA}: {sum(len(s['cases']) for s in data['scenarios'])} cases, {DATA.stat().st_size} bytes")
+
+
+def test_bubble_factor_cache_serves_the_uncached_bubble_and_stays_bounded(monkeypatch):
+    """bubble_factor's cache (keyed by the weight-gradient share only where the schedule reads it) answers as
+    PipelineUnits.bubble_beta does for every schedule and share, and never holds more than BUBBLE_CACHE_MAX entries."""
+    from parplan.costmodel.evaluation import choice as choice_module
+    from parplan.costmodel.schedules.schedule import PipelineUnits
+
+    monkeypatch.setattr(choice_module, "_BUBBLE_CACHE", {})
+    monkeypatch.setattr(choice_module, "BUBBLE_CACHE_MAX", 32)
+    a = resolve_assumptions(None).model_copy(update={"zb_weight_grad_fraction": 1.0})
+    rng = random.Random(41)
+    for _ in range(400):
+        schedule = rng.choice(list(Schedule))
+        pp = rng.choice((2, 4, 8)) if schedule is not Schedule.DUALPIPEV else rng.choice((2, 4))
+        vpp = rng.choice((2, 4)) if schedule is Schedule.INTERLEAVED else 1
+        c = Choice(tp=1, cp=1, pp=pp, dp=1, num_microbatches=2 * pp, schedule=schedule, vpp=vpp)
+        share = rng.choice((0.3, 0.6, 0.9, rng.random()))
+        assert choice_module.bubble_factor(c, a, share) == PipelineUnits.of(c).bubble_beta(a, share)
+        assert len(choice_module._BUBBLE_CACHE) <= 32
