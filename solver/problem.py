@@ -31,7 +31,7 @@ from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
 from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
-from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_parts,
+from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_at, mean_bound_parts,
                                           microbatch_weight, table_floats, with_exposure)
 from parplan.solver.tables import KIB, NS, Assignment, Scale, StageSplit, StageTable, schedule_units
 from parplan.solver.warm_cache import FLOATS_KEPT_STAGES, WARM, SpecPieces, base_choice, base_key
@@ -64,6 +64,7 @@ class Problem:
     _relaxations: dict = field(default_factory=dict)
     _bases: dict = field(default_factory=dict)  # choice index -> its warm_cache.base_key (one tuple per choice)
     _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
+    _scaled_parts: dict = field(default_factory=dict)  # table_builder.mean_bound_at's (a MeanParts at this scale)
     _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
     _table_floats: dict = field(default_factory=dict)  # (table_key, split, every layer) -> table_builder.TableFloats
     _tables: dict = field(default_factory=dict)
@@ -231,8 +232,8 @@ class Problem:
     def mean_bound(self, i: int) -> float:
         """(M + S·units)·lb_time of choice ``i``'s table (table_builder.mean_unit_bound), from its costs alone: its
         parts (table_builder.MeanParts) kept under shared_bounds.mean_key, shared by the requests of this spec key."""
-        weight, lb = self._mean_bound_parts(i).at(self.choices[i].num_microbatches, self.scale, self.num_layers)
-        return float(weight) * lb
+        return mean_bound_at(self._mean_bound_parts(i), self.choices[i].num_microbatches, self.scale, self.num_layers,
+                             self._scaled_parts)
 
     def _mean_bound_parts(self, i: int) -> MeanParts:
         """Choice ``i``'s MeanParts: kept under its mean_key (shared), and by its index for this problem's later

@@ -69,9 +69,23 @@ class MeanParts(NamedTuple):
 
     def at(self, num_microbatches: int, scale: Scale, num_layers: int) -> tuple[int, int]:
         """(M + S·units, lb_time) at ``num_microbatches`` in ``scale``'s units (:func:`mean_unit_bound`)."""
+        summed, lb_time = self.scaled(scale, num_layers)
+        return microbatch_weight(num_microbatches, self.w_max, scale) + summed, lb_time
+
+    def scaled(self, scale: Scale, num_layers: int) -> tuple[int, int]:
+        """(S·units, lb_time) in ``scale``'s units: all :meth:`at` forms but the micro-batch weight M."""
         lb_time = max(0, scale.time(self.mean_time_s) - 2 * num_layers - 4 * self.pp)
-        M = microbatch_weight(num_microbatches, self.w_max, scale)
-        return M + sum_weight(self.w_sum, self.stages_per_unit, scale) * self.units, lb_time
+        return sum_weight(self.w_sum, self.stages_per_unit, scale) * self.units, lb_time
+
+
+def mean_bound_at(parts: MeanParts, num_microbatches: int, scale: Scale, num_layers: int, kept: dict) -> float:
+    """weight·lb_time of :meth:`MeanParts.at` (the search's mean-unit bound), its scaled part (:meth:`MeanParts.scaled`)
+    kept in ``kept`` by the parts' identity (one problem's dict, one scale: the choices of one parts but another m, e.g.
+    another schedule or trims of one base, and every later read of a choice, form only M): the same integers."""
+    hit = kept.get(id(parts))
+    if hit is None or hit[0] is not parts:  # (the parts held beside: an id is never another's while kept)
+        hit = kept[id(parts)] = (parts, *parts.scaled(scale, num_layers))
+    return float(microbatch_weight(num_microbatches, parts.w_max, scale) + hit[1]) * hit[2]
 
 
 def mean_bound_parts(costs: ChoiceCosts, a: Assumptions, num_layers: int, k_dense_model: int,
