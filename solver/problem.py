@@ -66,6 +66,7 @@ class Problem:
     _parts_of: dict = field(default_factory=dict)  # choice index -> its MeanParts (read from _mean_parts once)
     _scaled_parts: dict = field(default_factory=dict)  # table_builder.mean_bound_at's (a MeanParts at this scale)
     _table_keys: dict = field(default_factory=dict)  # choice index -> its shared_bounds.table_key
+    _layer_keys: dict = field(default_factory=dict)  # choice index -> its bounds.layer_key (layer_bounds')
     _table_floats: dict = field(default_factory=dict)  # (table_key, split, every layer) -> table_builder.TableFloats
     _tables: dict = field(default_factory=dict)
     _table_bytes: int = 0  # what the cached tables hold (TABLE_BYTES_PER_UNIT per stage)
@@ -182,7 +183,7 @@ class Problem:
             c = self.choices[i]
             costs = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
             self._costs[i] = costs
-            key = layer_key(c, self.domain)  # its layer times are every choice's of its layer key (layer_bound reads them)
+            key = self._layer_keys[i] if i in self._layer_keys else layer_key(c, self.domain)  # (layer_bounds')
             if key is not None and key not in self._layer_sums:
                 self._layer_sums[key] = self._layer_sum(costs.dense, costs.moe)
         return costs
@@ -295,9 +296,9 @@ class Problem:
         n = len(idx)
         if self.quick_factor is None or not n:
             return np.zeros(n)
-        choices, domain, known, rows = self.choices, self.domain, self._layer_sums, []  # (sum, pp, units) each
-        for c in map(choices.__getitem__, idx):
-            key = layer_key(c, domain)
+        choices, domain, known, rows, keys = self.choices, self.domain, self._layer_sums, [], self._layer_keys
+        for i, c in zip(idx, map(choices.__getitem__, idx)):  # (sum, pp, units) each; the key kept for costs()
+            key = keys[i] = layer_key(c, domain)
             layer_s = known.get(key) if key is not None else 0.0
             if layer_s is None:
                 layer_s = known[key] = self._layer_sum(*layer_times(self.spec, c, self.gpu, self.assumptions,
