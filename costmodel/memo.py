@@ -36,9 +36,11 @@ def recent(cache: dict, key: Hashable):
 def bounded_put(cache: dict, key: Hashable, value: T, max_entries: int) -> T:
     """``cache[key] = value`` (returned), the least recently used quarter of the entries dropped first where the cache
     holds ``max_entries`` (its order: least recently put or :func:`recent`-ly read first): an LRU of at most
-    ``max_entries``, evicting a batch at a time (one scan of the order's front per ``max_entries // 4`` puts)."""
+    ``max_entries``, evicting a batch at a time (one scan of the order's front per ``max_entries // 4`` puts). Safe
+    beside the service's other threads: an entry another thread's :func:`recent` took out meanwhile is skipped (a
+    race costs a miss, never an error or another key's value)."""
     if len(cache) >= max_entries:
         for old in list(itertools.islice(cache, max(1, max_entries // 4))):
-            del cache[old]
+            cache.pop(old, None)
     cache[key] = value
     return value

@@ -34,3 +34,38 @@ def test_a_recent_read_keeps_an_entry_past_the_eviction_of_older_ones():
     assert 0 in cache and 8 in cache
     assert 1 not in cache and 2 not in cache
     assert len(cache) == 7
+
+
+def test_threads_reading_and_putting_at_once_keep_the_bound_and_the_values():
+    """The service's threads share the cost model's caches: concurrent reads (recent) and puts past the bound
+    raise nothing, keep the bound (a put evicts before it adds) and never serve a value under another key."""
+    import sys
+    import threading
+
+    cache: dict = {}
+    errors: list = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(20000):
+                key = (seed * 7 + i) % 300
+                hit = recent(cache, key)
+                if hit is None:
+                    bounded_put(cache, key, ("value", key), 64)
+                elif hit != ("value", key):
+                    errors.append((key, hit))
+        except Exception as e:  # noqa: BLE001  (any exception is the failure this test looks for)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch between nearly every bytecode: the races come within the run
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    assert len(cache) <= 64 + len(threads)  # (a put that raced past the length check adds at most one per thread)
