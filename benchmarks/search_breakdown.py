@@ -10,7 +10,10 @@ exposure, which the search relaxes first), Problem.table (the table with it, its
 the timers nest), Searcher.bound (the full continuous
 relaxation, its table included) and Searcher._cpsat (one per-choice CP-SAT solve) with timers, then runs the scenario as
 benchmarks/solver_speed.py does (CP-SAT, 2 workers). The timers add a little overhead; the total is the call's wall
-time with them.
+time with them. Each stage's CPU seconds (``time.process_time``: this process's threads, CP-SAT's workers included)
+beside its wall seconds, and the call's CPU time and the 1-minute load: on this 2-core machine shared by several
+agents the wall times move 2-3x with the load, the CPU times much less. It is the process's first call, its imports
+done before the timers start (as solver_speed's wall time).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def main(argv=None) -> int:
     import solver_speed as ss
     from parplan.frameworks.loader import validate_spec
-    from parplan.solver import problem, search
+    from parplan.solver import cpsat, planner, problem, search  # noqa: F401  (imported before the CPU timer starts)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="DeepSeek", help="the scenario whose name contains this text")
