@@ -27,7 +27,8 @@ so the cost model's caches that hold them beside their answers hit across calls 
 groups read the mesh, costmodel/communication/mesh.py ``layer_world_key``, so a request at another GPU count reads
 them), the choices' costs and the layer sums of the layer bound (solver/bounds.py ``layer_key``, the same world key)
 and the parts of the search's bounds that
-requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
+requests with another global batch share (solver/shared_bounds.py), each space key's per-choice quick and layer
+bounds (solver/space_bounds.py; :data:`SPACE_BOUNDS_KEPT`), and the search space of a request that
 repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
 bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
 solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`,
