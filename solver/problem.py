@@ -24,12 +24,13 @@ from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.spec.spec import Plan, Spec
 from parplan.solver.chunk_trims import trimmed_layout
-from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts, quick_bounds
+from parplan.solver.bounds import layer_bound, layer_bounds, layer_key, layer_sum_s, objective_of_parts
 from parplan.solver.deadline import LEDGER, budget
 from parplan.solver.relaxation_small import misfit, relaxation_parts  # (bounds', small tables in Python)
 from parplan.solver.gc_pause import gc_paused
 from parplan.solver.paired_split import first_of, rank_split
 from parplan.solver.space import Space, SpaceOptions, enumerate_choices
+from parplan.solver.space_bounds import layer_bounds_kept, space_bounds
 from parplan.solver.shared_bounds import mean_key, relaxation_key, table_key
 from parplan.solver.table_builder import (MeanParts, TableFloats, build_table, mean_bound_at, mean_bound_parts,
                                           microbatch_weight, table_floats, with_exposure)
@@ -58,6 +59,7 @@ class Problem:
     quick_mem_kib: np.ndarray  # lower bound of peak memory per choice
     quick_factor: np.ndarray | None = None  # m + the least bubble per choice (the quick bound's; layer_bound's)
     pieces: SpecPieces | None = None  # what the problems of this spec key share across calls (solver/warm_cache.py)
+    layer_lb: np.ndarray | None = None  # the layer bounds known per choice (NaN: not yet; solver/space_bounds.py)
     _layer_sums: dict = field(default_factory=dict)  # bounds.layer_sum_s by bounds.layer_key
     _memo: dict = field(default_factory=dict)  # cost pieces shared across choices (choice_costs' memo)
     _mean_parts: dict = field(default_factory=dict)  # the bounds' parts but M (solver/shared_bounds.py)
@@ -88,13 +90,10 @@ class Problem:
         usable = usable_memory_bytes(spec, gpu, a)
         with gc_paused():  # a choice per candidate (solver/gc_pause.py; also for callers outside the planner)
             space = pieces.space(spec, options, enumerate_space) if pieces else enumerate_space()
-            factors = Scale.microbatch_factors(space.choices, a) if space.choices else np.ones(1)
-            step_lb_s, q_mem = quick_bounds(spec, space.choices, gpu, a, arch, factors)
-        if len(step_lb_s):
-            best = int(np.argmin(step_lb_s))
-            stage_ns = step_lb_s[best] / factors[best] * 1e9
-        else:
-            stage_ns = 1e6
+            kept = space_bounds(pieces, spec, options, space.choices, gpu, a, arch)
+        factors, step_lb_s, q_mem = kept.factors, kept.step_lb_s, kept.mem_kib
+        best = int(np.argmin(step_lb_s)) if len(step_lb_s) else None
+        stage_ns = step_lb_s[best] / factors[best] * 1e9 if best is not None else 1e6
         scale = Scale.for_problem(stage_ns, float(factors.max()))
         # (Scale.objective_of_seconds on the array: the same operations, element by element)
         q_lb = np.floor(step_lb_s * NS / scale.time_unit_ns * scale.weight * (1 - QUICK_MARGIN)) - 1 \
@@ -102,7 +101,7 @@ class Problem:
         shared = {"_layer_sums": pieces.layer_sums, "_memo": pieces.memo, "_mean_parts": pieces.mean_parts,
                   "_relaxations": pieces.relaxations, "_table_floats": pieces.table_floats} if pieces else {}
         return Problem(spec, a, gpu, options, space, max(0, int(math.floor(usable / KIB))), spec.model.num_layers,
-                       arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, **shared)
+                       arch, scale, np.maximum(q_lb, 0), q_mem, factors, pieces, kept.layer_lb, **shared)
 
     @property
     def choices(self) -> list[Choice]:
@@ -181,8 +180,7 @@ class Problem:
         costs = self._costs.get(i)
         if costs is None:
             c = self.choices[i]
-            costs = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
-            self._costs[i] = costs
+            costs = self._costs[i] = self._shared_costs(c, self._base(i)) if self.pieces is not None else self._own_costs(c)
             key = self._layer_keys[i] if i in self._layer_keys else layer_key(c, self.domain)  # (layer_bounds')
             if key is not None and key not in self._layer_sums:
                 self._layer_sums[key] = self._layer_sum(costs.dense, costs.moe)
@@ -293,9 +291,12 @@ class Problem:
     def layer_bounds(self, idx: list[int]) -> np.ndarray:
         """:meth:`layer_bound` of each choice of ``idx`` (the same floats): the layer sums looked up (or computed) one
         by one, the bound in one array pass (bounds.layer_bounds; the search's queue asks it for thousands)."""
-        n = len(idx)
-        if self.quick_factor is None or not n:
-            return np.zeros(n)
+        if self.quick_factor is None or not len(idx):
+            return np.zeros(len(idx))
+        kept = self.layer_lb  # (kept by the space's key: solver/space_bounds.py)
+        return self._layer_bounds(idx) if kept is None else layer_bounds_kept(kept, idx, self._layer_bounds)
+
+    def _layer_bounds(self, idx: list[int]) -> np.ndarray:
         choices, domain, known, rows, keys = self.choices, self.domain, self._layer_sums, [], self._layer_keys
         for i, c in zip(idx, map(choices.__getitem__, idx)):  # (sum, pp, units) each; the key kept for costs()
             key = keys[i] = layer_key(c, domain)
@@ -305,7 +306,7 @@ class Problem:
                                                                     self.arch, self._memo))
             # (a choice without a key: a zero sum, whose bound is 0 as layer_bound's: max(0, t) with t < 0)
             rows.append((layer_s, c.pp, unit_count(c.schedule, c.pp)) if key is not None else (0.0, 1, 0))
-        sums, pp, units = np.array(rows, dtype=float).reshape(n, 3).T  # (the rows' floats, the counts exact)
+        sums, pp, units = np.array(rows, dtype=float).reshape(len(idx), 3).T  # (the rows' floats, the counts exact)
         return layer_bounds(sums, pp, self.quick_factor[idx], units, self.num_layers, self.scale)
 
     def index_of(self, plan: Plan) -> int | None:

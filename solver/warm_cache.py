@@ -27,7 +27,8 @@ so the cost model's caches that hold them beside their answers hit across calls 
 groups read the mesh, costmodel/communication/mesh.py ``layer_world_key``, so a request at another GPU count reads
 them), the choices' costs and the layer sums of the layer bound (solver/bounds.py ``layer_key``, the same world key)
 and the parts of the search's bounds that
-requests with another global batch share (solver/shared_bounds.py), and the search space of a request that
+requests with another global batch share (solver/shared_bounds.py), each space key's per-choice quick and layer
+bounds (solver/space_bounds.py; :data:`SPACE_BOUNDS_KEPT`), and the search space of a request that
 repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its third call it enumerates nothing. The cache is an LRU
 bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
 solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`,
@@ -58,6 +59,7 @@ from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
 from parplan.solver.deadline import MIB, default_memory_budget_mib
 from parplan.solver.space import CHOICE_BYTES, Space, SpaceOptions
+from parplan.solver.space_bounds import SpaceBounds
 from parplan.solver.space_memo import EnumerationMemo, memo_key
 
 CACHE_SHARE = 4  # the cache holds at most 1/CACHE_SHARE of the process's memory budget
@@ -86,6 +88,9 @@ SPACES_KEPT = 1
 # the enumeration memos an entry keeps (solver/space_memo.py: one per framework and space options, each serving every
 # GPU count and global batch); past this many they start over
 ENUMERATION_MEMOS_KEPT = 4
+# the per-choice bound arrays an entry keeps (solver/space_bounds.py: one per space key, 32 bytes a choice, from the
+# first call of the key on); past this many they start over
+SPACE_BOUNDS_KEPT = 4
 # the spec fields every legal choice fixes (module docstring): left out of the key
 CHOICE_FIXED_FIELDS = (("cluster", "num_gpus"), ("training", "global_batch_size"))
 
@@ -173,6 +178,7 @@ class SpecPieces:
     space_choices: int = 0  # the choices the spaces hold
     last_space_key: Optional[tuple] = None  # the space_key of the last space enumerated
     enumerations: dict = field(default_factory=dict)  # space_memo.memo_key -> space_memo.EnumerationMemo
+    space_bounds: dict = field(default_factory=dict)  # space_key -> space_bounds.SpaceBounds (SPACE_BOUNDS_KEPT)
 
     @property
     def nbytes(self) -> int:
@@ -181,7 +187,8 @@ class SpecPieces:
         parts = (MEAN_PARTS_BYTES * len(self.mean_parts) + RELAXATION_BYTES * len(self.relaxations)
                  + TABLE_FLOATS_BYTES * len(self.table_floats))
         return (ENTRY_BYTES + COSTS_BYTES * costs + MEMO_BYTES * len(self.memo) + parts
-                + CHOICE_BYTES * self.space_choices + sum(e.nbytes for e in self.enumerations.values()))
+                + CHOICE_BYTES * self.space_choices + sum(e.nbytes for e in self.enumerations.values())
+                + sum(b.nbytes for b in self.space_bounds.values()))
 
     def space(self, spec: Spec, options: SpaceOptions, enumerate_space: Callable[[], Space]) -> Space:
         """The search space of ``spec`` under ``options``: ``enumerate_space()``'s, kept by :func:`space_key` (what
@@ -212,6 +219,17 @@ class SpecPieces:
             memo = self.enumerations[key] = EnumerationMemo()
         return memo
 
+    def bounds(self, spec: Spec, options: SpaceOptions, choices: list[Choice]) -> SpaceBounds:
+        """The space_bounds.SpaceBounds of ``choices``, the space of ``spec`` under ``options`` (:meth:`space`'s):
+        kept by :func:`space_key` from the first call on (:data:`SPACE_BOUNDS_KEPT`)."""
+        key = space_key(spec, options)
+        kept = self.space_bounds.get(key)
+        if kept is None or not kept.fits(choices):
+            if len(self.space_bounds) >= SPACE_BOUNDS_KEPT:
+                self.space_bounds.clear()
+            kept = self.space_bounds[key] = SpaceBounds.of(spec, choices, self.gpu, self.assumptions, self.arch)
+        return kept
+
     def evaluation_costs(self, spec: Spec, c: Choice, gpu: GPU, a: Assumptions) -> ChoiceCosts:
         """``choice_costs(spec, c, gpu, a)`` as costmodel.evaluation.evaluate computes it (``costs_of``), kept by the GPU count,
         the global batch and the whole choice (with this entry's key, the whole spec): the answers a Plan call
@@ -224,7 +242,7 @@ class SpecPieces:
 
     def clear(self) -> None:
         for pieces in (self.memo, self.base_costs, self.costs, self.layer_sums, self.evaluated, self.mean_parts,
-                       self.relaxations, self.table_floats, self.spaces, self.enumerations):
+                       self.relaxations, self.table_floats, self.spaces, self.enumerations, self.space_bounds):
             pieces.clear()
         self.space_choices = 0
 

@@ -30,6 +30,7 @@ def test_search_breakdown_times_every_stage_and_restores_the_classes(capsys):
     assert _load("search_breakdown").main(["--only", "8B / 8 H100"]) == 0
     out = capsys.readouterr().out
     assert "top 1 OPTIMAL" in out and "CP-SAT solve" in out and " 0 calls" not in out.split("build")[1].splitlines()[0]
+    assert "s CPU, this process's; load" in out and out.split("CP-SAT solve")[1].splitlines()[0].endswith(" s CPU")
     assert (problem.Problem.__dict__["mean_bound"], search.Searcher.__dict__["_cpsat"]) == before
 
 
