@@ -16,6 +16,7 @@ from parplan.costmodel.communication.mesh import layer_world_key
 from parplan.costmodel.moe.expert_elementwise import expert_elementwise_bytes
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds
 from parplan.costmodel.memo import memoized
+from parplan.costmodel.spec import host_floor
 from parplan.costmodel.evaluation.activations import Activations
 from parplan.costmodel.evaluation.choice_context import ChoiceContext, moe_busiest_load
 from parplan.costmodel.evaluation.gemm_rates import GemmRates
@@ -54,6 +55,7 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         ctx, rates, acts, memo)
     overlapped = moe_comm.overlaps_all_to_all(c.schedule, c.moe_a2a_overlap)
     paired = c.schedule.paired
+    expert_linear = moe_linear - sum(tp_blocks)  # the routed experts' GEMMs (and the router's), before SM sharing
     # how much of the all-to-all runs beside the compute (and so beside its TP collectives): all of it under the
     # overlapped schedules (combined 1F1B: less its lone passes), the hidden share of ep_comm_overlap otherwise
     if paired or not overlapped:
@@ -95,15 +97,31 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
     # the DP collectives run through a whole pass, its all-to-all included wherever it runs: 2·a2a of the passes'
     # compute, TP collectives and exposed all-to-all keep the network busy[1] of that time (DataParallel.dp_exposed)
     passes_s = moe_compute + tp_s + 4 * etp_one + ep_layer
+    sync_s = _dispatch_sync_s(ctx, rates.up, (expert_linear, moe_compute + tp_s), a2a, dispatch)
     network_beside = (min(1.0, 2 * a2a / passes_s), busy[1]) if c.ep > 1 and busy[1] > 0 else (0.0, 0.0)
     return LayerTimes(
         model_flops=moe_model_flops, linear_s=moe_linear, window_s=moe_compute,
-        compute_s=moe_compute + acts.selective_s,
+        compute_s=moe_compute + acts.selective_s + sync_s,
         tp_s=tp_s + 4 * etp_one,
         tp_fwd_s=tp_fwd_s + 2 * etp_one,
         ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
         act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered), network_beside=network_beside,
         attn_s=attn if a.paired_overlap_by_component else None, dispatch_share=dispatch)
+
+
+def _dispatch_sync_s(ctx: ChoiceContext, up: int, experts_and_layer_s: tuple[float, float], a2a_s: float,
+                     dispatch: float) -> float:
+    """The GPU's idle time after the dispatcher's sync, per MoE layer and micro-batch (host_floor.moe_sync_exposed_s;
+    0 where it does not sync, host_floor.moe_dispatch_syncs), from the forward share of (the routed experts' GEMMs, the
+    layer's compute and TP collectives): the dispatch and combine halves of one all-to-all, the experts' GEMMs split
+    fc1 : fc2 as their widths, up : 1, and the rest of the layer's forward."""
+    moe = ctx.m.moe
+    if not host_floor.moe_dispatch_syncs(ctx.a, moe.dispatcher, moe.dispatcher_backend):
+        return 0.0
+    experts_fwd_s, layer_fwd_s = (s * ctx.fwd_share for s in experts_and_layer_s)
+    gpu_s = {"dispatch": a2a_s * dispatch, "combine": a2a_s * (1.0 - dispatch), "fc1": experts_fwd_s * up / (up + 1),
+             "fc2": experts_fwd_s / (up + 1), "rest": max(0.0, layer_fwd_s - experts_fwd_s)}
+    return host_floor.moe_sync_exposed_s(ctx.a, moe.num_experts / ctx.c.ep, ctx.precision == "fp8", gpu_s)
 
 
 def _shared_links(ctx: ChoiceContext, lc: LayerComm, etp_one: float, a2a: float, tp_blocks: tuple[float, ...],

@@ -57,7 +57,7 @@ def test_tp_beside_combined_1f1b_all_to_all_by_hand():
     collectives get half the link for their concurrent share, T' = T·(1 + s), and the all-to-all loses what they
     take, a' = a + s·T·(1 - 1/2)/(1/2)/2 = a + s·T/2; then the overlapped schedule's SMs,
     C' = C + (20/132)·min(2a', C·132/112) (moe_comm.reserved_sm_time_s)."""
-    spec = moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=dict(tp_comm_overlap=0.0))
+    spec = moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=dict(tp_comm_overlap=0.0, moe_dispatch_sync=False))  # the dispatcher's sync off: compute_s the compute alone (host_floor, test_host_floor)
     c = Choice(tp=2, cp=1, pp=1, dp=4, ep=8, num_microbatches=4, sequence_parallel=True)
     off = physics.costs(spec, c).moe
     on = physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
@@ -75,7 +75,8 @@ def test_dp_off_nvlink_beside_the_all_to_all_by_hand(monkeypatch):
     share the NIC with the all-to-all's network sends, a share s = 2a/(C + 2a) of the passes that keep the network
     busy u = t_net/max(t_nv, t_net) (the busiest receiver's 1 + 0.1·√(ln 16/ln 8) copies, BF16 both ways): the DP
     time is k = 1 + s·(1/(1 - min(u, 1/2)) - 1) times what it is alone (shared_rate)."""
-    spec = moe_dims.spec(moe_dims.MOE, gpus=16, gbs=64, assumptions=dict(dp_comm_overlap=0.0, ep_dispatch_bytes=2.0))
+    spec = moe_dims.spec(moe_dims.MOE, gpus=16, gbs=64, assumptions=dict(dp_comm_overlap=0.0, ep_dispatch_bytes=2.0,
+                                                                  moe_dispatch_sync=False))  # the dispatcher's sync off: compute_s the compute alone (host_floor, test_host_floor)
     c = Choice(tp=1, cp=1, pp=1, dp=16, ep=16, num_microbatches=4, zero_stage=1)
     shared = physics.costs(spec, c).moe
     monkeypatch.setattr(data_parallel, "stretched_s", lambda t, s, u: t)

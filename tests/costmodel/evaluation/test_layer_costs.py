@@ -19,9 +19,9 @@ def test_sms_reserved_for_communication_slow_moe_compute():
     computes (20/132)·min(A, C·132/112) longer than with no reservation (fraction 0), A its all-to-all (a2a_s,
     fwd+bwd) and C its compute on every SM; dense layers are unchanged; 1F1B, which overlaps nothing, reserves none
     whatever the knob says."""
-    spec, c = physics.dsv3()
+    spec, c = physics.dsv3(moe_dispatch_sync=False)  # compute_s the compute alone (test_host_floor prices the sync)
     sm = physics.costs(spec, c)
-    spec_none, _ = physics.dsv3(ep_comm_sm_fraction=0.0)
+    spec_none, _ = physics.dsv3(ep_comm_sm_fraction=0.0, moe_dispatch_sync=False)
     base = physics.costs(spec_none, c)
     C, A = base.moe.compute_s - base.moe.selective_s, base.moe.a2a_s
     assert sm.moe.a2a_s == pytest.approx(A)

@@ -37,7 +37,8 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     line rate makes the all-to-all longer than the compute, so the bound binds: the 90 % credit alone would hide
     more traffic than there is compute to hide it behind. (DualPipe prices its exposure per rank:
     tests/solver/test_dualpipe_split.py.)"""
-    spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5, ep_comm_overlap=0.9)
+    spec, c = physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5, ep_comm_overlap=0.9,
+                           moe_dispatch_sync=False)  # compute_s the compute alone (test_host_floor prices the sync)
     c = replace(c, schedule=Schedule.ONE_F_ONE_B)
     costs = physics.costs(spec, c)
     a = resolve_assumptions(spec.assumptions)
@@ -49,7 +50,7 @@ def test_ep_exposure_bounded_by_the_compute_it_hides_behind():
     raw = 2 * one
     # the window: the layer's compute on every SM (the same layer at ep_comm_overlap 0, which holds none beside it)
     alone = physics.costs(physics.dsv3(ep_dispatch_bytes=2.0, inter_node_bandwidth_efficiency=0.5,
-                                       ep_comm_overlap=0.0)[0], c).moe
+                                       ep_comm_overlap=0.0, moe_dispatch_sync=False)[0], c).moe
     window = alone.compute_s - alone.selective_s
     assert raw > window  # the all-to-all outlasts the compute
     assert costs.moe.ep_s == pytest.approx(max(raw * (1 - 0.9), raw - window))
@@ -64,7 +65,7 @@ def test_fp8_dispatch_bytes_by_hand():
     the EP time (DeepEP's test: fp8_factor = (1 + 4/128)/2 for the dispatch alone)."""
     assert FP8_DISPATCH_BYTES_PER_ELEMENT == 1.03125
     spec = moe_dims.spec(moe_dims.MOE, precision="fp8", assumptions=dict(hierarchical_all_to_all=False, include_latency=False,
-                                                        ep_comm_overlap=0.0))
+                                                        ep_comm_overlap=0.0, moe_dispatch_sync=False))
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
     off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_fp8_dispatch=True)).moe
     assert on.ep_s / off.ep_s == pytest.approx(3.03125 / 4)
@@ -127,8 +128,9 @@ def test_ep_comm_overlap_pays_sms_by_hand():
     schedules' all-to-all does (DeepSeek-V3 §3.2.2; moe_comm.reserved_sm_time_s): C' = C + (20/132)·min(H, C·132/112).
     At ep_comm_overlap 0 nothing runs beside the compute and it keeps every SM."""
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
-    off = physics.costs(moe_dims.spec(moe_dims.MOE, gbs=32), c).moe
-    on = physics.costs(moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=dict(ep_comm_overlap=0.5)), c).moe
+    no_sync = dict(moe_dispatch_sync=False)  # compute_s the compute alone (test_host_floor prices the sync)
+    off = physics.costs(moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=no_sync), c).moe
+    on = physics.costs(moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=dict(ep_comm_overlap=0.5, **no_sync)), c).moe
     A = off.ep_s
     C = off.compute_s - off.selective_s
     E = max(0.5 * A, A - C)
@@ -145,7 +147,7 @@ def test_a2a_overlap_cost_by_hand():
     P = max(0, a2a - (1-f)·C') + max(0, a2a - f·C') with f = 1/3 (each pass moves one a2a); of the 4 micro-batches
     the first forward and the last backward run alone (combined_1f1b.py:76, :119), exposing their a2a each:
     (3·P + 2·a2a) / 4 per micro-batch."""
-    spec = moe_dims.spec(moe_dims.MOE, gbs=32)
+    spec = moe_dims.spec(moe_dims.MOE, gbs=32, assumptions=dict(moe_dispatch_sync=False))  # test_host_floor prices it
     c = Choice(tp=1, cp=1, pp=1, dp=8, ep=8, num_microbatches=4)
     off, on = physics.costs(spec, c).moe, physics.costs(spec, replace(c, moe_a2a_overlap=True)).moe
     a2a = off.ep_s / 2
