@@ -52,7 +52,7 @@ from benchmarks.fit import RESULTS, _git_commit, fit_rows, prepare_cases  # noqa
 from benchmarks.runs import compare, load_runs  # noqa: E402
 from parplan.costmodel.moe import moe_comm  # noqa: E402
 from parplan.costmodel.spec.assumptions import resolve_assumptions  # noqa: E402
-from parplan.costmodel.evaluation.choice import layer_pieces  # noqa: E402
+from parplan.costmodel.evaluation.choice import layer_pieces, layer_times  # noqa: E402
 from parplan.costmodel.compute.efficiency import max_linear_efficiency  # noqa: E402
 from parplan.costmodel.evaluation.evaluate import plan_choice  # noqa: E402
 from parplan.costmodel.compute.fp8_transpose import transpose_seconds  # noqa: E402
@@ -143,9 +143,9 @@ def _shape(g) -> str:
     return f"{g[1]:.0f} x {g[2]:.0f} x {g[3]:.0f}"
 
 
-def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
-    """Attention core, elementwise traffic, FP8 transposes, the reserved SMs and selective recompute (compute), as
-    ``moe_layer_cost`` adds them."""
+def other_terms(ctx, rates, acts, lin_s: float, sync_s: float) -> list[Term]:
+    """Attention core, elementwise traffic, FP8 transposes, the reserved SMs, selective recompute and the dispatcher's
+    host sync (``sync_s``: LayerTimes.host_sync_s, forward only) (compute), as ``moe_layer_cost`` adds them."""
     c, a, arch, moe, fwd, tok = ctx.c, ctx.a, ctx.arch, ctx.m.moe, ctx.fwd_share, ctx.tokens_gpu
     attn_flops = tok * arch.attention_core_flops(ctx.seq, a.attention_flops_causal_fraction)
     attn_eff = attn_flops / rates.attn_core_s / (ctx.gpu.peak_bf16_tflops * 1e12)
@@ -167,7 +167,8 @@ def other_terms(ctx, rates, acts, lin_s: float) -> list[Term]:
               0, 0, 1e3 * traffic, 1e3 * traffic * fwd),
          Term("FP8 transposes", "M(K+N) bytes per GEMM", 0, 0, 1e3 * transposes, 1e3 * transposes * fwd),
          Term("reserved SMs", f"{reserved:.3f} of the SMs", 0, 0, 1e3 * sm_s, 1e3 * sm_s * fwd),
-         Term("selective recompute", c.recompute, 0, 0, 1e3 * acts.selective_s, 1e3 * acts.selective_s)]
+         Term("selective recompute", c.recompute, 0, 0, 1e3 * acts.selective_s, 1e3 * acts.selective_s),
+         Term("dispatcher host sync", f"{moe.dispatcher}: GPU idle after the sync", 0, 0, 1e3 * sync_s, 1e3 * sync_s)]
     if moe.activation_clamp is not None or moe.expert_bias:  # GPT-OSS under Megatron-Core (expert_elementwise.py)
         t.insert(3, Term("expert clamp + bias kernels", f"clamp {moe.activation_clamp}, bias "
                          f"{str(moe.expert_bias).lower()}", 0, 0, 1e3 * eager, 1e3 * eager * fwd))
@@ -182,7 +183,7 @@ def comm_terms(ctx, moe_cost) -> list[Term]:
     exposed = "priced per rank (paired schedule)" if paired else f"{1e3 * moe_cost.ep_s:.2f} ms exposed"
     return [Term("all-to-all (dispatch+combine)", f"{ctx.m.moe.dispatcher}; {exposed}", 0, 0, 1e3 * a2a, 1e3 * a2a / 2),
             Term("TP / ETP collectives", f"tp {c.tp} etp {c.etp}", 0, 0, 1e3 * moe_cost.tp_s, 1e3 * moe_cost.tp_s / 2),
-            Term("host / launch", "not modelled", 0, 0, 0.0, 0.0)]
+            Term("host / launch", "but the dispatcher's sync (compute): not modelled", 0, 0, 0.0, 0.0)]
 
 
 def hand_values(row_id: str, ctx, terms: list[Term]) -> None:
@@ -222,7 +223,8 @@ def breakdown(row_id: str) -> tuple[list[str], dict]:
     ctx, rates, acts, _lc, _dense, moe_cost = layer_pieces(case.spec, c, case.gpu, a, case.arch)
     lin = linear_terms(ctx, rates)
     lin_s = sum(t.model_ms for t in lin) / 1e3
-    compute = lin + other_terms(ctx, rates, acts, lin_s)
+    sync_s = layer_times(case.spec, c, case.gpu, a, case.arch)[1].host_sync_s
+    compute = lin + other_terms(ctx, rates, acts, lin_s, sync_s)
     total_s = sum(t.model_ms for t in compute) / 1e3
     assert abs(total_s - moe_cost.compute_s) <= 1e-9 * moe_cost.compute_s, (total_s, moe_cost.compute_s)
     comm = comm_terms(ctx, moe_cost)

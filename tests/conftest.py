@@ -53,6 +53,17 @@ GC_THRESHOLDS = (10_000, 20, 100)
 gc.set_threshold(*GC_THRESHOLDS)
 
 
+# The suite runs on a worker per core (pyproject's addopts: `-n auto --dist loadfile`, pytest-xdist), at most
+# MAX_WORKERS: each worker holds the suite's long-lived objects (up to ~2 GiB at its peak), so a many-core machine
+# does not start one per core.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: the cores this process may run on, at most :data:`MAX_WORKERS`."""
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
 def sized(default, thorough):
     """``thorough`` under the thorough test profile, else ``default``: an example count or a space size of a test
     that checks the same property either way (the default one still fails on a wrong answer)."""

@@ -220,7 +220,9 @@ def check_quick_start(output: str) -> None:
 
 @pytest.mark.parametrize(("command", "entry"), _params(Run))
 def test_doc_command_runs(command, entry, tmp_path):
-    run = subprocess.run(["bash", "-c", f"set -o pipefail; {entry.argv}"], cwd=_scratch(tmp_path), env=_env(),
+    # the command a child of bash, as in a user's shell (not exec'd in its place: typer's completion names the shell
+    # by the process's parents)
+    run = subprocess.run(["bash", "-c", f"set -o pipefail; {entry.argv}\nexit $?"], cwd=_scratch(tmp_path), env=_env(),
                          capture_output=True, text=True, timeout=entry.timeout_s)
     assert run.returncode == 0, f"{entry.argv}\n{run.stderr[-2000:]}"
     for text in entry.expect:

@@ -112,6 +112,7 @@ class LayerTimes:
     network_beside: tuple[float, float] = (0.0, 0.0)
     attn_s: float | None = None  # LayerCost.attn_s
     dispatch_share: float = 0.5  # LayerCost.dispatch_share
+    host_sync_s: float = 0.0  # part of compute_s: the GPU idle after an MoE dispatcher's sync (host_floor.moe_sync_exposed_s)
 
 
 def dense_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc: LayerComm,

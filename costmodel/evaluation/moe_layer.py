@@ -106,7 +106,8 @@ def _moe_layer_times(ctx: ChoiceContext, rates: GemmRates, acts: Activations, lc
         tp_fwd_s=tp_fwd_s + 2 * etp_one,
         ep_s=ep_layer, a2a_s=2 * a2a if paired else 0.0,
         act_bytes=ctx.tokens_tp_group * (acts.moe_per_token + acts.stored_gathered), network_beside=network_beside,
-        attn_s=attn if a.paired_overlap_by_component else None, dispatch_share=dispatch)
+        attn_s=attn if a.paired_overlap_by_component else None, dispatch_share=dispatch,
+        host_sync_s=sync_s)
 
 
 def _dispatch_sync_s(ctx: ChoiceContext, up: int, experts_and_layer_s: tuple[float, float], a2a_s: float,

@@ -212,7 +212,10 @@ def test_shell_completion():
     """typer's completion: --show-completion prints the script, and the script's protocol completes commands
     and options (the console script's name, solver-cli, names the variable: _SOLVER_CLI_COMPLETE)."""
     main = [sys.executable, "-c", "from parplan.client.cli import main; main()"]
-    script = subprocess.run([*main, "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    # run from bash, as a user does: typer names the shell by the process's parents (shellingham), and a test
+    # process started outside a shell (a detached job) has none above it
+    script = subprocess.run(["bash", "-c", '"$@"; exit $?', "bash", *main, "--show-completion"], capture_output=True,
+                            text=True, timeout=60)
     assert script.returncode == 0 and "_SOLVER_CLI_COMPLETE=complete_bash" in script.stdout, script.stderr
 
     def complete(words: str) -> list[str]:
