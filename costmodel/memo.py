@@ -40,7 +40,18 @@ def bounded_put(cache: dict, key: Hashable, value: T, max_entries: int) -> T:
     beside the service's other threads: an entry another thread's :func:`recent` took out meanwhile is skipped (a
     race costs a miss, never an error or another key's value)."""
     if len(cache) >= max_entries:
-        for old in list(itertools.islice(cache, max(1, max_entries // 4))):
+        for old in _oldest(cache, max(1, max_entries // 4)):
             cache.pop(old, None)
     cache[key] = value
     return value
+
+
+def _oldest(cache: dict, count: int) -> list:
+    """The first ``count`` keys of the cache's order. Another thread may change the cache while they are read (the
+    read allocates, and an allocation can run the collector, whose callbacks let other threads in): then
+    ``RuntimeError`` ("dictionary changed size during iteration"), and the read is tried again."""
+    while True:
+        try:
+            return list(itertools.islice(cache, count))
+        except RuntimeError:
+            continue
