@@ -63,11 +63,16 @@ def _levels(schedule: Schedule, ranks: int, m: int) -> _Levels:
 
 def critical_path(schedule: Schedule, work: StageWork, m: int) -> tuple[float, PathForm]:
     """(``step_order_s``, ``critical_path_form``) of ``work``, level by level (the same floats and the same path:
-    ties to the first predecessor; tests/solver/test_step_order_branch.py). The padding's end is 0: every end is at
-    least 0 (durations are), so it changes no maximum and gives a node without predecessors its duration."""
+    ties to the first predecessor; tests/solver/test_step_order_branch.py)."""
     ranks = len(work.C) if schedule is Schedule.DUALPIPE else len(work.C) // 2
+    return longest_path(schedule, ranks, m, np.asarray(op_durations_s(step_structure(schedule, ranks, m), work)))
+
+
+def longest_path(schedule: Schedule, ranks: int, m: int, d: np.ndarray) -> tuple[float, PathForm]:
+    """The longest path of the step order's graph with operation durations ``d`` (in step_structure's order) and
+    the path, compressed. The padding's end is 0: every end is at least 0 (durations are), so it changes no maximum
+    and gives a node without predecessors its duration."""
     st, g = step_structure(schedule, ranks, m), _levels(schedule, ranks, m)
-    d = np.asarray(op_durations_s(st, work))
     n = len(d)
     end = np.zeros(n + 1)
     d_level = d[g.order]
