@@ -1,4 +1,4 @@
-"""One thread that stops the CP-SAT solves of a process on cancellation or past the memory budget.
+"""One thread that stops the CP-SAT solves of a process on cancellation, past the memory budget or past a deadline.
 
 CP-SAT runs in C++ and reads no Python event, so a solve is stopped from another thread (``CpSolver.stop_search``)
 once its call is cancelled or the process passes the call's memory budget (solver/deadline.py ``over_budget``).
@@ -7,7 +7,9 @@ machine starting a thread waits for the new thread to be scheduled (``Thread.sta
 median, 3.6 ms at the 90th percentile measured on this 2-core machine under load 2). So every solve is watched by
 one daemon thread, started on the first solve (again in a forked child, where it does not exist, with a fresh lock:
 a fork may copy the lock held), which looks at the solves registered every :data:`POLL_S` as the per-solve thread did
-and sleeps on a condition while none is.
+and sleeps on a condition while none is. A solve watched with a deadline is stopped once it passes (CP-SAT's own
+``max_time_in_seconds`` counts from its start and may overrun it; the step-order cut loop's solves, which must end
+inside the call's deadline, are watched so).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from typing import Any, Optional
 
 from parplan.solver.deadline import CallLimits, over_budget
@@ -27,7 +30,7 @@ class Stopper:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._watched: dict[int, tuple[Any, Optional[threading.Event], Optional[CallLimits]]] = {}
+        self._watched: dict[int, tuple[Any, Optional[threading.Event], Optional[CallLimits], Optional[float]]] = {}
         self._tokens = itertools.count()
         self._thread: Optional[threading.Thread] = None
 
@@ -37,12 +40,14 @@ class Stopper:
         self._watched = {}
         self._thread = None
 
-    def watch(self, solver: Any, cancel: Optional[threading.Event], limits: Optional[CallLimits]) -> int:
-        """Watch ``solver`` until :meth:`release` of the token returned: stopped once ``cancel`` is set or the process
-        is over ``limits``' budget (a stop before its solve starts is repeated every :data:`POLL_S` until released)."""
+    def watch(self, solver: Any, cancel: Optional[threading.Event], limits: Optional[CallLimits],
+              deadline: Optional[float] = None) -> int:
+        """Watch ``solver`` until :meth:`release` of the token returned: stopped once ``cancel`` is set, the process
+        is over ``limits``' budget or ``time.perf_counter()`` is past ``deadline`` (a stop before its solve starts is
+        repeated every :data:`POLL_S` until released)."""
         with self._cond:
             token = next(self._tokens)
-            self._watched[token] = (solver, cancel, limits)
+            self._watched[token] = (solver, cancel, limits, deadline)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="cpsat-stopper", daemon=True)
                 self._thread.start()
@@ -60,8 +65,10 @@ class Stopper:
                     self._cond.wait()
                     continue
                 self._cond.wait(POLL_S)  # (a solve registered or released meanwhile: looked at on the next pass)
-                for solver, cancel, limits in list(self._watched.values()):
-                    if (cancel is not None and cancel.is_set()) or (limits is not None and over_budget(limits)):
+                now = time.perf_counter()
+                for solver, cancel, limits, deadline in list(self._watched.values()):
+                    if (cancel is not None and cancel.is_set()) or (deadline is not None and now > deadline) or \
+                            (limits is not None and over_budget(limits)):
                         solver.stop_search()  # (under the lock: never a solver already released)
 
 

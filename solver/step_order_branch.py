@@ -42,6 +42,7 @@ from parplan.solver.step_order_critical import critical_path
 from parplan.solver.step_order_cuts import CutOutcome, busy_forms, objective_s
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 from parplan.solver.step_order_lp import lp_bound_s
+from parplan.solver.step_order_patterns import patterns, solve_by_patterns
 
 UNIT_ORDER = range  # the order the units are branched on (middle units first was slower: 21.7 s against 11.0 s)
 PRUNE_REL = 1e-9  # a node whose bound is within this of the best found is pruned (float rounding of the prices)
@@ -331,6 +332,10 @@ class PairSearch:
         if e.feasible and objective_s(e) < self.best_v:
             self.best, self.best_v = e, objective_s(e)
 
+    def leaf_of(self, chosen: list[int]) -> None:
+        """The plan of the units' options ``chosen`` as a leaf (its DP time the largest of theirs)."""
+        self._leaf(chosen, max(float(o.dp_s[j]) for o, j in zip(self.opts, chosen)))
+
     def counts(self, chosen: list[int]) -> tuple[list[int], list[int]]:
         """Per-stage layers and recomputed layers of the units' options ``chosen``."""
         p = self.c.pp
@@ -372,9 +377,12 @@ def solve_dualpipe_choice(problem: Problem, i: int, cap_kib: int, below: float =
     if lp_s >= below:  # the relaxation closes the choice: no plan below the threshold
         return CutOutcome(None, below, True, 0)
     s.max_leaves = max_leaves
-    exact = s.run(deadline)
+    exact, low = s.run(deadline), max(s.root_bound_s(), lp_s)
+    pats = patterns([o.tot for o in opts], s.L) if not exact and max_leaves == MAX_LEAVES else None
+    if pats is not None:  # few vectors of unit totals: each by its relaxation (step_order_patterns.py)
+        exact, by_pattern = solve_by_patterns(s, pats, deadline)
+        low = by_pattern if exact else max(low, by_pattern)
     if forms is not None:
         forms.extend(s.new_forms)
-    if exact:
-        return CutOutcome(s.best, s.best_v, True, len(s.new_forms))
-    return CutOutcome(s.best, min(s.best_v, max(s.root_bound_s(), lp_s)), False, len(s.new_forms))
+    return CutOutcome(s.best, min(s.best_v, low) if pats is not None or not exact else s.best_v, exact,
+                      len(s.new_forms))

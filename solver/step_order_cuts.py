@@ -30,11 +30,13 @@ from parplan.costmodel.evaluation.evaluate import PlanError
 from parplan.costmodel.evaluation.ledger import Evaluation
 from parplan.costmodel.schedules.dualpipe_steps import step_orders, step_structure
 from parplan.costmodel.schedules.schedule import Schedule
-from parplan.costmodel.schedules.step_order_bound import PathForm, rank_path_forms
+from parplan.costmodel.schedules.step_order_bound import PathForm
 from parplan.costmodel.spec.spec import Plan
-from parplan.solver.deadline import TimeUp
+from parplan.solver.cpsat_stopper import STOPPER
+from parplan.solver.deadline import TimeUp, current, past
 from parplan.solver.ortools_cp import cp_model
 from parplan.solver.problem import Problem, canonical_plan
+from parplan.solver.step_order_critical import rank_paths
 from parplan.solver.step_order_lookups import StepOrderLookups, build_lookups
 
 D_BITS = 20  # cut coefficients in 1/D, D = 2^20 where the model's range allows (CutModel.D)
@@ -276,17 +278,27 @@ def objective_s(e: Evaluation) -> float:
     return e.metrics.step_order_step_s if e.metrics.step_order_step_s is not None else e.metrics.step_time_s
 
 
+def _end(deadline: Optional[float]) -> Optional[float]:
+    """The earlier of ``deadline`` and the call's (solver/deadline.py ``call_limits``), None where neither is set."""
+    limits = current()
+    ends = [x for x in (deadline, limits.deadline if limits is not None else None) if x is not None]
+    return min(ends) if ends else None
+
+
 def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
-    """One CP-SAT solve of the model within SOLVE_DET deterministic seconds (the same answer run to run) and the
-    call's deadline (TimeUp past it): OPTIMAL (within the gap limit), INFEASIBLE, or FEASIBLE / UNKNOWN where the
-    cap cut it short (its bound still a lower bound of the model)."""
+    """One CP-SAT solve of the model within SOLVE_DET deterministic seconds (the same answer run to run), stopped by
+    the project's stopper (solver/cpsat_stopper.py) past the deadline (the earlier of ``deadline`` and the call's),
+    on the call's cancellation or past its memory budget, each raising TimeUp once the solve is back: OPTIMAL (within
+    the gap limit), INFEASIBLE, or FEASIBLE / UNKNOWN where the cap cut it short (its bound still a lower bound of
+    the model)."""
     solver = cp_model.CpSolver()
     solver.parameters.max_deterministic_time = SOLVE_DET
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 1
     solver.parameters.relative_gap_limit = TOL / 4  # the bound it proves is what the loop reads (CutModel.value_s)
-    if deadline is not None:
-        left = deadline - time.perf_counter()
+    end, limits = _end(deadline), current()
+    if end is not None:
+        left = end - time.perf_counter()
         if left <= 0:
             raise TimeUp()
         solver.parameters.max_time_in_seconds = left
@@ -294,11 +306,14 @@ def _solve(cm: CutModel, deadline: Optional[float], hint: Optional[list[int]]):
         cm.model.clear_hints()
         for v, x in zip(cm.l + cm.r, hint[0] + (hint[1] if cm.r else [])):
             cm.model.add_hint(v, x)
-    status = solver.solve(cm.model)
+    token = STOPPER.watch(solver, limits.cancel if limits is not None else None, limits, end)
+    try:
+        status = solver.solve(cm.model)
+    finally:
+        STOPPER.release(token)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"the step-order cut model is invalid: {cm.model.validate()}")
-    if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and deadline is not None and \
-            time.perf_counter() >= deadline:
+    if past(end):  # (stopped, or ended at the deadline: nothing more of the loop starts)
         raise TimeUp()
     return solver, status
 
@@ -315,6 +330,8 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
     cm = CutModel(problem, i, cap_kib, lk, memory=not relaxed, recompute=modelled)
     for form in busy_forms(c.schedule, c.pp, c.num_microbatches) + list(forms or ()):
         cm.add_cut(form)
+    if past(_end(deadline)):
+        raise TimeUp()
     shared = cm.cuts
     best, best_v, hint, last_lb = None, below, None, 0.0
     if np.isfinite(below):
@@ -332,6 +349,8 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
         except PlanError:
             e = None
         v = objective_s(e) if e is not None else float("inf")
+        if past(_end(deadline)):  # (an evaluation at 64 stages takes a tenth of a second)
+            raise TimeUp()
         if e is not None and e.feasible and v < best_v:
             best, best_v = e, v
             cm.cutoff(v)
@@ -347,7 +366,7 @@ def solve_paired_choice(problem: Problem, i: int, cap_kib: int, below: float = f
         elif v > lb * (1 + TOL):
             if cm.cuts - shared >= MAX_CUTS:
                 return CutOutcome(best, lb, False, cm.cuts - shared)
-            for form in rank_path_forms(c.schedule, lk.work(*x) if modelled else lk.work(x[0]), c.num_microbatches):
+            for form in rank_paths(c.schedule, lk.work(*x) if modelled else lk.work(x[0]), c.num_microbatches):
                 cm.add_cut(form)  # the longest path through each rank (the critical path among them)
                 if forms is not None:
                     forms.append(form)

@@ -94,3 +94,14 @@ def test_a_child_forked_while_the_lock_is_held_watches_its_own_solves():
                 os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_a_solve_past_its_deadline_is_stopped():
+    """A solve watched with a deadline (the step-order cut loop's, solver/step_order_cuts.py) is stopped once
+    ``time.perf_counter()`` passes it, and not before."""
+    stopper, solver = Stopper(), FakeSolver()
+    token = stopper.watch(solver, None, None, time.perf_counter() + 10 * POLL_S)
+    time.sleep(3 * POLL_S)
+    assert solver.stops == 0
+    assert wait_for(lambda: solver.stops > 0)
+    stopper.release(token)

@@ -126,6 +126,7 @@ READERS: dict[str, str] = {
     "solver/step_order_cuts.py": "pp dp num_microbatches schedule recompute",
     "solver/step_order_floor.py": "num_microbatches schedule",
     "solver/step_order_lookups.py": "pp num_microbatches schedule",
+    "solver/step_order_patterns.py": "pp num_microbatches schedule",
     "solver/step_order_search.py": "pp num_microbatches schedule recompute",
     "solver/table_builder.py": "pp num_microbatches vpp schedule recompute first_chunk_trim last_chunk_trim",
     "solver/tables.py": "pp num_microbatches vpp schedule recompute moe_a2a_overlap",
