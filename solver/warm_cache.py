@@ -206,10 +206,9 @@ class SpecPieces:
         key = space_key(spec, options)
         space = self.spaces.get(key)
         if space is None:
+            if len(self.spaces) >= SPACES_KEPT:  # dropped first: the enumeration's peak holds no other kept space
+                self.drop_spaces()
             space = enumerate_space(memo=self.enumeration_memo(spec, options))  # (cut short, it raises: none kept)
-            if len(self.spaces) >= SPACES_KEPT:
-                self.spaces.clear()
-                self.space_choices = 0
             if self.nbytes + CHOICE_BYTES * len(space.choices) <= self.limit_bytes():
                 self.spaces[key] = space
                 self.space_choices += len(space.choices)
