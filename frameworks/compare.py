@@ -164,8 +164,8 @@ class FrameworkSolves:
         workers = worker_count(len(self.names), controls.memory_budget_mib if controls is not None else None) \
             if concurrent else 0
         # the solves in the workers' order (positions into names: compare_workers.Workers hands out positions)
-        self.order = solve_order(spec, self.names) if workers else list(range(len(self.names)))
-        self.workers = Workers(len(self.names), self._solve_at, workers) if workers else None
+        self.order, mine = solve_order(spec, self.names) if workers else (list(range(len(self.names))), 0)
+        self.workers = Workers(len(self.names), self._solve_at, workers, reserved=mine) if workers else None
 
     def _solve_at(self, position: int, solves: int) -> tuple[FrameworkBest, Any]:
         """:meth:`_solve` of the framework at ``position`` of :func:`solve_order`."""
@@ -200,11 +200,12 @@ class FrameworkSolves:
             self.workers.close()
 
 
-def solve_order(spec, names: list[str]) -> list[int]:
-    """The order the concurrent solves take the frameworks ``names`` in (indices into it): those whose cost pieces are
-    the spec's own (solver/warm_cache.py ``spec_key``: the same conventions, e.g. ``any`` and Megatron-Core) last,
-    where this process takes them once its own solve is done (compare_workers.Workers.finish takes from the end) and
-    finds the pieces warm; the others first, for the workers; each group in ``names``' order. Only who solves what and
+def solve_order(spec, names: list[str]) -> tuple[list[int], int]:
+    """(the order the concurrent solves take the frameworks ``names`` in, indices into it; how many of its last are
+    this process's alone): those whose cost pieces are the spec's own (solver/warm_cache.py ``spec_key``: the same
+    conventions, e.g. ``any`` and Megatron-Core) last, reserved to this process, which takes them once its own solve is
+    done (compare_workers.Workers.finish takes from the end) and finds the pieces warm; the others first, for the
+    workers; each group in ``names``' order. Only who solves what and
     when moves: each answer is the same wherever it is solved (compare_workers' docstring), and is reported in
     ``names``' order."""
     from parplan.solver.warm_cache import spec_key
@@ -218,7 +219,7 @@ def solve_order(spec, names: list[str]) -> list[int]:
             return False
 
     sharing = [shares(name) for name in names]
-    return [i for i, s in enumerate(sharing) if not s] + [i for i, s in enumerate(sharing) if s]
+    return [i for i, s in enumerate(sharing) if not s] + [i for i, s in enumerate(sharing) if s], sum(sharing)
 
 
 def _framework_best(spec, name: str, seeds: list, args: dict) -> tuple[FrameworkBest, Any]:

@@ -71,11 +71,16 @@ class Workers:
     (``solve(j, solves)``, ``solves``: :func:`solves_left`), until :meth:`finish` has this process join in, from
     the last framework not taken backwards (frameworks/compare.py ``solve_order`` puts last those whose cost pieces
     are the spec's own, the same conventions: solver/warm_cache.py, which this process holds), and collects their
-    answers."""
+    answers. The last ``reserved`` frameworks are this process's alone: a worker stops before them (DeepSeek-V3 on
+    2,048 H800, Megatron-Core: 1.38-1.83 s of CPU cold, as a worker that took it solved it, 0.87-1.05 s after the
+    spec's own solve, load ~4); each solve here counts them among those it has still to start. Where the spec's own
+    solve outlasts the workers' frameworks by more than that saving, a worker taking them would end sooner: on none of
+    benchmarks/solver_speed.py's 13 scenarios (each worker was still busy when this process's own solve ended)."""
 
-    def __init__(self, count: int, solve: Callable[[int, int], object], workers: int):
+    def __init__(self, count: int, solve: Callable[[int, int], object], workers: int, reserved: int = 0):
         ctx = multiprocessing.get_context("fork")
-        self.count, self.queue, self.started = count, ctx.Array("i", [0, count]), []  # [first, end) not yet taken
+        # [first, end) not yet taken; the workers take below the third (the reserved start) only
+        self.count, self.queue, self.started = count, ctx.Array("i", [0, count, count - reserved]), []
         sys.stdout.flush()
         sys.stderr.flush()  # a forked child flushes its copy of the buffers when it exits: nothing printed twice
         gc.freeze()  # the objects so far out of the workers' collections: their pages stay shared, not copied
@@ -105,8 +110,8 @@ class Workers:
         answers UNKNOWN itself once the time is spent)."""
         out: list = [None] * self.count
         try:
-            for j, waiting in _taken(self.queue, last=True):
-                out[j] = solve(j, solves_left(waiting, len(self.started) + 1))
+            for j, solves in _taken(self.queue, len(self.started) + 1, last=True):
+                out[j] = solve(j, solves)
             for proc, recv in self.started:
                 _collect(proc, recv, out, deadline)
         finally:
@@ -137,28 +142,30 @@ def _widen(conn) -> None:
         pass
 
 
-def _taken(queue, last: bool = False):
-    """(framework, how many were not yet started, it included) for each framework this process takes: the first not
-    taken by any process (``last``: the last), until none is left."""
+def _taken(queue, processes: int, last: bool = False):
+    """(framework, the solves this process has still to start, it included: :func:`solves_left` of those the
+    ``processes`` share, plus the reserved ones left where ``last``) for each framework this process takes: the first
+    not taken by any process below the reserved start (``last``: the last, reserved or not), until none is left."""
     while True:
         with queue.get_lock():
-            first, end = queue[0], queue[1]
-            if first >= end:
+            first, end, shared_end = queue[0], queue[1], queue[2]
+            if first >= (end if last else min(end, shared_end)):
                 return
             if last:
                 queue[1] = end - 1
             else:
                 queue[0] = first + 1
-        yield (end - 1 if last else first), end - first
+        shared = solves_left(max(0, min(end, shared_end) - first), processes)
+        yield (end - 1 if last else first), shared + (max(0, end - max(shared_end, first)) if last else 0)
 
 
 def _work(queue, solve: Callable[[int, int], object], processes: int, send) -> None:
     """A worker's loop: solve the first framework not taken, send ``(j, answer)``; ``(j, None)`` where the solve or
     the pickling failed (the parent then solves it again itself, and meets the same error where it is one)."""
     try:
-        for j, waiting in _taken(queue):
+        for j, solves in _taken(queue, processes):
             try:
-                send.send((j, solve(j, solves_left(waiting, processes))))
+                send.send((j, solve(j, solves)))
             except BaseException:
                 send.send((j, None))
                 return

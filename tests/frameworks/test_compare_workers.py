@@ -71,6 +71,24 @@ def test_workers_answer_each_framework_once_in_order():
 
 
 @needs_fork
+def test_the_reserved_frameworks_are_this_process_s():
+    """A worker stops before the last ``reserved`` frameworks, though it is free long before this process joins in;
+    this process counts them among the solves it has still to start (its time shares)."""
+    parent = os.getpid()
+
+    def solve(j, solves):
+        return ("worker" if os.getpid() != parent else "parent", j, solves)
+
+    workers = Workers(5, solve, 1, reserved=2)
+    time.sleep(1.0)  # the worker has long taken what it may
+    out = workers.finish(solve, deadline=None)
+    assert [(who, j) for who, j, _ in out] == [("worker", 0), ("worker", 1), ("worker", 2), ("parent", 3),
+                                              ("parent", 4)]
+    assert [solves for _, _, solves in out[3:]] == [1, 2]  # framework 4 first, with 3 still to start
+    assert Workers(2, solve, 1, reserved=2).finish(solve, deadline=None) == [("parent", 0, 1), ("parent", 1, 2)]
+
+
+@needs_fork
 @pytest.mark.parametrize("failure", ["raises", "unpicklable"])
 def test_a_failed_worker_solve_is_solved_here(failure):
     """A worker whose solve raises, or whose answer cannot be pickled, sends no answer for it: the parent solves that
@@ -133,6 +151,12 @@ def test_concurrent_per_framework_answers_are_the_one_process_answers(monkeypatc
                              controls=controls)
     assert solves.workers is not None and len(solves.workers.started) == 1
     assert solves.order == ([1, 2, 3, 0] if framework else [0, 1, 2, 3])
+    from parplan.frameworks.compare import spec_for_framework
+    from parplan.solver.warm_cache import spec_key
+
+    sharing = [spec_key(spec_for_framework(spec, name)) == spec_key(spec) for name in solves.names]
+    assert solves.workers.queue[2] == len(sharing) - sum(sharing)  # those whose pieces are the spec's: this process's
+    assert not framework or sharing[0]  # under any: Megatron-Core
     result = optimize(spec, controls=controls)
     forked = solves.compared(result)
     alone = best_per_framework(spec, result, deadline=time.monotonic() + 120, method="cpsat", controls=controls)

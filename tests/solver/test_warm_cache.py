@@ -226,17 +226,16 @@ def test_an_entry_of_another_key_is_never_read(spec, change, monkeypatch):
         assert got == answer(other)
 
 
-def test_a_request_repeated_reads_its_space():
-    """The space is kept by GPU count, batch, framework and options beside the entry's key, once its request comes
-    twice in a row: the third call reads the second's Space, equal to one enumerated alone; another batch, GPU count,
-    framework of the same key (any and Megatron-Core, whose rules differ) or options enumerates its own; at most
-    SPACES_KEPT are held, none for requests that do not repeat."""
+def test_a_request_repeated_reads_its_space(monkeypatch):
+    """The space is kept by GPU count, batch, framework and options beside the entry's key, from its request's first
+    call where it fits the cache's share: the second call reads the first's Space, equal to one enumerated alone;
+    another batch, GPU count, framework of the same key (any and Megatron-Core, whose rules differ) or options
+    enumerates its own; at most SPACES_KEPT are held, their bytes counted; none past the share."""
     spec = validate_spec({**LLAMA, "framework": "megatron-core"})
-    once = Problem.build(spec)
-    entry = once.pieces
-    assert not entry.spaces  # a request seen once keeps nothing
     first = Problem.build(spec)
-    assert first.space is not once.space and Problem.build(spec).space is first.space
+    entry = first.pieces
+    assert list(entry.spaces.values()) == [first.space]  # kept from the first call
+    assert Problem.build(spec).space is first.space
     with cache_off():
         alone = Problem.build(spec).space
     assert alone.choices == first.space.choices and alone.rejected == first.space.rejected
@@ -244,11 +243,11 @@ def test_a_request_repeated_reads_its_space():
               validate_spec({**LLAMA, "framework": "any"})]
     assert spec_key(others[2]) == spec_key(spec)  # one entry, two frameworks' rules
     for other in others:
-        spaces = [Problem.build(other).space for _ in range(3)]
+        spaces = [Problem.build(other).space for _ in range(2)]
         with cache_off():
             own = Problem.build(other).space
-        assert spaces[2] is spaces[1] is not first.space
-        assert spaces[2].choices == own.choices and spaces[2].rejected == own.rejected
+        assert spaces[1] is spaces[0] is not first.space
+        assert spaces[1].choices == own.choices and spaces[1].rejected == own.rejected
     relaxed = replace(first.options, pp=(1,))
     pinned = Problem.build(spec, options=relaxed).space
     with cache_off():
@@ -256,12 +255,34 @@ def test_a_request_repeated_reads_its_space():
     assert len(WARM) == 1 and len(entry.spaces) <= warm_cache.SPACES_KEPT
     for gbs in (16, 24, 32, 40, 48):
         Problem.build(spec_variant(spec, **{"training.global_batch_size": gbs}))
-        Problem.build(spec_variant(spec, **{"training.global_batch_size": gbs}))
         assert len(entry.spaces) <= warm_cache.SPACES_KEPT and entry.space_choices == sum(
             len(s.choices) for s in entry.spaces.values())
     with cache_off():
         cold = answer(spec)
-    assert [answer(spec) for _ in range(3)] == [cold] * 3  # the third reads its space (and the second's bounds)
+    assert [answer(spec) for _ in range(3)] == [cold] * 3  # the second and third read the first's space and bounds
+    monkeypatch.setattr(WARM, "limit_bytes", lambda: entry.nbytes)  # no room for a space beside the entry's pieces
+    tight = spec_variant(spec, **{"training.global_batch_size": 96})
+    assert Problem.build(tight).space is not Problem.build(tight).space and not entry.spaces
+
+
+def test_the_spaces_go_before_the_entries(monkeypatch):
+    """Past the share, the least recent entries' spaces are dropped (their bytes uncounted) before any entry."""
+    cache = WarmCache()
+    specs = [validate_spec({**LLAMA, "training": {"seq_len": s, "global_batch_size": 64}}) for s in (1024, 2048)]
+    entries = [cache.pieces(s) for s in specs]
+    for entry, spec in zip(entries, specs):
+        with cache_off():
+            entry.space(spec, Problem.build(spec).options, lambda memo: Problem.build(spec).space)
+        assert entry.space_choices > 0
+    entries[1].memo["a piece"] = 1
+    limit = sum(e.nbytes for e in entries) - warm_cache.CHOICE_BYTES * entries[0].space_choices
+    monkeypatch.setattr(cache, "limit_bytes", lambda: limit)
+    assert cache.pieces(specs[1]) is entries[1] and len(cache) == 2 and cache.evictions == 0
+    assert not entries[0].spaces and entries[0].space_choices == 0 and entries[1].spaces
+    assert cache.nbytes() == limit
+    limit = entries[1].nbytes - 1  # the one in use alone past the share: its spaces go first
+    assert cache.pieces(specs[1]) is entries[1] and len(cache) == 1 and cache.evictions == 1
+    assert not entries[1].spaces and entries[1].memo == {"a piece": 1}
 
 
 def test_evaluate_shares_the_plans_costs():
@@ -298,3 +319,19 @@ def test_off_builds_alone():
     with cache_off():
         assert Problem.build(spec).pieces is None and WARM.evaluation_inputs(spec) == {}
     assert len(WARM) == 0
+
+
+def test_the_process_frees_its_pieces_at_exit():
+    """At exit the cache is emptied before the interpreter's last collection (a handler registered before the
+    module's import runs after its own, LIFO, and finds it empty)."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('left', len(sys.modules['parplan.solver.warm_cache'].WARM)))\n"
+            "from parplan.frameworks.loader import validate_spec\n"
+            "from parplan.solver.problem import Problem\n"
+            f"Problem.build(validate_spec({LLAMA!r}))\n"
+            "print('held', len(sys.modules['parplan.solver.warm_cache'].WARM))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["held", "1", "left", "0"]
