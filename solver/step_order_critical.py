@@ -21,7 +21,7 @@ import numpy as np
 
 from parplan.costmodel.schedules.dualpipe_steps import StageWork, op_durations_s, step_structure
 from parplan.costmodel.schedules.schedule import Schedule
-from parplan.costmodel.schedules.step_order_bound import PathForm
+from parplan.costmodel.schedules.step_order_bound import PathForm, forms_through
 
 
 @dataclass(frozen=True)
@@ -112,22 +112,8 @@ def rank_paths(schedule: Schedule, work: StageWork, m: int) -> list[PathForm]:
         rest[nodes] = d_level[a:b] + rest[best]
     through = end[:n] + rest[:n] - d
     rank = np.fromiter((r for r, _ in st.node), np.int64, n)
-    forms, seen = [], set()
+    starts = []
     for r in range(int(rank.max()) + 1):
         mine = np.flatnonzero(rank == r)
-        x = int(mine[np.argmax(through[mine])])
-        path, y = [], x
-        while y >= 0:
-            path.append(y)
-            y = int(came[y])
-        y = int(nxt[x])
-        while y >= 0:
-            path.append(y)
-            y = int(nxt[y])
-        keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
-                                axis=1, return_counts=True)
-        key = (keys.tobytes(), count.tobytes())
-        if key not in seen:
-            seen.add(key)
-            forms.append(PathForm(keys[0], keys[1], keys[2], keys[3].astype(bool), count))
-    return forms
+        starts.append(int(mine[np.argmax(through[mine])]))
+    return forms_through(st, starts, came, nxt)

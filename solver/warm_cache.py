@@ -29,8 +29,8 @@ them), the choices' costs and the layer sums of the layer bound (solver/bounds.p
 and the parts of the search's bounds that
 requests with another global batch share (solver/shared_bounds.py), each space key's per-choice quick and layer
 bounds (solver/space_bounds.py; :data:`SPACE_BOUNDS_KEPT`), and the search space of a request that
-repeats (:func:`space_key`; :data:`SPACES_KEPT`): from its second call it enumerates nothing. The cache is an LRU
-bounded by a share of the process's memory budget (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
+repeats (:func:`space_key`; :data:`SPACES_KEPT`: kept from its first call where it fits). The cache is an LRU
+bounded by a share of the process's memory budget, or of a call's where smaller (:data:`CACHE_SHARE`, beside the per-call table caches' quarter:
 solver/problem.py), its size estimated per piece (:data:`COSTS_BYTES`, :data:`MEMO_BYTES`,
 :data:`MEAN_PARTS_BYTES`, :data:`RELAXATION_BYTES`, space.CHOICE_BYTES); ``PARPLAN_WARM_CACHE=0`` or
 :meth:`WarmCache.disable` turns it off (every problem then builds its pieces alone, as before).
@@ -58,7 +58,7 @@ from parplan.costmodel.evaluation.choice import Choice, ChoiceCosts, choice_cost
 from parplan.costmodel.spec.hardware import GPU, resolve_gpu
 from parplan.costmodel.schedules.schedule import Schedule
 from parplan.costmodel.spec.spec import Spec
-from parplan.solver.deadline import MIB, default_memory_budget_mib
+from parplan.solver.deadline import MIB, budget, default_memory_budget_mib
 from parplan.solver.space import CHOICE_BYTES, Space, SpaceOptions
 from parplan.solver.space_bounds import SpaceBounds
 from parplan.solver.space_memo import EnumerationMemo, memo_key
@@ -160,8 +160,9 @@ def base_key(c: Choice, spec: Spec) -> tuple:
 
 
 def share_bytes() -> int:
-    """The cache's share of the process's memory budget (:data:`CACHE_SHARE`)."""
-    return default_memory_budget_mib() * MIB // CACHE_SHARE
+    """The cache's share (:data:`CACHE_SHARE`) of the process's memory budget, or of the budget of the call in
+    progress where that is smaller (a call's ``memory_budget_mib``: the cache keeps no more than its share of it)."""
+    return min(default_memory_budget_mib() * MIB, budget().limit_bytes) // CACHE_SHARE
 
 
 @dataclass

@@ -118,16 +118,22 @@ def rank_path_forms(schedule: Schedule, work: StageWork, m: int) -> list[PathFor
     for i, (r, _) in enumerate(st.node):
         if r not in best or end[i] + rest[i] - d[i] > end[best[r]] + rest[best[r]] - d[best[r]]:
             best[r] = i
+    return forms_through(st, [best[r] for r in sorted(best)], came, nxt)
+
+
+def forms_through(st, starts, came, nxt) -> list[PathForm]:
+    """The distinct :class:`PathForm` of the path through each node of ``starts``: back along ``came`` and on along
+    ``nxt`` (each a node's predecessor / successor on the path, -1 at its ends), in the order of ``starts``."""
     forms, seen = [], set()
-    for r in sorted(best):
-        path, x = [], best[r]
-        while x >= 0:
-            path.append(x)
-            x = came[x]
-        x = nxt[best[r]]
-        while x >= 0:
-            path.append(x)
-            x = nxt[x]
+    for x in starts:
+        path, y = [], int(x)
+        while y >= 0:
+            path.append(y)
+            y = int(came[y])
+        y = int(nxt[x])
+        while y >= 0:
+            path.append(y)
+            y = int(nxt[y])
         keys, count = np.unique(np.stack([st.kind[path], st.stage[path], st.stage_b[path], st.zb[path].astype(int)]),
                                 axis=1, return_counts=True)
         key = (keys.tobytes(), count.tobytes())

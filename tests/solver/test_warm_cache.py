@@ -335,3 +335,16 @@ def test_the_process_frees_its_pieces_at_exit():
             "print('held', len(sys.modules['parplan.solver.warm_cache'].WARM))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["held", "1", "left", "0"]
+
+
+def test_the_share_is_of_the_smaller_of_the_process_and_the_call_budget():
+    """Inside a call whose memory budget is below the process's, the cache keeps a quarter of the call's budget; a
+    larger call budget leaves the process's share (warm_cache.share_bytes)."""
+    from parplan.solver.deadline import MIB, call_limits, default_memory_budget_mib
+
+    process_share = default_memory_budget_mib() * MIB // warm_cache.CACHE_SHARE
+    assert warm_cache.share_bytes() == process_share
+    with call_limits(None, None, 256):
+        assert warm_cache.share_bytes() == 256 * MIB // warm_cache.CACHE_SHARE < process_share
+    with call_limits(None, None, 4 * default_memory_budget_mib()):
+        assert warm_cache.share_bytes() == process_share
