@@ -47,9 +47,9 @@ def bounded_put(cache: dict, key: Hashable, value: T, max_entries: int) -> T:
 
 
 def _oldest(cache: dict, count: int) -> list:
-    """The first ``count`` keys of the cache's order. Another thread may change the cache while they are read (the
-    read allocates, and an allocation can run the collector, whose callbacks let other threads in): then
-    ``RuntimeError`` ("dictionary changed size during iteration"), and the read is tried again."""
+    """The first ``count`` keys of the cache's order. Another thread may change the cache while they are read
+    (tests/costmodel/test_memo.py's thread test saw it once in a full run): then ``RuntimeError`` ("dictionary changed
+    size during iteration"), and the read is tried again."""
     while True:
         try:
             return list(itertools.islice(cache, count))
