@@ -12,7 +12,8 @@ fixed it reaches the pattern's optimum or passes the best plan known (``python b
 --only "405B / 2048" --pp 64 --below 19.121``).
 
 Per pattern, least per-cut bound first: the relaxation (each unit's options of the pattern's total, fractions summing
-to 1; ``Z ≥`` every path so far, ``D ≥`` every unit's DP time; minimise ``Z + D``) is solved by GLOP, and the longest
+to 1; ``Z ≥`` every path so far, ``D ≥`` every unit's DP time; minimise ``Z + D``: step_order_lp.CutsLP, restricted to
+the pattern's options, which fix the layers) is solved by GLOP, and the longest
 path of the graph at the fractional answer (each operation's duration the fractions' mix of its options' durations:
 linear, so that path is the one the answer most violates) is added while it is longer than ``Z``; paths are shared by
 every pattern (a path of the graph is a cut of every plan). A pattern closes once its relaxation is at or above the
@@ -29,17 +30,15 @@ import time
 from typing import Callable, Optional
 
 import numpy as np
-from ortools.linear_solver import pywraplp
-
 from parplan.costmodel.schedules.dualpipe_steps import step_structure
 from parplan.costmodel.schedules.step_order_bound import PathForm
 from parplan.solver.deadline import TimeUp
 from parplan.solver.step_order_critical import longest_path
+from parplan.solver.step_order_lp import LP_REL, CutsLP
 
 MAX_PATTERNS = 256  # a choice with more vectors of unit totals is left to the branch and bound
 MAX_LP_NODES = 3000  # relaxations per choice in the branching on fractional units (then the branch and bound)
 MAX_ROUNDS = 400  # paths added per pattern at most (then the pattern's last relaxation is its bound)
-LP_REL = 1e-6  # the relaxation's value is taken this much below GLOP's answer (its tolerances)
 CONVERGED_REL = 1e-7  # the fractional answer's longest path within this of Z: no path cuts it off
 CLOSE_UNITS = 2  # a relaxation within this many of the problem's time units below the best found closes its plans
 # (the unit DP times are the table's, floored by two units: step_order_branch._dp_floor_s; 405B on 2048 H100's
@@ -71,52 +70,6 @@ def patterns(tots: list[np.ndarray], layers: int) -> Optional[list[tuple[int, ..
     return out
 
 
-class PatternLP:
-    """The relaxation over every option of every unit (module docstring), restricted to one pattern by the upper
-    bounds of its variables (GLOP starts each solve from the last basis)."""
-
-    def __init__(self, tots: list[np.ndarray], dps: list[np.ndarray]):
-        s = self.solver = pywraplp.Solver.CreateSolver("GLOP")
-        self.tots = tots
-        self.x = [[s.NumVar(0.0, 1.0, "") for _ in range(len(t))] for t in tots]
-        for xs in self.x:
-            one = s.Constraint(1.0, 1.0)
-            for v in xs:
-                one.SetCoefficient(v, 1.0)
-        self.z, d = s.NumVar(0.0, s.infinity(), "z"), s.NumVar(0.0, s.infinity(), "d")
-        for xs, dp in zip(self.x, dps):
-            row = s.Constraint(0.0, s.infinity())
-            row.SetCoefficient(d, 1.0)
-            for v, c in zip(xs, dp.tolist()):
-                row.SetCoefficient(v, -c)
-        objective = s.Objective()
-        objective.SetCoefficient(self.z, 1.0)
-        objective.SetCoefficient(d, 1.0)
-        objective.SetMinimization()
-
-    def restrict(self, allowed: list[np.ndarray]) -> None:
-        """Only the options ``allowed`` (a mask per unit)."""
-        for xs, ok in zip(self.x, allowed):
-            for v, a in zip(xs, ok.tolist()):
-                v.SetUb(1.0 if a else 0.0)
-
-    def add(self, prices: list[np.ndarray]) -> None:
-        """``Z ≥`` a path priced per unit option (``prices[u]``: the path's price of each of unit u's options)."""
-        cut = self.solver.Constraint(0.0, self.solver.infinity())
-        cut.SetCoefficient(self.z, 1.0)
-        for xs, g in zip(self.x, prices):
-            for v, c in zip(xs, g.tolist()):
-                if c:
-                    cut.SetCoefficient(v, -c)
-
-    def solve(self) -> Optional[tuple[float, float, list[np.ndarray]]]:
-        """(value less LP_REL, Z, the fractions) or None where GLOP does not answer."""
-        if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
-            return None
-        x = [np.array([v.solution_value() for v in xs]) for xs in self.x]
-        return self.solver.Objective().Value() * (1 - LP_REL), self.z.solution_value(), x
-
-
 def fractional_path(search, x: list[np.ndarray]) -> tuple[float, PathForm]:
     """The longest path of ``search``'s choice at fractions ``x`` of its units' options: each stage's features the
     fractions' mix (T, X, the two F&B exposures of its unit), each operation's duration dualpipe_steps'
@@ -140,7 +93,7 @@ def solve_by_patterns(search, pats: list[tuple[int, ...]], deadline: Optional[fl
     """Every pattern of ``search`` (a step_order_branch.PairSearch at the choice's threshold, its best found and cuts
     updated) closed by its relaxation or solved (module docstring); returns (exact: within CLOSE_UNITS, a lower
     bound of every plan of the choice below its best found: infinite where none). Raises TimeUp past ``deadline``."""
-    lp = PatternLP([o.tot for o in search.opts], [o.dp_s for o in search.opts])
+    lp = CutsLP([o.tot for o in search.opts], [o.dp_s for o in search.opts])
     for k in range(len(search.forms)):
         lp.add([g[k] for g in search.G])
     exact, low, budget = True, [float("inf")], [MAX_LP_NODES]
@@ -153,7 +106,7 @@ def solve_by_patterns(search, pats: list[tuple[int, ...]], deadline: Optional[fl
     return exact, low[0]
 
 
-def _lp_node(search, lp: PatternLP, allowed: list[np.ndarray], deadline: Optional[float], budget: list[int],
+def _lp_node(search, lp: CutsLP, allowed: list[np.ndarray], deadline: Optional[float], budget: list[int],
              slack: float, low: list[float]) -> tuple[bool, float]:
     """The plans of options ``allowed`` closed by their relaxation (within ``slack`` seconds of the best found: its
     value kept in ``low`` where below it), or by branching on the unit whose fractions are most spread (each of its
@@ -190,7 +143,7 @@ def _lp_node(search, lp: PatternLP, allowed: list[np.ndarray], deadline: Optiona
     return True, value
 
 
-def _relax(search, lp: PatternLP, deadline: Optional[float]) -> tuple[float, Optional[list[np.ndarray]]]:
+def _relax(search, lp: CutsLP, deadline: Optional[float]) -> tuple[float, Optional[list[np.ndarray]]]:
     """The pattern's relaxation, paths added until it converges, passes the best found or MAX_ROUNDS: (its value,
     the last fractions; -inf and None where GLOP never answered)."""
     value, x = -np.inf, None
