@@ -7,8 +7,8 @@ quick bounds fix (Problem.build): so within one warm-cache entry (solver/warm_ca
 global batch and framework) and one space key (warm_cache.space_key: those three and the space options) they are
 the same floats, call after call, and the choices are the same list in the same order (the enumeration is
 deterministic, with its memo or without: tests/solver/test_space_patterns.py). On DeepSeek-V3 on 2,048 H800 (116k
-choices, 71k layer-bounded) they took ~0.4 s and ~0.3 s of CPU of the second call (load ~5.5), whose space is
-enumerated again (it is kept from the second call of a key on, SpecPieces.space). :class:`SpaceBounds` keeps them
+choices, 71k layer-bounded) they took ~0.4 s and ~0.3 s of CPU of the second call (load ~5.5), also where its space
+is enumerated again (a space too large for the cache's share is not kept: SpecPieces.space). :class:`SpaceBounds` keeps them
 by space key (:data:`warm_cache.SPACE_BOUNDS_KEPT`, 32 bytes a choice): the factors and quick bounds whole, the layer
 bounds as the search asks them (NaN until then: a layer bound is a finite product of non-negatives).
 tests/solver/test_space_bounds.py checks a kept entry gives the same arrays and bounds as a problem built alone.
